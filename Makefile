@@ -1,0 +1,53 @@
+# upgradelab — see README.md. Every target installs what it needs itself.
+
+KUBE_VERSION ?= v1.36.3
+ETCD_VERSION ?= v3.6.16
+export UPGRADELAB_CACHE ?= $(HOME)/.cache/upgradelab
+export KUBEBUILDER_ASSETS := $(UPGRADELAB_CACHE)/assets/kube-$(KUBE_VERSION)-etcd-$(ETCD_VERSION)
+
+# One folder per e2e run; the run prints it at the end.
+ARTIFACTS ?= $(CURDIR)/_artifacts/e2e-$(shell date +%Y%m%d-%H%M%S)
+# Where the management cluster runs: embedded or kubeconfig=PATH.
+MANAGEMENT ?= embedded
+
+# Packages whose code runs goroutines against each other; tested with -race.
+RACE_PKGS := ./e2e/mgmt/...
+
+GO_TEST ?= go test
+
+.PHONY: all deps tools test unit e2e bench lint fmt build clean-cache
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+tools: deps
+	@KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) scripts/build-kube-binaries.sh >/dev/null
+	@scripts/build-capi-managers.sh >/dev/null
+
+build: deps
+	go build ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet ./...
+	go vet -tags e2e ./e2e/
+
+# Unit and integration tests (real kube-apiserver, etcd and CAPI managers).
+test: tools lint
+	$(GO_TEST) -count=1 -timeout 20m ./...
+	$(GO_TEST) -count=1 -race -timeout 20m $(RACE_PKGS)
+
+# The main job: the e2e suite on the embedded management plane.
+e2e: tools
+	$(GO_TEST) -count=1 -tags e2e -timeout 60m ./e2e/ -args \
+		-ginkgo.v -ginkgo.junit-report=$(ARTIFACTS)/junit.xml \
+		-artifacts=$(ARTIFACTS) -management=$(MANAGEMENT)
+
+# Benchmarks print figures (ns/op and custom metrics such as seconds to ready).
+bench: tools
+	$(GO_TEST) -run '^$$' -bench . -benchtime 3x -timeout 30m ./...
+
+clean-cache:
+	rm -rf $(UPGRADELAB_CACHE)

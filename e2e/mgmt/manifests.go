@@ -1,0 +1,231 @@
+package mgmt
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// webhookEndpoint is where the API server reaches one manager's webhooks.
+type webhookEndpoint struct {
+	host     string
+	port     int
+	caBundle []byte
+}
+
+func (e webhookEndpoint) url(path string) *string {
+	u := "https://" + e.host + ":" + strconv.Itoa(e.port) + path
+	return &u
+}
+
+// loadCRDs reads a manager's CRDs from its config/crd folder in the CAPI
+// module and makes the edits its kustomization would: the contract labels,
+// and conversion through the manager's webhook for every CRD that serves
+// more than one version.
+func loadCRDs(capiDir string, m managerSpec, ep webhookEndpoint) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	crdDir := filepath.Join(capiDir, m.srcDir, "config", "crd")
+	labels, err := kustomizationLabels(filepath.Join(crdDir, "kustomization.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	files, err := filepath.Glob(filepath.Join(crdDir, "bases", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("%s: no CRDs in %s", m.name, filepath.Join(crdDir, "bases"))
+	}
+	sort.Strings(files)
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, f := range files {
+		docs, err := yamlDocuments(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, doc := range docs {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := yaml.UnmarshalStrict(doc, crd); err != nil {
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
+			if crd.Labels == nil {
+				crd.Labels = map[string]string{}
+			}
+			for k, v := range labels {
+				crd.Labels[k] = v
+			}
+			if len(crd.Spec.Versions) > 1 {
+				crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
+					Strategy: apiextensionsv1.WebhookConverter,
+					Webhook: &apiextensionsv1.WebhookConversion{
+						ConversionReviewVersions: []string{"v1", "v1beta1"},
+						ClientConfig: &apiextensionsv1.WebhookClientConfig{
+							URL:      ep.url("/convert"),
+							CABundle: ep.caBundle,
+						},
+					},
+				}
+			}
+			crds = append(crds, crd)
+		}
+	}
+	return crds, nil
+}
+
+// kustomizationLabels reads the labels a kustomization adds to every object
+// (its `labels[].pairs` and the older `commonLabels`).
+func kustomizationLabels(path string) (map[string]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var k struct {
+		Labels []struct {
+			Pairs map[string]string `json:"pairs"`
+		} `json:"labels"`
+		CommonLabels map[string]string `json:"commonLabels"`
+	}
+	if err := yaml.Unmarshal(data, &k); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	labels := map[string]string{}
+	for _, l := range k.Labels {
+		for key, v := range l.Pairs {
+			labels[key] = v
+		}
+	}
+	for key, v := range k.CommonLabels {
+		labels[key] = v
+	}
+	return labels, nil
+}
+
+// loadWebhookConfigs reads a manager's admission webhook manifests and
+// points them at its loopback port. All managers ship configurations with
+// the same names, so each is prefixed with the manager's name.
+func loadWebhookConfigs(capiDir string, m managerSpec, ep webhookEndpoint) ([]client.Object, error) {
+	path := filepath.Join(capiDir, m.srcDir, "config", "webhook", "manifests.yaml")
+	docs, err := yamlDocuments(path)
+	if err != nil {
+		return nil, err
+	}
+	var objs []client.Object
+	for _, doc := range docs {
+		var meta struct {
+			Kind string `json:"kind"`
+		}
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		switch meta.Kind {
+		case "MutatingWebhookConfiguration":
+			c := &admissionv1.MutatingWebhookConfiguration{}
+			if err := yaml.UnmarshalStrict(doc, c); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			c.Name = m.name + "-" + c.Name
+			for i := range c.Webhooks {
+				c.Webhooks[i].ClientConfig = pointAt(c.Webhooks[i].ClientConfig, ep)
+			}
+			objs = append(objs, c)
+		case "ValidatingWebhookConfiguration":
+			c := &admissionv1.ValidatingWebhookConfiguration{}
+			if err := yaml.UnmarshalStrict(doc, c); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			c.Name = m.name + "-" + c.Name
+			for i := range c.Webhooks {
+				c.Webhooks[i].ClientConfig = pointAt(c.Webhooks[i].ClientConfig, ep)
+			}
+			objs = append(objs, c)
+		default:
+			return nil, fmt.Errorf("%s: unexpected kind %q", path, meta.Kind)
+		}
+	}
+	return objs, nil
+}
+
+func pointAt(cc admissionv1.WebhookClientConfig, ep webhookEndpoint) admissionv1.WebhookClientConfig {
+	path := "/"
+	if cc.Service != nil && cc.Service.Path != nil {
+		path = *cc.Service.Path
+	}
+	return admissionv1.WebhookClientConfig{URL: ep.url(path), CABundle: ep.caBundle}
+}
+
+func yamlDocuments(path string) ([][]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var docs [][]byte
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(bytes.TrimSpace(doc)) > 0 && !bytes.Equal(bytes.TrimSpace(doc), []byte("---")) {
+			docs = append(docs, doc)
+		}
+	}
+}
+
+// createOrReplace writes obj, replacing an object of the same name, so a
+// plane restarted against an existing cluster updates what it installed.
+func createOrReplace(ctx context.Context, c client.Client, obj client.Object) error {
+	err := c.Create(ctx, obj)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	existing := obj.DeepCopyObject().(client.Object)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
+		return err
+	}
+	obj.SetResourceVersion(existing.GetResourceVersion())
+	return c.Update(ctx, obj)
+}
+
+// waitEstablished waits until the API server serves every CRD.
+func waitEstablished(ctx context.Context, c client.Client, crds []*apiextensionsv1.CustomResourceDefinition) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for _, crd := range crds {
+		for {
+			got := &apiextensionsv1.CustomResourceDefinition{}
+			err := c.Get(ctx, client.ObjectKeyFromObject(crd), got)
+			if err == nil && established(got) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("CRD %s not established: %w (last error: %v)", crd.Name, ctx.Err(), err)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}

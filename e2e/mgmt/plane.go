@@ -1,0 +1,262 @@
+// Package mgmt runs the management cluster every upgradelab scenario acts
+// on: an API server (envtest's kube-apiserver and etcd on loopback, or an
+// existing cluster) with the CRDs, admission and conversion webhooks of the
+// real Cluster API managers, and those managers as processes beside it.
+// The e2e suite and the CLI share it.
+package mgmt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Options configure a plane. Only ArtifactsDir is required.
+type Options struct {
+	Target Target
+	// ArtifactsDir is the run's folder; the plane writes mgmt/ under it:
+	// kubeconfig, one log per process, the webhook certificates.
+	ArtifactsDir string
+	Assets       Assets
+	// WebhookHost is the address the API server dials for webhooks; the
+	// default 127.0.0.1 suits the embedded plane and any cluster whose API
+	// server runs on this machine.
+	WebhookHost string
+	// StartTimeout bounds the managers' readiness (default 2 minutes).
+	StartTimeout time.Duration
+	// Progress receives one line per step; nil discards them.
+	Progress io.Writer
+}
+
+// Plane is a running management plane.
+type Plane struct {
+	Target Target
+	// Kubeconfig is a file that reaches the API server as an administrator.
+	Kubeconfig string
+	RESTConfig *rest.Config
+	Client     client.Client
+	// LogDir holds one log file per process.
+	LogDir string
+
+	env      *envtest.Environment
+	procs    []*process
+	reaper   *reaper
+	webhooks []client.Object
+	progress io.Writer
+}
+
+// Scheme knows the kinds the harness reads and writes on the plane.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme,
+		clusterv1.AddToScheme, controlplanev1.AddToScheme, bootstrapv1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// Start brings a plane up and returns once every manager is ready. On error
+// everything it started is stopped again.
+func Start(ctx context.Context, opts Options) (p *Plane, err error) {
+	if opts.ArtifactsDir == "" {
+		return nil, errors.New("mgmt: Options.ArtifactsDir is required")
+	}
+	if opts.WebhookHost == "" {
+		opts.WebhookHost = "127.0.0.1"
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 2 * time.Minute
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	if opts.Target.Kind == "" {
+		opts.Target.Kind = Embedded
+	}
+	assets, err := ResolveAssets(opts.Assets)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(filepath.Join(opts.ArtifactsDir, "mgmt"))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	r, err := newReaper(filepath.Join(CacheDir(), "run"))
+	if err != nil {
+		return nil, err
+	}
+	if n := r.reapOrphans(); n > 0 {
+		fmt.Fprintf(opts.Progress, "mgmt: ended %d process(es) left by a harness that was killed\n", n)
+	}
+	p = &Plane{Target: opts.Target, LogDir: dir, reaper: r, progress: opts.Progress}
+	defer func() {
+		if err != nil {
+			p.Stop()
+			p = nil
+		}
+	}()
+
+	begin := time.Now()
+	if err := p.connect(assets, dir); err != nil {
+		return p, err
+	}
+	fmt.Fprintf(p.progress, "mgmt: API server up (%s) in %s\n", p.Target, time.Since(begin).Round(10*time.Millisecond))
+
+	certs, err := newWebhookCerts(filepath.Join(dir, "webhook-certs"), []string{opts.WebhookHost, "127.0.0.1", "localhost"})
+	if err != nil {
+		return p, fmt.Errorf("webhook certificates: %w", err)
+	}
+	ports, err := allocateManagerPorts()
+	if err != nil {
+		return p, err
+	}
+	if err := p.install(ctx, assets.CAPIDir, certs, opts.WebhookHost, ports); err != nil {
+		return p, err
+	}
+	fmt.Fprintf(p.progress, "mgmt: CAPI %s CRDs and webhooks installed at %s\n", assets.CAPIVersion, time.Since(begin).Round(10*time.Millisecond))
+
+	procs, err := startManagers(ctx, assets, p.Kubeconfig, certs, dir, ports, opts.StartTimeout)
+	p.procs = procs
+	for _, proc := range procs {
+		_ = r.record(proc.pid())
+	}
+	if err != nil {
+		return p, err
+	}
+	fmt.Fprintf(p.progress, "mgmt: managers ready (capi, kcp, cabpk; gates %v) in %s\n", FeatureGates, time.Since(begin).Round(10*time.Millisecond))
+	return p, nil
+}
+
+// connect starts the embedded API server or loads the given kubeconfig.
+func (p *Plane) connect(a Assets, dir string) error {
+	switch p.Target.Kind {
+	case Embedded:
+		logFile, err := os.Create(filepath.Join(dir, "kube-apiserver+etcd.log"))
+		if err != nil {
+			return err
+		}
+		env := &envtest.Environment{BinaryAssetsDirectory: a.KubeDir}
+		env.ControlPlane.GetAPIServer().Out = logFile
+		env.ControlPlane.GetAPIServer().Err = logFile
+		env.ControlPlane.Etcd = &envtest.Etcd{Out: logFile, Err: logFile}
+		cfg, err := env.Start()
+		// Record envtest's children at once: they run in their own process
+		// group and would outlive a killed harness.
+		_ = p.reaper.record(childrenOf(os.Getpid())...)
+		if err != nil {
+			return fmt.Errorf("starting kube-apiserver and etcd from %s: %w (log: %s)", a.KubeDir, err, logFile.Name())
+		}
+		p.env = env
+		p.RESTConfig = cfg
+		p.Kubeconfig = filepath.Join(dir, "kubeconfig")
+		if err := os.WriteFile(p.Kubeconfig, env.KubeConfig, 0o600); err != nil {
+			return err
+		}
+	case ExistingCluster:
+		cfg, err := clientcmd.BuildConfigFromFlags("", p.Target.Kubeconfig)
+		if err != nil {
+			return fmt.Errorf("--management %s: %w", p.Target, err)
+		}
+		p.RESTConfig = cfg
+		p.Kubeconfig = p.Target.Kubeconfig
+	default:
+		return fmt.Errorf("mgmt: unknown target kind %q", p.Target.Kind)
+	}
+	c, err := client.New(p.RESTConfig, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return fmt.Errorf("client for %s: %w", p.Target, err)
+	}
+	p.Client = c
+	return nil
+}
+
+func allocateManagerPorts() (map[string]managerPorts, error) {
+	all, err := freePorts(3 * len(managers))
+	if err != nil {
+		return nil, err
+	}
+	ports := map[string]managerPorts{}
+	for i, m := range managers {
+		ports[m.name] = managerPorts{webhook: all[3*i], health: all[3*i+1], diagnostics: all[3*i+2]}
+	}
+	return ports, nil
+}
+
+// install writes every manager's CRDs and webhook configurations.
+func (p *Plane) install(ctx context.Context, capiDir string, certs *webhookCerts, host string, ports map[string]managerPorts) error {
+	var allCRDs []*apiextensionsv1.CustomResourceDefinition
+	for _, m := range managers {
+		ep := webhookEndpoint{host: host, port: ports[m.name].webhook, caBundle: certs.caPEM}
+		crds, err := loadCRDs(capiDir, m, ep)
+		if err != nil {
+			return err
+		}
+		for _, crd := range crds {
+			if err := createOrReplace(ctx, p.Client, crd); err != nil {
+				return fmt.Errorf("installing CRD %s: %w", crd.Name, err)
+			}
+		}
+		allCRDs = append(allCRDs, crds...)
+		hooks, err := loadWebhookConfigs(capiDir, m, ep)
+		if err != nil {
+			return err
+		}
+		for _, h := range hooks {
+			if err := createOrReplace(ctx, p.Client, h); err != nil {
+				return fmt.Errorf("installing %T %s: %w", h, h.GetName(), err)
+			}
+			p.webhooks = append(p.webhooks, h)
+		}
+	}
+	return waitEstablished(ctx, p.Client, allCRDs)
+}
+
+// Stop ends the managers, then the embedded API server, and forgets them.
+// On an existing cluster it removes the webhook configurations it installed
+// (the API server could not reach them any more) and keeps CRDs and objects.
+// Stop is safe to call more than once.
+func (p *Plane) Stop() {
+	for i := len(p.procs) - 1; i >= 0; i-- {
+		p.procs[i].stop(10 * time.Second)
+	}
+	p.procs = nil
+	if p.Target.Kind == ExistingCluster && p.Client != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		for _, h := range p.webhooks {
+			_ = client.IgnoreNotFound(p.Client.Delete(ctx, h))
+		}
+		cancel()
+	}
+	p.webhooks = nil
+	if p.env != nil {
+		if err := p.env.Stop(); err != nil {
+			fmt.Fprintf(p.progress, "mgmt: stopping the API server: %v\n", err)
+		}
+		p.env = nil
+	}
+	if p.reaper != nil {
+		p.reaper.forget()
+	}
+}

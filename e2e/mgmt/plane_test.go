@@ -1,0 +1,182 @@
+package mgmt
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// These tests run the real plane: kube-apiserver, etcd and the three CAPI
+// managers. `make test` builds what they need first (`make tools`).
+
+func startPlane(t *testing.T) *Plane {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var progress strings.Builder
+	p, err := Start(ctx, Options{ArtifactsDir: t.TempDir(), Progress: &progress})
+	if err != nil {
+		t.Fatalf("starting the management plane: %v\n%s", err, progress.String())
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
+
+func TestPlaneRunsCAPIWebhooksAndControllers(t *testing.T) {
+	p := startPlane(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := p.Client
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "plane-"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("KCP validation refuses maxSurge 0 with one replica", func(t *testing.T) {
+		kcp := newKCP(ns.Name, "single", 1)
+		kcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(0))
+		err := c.Create(ctx, kcp)
+		if !apierrors.IsInvalid(err) {
+			t.Fatalf("create KCP with replicas 1, maxSurge 0: got %v, want KCP's Invalid error", err)
+		}
+		const want = "when KubeadmControlPlane is configured to scale-in, replica count needs to be at least 3"
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not carry KCP's message %q", err, want)
+		}
+	})
+
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "plane"},
+		Spec: clusterv1.ClusterSpec{
+			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: "plane-cp",
+			},
+		},
+	}
+	kcp := newKCP(ns.Name, "plane-cp", 3)
+	kcp.Spec.Version = "1.36.0" // KCP's defaulting adds the "v"
+
+	t.Run("a Cluster with a KubeadmControlPlane is accepted and defaulted", func(t *testing.T) {
+		if err := c.Create(ctx, kcp); err != nil {
+			t.Fatalf("create KCP: %v", err)
+		}
+		if err := c.Create(ctx, cluster); err != nil {
+			t.Fatalf("create Cluster: %v", err)
+		}
+		got := &controlplanev1.KubeadmControlPlane{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(kcp), got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.Version != "v1.36.0" {
+			t.Errorf("spec.version = %q, want KCP's defaulting to make it v1.36.0", got.Spec.Version)
+		}
+		if ms := got.Spec.Rollout.Strategy.RollingUpdate.MaxSurge; ms == nil || ms.IntValue() != 1 {
+			t.Errorf("spec.rollout.strategy.rollingUpdate.maxSurge = %v, want the default 1", ms)
+		}
+		if got.Spec.Rollout.Strategy.Type != controlplanev1.RollingUpdateStrategyType {
+			t.Errorf("spec.rollout.strategy.type = %q, want RollingUpdate", got.Spec.Rollout.Strategy.Type)
+		}
+	})
+
+	t.Run("the core controller reconciles the Cluster", func(t *testing.T) {
+		var got clusterv1.Cluster
+		waitFor(t, ctx, "Cluster finalizer and v1beta2 conditions", func() (bool, string) {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), &got); err != nil {
+				return false, err.Error()
+			}
+			hasFinalizer := false
+			for _, f := range got.Finalizers {
+				hasFinalizer = hasFinalizer || f == clusterv1.ClusterFinalizer
+			}
+			types := map[string]bool{}
+			for _, cond := range got.Status.Conditions {
+				types[cond.Type] = cond.Reason != ""
+			}
+			ok := hasFinalizer && types[clusterv1.AvailableCondition] && types[clusterv1.ClusterControlPlaneAvailableCondition]
+			return ok, "finalizers " + strings.Join(got.Finalizers, ",") + ", conditions " + conditionSummary(got.Status.Conditions)
+		})
+	})
+
+	t.Run("the conversion webhook serves v1beta1", func(t *testing.T) {
+		old := &unstructured.Unstructured{}
+		old.SetAPIVersion("cluster.x-k8s.io/v1beta1")
+		old.SetKind("Cluster")
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), old); err != nil {
+			t.Fatalf("read the Cluster as v1beta1 (through the core manager's /convert): %v", err)
+		}
+		kind, _, _ := unstructured.NestedString(old.Object, "spec", "controlPlaneRef", "kind")
+		if kind != "KubeadmControlPlane" {
+			t.Fatalf("v1beta1 spec.controlPlaneRef.kind = %q, want KubeadmControlPlane", kind)
+		}
+	})
+}
+
+func TestPlaneStopLeavesNoProcessAndRestarts(t *testing.T) {
+	for round := 1; round <= 2; round++ {
+		p := startPlane(t)
+		pids := childrenOf(os.Getpid())
+		if len(pids) < 5 {
+			t.Fatalf("round %d: expected kube-apiserver, etcd and three managers as children, found pids %v", round, pids)
+		}
+		p.Stop()
+		for _, pid := range pids {
+			if alive(pid) {
+				t.Errorf("round %d: pid %d (%s) still running after Stop", round, pid, exeOf(pid))
+			}
+		}
+	}
+}
+
+func newKCP(ns, name string, replicas int32) *controlplanev1.KubeadmControlPlane {
+	return &controlplanev1.KubeadmControlPlane{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: controlplanev1.KubeadmControlPlaneSpec{
+			Replicas: ptr.To(replicas),
+			Version:  "v1.36.0",
+			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{
+				Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: "infrastructure.upgradelab.dev", Kind: "BareMetalMachineTemplate", Name: "cp",
+					},
+				},
+			},
+		},
+	}
+}
+
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() (bool, string)) {
+	t.Helper()
+	last := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v; last seen: %s", what, ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func conditionSummary(conds []metav1.Condition) string {
+	var parts []string
+	for _, c := range conds {
+		parts = append(parts, c.Type+"="+string(c.Status)+"("+c.Reason+")")
+	}
+	return strings.Join(parts, " ")
+}

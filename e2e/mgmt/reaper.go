@@ -1,0 +1,129 @@
+package mgmt
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// reaper remembers the processes a plane started, in a file named after the
+// harness's pid. Envtest starts kube-apiserver and etcd in their own process
+// group without a parent-death signal, so a harness killed with SIGKILL
+// would leave them running; the next plane to start finds the file of a
+// dead harness and ends what it lists.
+type reaper struct {
+	dir  string
+	file string
+}
+
+type reapEntry struct {
+	PID int    `json:"pid"`
+	Exe string `json:"exe"`
+}
+
+func newReaper(dir string) (*reaper, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("reaper folder: %w", err)
+	}
+	return &reaper{dir: dir, file: filepath.Join(dir, strconv.Itoa(os.Getpid())+".json")}, nil
+}
+
+// reapOrphans ends the processes of harnesses that are no longer running and
+// returns how many it ended.
+func (r *reaper) reapOrphans() int {
+	files, _ := filepath.Glob(filepath.Join(r.dir, "*.json"))
+	ended := 0
+	for _, f := range files {
+		owner, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(f), ".json"))
+		if err != nil || owner == os.Getpid() || alive(owner) {
+			continue
+		}
+		for _, e := range readEntries(f) {
+			if alive(e.PID) && exeOf(e.PID) == e.Exe {
+				_ = syscall.Kill(e.PID, syscall.SIGKILL)
+				ended++
+			}
+		}
+		_ = os.Remove(f)
+	}
+	return ended
+}
+
+// record adds pids to this harness's file.
+func (r *reaper) record(pids ...int) error {
+	entries := readEntries(r.file)
+	for _, pid := range pids {
+		entries = append(entries, reapEntry{PID: pid, Exe: exeOf(pid)})
+	}
+	data, err := json.Marshal(entries)
+	if err != nil {
+		return err
+	}
+	tmp := r.file + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, r.file)
+}
+
+// forget removes this harness's file once its processes have stopped.
+func (r *reaper) forget() { _ = os.Remove(r.file) }
+
+func readEntries(path string) []reapEntry {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var entries []reapEntry
+	_ = json.Unmarshal(data, &entries)
+	return entries
+}
+
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	// A zombie still answers kill(0); look at its state too.
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+		return false
+	}
+	return true
+}
+
+func exeOf(pid int) string {
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	return exe
+}
+
+// childrenOf lists the pids whose parent is ppid.
+func childrenOf(ppid int) []int {
+	dirs, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(stat[i+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(ppid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

@@ -1,0 +1,34 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The first promise of the harness: the management cluster runs Cluster
+// API's own controllers, so every later verdict is CAPI's behaviour.
+var _ = Describe("management plane", func() {
+	It("runs the CAPI core controller against the cluster", func(ctx context.Context) {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-plane-"}}
+		Expect(plane.Client.Create(ctx, ns)).To(Succeed())
+		cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "smoke"}}
+		Expect(plane.Client.Create(ctx, cluster)).To(Succeed())
+
+		By("waiting for the core controller's finalizer and Available condition")
+		Eventually(func(g Gomega) {
+			got := &clusterv1.Cluster{}
+			g.Expect(plane.Client.Get(ctx, client.ObjectKeyFromObject(cluster), got)).To(Succeed())
+			g.Expect(got.Finalizers).To(ContainElement(clusterv1.ClusterFinalizer))
+			g.Expect(got.Status.Conditions).To(ContainElement(HaveField("Type", clusterv1.AvailableCondition)))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+	}, SpecTimeout(2*time.Minute))
+})

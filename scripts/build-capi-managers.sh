@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the real Cluster API managers (core, KubeadmControlPlane, kubeadm
+# bootstrap) from the version of sigs.k8s.io/cluster-api pinned in go.mod,
+# into a cache folder keyed by that version. Prints the folder.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CACHE=${UPGRADELAB_CACHE:-$HOME/.cache/upgradelab}
+VERSION=$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)
+OUT="$CACHE/bin/capi-$VERSION"
+mkdir -p "$OUT"
+
+# name:package pairs; the names are what sim/mgmt looks for.
+for pair in \
+  capi-manager:sigs.k8s.io/cluster-api/core \
+  kcp-manager:sigs.k8s.io/cluster-api/controlplane/kubeadm \
+  cabpk-manager:sigs.k8s.io/cluster-api/bootstrap/kubeadm; do
+  name=${pair%%:*} pkg=${pair#*:}
+  [[ -x "$OUT/$name" ]] && continue
+  echo "build-capi-managers: building $name ($pkg@$VERSION)" >&2
+  go build -trimpath -ldflags "-s -w -X sigs.k8s.io/cluster-api/version.gitVersion=$VERSION" \
+    -o "$OUT/$name.tmp" "$pkg"
+  mv "$OUT/$name.tmp" "$OUT/$name"
+done
+echo "$OUT"

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Builds the management plane's kube-apiserver and etcd from their Go modules
+# into a versioned cache outside the repository. No prebuilt binary is
+# downloaded: only the Go module proxy is reachable where upgradelab runs.
+#
+# A binary that already reports the wanted version is kept, so a warm run
+# takes well under a second. Prints the assets folder (KUBEBUILDER_ASSETS).
+set -euo pipefail
+
+KUBE_VERSION=${KUBE_VERSION:-v1.36.3}
+ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+CACHE=${UPGRADELAB_CACHE:-$HOME/.cache/upgradelab}
+ASSETS="$CACHE/assets/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
+SRC="$CACHE/src"
+mkdir -p "$ASSETS" "$SRC"
+
+log() { echo "build-kube-binaries: $*" >&2; }
+
+have_version() { # binary, expected substring
+  [[ -x "$1" ]] && "$1" --version 2>/dev/null | grep -qF "$2"
+}
+
+build_kube_apiserver() {
+  local out="$ASSETS/kube-apiserver" dir="$SRC/kube-apiserver-$KUBE_VERSION"
+  if have_version "$out" "Kubernetes $KUBE_VERSION"; then return; fi
+  log "building kube-apiserver $KUBE_VERSION (cold: about 4 minutes on 2 cores)"
+  mkdir -p "$dir"
+  # k8s.io/kubernetes points its staging modules at ./staging; a consumer
+  # must replace each with the published v0.x of the same release.
+  local staging="v0${KUBE_VERSION#v1}"
+  local mod
+  mod=$(cd "$dir" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
+  {
+    echo "module upgradelab.local/kube-apiserver"
+    echo
+    echo "go 1.26"
+    echo
+    echo "require k8s.io/kubernetes $KUBE_VERSION"
+    echo
+    grep -E '^\s+k8s\.io/[a-z0-9-]+ => \./staging/' "$mod" |
+      awk -v v="$staging" '{print "replace " $1 " => " $1 " " v}'
+  } >"$dir/go.mod"
+  cat >"$dir/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+GO
+  (cd "$dir" && go mod tidy >/dev/null)
+  local major=${KUBE_VERSION#v}; major=${major%%.*}
+  local minor=${KUBE_VERSION#v*.}; minor=${minor%%.*}
+  local ld="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$out.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
+  mv "$out.tmp" "$out"
+}
+
+build_etcd() {
+  local out="$ASSETS/etcd" dir="$SRC/etcd-$ETCD_VERSION"
+  if have_version "$out" "etcd Version: ${ETCD_VERSION#v}"; then return; fi
+  log "building etcd $ETCD_VERSION"
+  mkdir -p "$dir"
+  cat >"$dir/go.mod" <<GO
+module upgradelab.local/etcd
+
+go 1.26
+
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION
+GO
+  cat >"$dir/main.go" <<'GO'
+// Command etcd is etcd's own server main, built from its Go module.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+  (cd "$dir" && go mod tidy >/dev/null && go build -trimpath -ldflags "-s -w" -o "$out.tmp" .)
+  mv "$out.tmp" "$out"
+}
+
+build_etcd
+build_kube_apiserver
+echo "$ASSETS"
