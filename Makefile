@@ -41,7 +41,7 @@ test: tools lint
 
 # The main job: the e2e suite on the embedded management plane.
 e2e: tools
-	$(GO_TEST) -count=1 -tags e2e -timeout 60m ./e2e/ -args \
+	$(GO_TEST) -v -count=1 -tags e2e -timeout 60m ./e2e/ -args \
 		-ginkgo.v -ginkgo.junit-report=$(ARTIFACTS)/junit.xml \
 		-artifacts=$(ARTIFACTS) -management=$(MANAGEMENT)
 

@@ -20,7 +20,12 @@ var _ = Describe("management plane", func() {
 	It("runs the CAPI core controller against the cluster", func(ctx context.Context) {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-plane-"}}
 		Expect(plane.Client.Create(ctx, ns)).To(Succeed())
-		cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "smoke"}}
+		cluster := &clusterv1.Cluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "smoke"},
+			Spec: clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: "smoke-cp",
+			}},
+		}
 		Expect(plane.Client.Create(ctx, cluster)).To(Succeed())
 
 		By("waiting for the core controller's finalizer and Available condition")

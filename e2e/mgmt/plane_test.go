@@ -3,11 +3,14 @@ package mgmt
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,6 +19,7 @@ import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // These tests run the real plane: kube-apiserver, etcd and the three CAPI
@@ -179,4 +183,55 @@ func conditionSummary(conds []metav1.Condition) string {
 		parts = append(parts, c.Type+"="+string(c.Status)+"("+c.Reason+")")
 	}
 	return strings.Join(parts, " ")
+}
+
+// An existing cluster: the plane installs CAPI into it, runs the managers
+// against it, and on Stop removes only the webhook configurations that
+// would point at managers no longer running.
+func TestPlaneOnAnExistingCluster(t *testing.T) {
+	a, err := ResolveAssets(Assets{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: a.KubeDir}
+	if _, err := env.Start(); err != nil {
+		t.Fatalf("starting a bare API server to stand for the existing cluster: %v", err)
+	}
+	t.Cleanup(func() { env.Stop() })
+	kubeconfig := filepath.Join(t.TempDir(), "existing.kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	target, err := ParseTarget("kubeconfig=" + kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p, err := Start(ctx, Options{Target: target, ArtifactsDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	if p.Kubeconfig != kubeconfig {
+		t.Errorf("plane kubeconfig = %s, want the user's %s", p.Kubeconfig, kubeconfig)
+	}
+	kcp := newKCP("default", "existing", 1)
+	kcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(0))
+	if err := p.Client.Create(ctx, kcp); !apierrors.IsInvalid(err) {
+		t.Fatalf("KCP webhook on the existing cluster: got %v, want Invalid", err)
+	}
+
+	p.Stop()
+	var hooks admissionv1.ValidatingWebhookConfigurationList
+	if err := p.Client.List(ctx, &hooks); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hooks.Items {
+		t.Errorf("webhook configuration %s left behind after Stop", h.Name)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := p.Client.Get(ctx, client.ObjectKey{Name: "clusters.cluster.x-k8s.io"}, crd); err != nil {
+		t.Errorf("the Cluster CRD must stay on the existing cluster after Stop: %v", err)
+	}
 }

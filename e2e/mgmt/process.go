@@ -101,4 +101,3 @@ func tailFile(path string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
-
