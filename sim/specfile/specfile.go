@@ -1,0 +1,55 @@
+// Package specfile decodes the YAML files users write (labs, image
+// catalogs, NIC rules, scenarios) strictly: an unknown or misspelt field is
+// an error that names the file, the line and the field, never silently
+// ignored.
+package specfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Decode reads one YAML document from data into v (with `yaml` tags);
+// name, usually the file path, prefixes every error.
+func Decode(name string, data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%s: empty document", name)
+		}
+		return fmt.Errorf("%s: %s", name, tidy(err))
+	}
+	return nil
+}
+
+// DecodeFile reads and decodes the file at path.
+func DecodeFile(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return Decode(path, data, v)
+}
+
+var notFound = regexp.MustCompile(`field (\S+) not found in type \S+`)
+
+// tidy turns yaml.v3's "yaml: unmarshal errors:\n  line 5: field colour not
+// found in type nic.Rule" into "line 5: unknown field \"colour\"".
+func tidy(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg = strings.TrimPrefix(msg, "unmarshal errors:\n")
+	msg = notFound.ReplaceAllString(msg, `unknown field "$1"`)
+	lines := strings.Split(msg, "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, "; ")
+}
