@@ -1,0 +1,260 @@
+package lab
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"libvirt.org/go/libvirt"
+	"libvirt.org/go/libvirtxml"
+)
+
+const (
+	metadataNS     = "https://upgradelab.dev/xmlns/lab/v1"
+	metadataPrefix = "upgradelab"
+)
+
+// startEventLoop runs libvirt's default event loop. libvirt keeps one per
+// process, registered before the first connection that wants events, so
+// every backend in the process shares it.
+var startEventLoop = sync.OnceValue(func() error {
+	if err := libvirt.EventRegisterDefaultImpl(); err != nil {
+		return fmt.Errorf("libvirt event loop: %w", err)
+	}
+	go func() {
+		for {
+			if err := libvirt.EventRunDefaultImpl(); err != nil {
+				return
+			}
+		}
+	}()
+	return nil
+})
+
+// LibvirtBackend drives domains through libvirt.org/go/libvirt.
+type LibvirtBackend struct {
+	conn     *libvirt.Connect
+	callback int
+
+	queue  *eventQueue
+	closed sync.Once
+}
+
+// TestDriverURI makes a private libvirt test driver for one lab: a node
+// file in stateDir, so two labs in one process never see each other's
+// domains (test:///default is shared by the whole process).
+func TestDriverURI(stateDir string) (string, error) {
+	abs, err := filepath.Abs(filepath.Join(stateDir, "libvirt-test-node.xml"))
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(abs, []byte("<node/>\n"), 0o644); err != nil {
+		return "", err
+	}
+	return "test://" + abs, nil
+}
+
+// NewLibvirtBackend connects to uri and subscribes to lifecycle events.
+func NewLibvirtBackend(uri string) (*LibvirtBackend, error) {
+	if err := startEventLoop(); err != nil {
+		return nil, err
+	}
+	conn, err := libvirt.NewConnect(uri)
+	if err != nil {
+		return nil, fmt.Errorf("libvirt %s: %w", uri, err)
+	}
+	b := &LibvirtBackend{conn: conn, queue: newEventQueue()}
+	b.callback, err = conn.DomainEventLifecycleRegister(nil, b.onLifecycle)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("libvirt %s: lifecycle events: %w", uri, err)
+	}
+	return b, nil
+}
+
+func (b *LibvirtBackend) onLifecycle(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventLifecycle) {
+	name, err := d.GetName()
+	if err != nil {
+		return
+	}
+	var kind DomainEventKind
+	switch ev.Event {
+	case libvirt.DOMAIN_EVENT_STARTED, libvirt.DOMAIN_EVENT_RESUMED:
+		kind = DomainStarted
+	case libvirt.DOMAIN_EVENT_STOPPED, libvirt.DOMAIN_EVENT_SHUTDOWN, libvirt.DOMAIN_EVENT_CRASHED:
+		kind = DomainStopped
+	case libvirt.DOMAIN_EVENT_DEFINED:
+		kind = DomainDefined
+	case libvirt.DOMAIN_EVENT_UNDEFINED:
+		kind = DomainRemoved
+	default:
+		return
+	}
+	b.queue.push(DomainEvent{Domain: name, Kind: kind, Detail: ev.String()})
+}
+
+// Define implements Backend.
+func (b *LibvirtBackend) Define(spec DomainSpec) error {
+	dom := &libvirtxml.Domain{
+		Type:   "test",
+		Name:   spec.Name,
+		Memory: &libvirtxml.DomainMemory{Value: uint(spec.MemoryMiB), Unit: "MiB"},
+		VCPU:   &libvirtxml.DomainVCPU{Value: uint(spec.CPUs)},
+		OS:     &libvirtxml.DomainOS{Type: &libvirtxml.DomainOSType{Arch: "x86_64", Type: "hvm"}},
+		Devices: &libvirtxml.DomainDeviceList{
+			Disks: []libvirtxml.DomainDisk{{
+				Device: "disk",
+				Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+				Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: "/upgradelab/" + spec.Name + "/system.img"}},
+				Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
+			}},
+		},
+	}
+	for _, n := range spec.NICs {
+		dom.Devices.Interfaces = append(dom.Devices.Interfaces, libvirtxml.DomainInterface{
+			MAC:    &libvirtxml.DomainInterfaceMAC{Address: n.MAC},
+			Source: &libvirtxml.DomainInterfaceSource{Network: &libvirtxml.DomainInterfaceSourceNetwork{Network: n.Network}},
+			Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
+		})
+	}
+	xml, err := dom.Marshal()
+	if err != nil {
+		return fmt.Errorf("domain %s: %w", spec.Name, err)
+	}
+	d, err := b.conn.DomainDefineXML(xml)
+	if err != nil {
+		return fmt.Errorf("define domain %s: %w", spec.Name, err)
+	}
+	return d.Free()
+}
+
+func (b *LibvirtBackend) withDomain(name string, fn func(*libvirt.Domain) error) error {
+	d, err := b.conn.LookupDomainByName(name)
+	if err != nil {
+		return fmt.Errorf("domain %s: %w", name, err)
+	}
+	defer d.Free()
+	return fn(d)
+}
+
+// Undefine implements Backend.
+func (b *LibvirtBackend) Undefine(name string) error {
+	return b.withDomain(name, func(d *libvirt.Domain) error {
+		if active, _ := d.IsActive(); active {
+			if err := d.Destroy(); err != nil {
+				return err
+			}
+		}
+		return d.Undefine()
+	})
+}
+
+// Start implements Backend.
+func (b *LibvirtBackend) Start(name string) error {
+	return b.withDomain(name, func(d *libvirt.Domain) error { return d.Create() })
+}
+
+// Stop implements Backend.
+func (b *LibvirtBackend) Stop(name string) error {
+	return b.withDomain(name, func(d *libvirt.Domain) error { return d.Destroy() })
+}
+
+// State implements Backend.
+func (b *LibvirtBackend) State(name string) (PowerState, error) {
+	state := PoweredOff
+	err := b.withDomain(name, func(d *libvirt.Domain) error {
+		active, err := d.IsActive()
+		if active {
+			state = PoweredOn
+		}
+		return err
+	})
+	return state, err
+}
+
+// SetMetadata implements Backend.
+func (b *LibvirtBackend) SetMetadata(name, xml string) error {
+	return b.withDomain(name, func(d *libvirt.Domain) error {
+		return d.SetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, xml, metadataPrefix, metadataNS, libvirt.DOMAIN_AFFECT_CONFIG)
+	})
+}
+
+// Metadata implements Backend.
+func (b *LibvirtBackend) Metadata(name string) (string, error) {
+	var xml string
+	err := b.withDomain(name, func(d *libvirt.Domain) error {
+		var err error
+		xml, err = d.GetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, metadataNS, libvirt.DOMAIN_AFFECT_CONFIG)
+		return err
+	})
+	return xml, err
+}
+
+// Events implements Backend.
+func (b *LibvirtBackend) Events() <-chan DomainEvent { return b.queue.out }
+
+// Close implements Backend.
+func (b *LibvirtBackend) Close() error {
+	var err error
+	b.closed.Do(func() {
+		_ = b.conn.DomainEventDeregister(b.callback)
+		_, err = b.conn.Close()
+		b.queue.close()
+	})
+	return err
+}
+
+// eventQueue hands events from libvirt's callback (which must not block)
+// to a reader, in order, without a bound: a 100-host lab powering on at
+// once must not lose an event.
+type eventQueue struct {
+	mu      sync.Mutex
+	pending []DomainEvent
+	wake    chan struct{}
+	done    chan struct{}
+	out     chan DomainEvent
+}
+
+func newEventQueue() *eventQueue {
+	q := &eventQueue{wake: make(chan struct{}, 1), done: make(chan struct{}), out: make(chan DomainEvent)}
+	go q.run()
+	return q
+}
+
+func (q *eventQueue) push(e DomainEvent) {
+	q.mu.Lock()
+	q.pending = append(q.pending, e)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *eventQueue) run() {
+	defer close(q.out)
+	for {
+		q.mu.Lock()
+		batch := q.pending
+		q.pending = nil
+		q.mu.Unlock()
+		for _, e := range batch {
+			select {
+			case q.out <- e:
+			case <-q.done:
+				return
+			}
+		}
+		select {
+		case <-q.wake:
+		case <-q.done:
+			return
+		}
+	}
+}
+
+func (q *eventQueue) close() { close(q.done) }
