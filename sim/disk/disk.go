@@ -157,6 +157,14 @@ func (d *Disk) PowerLoss() {
 	d.Booted = ""
 }
 
+// AbortWrite stops a write under way on one slot: the slot is corrupt.
+func (d *Disk) AbortWrite(name SlotName) {
+	if s, ok := d.Slots[name]; ok && s.State == Writing {
+		s.State = Corrupt
+		s.Priority, s.TriesLeft, s.Good = 0, 0, false
+	}
+}
+
 // Activate makes a written slot the one to boot next, with tries boots to
 // prove itself before the bootloader falls back.
 func (d *Disk) Activate(name SlotName, tries int) error {

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/upgradelab/upgradelab/sim/nic"
 )
 
 // PayloadBytes is the real size of every payload. The modelled size
@@ -86,4 +88,9 @@ func ReadManifest(payload []byte) (Manifest, error) {
 		return Manifest{}, fmt.Errorf("%w: manifest: %v", ErrNotAnImage, err)
 	}
 	return m, nil
+}
+
+// I40eDriver is the driver the image ships, as the NIC rules take it.
+func (m Manifest) I40eDriver() nic.Driver {
+	return nic.Driver{Version: m.I40e.Version, API: nic.APIVersion{Major: m.I40e.APIMajor, Minor: m.I40e.APIMinor}, MinAPIMinor: m.I40e.MinAPIMinor}
 }

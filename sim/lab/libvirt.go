@@ -37,7 +37,7 @@ type LibvirtBackend struct {
 	conn     *libvirt.Connect
 	callback int
 
-	queue  *eventQueue
+	queue  *queue[DomainEvent]
 	closed sync.Once
 }
 
@@ -67,7 +67,7 @@ func NewLibvirtBackend(uri string) (*LibvirtBackend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("libvirt %s: %w", uri, err)
 	}
-	b := &LibvirtBackend{conn: conn, queue: newEventQueue()}
+	b := &LibvirtBackend{conn: conn, queue: newQueue[DomainEvent]()}
 	b.callback, err = conn.DomainEventLifecycleRegister(nil, b.onLifecycle)
 	if err != nil {
 		conn.Close()
@@ -207,54 +207,3 @@ func (b *LibvirtBackend) Close() error {
 	})
 	return err
 }
-
-// eventQueue hands events from libvirt's callback (which must not block)
-// to a reader, in order, without a bound: a 100-host lab powering on at
-// once must not lose an event.
-type eventQueue struct {
-	mu      sync.Mutex
-	pending []DomainEvent
-	wake    chan struct{}
-	done    chan struct{}
-	out     chan DomainEvent
-}
-
-func newEventQueue() *eventQueue {
-	q := &eventQueue{wake: make(chan struct{}, 1), done: make(chan struct{}), out: make(chan DomainEvent)}
-	go q.run()
-	return q
-}
-
-func (q *eventQueue) push(e DomainEvent) {
-	q.mu.Lock()
-	q.pending = append(q.pending, e)
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (q *eventQueue) run() {
-	defer close(q.out)
-	for {
-		q.mu.Lock()
-		batch := q.pending
-		q.pending = nil
-		q.mu.Unlock()
-		for _, e := range batch {
-			select {
-			case q.out <- e:
-			case <-q.done:
-				return
-			}
-		}
-		select {
-		case <-q.wake:
-		case <-q.done:
-			return
-		}
-	}
-}
-
-func (q *eventQueue) close() { close(q.done) }

@@ -1,0 +1,170 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/image"
+)
+
+// boot is the firmware and bootloader of one power cycle: POST, then each
+// boot device in turn (the override first), then the OS comes up.
+func (h *Host) boot(ctx context.Context) {
+	timing := h.lab.def.Spec.Timing
+	if h.lab.scale.Sleep(ctx, secondsOf(timing.PostSeconds)) != nil {
+		return
+	}
+	h.mu.Lock()
+	h.phase = PhaseBooting
+	order := h.bootOrderLocked()
+	h.mu.Unlock()
+
+	var failures []string
+	for _, target := range order {
+		running, err := h.loadOS(ctx, target)
+		if err != nil {
+			failures = append(failures, fmt.Sprintf("%s: %v", target, err))
+			h.emit(EventBoot, "BootDeviceFailed", fmt.Sprintf("%s: %v", target, err), map[string]string{"target": string(target)})
+			continue
+		}
+		if h.lab.scale.Sleep(ctx, secondsOf(timing.BootSeconds)) != nil {
+			return
+		}
+		h.osUp(ctx, target, running)
+		return
+	}
+	h.mu.Lock()
+	if ctx.Err() == nil {
+		h.phase = PhaseNoBootDevice
+		h.lastError = "no bootable device: " + strings.Join(failures, "; ")
+		h.saveLocked()
+	}
+	h.mu.Unlock()
+	h.emit(EventBoot, "NoBootDevice", "no bootable device: "+strings.Join(failures, "; "), nil)
+}
+
+// bootOrderLocked applies the override: a Once override is used up by this
+// boot, as Redfish BMCs do.
+func (h *Host) bootOrderLocked() []BootTarget {
+	order := append([]BootTarget(nil), h.spec.BootOrder...)
+	if h.override.Mode == OverrideDisabled || h.override.Target == "" {
+		return order
+	}
+	first := h.override.Target
+	if h.override.Mode == OverrideOnce {
+		h.override = BootOverride{Mode: OverrideDisabled}
+	}
+	rest := []BootTarget{first}
+	for _, t := range order {
+		if t != first {
+			rest = append(rest, t)
+		}
+	}
+	return rest
+}
+
+// loadOS tries one boot device.
+func (h *Host) loadOS(ctx context.Context, target BootTarget) (*RunningOS, error) {
+	switch target {
+	case BootHdd:
+		h.mu.Lock()
+		dec := h.disk.SelectBoot()
+		h.saveLocked()
+		h.mu.Unlock()
+		if dec.Source == disk.FromRecovery {
+			b, err := h.lab.def.Catalog.Get(dec.Image)
+			if err != nil {
+				return nil, err
+			}
+			m, _ := image.ReadManifest(image.Payload(b))
+			h.emit(EventBoot, "RecoveryBoot", dec.Reason, map[string]string{"image": dec.Image})
+			return &RunningOS{Source: FromRecovery, Image: m}, nil
+		}
+		payload, err := os.ReadFile(h.slotFile(dec.Slot))
+		if err != nil {
+			return nil, fmt.Errorf("slot %s: %w", dec.Slot, err)
+		}
+		m, err := image.ReadManifest(payload)
+		if err != nil {
+			return nil, fmt.Errorf("slot %s: %w", dec.Slot, err)
+		}
+		if dec.Reason != "" {
+			h.emit(EventBoot, "Fallback", dec.Reason, map[string]string{"slot": string(dec.Slot)})
+		}
+		return &RunningOS{Source: FromDiskSlot, Slot: dec.Slot, Trial: dec.Trial, Image: m}, nil
+	case BootCd:
+		h.mu.Lock()
+		url := h.media
+		h.mu.Unlock()
+		if url == "" {
+			return nil, ErrNoMedia
+		}
+		payload, err := readMedia(ctx, url)
+		if err != nil {
+			return nil, err
+		}
+		m, err := image.ReadManifest(payload)
+		if err != nil {
+			return nil, fmt.Errorf("virtual media %s: %w", url, err)
+		}
+		return &RunningOS{Source: FromVirtualMedia, Image: m}, nil
+	case BootPxe:
+		// The lab runs no DHCP/TFTP server: provisioning uses virtual media.
+		return nil, fmt.Errorf("PXE-E16: no valid offer received")
+	case BootUefiHttp:
+		return nil, fmt.Errorf("HTTP boot: no boot URI offered by DHCP")
+	}
+	return nil, fmt.Errorf("unknown boot device %q", target)
+}
+
+func readMedia(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("virtual media %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("virtual media %s: %s", url, resp.Status)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, image.PayloadBytes))
+}
+
+// osUp records the running OS and how its driver found each port.
+func (h *Host) osUp(ctx context.Context, target BootTarget, running *RunningOS) {
+	driver := running.Image.I40eDriver()
+	h.mu.Lock()
+	if ctx.Err() != nil { // power went while booting
+		h.mu.Unlock()
+		return
+	}
+	for _, p := range h.ports {
+		running.Links = append(running.Links, PortLink{Port: p.Name, Link: h.lab.def.NICRules.Evaluate(p, driver)})
+	}
+	running.BootedAt = time.Now()
+	h.os, h.phase = running, PhaseRunning
+	h.bootCount++
+	h.saveLocked()
+	h.mu.Unlock()
+	h.emit(EventBoot, "OSRunning", fmt.Sprintf("booted %s from %s", running.Image.Name, running.Source),
+		map[string]string{"target": string(target), "source": string(running.Source), "slot": string(running.Slot), "image": running.Image.Name})
+	for _, l := range running.Links {
+		if l.Message != "" || !l.Up {
+			h.emit(EventNIC, l.Rule, l.Message, map[string]string{"port": l.Port, "up": fmt.Sprint(l.Up)})
+		}
+	}
+}
+
+func (h *Host) slotFile(s disk.SlotName) string {
+	return filepath.Join(h.dir, "slot-"+string(s)+".img")
+}

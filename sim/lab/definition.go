@@ -1,0 +1,60 @@
+package lab
+
+import (
+	"fmt"
+
+	"github.com/upgradelab/upgradelab/sim/image"
+	"github.com/upgradelab/upgradelab/sim/nic"
+)
+
+// Definition is a lab file with everything it refers to loaded and checked
+// against it: the image catalog, the NVM images and the NIC rules.
+type Definition struct {
+	Spec      *Spec
+	Catalog   *image.Catalog
+	NVMImages nic.Catalog
+	NICRules  *nic.Rules
+}
+
+// Load reads a lab file and the files it names.
+func Load(path string) (*Definition, error) {
+	spec, err := LoadSpec(path)
+	if err != nil {
+		return nil, err
+	}
+	d := &Definition{Spec: spec}
+	if d.Catalog, err = image.LoadCatalog(spec.Resolve(spec.Catalog)); err != nil {
+		return nil, fmt.Errorf("%s: catalog: %w", path, err)
+	}
+	if d.NVMImages, err = nic.LoadCatalog(spec.Resolve(spec.NVMImages)); err != nil {
+		return nil, fmt.Errorf("%s: nvmImages: %w", path, err)
+	}
+	if d.NICRules, err = nic.LoadRules(spec.Resolve(spec.NICRules)); err != nil {
+		return nil, fmt.Errorf("%s: nicRules: %w", path, err)
+	}
+	if err := d.crossCheck(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return d, nil
+}
+
+func (d *Definition) crossCheck() error {
+	rec, err := d.Catalog.Get(d.Spec.RecoveryImage)
+	if err != nil {
+		return fmt.Errorf("recoveryImage: %w", err)
+	}
+	if rec.Role != image.Recovery {
+		return fmt.Errorf("recoveryImage: %q has role %s, want recovery", rec.Name, rec.Role)
+	}
+	if d.NICRules.Model != "i40e" {
+		return fmt.Errorf("nicRules: rules for model %q, the lab's ports are i40e", d.NICRules.Model)
+	}
+	for i, h := range d.Spec.Hosts {
+		for j, n := range h.NICs {
+			if _, ok := d.NVMImages[n.NVM]; !ok {
+				return fmt.Errorf("hosts[%d] (%s): nics[%d].nvm: %q is not in %s", i, h.Name, j, n.NVM, d.Spec.NVMImages)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package lab
+
+import (
+	"encoding/json"
+	"os"
+	"sync"
+	"time"
+)
+
+// EventKind groups what happened to a host.
+type EventKind string
+
+const (
+	EventPower EventKind = "power"
+	EventBoot  EventKind = "boot"
+	EventDisk  EventKind = "disk"
+	EventNIC   EventKind = "nic"
+	EventMedia EventKind = "media"
+)
+
+// Event is one thing that happened in the lab, as the timeline records it.
+type Event struct {
+	Time    time.Time         `json:"time"`
+	Host    string            `json:"host"`
+	Kind    EventKind         `json:"kind"`
+	Reason  string            `json:"reason"`
+	Message string            `json:"message,omitempty"`
+	Data    map[string]string `json:"data,omitempty"`
+}
+
+// eventLog appends every event to events.jsonl in the state folder and
+// fans it out to subscribers. A slow subscriber never blocks the lab: each
+// has its own unbounded queue.
+type eventLog struct {
+	mu   sync.Mutex
+	file *os.File
+	subs map[int]*queue[Event]
+	next int
+}
+
+func openEventLog(path string) (*eventLog, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &eventLog{file: f, subs: map[int]*queue[Event]{}}, nil
+}
+
+func (l *eventLog) emit(e Event) {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	line, _ := json.Marshal(e)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.file != nil {
+		l.file.Write(append(line, '\n'))
+	}
+	for _, q := range l.subs {
+		q.push(e)
+	}
+}
+
+// subscribe returns every event emitted from now on, until cancel.
+func (l *eventLog) subscribe() (<-chan Event, func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	id := l.next
+	l.next++
+	q := newQueue[Event]()
+	l.subs[id] = q
+	return q.out, func() {
+		l.mu.Lock()
+		delete(l.subs, id)
+		l.mu.Unlock()
+		q.close()
+	}
+}
+
+func (l *eventLog) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, q := range l.subs {
+		q.close()
+		delete(l.subs, id)
+	}
+	if l.file != nil {
+		l.file.Close()
+		l.file = nil
+	}
+}

@@ -1,0 +1,314 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/image"
+	"github.com/upgradelab/upgradelab/sim/nic"
+	"github.com/upgradelab/upgradelab/sim/statefile"
+)
+
+// Phase is where a host is in its power and boot cycle.
+type Phase string
+
+const (
+	PhaseOff          Phase = "Off"
+	PhasePOST         Phase = "POST"
+	PhaseBooting      Phase = "Booting"
+	PhaseRunning      Phase = "Running"
+	PhaseNoBootDevice Phase = "NoBootDevice"
+)
+
+// OverrideMode is Redfish's BootSourceOverrideEnabled.
+type OverrideMode string
+
+const (
+	OverrideDisabled   OverrideMode = "Disabled"
+	OverrideOnce       OverrideMode = "Once"
+	OverrideContinuous OverrideMode = "Continuous"
+)
+
+// BootOverride is a one-time or standing choice of boot device.
+type BootOverride struct {
+	Target BootTarget   `json:"target,omitempty"`
+	Mode   OverrideMode `json:"mode"`
+}
+
+// OSSource says where the running OS was loaded from.
+type OSSource string
+
+const (
+	FromDiskSlot     OSSource = "disk-slot"
+	FromRecovery     OSSource = "recovery-partition"
+	FromVirtualMedia OSSource = "virtual-media"
+)
+
+// RunningOS is what booted: read from the bytes it booted from.
+type RunningOS struct {
+	Source   OSSource       `json:"source"`
+	Slot     disk.SlotName  `json:"slot,omitempty"`
+	Trial    bool           `json:"trial,omitempty"`
+	Image    image.Manifest `json:"image"`
+	Links    []PortLink     `json:"links"`
+	BootedAt time.Time      `json:"bootedAt"`
+}
+
+// PortLink is one port's link under the running OS's driver.
+type PortLink struct {
+	Port string `json:"port"`
+	nic.Link
+}
+
+// HostStatus is a snapshot of a host, also written as host.json.
+type HostStatus struct {
+	Name      string       `json:"name"`
+	Power     PowerState   `json:"power"`
+	Phase     Phase        `json:"phase"`
+	Override  BootOverride `json:"override"`
+	Media     string       `json:"media,omitempty"`
+	OS        *RunningOS   `json:"os,omitempty"`
+	Ports     []nic.Port   `json:"ports"`
+	Disk      disk.Disk    `json:"disk"`
+	BootCount int          `json:"bootCount"`
+	LastError string       `json:"lastError,omitempty"`
+}
+
+// Errors callers can act on.
+var (
+	ErrNotRunning = errors.New("no OS is running on the host")
+	ErrPowerLost  = errors.New("power was lost")
+	ErrMediaBusy  = errors.New("virtual media is already inserted")
+	ErrNoMedia    = errors.New("no virtual media is inserted")
+)
+
+// Host is one simulated server. Its methods are what a BMC and an OS agent
+// can do to real hardware; every change is persisted in the state folder
+// and announced as an Event.
+type Host struct {
+	spec HostSpec
+	lab  *Lab
+	dir  string
+
+	mu        sync.Mutex
+	power     PowerState
+	phase     Phase
+	override  BootOverride
+	media     string
+	disk      *disk.Disk
+	ports     []*nic.Port
+	os        *RunningOS
+	bootCount int
+	lastError string
+	// cycle lives from power-on to power loss; waits and writes of one
+	// power cycle end with it.
+	cycle       context.Context
+	cancelCycle context.CancelFunc
+	// powerChanged is closed (and replaced) at every power change.
+	powerChanged chan struct{}
+}
+
+func newHost(l *Lab, spec HostSpec) (*Host, error) {
+	h := &Host{spec: spec, lab: l, dir: filepath.Join(l.stateDir, "hosts", spec.Name),
+		power: PoweredOff, phase: PhaseOff, override: BootOverride{Mode: OverrideDisabled}, powerChanged: make(chan struct{})}
+	h.cycle, h.cancelCycle = context.WithCancel(context.Background())
+	h.cancelCycle()
+	var saved HostStatus
+	switch err := statefile.Read(filepath.Join(h.dir, "host.json"), &saved); {
+	case err == nil:
+		// A restarted lab keeps what the hardware held; power starts off.
+		h.override, h.media, h.bootCount = saved.Override, saved.Media, saved.BootCount
+		d := saved.Disk
+		h.disk = &d
+		for i := range saved.Ports {
+			p := saved.Ports[i]
+			h.ports = append(h.ports, &p)
+		}
+		h.disk.Shutdown()
+	case os.IsNotExist(err):
+		h.disk = disk.New(l.def.Spec.RecoveryImage)
+		for _, n := range spec.NICs {
+			h.ports = append(h.ports, &nic.Port{Name: n.Name, MAC: n.MAC, Model: n.Model, Flash: nic.FlashIdle, Active: l.def.NVMImages[n.NVM]})
+		}
+	default:
+		return nil, fmt.Errorf("host %s: %w", spec.Name, err)
+	}
+	return h, h.saveLocked()
+}
+
+// Name is the host's name.
+func (h *Host) Name() string { return h.spec.Name }
+
+// Spec is the host's definition.
+func (h *Host) Spec() HostSpec { return h.spec }
+
+// Status returns a snapshot.
+func (h *Host) Status() HostStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.statusLocked()
+}
+
+func (h *Host) statusLocked() HostStatus {
+	s := HostStatus{Name: h.spec.Name, Power: h.power, Phase: h.phase, Override: h.override, Media: h.media,
+		BootCount: h.bootCount, LastError: h.lastError, Disk: *h.disk}
+	if h.os != nil {
+		osCopy := *h.os
+		s.OS = &osCopy
+	}
+	for _, p := range h.ports {
+		s.Ports = append(s.Ports, *p)
+	}
+	return s
+}
+
+// saveLocked persists the host and mirrors it into the domain's metadata.
+func (h *Host) saveLocked() error {
+	s := h.statusLocked()
+	_ = h.lab.backend.SetMetadata(h.spec.Name, metadataXML(h.lab.def.Spec.Name, s))
+	return statefile.Write(filepath.Join(h.dir, "host.json"), s)
+}
+
+func (h *Host) emit(kind EventKind, reason, msg string, data map[string]string) {
+	h.lab.events.emit(Event{Host: h.spec.Name, Kind: kind, Reason: reason, Message: msg, Data: data})
+}
+
+// PowerOn powers the host on and returns once the hypervisor reports the
+// domain started; the boot runs from there. Powering on a host that is on
+// does nothing.
+func (h *Host) PowerOn() error {
+	if h.Status().Power == PoweredOn {
+		return nil
+	}
+	if err := h.lab.backend.Start(h.spec.Name); err != nil {
+		return fmt.Errorf("host %s: power on: %w", h.spec.Name, err)
+	}
+	return h.waitPower(PoweredOn)
+}
+
+// PowerOff cuts power at once: writes and flashes under way are lost. It
+// returns once the hypervisor reports the domain stopped.
+func (h *Host) PowerOff() error {
+	if h.Status().Power == PoweredOff {
+		return nil
+	}
+	if err := h.lab.backend.Stop(h.spec.Name); err != nil {
+		return fmt.Errorf("host %s: power off: %w", h.spec.Name, err)
+	}
+	return h.waitPower(PoweredOff)
+}
+
+// waitPower waits until the hypervisor's events have brought the host to
+// want. Power changes only through events, so a late event can never undo
+// a newer change.
+func (h *Host) waitPower(want PowerState) error {
+	timeout := time.After(30 * time.Second)
+	for {
+		h.mu.Lock()
+		now, changed := h.power, h.powerChanged
+		h.mu.Unlock()
+		if now == want {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			return fmt.Errorf("host %s: the hypervisor did not report power %s within 30s", h.spec.Name, want)
+		}
+	}
+}
+
+// Shutdown is a graceful shutdown: the OS stops within the modelled time,
+// then the power goes off.
+func (h *Host) Shutdown(ctx context.Context) error {
+	h.mu.Lock()
+	running := h.phase == PhaseRunning
+	h.mu.Unlock()
+	if running {
+		if err := h.lab.scale.Sleep(ctx, secondsOf(h.lab.def.Spec.Timing.ShutdownSeconds)); err != nil {
+			return err
+		}
+	}
+	return h.PowerOff()
+}
+
+// Reset is a hard reset: power cut and restored.
+func (h *Host) Reset() error {
+	if err := h.PowerOff(); err != nil {
+		return err
+	}
+	return h.PowerOn()
+}
+
+// onDomainEvent applies what the hypervisor reported, whoever caused it:
+// the lab, a BMC, or `virsh` by hand.
+func (h *Host) onDomainEvent(e DomainEvent) {
+	switch e.Kind {
+	case DomainStarted:
+		h.poweredOn("Domain" + string(e.Kind))
+	case DomainStopped:
+		h.poweredOff("Domain" + string(e.Kind))
+	}
+}
+
+// poweredOn starts a power cycle unless one is running.
+func (h *Host) poweredOn(reason string) {
+	h.mu.Lock()
+	if h.power == PoweredOn {
+		h.mu.Unlock()
+		return
+	}
+	h.power, h.phase, h.lastError = PoweredOn, PhasePOST, ""
+	close(h.powerChanged)
+	h.powerChanged = make(chan struct{})
+	h.cycle, h.cancelCycle = context.WithCancel(context.Background())
+	ctx := h.cycle
+	// The NIC loads a pending NVM image at power-on.
+	for _, p := range h.ports {
+		p.Reset()
+	}
+	h.saveLocked()
+	h.mu.Unlock()
+	h.emit(EventPower, reason, "power on", map[string]string{"power": string(PoweredOn)})
+	go h.boot(ctx)
+}
+
+// poweredOff ends the power cycle: everything in flight is lost.
+func (h *Host) poweredOff(reason string) {
+	h.mu.Lock()
+	if h.power == PoweredOff {
+		h.mu.Unlock()
+		return
+	}
+	h.cancelCycle()
+	h.power, h.phase, h.os = PoweredOff, PhaseOff, nil
+	close(h.powerChanged)
+	h.powerChanged = make(chan struct{})
+	var cut []string
+	for _, s := range []disk.SlotName{disk.SlotA, disk.SlotB} {
+		if h.disk.Slots[s].State == disk.Writing {
+			cut = append(cut, "slot "+string(s))
+		}
+	}
+	for _, p := range h.ports {
+		if p.Flash == nic.FlashWriting {
+			cut = append(cut, "NVM of "+p.Name)
+		}
+		p.PowerLoss()
+	}
+	h.disk.PowerLoss()
+	h.saveLocked()
+	h.mu.Unlock()
+	h.emit(EventPower, reason, "power off", map[string]string{"power": string(PoweredOff)})
+	for _, c := range cut {
+		h.emit(EventDisk, "WriteInterrupted", "power lost while writing "+c, nil)
+	}
+}
+
+func secondsOf(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

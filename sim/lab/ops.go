@@ -1,0 +1,233 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/image"
+	"github.com/upgradelab/upgradelab/sim/nic"
+	"github.com/upgradelab/upgradelab/sim/timescale"
+)
+
+// SetBootOverride sets the next boot device (Once) or a standing one
+// (Continuous); Disabled clears it.
+func (h *Host) SetBootOverride(o BootOverride) error {
+	switch o.Mode {
+	case OverrideDisabled, OverrideOnce, OverrideContinuous:
+	default:
+		return fmt.Errorf("host %s: boot override mode %q is not Disabled, Once or Continuous", h.spec.Name, o.Mode)
+	}
+	switch o.Target {
+	case "", BootHdd, BootCd, BootPxe, BootUefiHttp:
+	default:
+		return fmt.Errorf("host %s: boot override target %q is not Hdd, Cd, Pxe or UefiHttp", h.spec.Name, o.Target)
+	}
+	h.mu.Lock()
+	h.override = o
+	h.saveLocked()
+	h.mu.Unlock()
+	h.emit(EventBoot, "BootOverrideSet", fmt.Sprintf("%s %s", o.Mode, o.Target), map[string]string{"mode": string(o.Mode), "target": string(o.Target)})
+	return nil
+}
+
+// InsertMedia attaches an image URL as the virtual CD.
+func (h *Host) InsertMedia(url string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.media != "" {
+		return fmt.Errorf("host %s: insert %s: %w (%s)", h.spec.Name, url, ErrMediaBusy, h.media)
+	}
+	h.media = url
+	h.saveLocked()
+	go h.emit(EventMedia, "MediaInserted", url, nil)
+	return nil
+}
+
+// EjectMedia detaches the virtual CD.
+func (h *Host) EjectMedia() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.media == "" {
+		return fmt.Errorf("host %s: eject: %w", h.spec.Name, ErrNoMedia)
+	}
+	h.media = ""
+	h.saveLocked()
+	go h.emit(EventMedia, "MediaEjected", "", nil)
+	return nil
+}
+
+// WriteImage is what an OS running on the host (the deploy ramdisk or an
+// update agent) does to install an image into a slot: download it, refuse
+// it before writing a byte if its sha256 is not wantSHA256, then write for
+// the modelled time (size / disk speed). Power lost meanwhile leaves the
+// slot corrupt.
+func (h *Host) WriteImage(ctx context.Context, slot disk.SlotName, url, wantSHA256 string) error {
+	h.mu.Lock()
+	cycle := h.cycle
+	running := h.phase == PhaseRunning
+	h.mu.Unlock()
+	if !running {
+		return fmt.Errorf("host %s: write slot %s: %w", h.spec.Name, slot, ErrNotRunning)
+	}
+	payload, err := image.Fetch(ctx, http.DefaultClient, url, wantSHA256)
+	if err != nil {
+		h.emit(EventDisk, "WriteRefused", err.Error(), map[string]string{"slot": string(slot)})
+		return fmt.Errorf("host %s: write slot %s: %w", h.spec.Name, slot, err)
+	}
+	m, err := image.ReadManifest(payload)
+	if err != nil {
+		return fmt.Errorf("host %s: write slot %s: %s: %w", h.spec.Name, slot, url, err)
+	}
+	sizeMiB := 1
+	if b, err := h.lab.def.Catalog.Get(m.Name); err == nil {
+		sizeMiB = b.SizeMiB
+	}
+
+	h.mu.Lock()
+	if h.cycle != cycle {
+		h.mu.Unlock()
+		return fmt.Errorf("host %s: write slot %s: %w", h.spec.Name, slot, ErrPowerLost)
+	}
+	err = h.disk.BeginWrite(slot, m.Name, wantSHA256)
+	h.saveLocked()
+	h.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("host %s: %w", h.spec.Name, err)
+	}
+	h.emit(EventDisk, "WriteStarted", fmt.Sprintf("writing %s (%d MiB) to slot %s", m.Name, sizeMiB, slot), map[string]string{"slot": string(slot), "image": m.Name})
+
+	writeTime := timescale.Seconds(float64(sizeMiB) * 1.048576 / h.lab.def.Spec.Timing.DiskWriteMBps)
+	waitCtx, stop := untilPowerLoss(ctx, cycle)
+	defer stop()
+	if err := h.lab.scale.Sleep(waitCtx, writeTime); err != nil {
+		if cycle.Err() != nil {
+			return fmt.Errorf("host %s: write slot %s: %w", h.spec.Name, slot, ErrPowerLost)
+		}
+		// The caller gave up: the OS stops writing, the slot is unusable.
+		h.mu.Lock()
+		h.disk.AbortWrite(slot)
+		h.saveLocked()
+		h.mu.Unlock()
+		return err
+	}
+	if err := os.WriteFile(h.slotFile(slot), payload, 0o644); err != nil {
+		return fmt.Errorf("host %s: write slot %s: %w", h.spec.Name, slot, err)
+	}
+	h.mu.Lock()
+	if h.cycle != cycle {
+		h.mu.Unlock()
+		return fmt.Errorf("host %s: write slot %s: %w", h.spec.Name, slot, ErrPowerLost)
+	}
+	err = h.disk.FinishWrite(slot)
+	h.saveLocked()
+	h.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("host %s: %w", h.spec.Name, err)
+	}
+	h.emit(EventDisk, "WriteFinished", fmt.Sprintf("%s written to slot %s", m.Name, slot), map[string]string{"slot": string(slot), "image": m.Name})
+	return nil
+}
+
+// ActivateSlot makes slot the next to boot with tries attempts.
+func (h *Host) ActivateSlot(slot disk.SlotName, tries int) error {
+	return h.diskOp("SlotActivated", fmt.Sprintf("slot %s active with %d tries", slot, tries), func(d *disk.Disk) error {
+		return d.Activate(slot, tries)
+	})
+}
+
+// CommitSlot marks the running slot good (the OS passed its health check).
+func (h *Host) CommitSlot() error {
+	return h.diskOp("SlotCommitted", "running slot marked good", func(d *disk.Disk) error {
+		if h.phase != PhaseRunning {
+			return ErrNotRunning
+		}
+		return d.Commit()
+	})
+}
+
+func (h *Host) diskOp(reason, msg string, fn func(*disk.Disk) error) error {
+	h.mu.Lock()
+	err := fn(h.disk)
+	if err == nil {
+		h.saveLocked()
+	}
+	h.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("host %s: %w", h.spec.Name, err)
+	}
+	h.emit(EventDisk, reason, msg, nil)
+	return nil
+}
+
+// FlashNVM writes an NVM image into a port's flash for its modelled time;
+// it runs after the next power cycle. Power lost meanwhile leaves the NIC
+// in recovery mode.
+func (h *Host) FlashNVM(ctx context.Context, port, nvmName string) error {
+	img, ok := h.lab.def.NVMImages[nvmName]
+	if !ok {
+		return fmt.Errorf("host %s: NVM image %q is not in the lab's NVM catalog", h.spec.Name, nvmName)
+	}
+	h.mu.Lock()
+	p := h.portLocked(port)
+	cycle := h.cycle
+	var err error
+	switch {
+	case p == nil:
+		err = fmt.Errorf("no port %q", port)
+	case h.power != PoweredOn:
+		err = fmt.Errorf("flash %s: the host is powered off", port)
+	default:
+		err = p.BeginFlash(img)
+	}
+	if err == nil {
+		h.saveLocked()
+	}
+	h.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("host %s: %w", h.spec.Name, err)
+	}
+	h.emit(EventNIC, "FlashStarted", fmt.Sprintf("flashing %s on %s", nvmName, port), map[string]string{"port": port, "nvm": nvmName})
+	waitCtx, stop := untilPowerLoss(ctx, cycle)
+	defer stop()
+	if err := h.lab.scale.Sleep(waitCtx, timescale.Seconds(img.FlashSeconds)); err != nil {
+		return fmt.Errorf("host %s: flash %s: %w", h.spec.Name, port, ErrPowerLost)
+	}
+	h.mu.Lock()
+	if h.cycle != cycle {
+		h.mu.Unlock()
+		return fmt.Errorf("host %s: flash %s: %w", h.spec.Name, port, ErrPowerLost)
+	}
+	err = p.FinishFlash()
+	h.saveLocked()
+	h.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("host %s: %w", h.spec.Name, err)
+	}
+	h.emit(EventNIC, "FlashFinished", fmt.Sprintf("%s flashed on %s; active after the next power cycle", nvmName, port), map[string]string{"port": port, "nvm": nvmName})
+	return nil
+}
+
+func (h *Host) portLocked(name string) *nic.Port {
+	for _, p := range h.ports {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// untilPowerLoss is ctx that also ends when the power cycle does.
+func untilPowerLoss(ctx, cycle context.Context) (context.Context, context.CancelFunc) {
+	waitCtx, stop := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-cycle.Done():
+			stop()
+		case <-waitCtx.Done():
+		}
+	}()
+	return waitCtx, stop
+}

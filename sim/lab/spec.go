@@ -1,0 +1,264 @@
+// Package lab runs a simulated bare-metal lab: hosts defined in
+// fixtures/labs/*.yaml, each a libvirt domain with an A/B system disk
+// (sim/disk) and i40e ports (sim/nic), booting OS images (sim/image) on a
+// modelled clock (sim/timescale). BMCs and the host agent act on hosts
+// through the Host methods.
+package lab
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/upgradelab/upgradelab/sim/specfile"
+)
+
+// Spec is a lab file.
+type Spec struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Name       string `yaml:"name"`
+	// Catalog, NVMImages and NICRules are files relative to the lab file.
+	Catalog       string       `yaml:"catalog"`
+	NVMImages     string       `yaml:"nvmImages"`
+	NICRules      string       `yaml:"nicRules"`
+	RecoveryImage string       `yaml:"recoveryImage"`
+	Timing        Timing       `yaml:"timing"`
+	Credentials   []Credential `yaml:"credentials"`
+	Networks      []Network    `yaml:"networks"`
+	Hosts         []HostSpec   `yaml:"hosts"`
+
+	// path is the file the spec came from; relative references resolve
+	// against its folder.
+	path string
+}
+
+// Timing is the modelled duration of each hardware step, before the run's
+// time scale applies.
+type Timing struct {
+	PostSeconds     float64 `yaml:"postSeconds"`
+	BootSeconds     float64 `yaml:"bootSeconds"`
+	ShutdownSeconds float64 `yaml:"shutdownSeconds"`
+	DiskWriteMBps   float64 `yaml:"diskWriteMBps"`
+}
+
+// Credential is a BMC account hosts refer to by name.
+type Credential struct {
+	Name     string `yaml:"name"`
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+}
+
+// Network is a layer-2 segment ports attach to.
+type Network struct {
+	Name string `yaml:"name"`
+	CIDR string `yaml:"cidr"`
+}
+
+// HostSpec is one server.
+type HostSpec struct {
+	Name      string            `yaml:"name"`
+	CPUs      int               `yaml:"cpus"`
+	MemoryMiB int               `yaml:"memoryMiB"`
+	DiskGiB   int               `yaml:"diskGiB"`
+	Labels    map[string]string `yaml:"labels"`
+	BMC       HostBMC           `yaml:"bmc"`
+	NICs      []NICSpec         `yaml:"nics"`
+	// BootOrder is the firmware's order without an override (default Hdd, Pxe).
+	BootOrder []BootTarget `yaml:"bootOrder"`
+}
+
+// HostBMC names the host's BMC account.
+type HostBMC struct {
+	Credentials string `yaml:"credentials"`
+}
+
+// NICSpec is one port and the NVM image in its flash when the lab starts.
+type NICSpec struct {
+	Name    string `yaml:"name"`
+	MAC     string `yaml:"mac"`
+	Model   string `yaml:"model"`
+	NVM     string `yaml:"nvm"`
+	Network string `yaml:"network"`
+}
+
+// BootTarget is a boot device, named as Redfish names them.
+type BootTarget string
+
+const (
+	BootHdd      BootTarget = "Hdd"
+	BootCd       BootTarget = "Cd"
+	BootPxe      BootTarget = "Pxe"
+	BootUefiHttp BootTarget = "UefiHttp"
+)
+
+// Path is the file the spec was read from.
+func (s *Spec) Path() string { return s.path }
+
+// Resolve gives a path relative to the lab file's folder.
+func (s *Spec) Resolve(rel string) string {
+	if filepath.IsAbs(rel) || s.path == "" {
+		return rel
+	}
+	return filepath.Join(filepath.Dir(s.path), rel)
+}
+
+// Credential returns the named credential.
+func (s *Spec) Credential(name string) (Credential, bool) {
+	for _, c := range s.Credentials {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Credential{}, false
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// ParseSpec reads and validates a lab file's content; name (the path) is
+// used in errors and to resolve relative references.
+func ParseSpec(name string, data []byte) (*Spec, error) {
+	s := &Spec{}
+	if err := specfile.Decode(name, data, s); err != nil {
+		return nil, err
+	}
+	s.path = name
+	s.defaults()
+	if err := s.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return s, nil
+}
+
+// LoadSpec reads a lab file.
+func LoadSpec(path string) (*Spec, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSpec(path, raw)
+}
+
+func (s *Spec) defaults() {
+	t := &s.Timing
+	if t.PostSeconds == 0 {
+		t.PostSeconds = 30
+	}
+	if t.BootSeconds == 0 {
+		t.BootSeconds = 40
+	}
+	if t.ShutdownSeconds == 0 {
+		t.ShutdownSeconds = 10
+	}
+	if t.DiskWriteMBps == 0 {
+		t.DiskWriteMBps = 200
+	}
+	for i := range s.Hosts {
+		if len(s.Hosts[i].BootOrder) == 0 {
+			s.Hosts[i].BootOrder = []BootTarget{BootHdd, BootPxe}
+		}
+	}
+}
+
+func (s *Spec) validate() error {
+	if s.APIVersion != "upgradelab.dev/v1alpha1" || s.Kind != "Lab" {
+		return fmt.Errorf("apiVersion/kind: want upgradelab.dev/v1alpha1 Lab, got %q %q", s.APIVersion, s.Kind)
+	}
+	if !dnsLabel.MatchString(s.Name) {
+		return fmt.Errorf("name: %q must be a DNS label (lower-case letters, digits, '-')", s.Name)
+	}
+	for field, v := range map[string]string{"catalog": s.Catalog, "nvmImages": s.NVMImages, "nicRules": s.NICRules, "recoveryImage": s.RecoveryImage} {
+		if v == "" {
+			return fmt.Errorf("%s: required", field)
+		}
+	}
+	if t := s.Timing; t.PostSeconds < 0 || t.BootSeconds < 0 || t.ShutdownSeconds < 0 || t.DiskWriteMBps < 0 {
+		return fmt.Errorf("timing: durations and speeds must not be negative: %+v", t)
+	}
+	creds := map[string]bool{}
+	for i, c := range s.Credentials {
+		if c.Name == "" || c.Username == "" || c.Password == "" {
+			return fmt.Errorf("credentials[%d]: name, username and password are required", i)
+		}
+		if creds[c.Name] {
+			return fmt.Errorf("credentials[%d] (%s).name: duplicate", i, c.Name)
+		}
+		creds[c.Name] = true
+	}
+	nets := map[string]bool{}
+	for i, n := range s.Networks {
+		if !dnsLabel.MatchString(n.Name) {
+			return fmt.Errorf("networks[%d].name: %q must be a DNS label", i, n.Name)
+		}
+		if _, _, err := net.ParseCIDR(n.CIDR); err != nil {
+			return fmt.Errorf("networks[%d] (%s).cidr: %q is not a CIDR", i, n.Name, n.CIDR)
+		}
+		nets[n.Name] = true
+	}
+	if len(s.Hosts) == 0 {
+		return fmt.Errorf("hosts: a lab needs at least one host")
+	}
+	names, macs := map[string]bool{}, map[string]string{}
+	for i, h := range s.Hosts {
+		at := fmt.Sprintf("hosts[%d]", i)
+		if h.Name != "" {
+			at += " (" + h.Name + ")"
+		}
+		if err := validateHost(h, creds, nets, names, macs); err != nil {
+			return fmt.Errorf("%s: %w", at, err)
+		}
+	}
+	return nil
+}
+
+func validateHost(h HostSpec, creds, nets, names map[string]bool, macs map[string]string) error {
+	switch {
+	case !dnsLabel.MatchString(h.Name):
+		return fmt.Errorf("name: %q must be a DNS label", h.Name)
+	case names[h.Name]:
+		return fmt.Errorf("name: duplicate")
+	case h.CPUs < 1:
+		return fmt.Errorf("cpus: must be at least 1, got %d", h.CPUs)
+	case h.MemoryMiB < 256:
+		return fmt.Errorf("memoryMiB: must be at least 256, got %d", h.MemoryMiB)
+	case h.DiskGiB < 8:
+		return fmt.Errorf("diskGiB: must be at least 8 (two OS slots and data), got %d", h.DiskGiB)
+	case !creds[h.BMC.Credentials]:
+		return fmt.Errorf("bmc.credentials: %q is not in credentials", h.BMC.Credentials)
+	case len(h.NICs) == 0:
+		return fmt.Errorf("nics: a host needs at least one port")
+	}
+	names[h.Name] = true
+	for j, n := range h.NICs {
+		hw, err := net.ParseMAC(n.MAC)
+		if err != nil || len(hw) != 6 {
+			return fmt.Errorf("nics[%d].mac: %q is not a MAC address", j, n.MAC)
+		}
+		if other, dup := macs[hw.String()]; dup {
+			return fmt.Errorf("nics[%d].mac: %s is already used by %s", j, n.MAC, other)
+		}
+		macs[hw.String()] = h.Name
+		if n.Name == "" {
+			return fmt.Errorf("nics[%d].name: required", j)
+		}
+		if n.Model != "i40e" {
+			return fmt.Errorf("nics[%d].model: %q is not modelled (i40e is)", j, n.Model)
+		}
+		if n.NVM == "" {
+			return fmt.Errorf("nics[%d].nvm: required", j)
+		}
+		if !nets[n.Network] {
+			return fmt.Errorf("nics[%d].network: %q is not in networks", j, n.Network)
+		}
+	}
+	for j, t := range h.BootOrder {
+		switch t {
+		case BootHdd, BootCd, BootPxe, BootUefiHttp:
+		default:
+			return fmt.Errorf("bootOrder[%d]: %q is not Hdd, Cd, Pxe or UefiHttp", j, t)
+		}
+	}
+	return nil
+}
