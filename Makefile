@@ -11,11 +11,11 @@ ARTIFACTS ?= $(CURDIR)/_artifacts/e2e-$(shell date +%Y%m%d-%H%M%S)
 MANAGEMENT ?= embedded
 
 # Packages whose code runs goroutines against each other; tested with -race.
-RACE_PKGS := ./e2e/mgmt/...
+RACE_PKGS := ./e2e/mgmt/... ./sim/...
 
 GO_TEST ?= go test
 
-.PHONY: all deps tools test unit e2e bench lint fmt build clean-cache
+.PHONY: all deps tools test e2e bench fuzz lint build clean-cache
 
 all: build
 
@@ -48,6 +48,13 @@ e2e: tools
 # Benchmarks print figures (ns/op and custom metrics such as seconds to ready).
 bench: tools
 	$(GO_TEST) -run '^$$' -bench . -benchtime 3x -timeout 30m ./...
+
+# Each parser's fuzzer for FUZZTIME (the seeds also run in `make test`).
+FUZZTIME ?= 30s
+fuzz: deps
+	go test -run '^$$' -fuzz FuzzParseSpec -fuzztime $(FUZZTIME) ./sim/lab/
+	go test -run '^$$' -fuzz FuzzParseCatalog -fuzztime $(FUZZTIME) ./sim/image/
+	go test -run '^$$' -fuzz FuzzParseRules -fuzztime $(FUZZTIME) ./sim/nic/
 
 clean-cache:
 	rm -rf $(UPGRADELAB_CACHE)

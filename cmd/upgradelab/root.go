@@ -14,7 +14,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newMgmtCommand())
+	root.AddCommand(newMgmtCommand(), newLabCommand())
 	return root
 }
 

@@ -51,7 +51,10 @@ type Info struct {
 	StateDir    string     `json:"stateDir"`
 	ImageServer string     `json:"imageServer"`
 	TimeScale   float64    `json:"timeScale"`
-	Hosts       []HostInfo `json:"hosts"`
+	// PID is the process that runs the lab; status uses it to tell a
+	// running lab from a state folder left behind.
+	PID   int        `json:"pid"`
+	Hosts []HostInfo `json:"hosts"`
 }
 
 // HostInfo is one host in lab.json.
@@ -166,7 +169,7 @@ func (l *Lab) Subscribe() (<-chan Event, func()) { return l.events.subscribe() }
 
 // Info describes the running lab.
 func (l *Lab) Info() Info {
-	info := Info{Name: l.def.Spec.Name, Definition: l.def.Spec.Path(), StateDir: l.stateDir, TimeScale: float64(l.scale)}
+	info := Info{Name: l.def.Spec.Name, Definition: l.def.Spec.Path(), StateDir: l.stateDir, TimeScale: float64(l.scale), PID: os.Getpid()}
 	if l.images != nil {
 		info.ImageServer = l.images.URL()
 	}
@@ -258,4 +261,22 @@ func metadataXML(lab string, s HostStatus) string {
 	}
 	data, _ := xml.Marshal(md)
 	return string(data)
+}
+
+// ReadState reads what a lab (running or not) left in its state folder:
+// lab.json and every host's last status.
+func ReadState(stateDir string) (Info, []HostStatus, error) {
+	var info Info
+	if err := statefile.Read(filepath.Join(stateDir, "lab.json"), &info); err != nil {
+		return info, nil, fmt.Errorf("no lab in %s: %w", stateDir, err)
+	}
+	var hosts []HostStatus
+	for _, h := range info.Hosts {
+		var s HostStatus
+		if err := statefile.Read(filepath.Join(stateDir, "hosts", h.Name, "host.json"), &s); err != nil {
+			return info, nil, err
+		}
+		hosts = append(hosts, s)
+	}
+	return info, hosts, nil
 }

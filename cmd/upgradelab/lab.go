@@ -1,0 +1,128 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/timescale"
+)
+
+func newLabCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "lab", Short: "The simulated bare-metal lab"}
+	cmd.AddCommand(newLabUpCommand(), newLabStatusCommand())
+	return cmd
+}
+
+func newLabUpCommand() *cobra.Command {
+	var labFile, stateDir, scale string
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run a lab in the foreground until Ctrl-C",
+		Long: `Defines every host of the lab file as a libvirt domain (the in-process
+test:/// driver), serves the image catalog on loopback and writes
+STATE/lab.json. Hosts start powered off. Ctrl-C powers them off and stops;
+the state folder keeps disks and NICs for the next 'lab up'.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ts, err := timescale.Parse(scale)
+			if err != nil {
+				return err
+			}
+			def, err := lab.Load(labFile)
+			if err != nil {
+				return err
+			}
+			l, err := lab.Up(cmd.Context(), def, lab.Options{StateDir: stateDir, Scale: ts})
+			if err != nil {
+				return err
+			}
+			defer l.Down()
+			info := l.Info()
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "lab %s is up: %d hosts, images at %s, time scale %g\n", info.Name, len(info.Hosts), info.ImageServer, info.TimeScale)
+			fmt.Fprintf(out, "  %s\n  upgradelab lab status --state %s\nCtrl-C stops it.\n", filepath.Join(info.StateDir, "lab.json"), stateDir)
+			events, cancel := l.Subscribe()
+			defer cancel()
+			for {
+				select {
+				case e := <-events:
+					fmt.Fprintf(out, "%s %-10s %-6s %-18s %s\n", e.Time.Format("15:04:05.000"), e.Host, e.Kind, e.Reason, e.Message)
+				case <-cmd.Context().Done():
+					fmt.Fprintln(out, "powering the lab off")
+					return nil
+				}
+			}
+		},
+	}
+	cmd.Flags().StringVar(&labFile, "lab", "fixtures/labs/single-node.yaml", "lab definition file")
+	cmd.Flags().StringVar(&stateDir, "state", "_artifacts/lab", "state folder (lab.json, disks, events.jsonl)")
+	cmd.Flags().StringVar(&scale, "time-scale", "1", "real time per modelled time (0.01 runs 100x faster)")
+	return cmd
+}
+
+func newLabStatusCommand() *cobra.Command {
+	var stateDir string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show every host of a lab from its state folder",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			info, hosts, err := lab.ReadState(stateDir)
+			if err != nil {
+				return err
+			}
+			printLabStatus(cmd.OutOrStdout(), info, hosts)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&stateDir, "state", "_artifacts/lab", "state folder of the lab")
+	return cmd
+}
+
+func printLabStatus(out io.Writer, info lab.Info, hosts []lab.HostStatus) {
+	running := "stopped"
+	if info.PID > 0 && syscall.Kill(info.PID, 0) == nil {
+		running = fmt.Sprintf("running (pid %d)", info.PID)
+	}
+	fmt.Fprintf(out, "lab %s: %s, state %s\n", info.Name, running, info.StateDir)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "HOST\tPOWER\tPHASE\tRUNNING\tSLOT A\tSLOT B\tNICS")
+	for _, h := range hosts {
+		osDesc := "-"
+		if h.OS != nil {
+			osDesc = h.OS.Image.Name + " (" + string(h.OS.Source)
+			if h.OS.Slot != "" {
+				osDesc += " " + string(h.OS.Slot)
+			}
+			osDesc += ")"
+		}
+		var nics []string
+		for _, p := range h.Ports {
+			nics = append(nics, p.Name+" "+p.Active.Firmware+" "+string(p.Flash))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Power, h.Phase, osDesc,
+			slotDesc(h.Disk.Slots[disk.SlotA]), slotDesc(h.Disk.Slots[disk.SlotB]), strings.Join(nics, ", "))
+	}
+	w.Flush()
+}
+
+func slotDesc(s *disk.Slot) string {
+	if s == nil || s.State == disk.Empty {
+		return "empty"
+	}
+	d := string(s.State) + " " + s.Image
+	if s.Good {
+		d += " good"
+	} else if s.TriesLeft > 0 {
+		d += fmt.Sprintf(" tries=%d", s.TriesLeft)
+	}
+	return d
+}
