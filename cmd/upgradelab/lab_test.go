@@ -9,7 +9,6 @@ import (
 	"time"
 )
 
-
 func TestLabUpWritesStateAndStatusReadsIt(t *testing.T) {
 	state := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())

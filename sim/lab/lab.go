@@ -46,11 +46,11 @@ type Lab struct {
 
 // Info is lab.json: what a user or another process needs to reach the lab.
 type Info struct {
-	Name        string     `json:"name"`
-	Definition  string     `json:"definition"`
-	StateDir    string     `json:"stateDir"`
-	ImageServer string     `json:"imageServer"`
-	TimeScale   float64    `json:"timeScale"`
+	Name        string  `json:"name"`
+	Definition  string  `json:"definition"`
+	StateDir    string  `json:"stateDir"`
+	ImageServer string  `json:"imageServer"`
+	TimeScale   float64 `json:"timeScale"`
 	// PID is the process that runs the lab; status uses it to tell a
 	// running lab from a state folder left behind.
 	PID   int        `json:"pid"`
