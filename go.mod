@@ -6,6 +6,7 @@ require (
 	github.com/onsi/ginkgo/v2 v2.34.0
 	github.com/onsi/gomega v1.42.1
 	github.com/spf13/cobra v1.10.2
+	github.com/stmcginnis/gofish v0.20.0
 	go.yaml.in/yaml/v3 v3.0.4
 	k8s.io/api v0.36.3
 	k8s.io/apiextensions-apiserver v0.36.3

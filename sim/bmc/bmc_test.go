@@ -1,0 +1,403 @@
+package bmc
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stmcginnis/gofish"
+	"github.com/stmcginnis/gofish/redfish"
+
+	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/pki"
+	"github.com/upgradelab/upgradelab/sim/timescale"
+)
+
+type fixture struct {
+	lab    *lab.Lab
+	host   *lab.Host
+	bmc    *BMC
+	ca     *pki.CA
+	events <-chan lab.Event
+}
+
+func newFixture(t testing.TB, scale timescale.Scale) *fixture {
+	t.Helper()
+	def, err := lab.Load("../../fixtures/labs/single-node.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lab.Up(context.Background(), def, lab.Options{StateDir: t.TempDir(), Scale: scale})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Down() })
+	h, _ := l.Host("node-0")
+	ca, err := pki.NewCA("test lab CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, _ := ca.Serving("bmc", []string{"127.0.0.1"})
+	cert, _ := pair.TLS()
+	b, err := Start(Config{Host: h, Username: "admin", Password: "upgradelab-bmc", Certificate: cert,
+		Scale: scale, NVMImages: def.NVMImages, BIOSVersion: "2.19.1", BMCVersion: "7.00", BMCUpdateSeconds: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	events, cancel := l.Subscribe()
+	t.Cleanup(cancel)
+	return &fixture{lab: l, host: h, bmc: b, ca: ca, events: events}
+}
+
+func (f *fixture) httpClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: f.ca.Pool()}}, Timeout: 10 * time.Second}
+}
+
+// connect logs in with gofish, unmodified, trusting only the lab CA.
+func (f *fixture) connect(t testing.TB, user, pass string, basic bool) (*gofish.APIClient, error) {
+	t.Helper()
+	return gofish.Connect(gofish.ClientConfig{Endpoint: f.bmc.Endpoint(), Username: user, Password: pass, BasicAuth: basic, HTTPClient: f.httpClient()})
+}
+
+func (f *fixture) system(t testing.TB, c *gofish.APIClient) *redfish.ComputerSystem {
+	t.Helper()
+	systems, err := c.Service.Systems()
+	if err != nil || len(systems) != 1 {
+		t.Fatalf("systems: %v %v", systems, err)
+	}
+	return systems[0]
+}
+
+func (f *fixture) expect(t testing.TB, reason string) lab.Event {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-f.events:
+			if e.Reason == reason {
+				return e
+			}
+		case <-timeout:
+			t.Fatalf("no %s event", reason)
+		}
+	}
+}
+
+func TestSessionsAndWrongCredentials(t *testing.T) {
+	f := newFixture(t, 0)
+	c, err := f.connect(t, "admin", "upgradelab-bmc", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := f.system(t, c)
+	if sys.ID != "node-0" || sys.PowerState != redfish.OffPowerState || sys.MemorySummary.TotalSystemMemoryGiB != 32 {
+		t.Fatalf("system %+v", sys)
+	}
+	sessions, err := c.Service.Sessions()
+	if err != nil || len(sessions) != 1 {
+		t.Fatalf("sessions %v %v", sessions, err)
+	}
+	c.Logout()
+	if _, err := c.Service.Systems(); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("a logged-out token still works: %v", err)
+	}
+
+	for _, basic := range []bool{false, true} {
+		bad, err := f.connect(t, "admin", "wrong", basic)
+		if basic && err == nil {
+			_, err = bad.Service.Systems()
+		}
+		if err == nil || !strings.Contains(err.Error(), "401") {
+			t.Fatalf("wrong password (basic=%v) accepted: %v", basic, err)
+		}
+	}
+	basic, err := f.connect(t, "admin", "upgradelab-bmc", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := basic.Service.Systems(); err != nil {
+		t.Fatalf("basic auth: %v", err)
+	}
+	if f.host.Status().Power != lab.PoweredOff {
+		t.Fatal("a refused login changed the host")
+	}
+}
+
+func TestResetTypesDriveThePower(t *testing.T) {
+	f := newFixture(t, 0)
+	c, err := f.connect(t, "admin", "upgradelab-bmc", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := f.system(t, c)
+	steps := []struct {
+		reset redfish.ResetType
+		want  lab.PowerState
+	}{
+		{redfish.OnResetType, lab.PoweredOn},
+		{redfish.ForceOffResetType, lab.PoweredOff},
+		{redfish.PushPowerButtonResetType, lab.PoweredOn},
+		{redfish.ForceRestartResetType, lab.PoweredOn},
+		{redfish.GracefulShutdownResetType, lab.PoweredOff},
+		{redfish.PowerCycleResetType, lab.PoweredOn},
+		{redfish.NmiResetType, lab.PoweredOn},
+	}
+	for _, s := range steps {
+		if err := sys.Reset(s.reset); err != nil {
+			t.Fatalf("Reset %s: %v", s.reset, err)
+		}
+		if got := f.host.Status().Power; got != s.want {
+			t.Fatalf("after %s the host is %s, want %s", s.reset, got, s.want)
+		}
+		again, _ := redfish.GetComputerSystem(c, sys.ODataID)
+		if string(again.PowerState) != string(s.want) {
+			t.Fatalf("after %s Redfish says %s, want %s", s.reset, again.PowerState, s.want)
+		}
+	}
+}
+
+func TestBootOnceFromVirtualMediaThenDisk(t *testing.T) {
+	f := newFixture(t, 0)
+	c, _ := f.connect(t, "admin", "upgradelab-bmc", false)
+	sys := f.system(t, c)
+	managers, err := c.Service.Managers()
+	if err != nil || len(managers) != 1 {
+		t.Fatalf("managers %v %v", managers, err)
+	}
+	media, err := managers[0].VirtualMedia()
+	if err != nil || len(media) != 1 {
+		t.Fatalf("virtual media %v %v", media, err)
+	}
+	deploy := f.lab.ImageServer().ImageURL("deploy-ramdisk-2026.10")
+	if err := media[0].InsertMedia(deploy, true, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := media[0].InsertMedia(deploy, true, true); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Fatalf("inserting media twice: %v, want 409", err)
+	}
+	if err := sys.SetBoot(redfish.Boot{BootSourceOverrideTarget: redfish.CdBootSourceOverrideTarget, BootSourceOverrideEnabled: redfish.OnceBootSourceOverrideEnabled}); err != nil {
+		t.Fatal(err)
+	}
+	sys.Reset(redfish.OnResetType)
+	if e := f.expect(t, "OSRunning"); e.Data["source"] != string(lab.FromVirtualMedia) {
+		t.Fatalf("first boot %v, want virtual media", e.Data)
+	}
+	again, _ := redfish.GetComputerSystem(c, sys.ODataID)
+	if again.Boot.BootSourceOverrideEnabled != redfish.DisabledBootSourceOverrideEnabled {
+		t.Fatalf("Once override still %s after its boot", again.Boot.BootSourceOverrideEnabled)
+	}
+	sys.Reset(redfish.ForceRestartResetType)
+	if e := f.expect(t, "OSRunning"); e.Data["source"] == string(lab.FromVirtualMedia) {
+		t.Fatalf("second boot %v, want the disk (Once reverted)", e.Data)
+	}
+}
+
+func TestNICFirmwareOnResetShowsOnlyAfterReset(t *testing.T) {
+	f := newFixture(t, 0.001)
+	c, _ := f.connect(t, "admin", "upgradelab-bmc", false)
+	sys := f.system(t, c)
+	sys.Reset(redfish.OnResetType)
+	f.expect(t, "OSRunning")
+
+	us, err := c.Service.UpdateService()
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := func() string {
+		inv, err := us.FirmwareInventories()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range inv {
+			if i.ID == "NIC.eno1" {
+				return i.Version
+			}
+		}
+		t.Fatal("no NIC.eno1 in the firmware inventory")
+		return ""
+	}
+	if v := version(); v != "9.20" {
+		t.Fatalf("NIC firmware %s, want 9.20", v)
+	}
+	resp, err := c.Post(updatePath+"/Actions/UpdateService.SimpleUpdate", map[string]any{
+		"ImageURI":                    "http://firmware.lab/nvm/x710-nvm-9.50",
+		"Targets":                     []string{inventory + "NIC.eno1"},
+		"@Redfish.OperationApplyTime": "OnReset",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	monitor := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusAccepted || monitor == "" {
+		t.Fatalf("SimpleUpdate: %d, Location %q", resp.StatusCode, monitor)
+	}
+	taskState := func() (string, int) {
+		r, err := c.Get(monitor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		var body struct {
+			TaskState       string
+			PercentComplete int
+		}
+		json.NewDecoder(r.Body).Decode(&body)
+		return body.TaskState, r.StatusCode
+	}
+	time.Sleep(50 * time.Millisecond)
+	if s, code := taskState(); s != taskPending || code != http.StatusAccepted {
+		t.Fatalf("OnReset task before a reset: %s (%d), want Pending (202)", s, code)
+	}
+	if v := version(); v != "9.20" {
+		t.Fatalf("NIC firmware changed before the reset: %s", v)
+	}
+	if err := sys.Reset(redfish.ForceRestartResetType); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, code := taskState()
+		if s == taskCompleted && code == http.StatusOK {
+			break
+		}
+		if s == taskException || time.Now().After(deadline) {
+			t.Fatalf("task %s (%d)", s, code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if v := version(); v != "9.50" {
+		t.Fatalf("NIC firmware after the reset: %s, want 9.50", v)
+	}
+}
+
+func TestRedfishErrors(t *testing.T) {
+	f := newFixture(t, 0)
+	hc := f.httpClient()
+	do := func(method, path, body string) (int, map[string]any) {
+		req, _ := http.NewRequest(method, f.bmc.Endpoint()+path, strings.NewReader(body))
+		req.SetBasicAuth("admin", "upgradelab-bmc")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	messageID := func(body map[string]any) string {
+		e, _ := body["error"].(map[string]any)
+		infos, _ := e["@Message.ExtendedInfo"].([]any)
+		if len(infos) == 0 {
+			return ""
+		}
+		return infos[0].(map[string]any)["MessageId"].(string)
+	}
+	sys := systemsPath + "node-0"
+	tests := []struct {
+		method, path, body string
+		status             int
+		msg                string
+	}{
+		{"PATCH", sys, `{"Boot": {`, 400, msgMalformedJSON},
+		{"PATCH", sys, `{"Boot": {"BootSourceOverrideTarget": "Cd"}, "Colour": "red"}`, 400, msgPropertyUnknown},
+		{"PATCH", sys, `{"Boot": {"BootSourceOverrideTarget": "Floppy"}}`, 400, msgPropertyValueNotIn},
+		{"POST", sys + "/Actions/ComputerSystem.Reset", `{}`, 400, msgActionParamMissing},
+		{"POST", sys + "/Actions/ComputerSystem.Reset", `{"ResetType": "Explode"}`, 400, msgPropertyValueNotIn},
+		{"GET", "/redfish/v1/Systems/other-host", "", 404, msgResourceNotFound},
+		{"GET", "/redfish/v1/Nowhere", "", 404, msgResourceNotFound},
+		{"DELETE", sys, "", 405, msgOperationNotAllowed},
+		{"POST", managerPath + "/VirtualMedia/Cd/Actions/VirtualMedia.EjectMedia", `{}`, 409, msgOperationNotAllowed},
+		{"POST", updatePath + "/Actions/UpdateService.SimpleUpdate", `{"ImageURI": "http://x/x710-nvm-0.1", "Targets": ["` + inventory + `NIC.eno1"]}`, 400, msgPropertyValueNotIn},
+	}
+	for _, tt := range tests {
+		status, body := do(tt.method, tt.path, tt.body)
+		if status != tt.status || messageID(body) != tt.msg {
+			t.Errorf("%s %s %s: %d %s, want %d %s (body %v)", tt.method, tt.path, tt.body, status, messageID(body), tt.status, tt.msg, body)
+		}
+	}
+	if f.host.Status().Override.Mode != lab.OverrideDisabled {
+		t.Fatal("a refused PATCH changed the boot override")
+	}
+	plain := strings.Replace(f.bmc.Endpoint(), "https://", "http://", 1)
+	if resp, err := http.Get(plain + "/redfish/v1/"); err == nil && resp.StatusCode < 400 {
+		t.Fatalf("plain HTTP answered %s", resp.Status)
+	}
+}
+
+func TestFaults(t *testing.T) {
+	f := newFixture(t, 0)
+	hc := f.httpClient()
+	get := func() (int, error) {
+		req, _ := http.NewRequest("GET", f.bmc.Endpoint()+"/redfish/v1/Systems", nil)
+		req.SetBasicAuth("admin", "upgradelab-bmc")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	f.bmc.SetFaults(Faults{ErrorRate: 1})
+	if code, _ := get(); code != http.StatusServiceUnavailable {
+		t.Fatalf("error rate 1: %d", code)
+	}
+	f.bmc.SetFaults(Faults{Latency: 100 * time.Millisecond})
+	begin := time.Now()
+	if code, _ := get(); code != 200 || time.Since(begin) < 100*time.Millisecond {
+		t.Fatalf("latency fault: %d after %s", code, time.Since(begin))
+	}
+	f.bmc.SetFaults(Faults{})
+	f.bmc.Unreachable(300 * time.Millisecond)
+	if _, err := get(); err == nil {
+		t.Fatal("an unreachable BMC answered")
+	}
+	time.Sleep(500 * time.Millisecond)
+	if code, err := get(); err != nil || code != 200 {
+		t.Fatalf("the BMC did not come back: %d %v", code, err)
+	}
+}
+
+// FuzzRedfishRequests sends arbitrary methods, paths and bodies: the BMC
+// must answer every one, with a Redfish error body for every error, and
+// never fail inside (5xx) unless a fault was injected.
+func FuzzRedfishRequests(f *testing.F) {
+	f.Add("PATCH", "/redfish/v1/Systems/node-0", []byte(`{"Boot":{"BootSourceOverrideTarget":"Cd"}}`))
+	f.Add("POST", "/redfish/v1/Systems/node-0/Actions/ComputerSystem.Reset", []byte(`{"ResetType":"ForceOff"}`))
+	f.Add("POST", "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", []byte(`{"ImageURI":"http://x/bios-1","Targets":["/redfish/v1/UpdateService/FirmwareInventory/BIOS"]}`))
+	f.Add("POST", "/redfish/v1/SessionService/Sessions", []byte(`{"UserName":"admin","Password":"x"}`))
+	f.Add("GET", "/redfish/v1/Chassis/node-0/NetworkAdapters/eno1", []byte(nil))
+	fx := newFixture(f, 0)
+	hc := fx.httpClient()
+	f.Fuzz(func(t *testing.T, method, path string, body []byte) {
+		if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " \r\n#?%") || method == "" || strings.ContainsAny(method, " \r\n()<>@,;:\\\"/[]?={}") {
+			return
+		}
+		req, err := http.NewRequest(method, fx.bmc.Endpoint()+path, bytes.NewReader(body))
+		if err != nil {
+			return
+		}
+		req.SetBasicAuth("admin", "upgradelab-bmc")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: no answer: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode >= 500 && !strings.Contains(string(data), "GeneralError") {
+			t.Fatalf("%s %s %q: %d %s", method, path, body, resp.StatusCode, data)
+		}
+		if resp.StatusCode >= 400 && method != "HEAD" && !json.Valid(data) {
+			t.Fatalf("%s %s: error %d without a JSON body: %q", method, path, resp.StatusCode, data)
+		}
+	})
+}

@@ -1,0 +1,122 @@
+package bmc
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/nic"
+)
+
+func (b *BMC) getChassisCollection(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, collection("/redfish/v1/Chassis", "#ChassisCollection.ChassisCollection", "Chassis Collection", chassisPath+b.host.Name()))
+}
+
+func (b *BMC) getChassis(w http.ResponseWriter, _ *http.Request) {
+	name := b.host.Name()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":       chassisPath + name,
+		"@odata.type":     "#Chassis.v1_25_0.Chassis",
+		"Id":              name,
+		"Name":            "Chassis of " + name,
+		"ChassisType":     "RackMount",
+		"PowerState":      string(b.host.Status().Power),
+		"NetworkAdapters": odataID(chassisPath + name + "/NetworkAdapters"),
+		"Links": map[string]any{
+			"ComputerSystems": []any{odataID(b.systemPath())},
+			"ManagedBy":       []any{odataID(managerPath)},
+		},
+	})
+}
+
+// ports lists the host's NIC ports with the link the running OS sees.
+func (b *BMC) ports() ([]nic.Port, map[string]*lab.PortLink) {
+	s := b.host.Status()
+	links := map[string]*lab.PortLink{}
+	if s.OS != nil {
+		for i := range s.OS.Links {
+			links[s.OS.Links[i].Port] = &s.OS.Links[i]
+		}
+	}
+	return s.Ports, links
+}
+
+func (b *BMC) findPort(w http.ResponseWriter, r *http.Request) (nic.Port, *lab.PortLink, bool) {
+	ports, links := b.ports()
+	for _, p := range ports {
+		if p.Name == r.PathValue("nic") {
+			return p, links[p.Name], true
+		}
+	}
+	writeError(w, http.StatusNotFound, msgResourceNotFound, "The requested resource "+r.URL.Path+" was not found.", "")
+	return nic.Port{}, nil, false
+}
+
+func (b *BMC) getNetworkAdapters(w http.ResponseWriter, _ *http.Request) {
+	ports, _ := b.ports()
+	base := chassisPath + b.host.Name() + "/NetworkAdapters/"
+	var members []string
+	for _, p := range ports {
+		members = append(members, base+p.Name)
+	}
+	writeJSON(w, http.StatusOK, collection(strings.TrimSuffix(base, "/"), "#NetworkAdapterCollection.NetworkAdapterCollection", "Network Adapters", members...))
+}
+
+func (b *BMC) getNetworkAdapter(w http.ResponseWriter, r *http.Request) {
+	p, _, ok := b.findPort(w, r)
+	if !ok {
+		return
+	}
+	health := "OK"
+	if p.Flash == nic.FlashRecovery {
+		health = "Critical"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":    chassisPath + b.host.Name() + "/NetworkAdapters/" + p.Name,
+		"@odata.type":  "#NetworkAdapter.v1_11_0.NetworkAdapter",
+		"Id":           p.Name,
+		"Name":         "Intel Ethernet Controller X710 (" + p.Name + ")",
+		"Manufacturer": "Intel Corporation",
+		"Model":        "X710 (" + p.Model + ")",
+		"Status":       map[string]string{"State": "Enabled", "Health": health},
+		"Controllers": []any{map[string]any{
+			"FirmwarePackageVersion": p.Active.Firmware,
+			"Identifiers":            []any{map[string]string{"DurableName": p.MAC, "DurableNameFormat": "MAC"}},
+		}},
+		"Oem": map[string]any{"Upgradelab": map[string]any{
+			"NVMImage": p.Active.Name, "EETrack": p.Active.EETrack, "AdminQueueAPI": p.Active.API.String(), "Flash": string(p.Flash),
+		}},
+	})
+}
+
+func (b *BMC) getEthernetInterfaces(w http.ResponseWriter, _ *http.Request) {
+	ports, _ := b.ports()
+	base := b.systemPath() + "/EthernetInterfaces/"
+	var members []string
+	for _, p := range ports {
+		members = append(members, base+p.Name)
+	}
+	writeJSON(w, http.StatusOK, collection(strings.TrimSuffix(base, "/"), "#EthernetInterfaceCollection.EthernetInterfaceCollection", "Ethernet Interfaces", members...))
+}
+
+func (b *BMC) getEthernetInterface(w http.ResponseWriter, r *http.Request) {
+	p, link, ok := b.findPort(w, r)
+	if !ok {
+		return
+	}
+	linkStatus, state := "NoLink", "Disabled"
+	if link != nil && link.Up {
+		linkStatus, state = "LinkUp", "Enabled"
+	} else if link != nil {
+		linkStatus = "LinkDown"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":   b.systemPath() + "/EthernetInterfaces/" + p.Name,
+		"@odata.type": "#EthernetInterface.v1_12_0.EthernetInterface",
+		"Id":          p.Name,
+		"Name":        p.Name,
+		"MACAddress":  p.MAC,
+		"LinkStatus":  linkStatus,
+		"Status":      map[string]string{"State": state, "Health": "OK"},
+	})
+}

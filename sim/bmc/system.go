@@ -1,0 +1,189 @@
+package bmc
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/upgradelab/upgradelab/sim/lab"
+)
+
+// resetTypes are the ComputerSystem.Reset types the emulator performs.
+var resetTypes = []string{"On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "PushPowerButton", "PowerCycle", "Nmi"}
+
+var (
+	overrideModes   = []string{string(lab.OverrideDisabled), string(lab.OverrideOnce), string(lab.OverrideContinuous)}
+	overrideTargets = []string{"None", string(lab.BootPxe), string(lab.BootHdd), string(lab.BootCd), string(lab.BootUefiHttp)}
+)
+
+func (b *BMC) systemPath() string { return systemsPath + b.host.Name() }
+
+func (b *BMC) getSystems(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, collection("/redfish/v1/Systems", "#ComputerSystemCollection.ComputerSystemCollection", "Computer System Collection", b.systemPath()))
+}
+
+func (b *BMC) getSystem(w http.ResponseWriter, _ *http.Request) {
+	s := b.host.Status()
+	spec := b.host.Spec()
+	b.mu.Lock()
+	bios := b.bios
+	b.mu.Unlock()
+	target := string(s.Override.Target)
+	if target == "" {
+		target = "None"
+	}
+	state := "Enabled"
+	if s.Power == lab.PoweredOff {
+		state = "StandbyOffline"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":    b.systemPath(),
+		"@odata.type":  "#ComputerSystem.v1_20_0.ComputerSystem",
+		"Id":           spec.Name,
+		"Name":         spec.Name,
+		"SystemType":   "Physical",
+		"Manufacturer": "upgradelab",
+		"Model":        "Simulated bare-metal server",
+		"SerialNumber": "UL-" + spec.Name,
+		"PowerState":   string(s.Power),
+		"BiosVersion":  bios,
+		"Status":       map[string]string{"State": state, "Health": "OK"},
+		"Boot": map[string]any{
+			"BootSourceOverrideEnabled":                         string(s.Override.Mode),
+			"BootSourceOverrideTarget":                          target,
+			"BootSourceOverrideTarget@Redfish.AllowableValues":  overrideTargets,
+			"BootSourceOverrideEnabled@Redfish.AllowableValues": overrideModes,
+			"BootSourceOverrideMode":                            "UEFI",
+		},
+		"MemorySummary":      map[string]any{"TotalSystemMemoryGiB": float64(spec.MemoryMiB) / 1024, "Status": map[string]string{"State": "Enabled", "Health": "OK"}},
+		"ProcessorSummary":   map[string]any{"Count": spec.CPUs, "Model": "Simulated x86_64", "Status": map[string]string{"State": "Enabled", "Health": "OK"}},
+		"EthernetInterfaces": odataID(b.systemPath() + "/EthernetInterfaces"),
+		"Links": map[string]any{
+			"ManagedBy": []any{odataID(managerPath)},
+			"Chassis":   []any{odataID(chassisPath + spec.Name)},
+		},
+		"Actions": map[string]any{
+			"#ComputerSystem.Reset": map[string]any{
+				"target":                            b.systemPath() + "/Actions/ComputerSystem.Reset",
+				"ResetType@Redfish.AllowableValues": resetTypes,
+			},
+		},
+	})
+}
+
+// bootPatch is the writable part of ComputerSystem.Boot. Other Boot
+// properties a client may send unchanged are accepted and ignored.
+type bootPatch struct {
+	Boot *struct {
+		BootSourceOverrideEnabled    *string  `json:"BootSourceOverrideEnabled"`
+		BootSourceOverrideTarget     *string  `json:"BootSourceOverrideTarget"`
+		BootSourceOverrideMode       *string  `json:"BootSourceOverrideMode"`
+		UefiTargetBootSourceOverride string   `json:"UefiTargetBootSourceOverride"`
+		BootNext                     string   `json:"BootNext"`
+		BootOrder                    []string `json:"BootOrder"`
+	} `json:"Boot"`
+}
+
+func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request) {
+	var p bootPatch
+	if !decode(w, r, &p) {
+		return
+	}
+	if p.Boot == nil {
+		writeError(w, http.StatusBadRequest, msgPropertyUnknown, "Only Boot can be changed on this system.", "Boot")
+		return
+	}
+	cur := b.host.Status().Override
+	next := cur
+	if v := p.Boot.BootSourceOverrideEnabled; v != nil {
+		if !slices.Contains(overrideModes, *v) {
+			writeError(w, http.StatusBadRequest, msgPropertyValueNotIn, fmt.Sprintf("The value %s for the property BootSourceOverrideEnabled is not in the list of acceptable values.", *v), "Boot/BootSourceOverrideEnabled")
+			return
+		}
+		next.Mode = lab.OverrideMode(*v)
+	}
+	if v := p.Boot.BootSourceOverrideTarget; v != nil {
+		if !slices.Contains(overrideTargets, *v) {
+			writeError(w, http.StatusBadRequest, msgPropertyValueNotIn, fmt.Sprintf("The value %s for the property BootSourceOverrideTarget is not in the list of acceptable values.", *v), "Boot/BootSourceOverrideTarget")
+			return
+		}
+		next.Target = lab.BootTarget(*v)
+		if *v == "None" {
+			next.Target, next.Mode = "", lab.OverrideDisabled
+		}
+	}
+	if v := p.Boot.BootSourceOverrideMode; v != nil && *v != "UEFI" {
+		writeError(w, http.StatusBadRequest, msgPropertyValueNotIn, "The value "+*v+" for the property BootSourceOverrideMode is not in the list of acceptable values (UEFI).", "Boot/BootSourceOverrideMode")
+		return
+	}
+	if err := b.host.SetBootOverride(next); err != nil {
+		writeError(w, http.StatusBadRequest, msgGeneralError, err.Error(), "Boot")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (b *BMC) postReset(w http.ResponseWriter, r *http.Request) {
+	var p struct {
+		ResetType *string `json:"ResetType"`
+	}
+	if !decode(w, r, &p) {
+		return
+	}
+	if p.ResetType == nil {
+		writeError(w, http.StatusBadRequest, msgActionParamMissing, "The action ComputerSystem.Reset requires the parameter ResetType to be present in the request body.", "ResetType")
+		return
+	}
+	if !slices.Contains(resetTypes, *p.ResetType) {
+		writeError(w, http.StatusBadRequest, msgPropertyValueNotIn, fmt.Sprintf("The value %s for the parameter ResetType is not in the list of acceptable values.", *p.ResetType), "ResetType")
+		return
+	}
+	if err := b.reset(r, *p.ResetType); err != nil {
+		writeError(w, http.StatusInternalServerError, msgGeneralError, err.Error(), "")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// reset performs one reset type on the host; staged OnReset firmware is
+// applied whenever the host goes through a power-on.
+func (b *BMC) reset(r *http.Request, resetType string) error {
+	h := b.host
+	on := h.Status().Power == lab.PoweredOn
+	var err error
+	switch resetType {
+	case "On":
+		err = h.PowerOn()
+	case "ForceOff":
+		err = h.PowerOff()
+	case "GracefulShutdown":
+		if on {
+			err = h.Shutdown(r.Context())
+		}
+	case "GracefulRestart":
+		if err = h.Shutdown(r.Context()); err == nil {
+			err = h.PowerOn()
+		}
+	case "ForceRestart":
+		err = h.Reset()
+	case "PowerCycle":
+		if on {
+			err = h.Reset()
+		} else {
+			err = h.PowerOn()
+		}
+	case "PushPowerButton":
+		if on {
+			err = h.Shutdown(r.Context())
+		} else {
+			err = h.PowerOn()
+		}
+	case "Nmi":
+		// A diagnostic interrupt: the simulated OS logs it and goes on.
+		return nil
+	}
+	if err == nil && h.Status().Power == lab.PoweredOn {
+		b.applyStaged()
+	}
+	return err
+}
