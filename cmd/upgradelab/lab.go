@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/upgradelab/upgradelab/sim/bmc"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/timescale"
@@ -27,8 +28,9 @@ func newLabUpCommand() *cobra.Command {
 		Use:   "up",
 		Short: "Run a lab in the foreground until Ctrl-C",
 		Long: `Defines every host of the lab file as a libvirt domain (the in-process
-test:/// driver), serves the image catalog on loopback and writes
-STATE/lab.json. Hosts start powered off. Ctrl-C powers them off and stops;
+test:/// driver), starts a Redfish BMC per host on loopback (HTTPS, lab CA
+in STATE/bmc-ca.crt), serves the image catalog and writes STATE/lab.json
+with each host's bmc.address, username, password and caFile. Hosts start powered off. Ctrl-C powers them off and stops;
 the state folder keeps disks and NICs for the next 'lab up'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -45,9 +47,17 @@ the state folder keeps disks and NICs for the next 'lab up'.`,
 				return err
 			}
 			defer l.Down()
+			fleet, err := bmc.StartFleet(l)
+			if err != nil {
+				return err
+			}
+			defer fleet.Close()
 			info := l.Info()
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "lab %s is up: %d hosts, images at %s, time scale %g\n", info.Name, len(info.Hosts), info.ImageServer, info.TimeScale)
+			for _, h := range info.Hosts {
+				fmt.Fprintf(out, "  %-10s BMC %s\n", h.Name, h.BMC.Address)
+			}
 			fmt.Fprintf(out, "  %s\n  upgradelab lab status --state %s\nCtrl-C stops it.\n", filepath.Join(info.StateDir, "lab.json"), stateDir)
 			events, cancel := l.Subscribe()
 			defer cancel()
@@ -94,7 +104,13 @@ func printLabStatus(out io.Writer, info lab.Info, hosts []lab.HostStatus) {
 	}
 	fmt.Fprintf(out, "lab %s: %s, state %s\n", info.Name, running, info.StateDir)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "HOST\tPOWER\tPHASE\tRUNNING\tSLOT A\tSLOT B\tNICS")
+	fmt.Fprintln(w, "HOST\tPOWER\tPHASE\tRUNNING\tSLOT A\tSLOT B\tNICS\tBMC")
+	bmcs := map[string]string{}
+	for _, h := range info.Hosts {
+		if h.BMC != nil {
+			bmcs[h.Name] = h.BMC.Address
+		}
+	}
 	for _, h := range hosts {
 		osDesc := "-"
 		if h.OS != nil {
@@ -108,8 +124,8 @@ func printLabStatus(out io.Writer, info lab.Info, hosts []lab.HostStatus) {
 		for _, p := range h.Ports {
 			nics = append(nics, p.Name+" "+p.Active.Firmware+" "+string(p.Flash))
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Power, h.Phase, osDesc,
-			slotDesc(h.Disk.Slots[disk.SlotA]), slotDesc(h.Disk.Slots[disk.SlotB]), strings.Join(nics, ", "))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Power, h.Phase, osDesc,
+			slotDesc(h.Disk.Slots[disk.SlotA]), slotDesc(h.Disk.Slots[disk.SlotB]), strings.Join(nics, ", "), bmcs[h.Name])
 	}
 	w.Flush()
 }

@@ -3,10 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stmcginnis/gofish"
+	"github.com/stmcginnis/gofish/redfish"
+
+	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
 func TestLabUpWritesStateAndStatusReadsIt(t *testing.T) {
@@ -26,7 +35,7 @@ func TestLabUpWritesStateAndStatusReadsIt(t *testing.T) {
 		st := newRootCommand()
 		st.SetOut(&status)
 		st.SetArgs([]string{"lab", "status", "--state", state})
-		if st.Execute() == nil {
+		if st.Execute() == nil && strings.Contains(status.String(), "https://") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -34,12 +43,45 @@ func TestLabUpWritesStateAndStatusReadsIt(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// A user powers cp-1 on through its BMC, as lab.json describes it.
+	info, _, err := lab.ReadState(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bmcInfo := info.Hosts[1].BMC
+	caPEM, err := os.ReadFile(bmcInfo.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	endpoint := strings.SplitN(bmcInfo.Address, "/redfish", 2)[0]
+	c, err := gofish.Connect(gofish.ClientConfig{Endpoint: endpoint, Username: bmcInfo.Username, Password: bmcInfo.Password,
+		HTTPClient: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}})
+	if err != nil {
+		t.Fatalf("gofish with lab.json's BMC entry: %v", err)
+	}
+	sys, err := redfish.GetComputerSystem(c, strings.TrimPrefix(bmcInfo.Address, endpoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.Reset(redfish.OnResetType); err != nil {
+		t.Fatal(err)
+	}
+	status.Reset()
+	st := newRootCommand()
+	st.SetOut(&status)
+	st.SetArgs([]string{"lab", "status", "--state", state})
+	if err := st.Execute(); err != nil {
+		t.Fatal(err)
+	}
+
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("lab up: %v", err)
 	}
 	got := status.String()
-	for _, want := range []string{"lab three-node: running", "cp-0", "cp-1", "cp-2", "eno1 9.20 idle"} {
+	for _, want := range []string{"lab three-node: running", "cp-0", "cp-2", "eno1 9.20 idle", "cp-1  On", "https://127.0.0.1:"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("lab status output lacks %q:\n%s", want, got)
 		}

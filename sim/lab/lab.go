@@ -42,6 +42,9 @@ type Lab struct {
 
 	loopDone chan struct{}
 	downOnce sync.Once
+
+	mu   sync.Mutex
+	bmcs map[string]BMCInfo
 }
 
 // Info is lab.json: what a user or another process needs to reach the lab.
@@ -63,6 +66,16 @@ type HostInfo struct {
 	Domain string            `json:"domain"`
 	MACs   []string          `json:"macs"`
 	Labels map[string]string `json:"labels,omitempty"`
+	BMC    *BMCInfo          `json:"bmc,omitempty"`
+}
+
+// BMCInfo is how to reach a host's BMC.
+type BMCInfo struct {
+	// Address is the Redfish ComputerSystem URL.
+	Address  string `json:"address"`
+	Username string `json:"username"`
+	Password string `json:"password"`
+	CAFile   string `json:"caFile"`
 }
 
 // Up defines every host as a domain (powered off), starts the image server
@@ -175,12 +188,28 @@ func (l *Lab) Info() Info {
 	}
 	for _, h := range l.Hosts() {
 		hi := HostInfo{Name: h.spec.Name, Domain: h.spec.Name, Labels: h.spec.Labels}
+		l.mu.Lock()
+		if b, ok := l.bmcs[h.spec.Name]; ok {
+			hi.BMC = &b
+		}
+		l.mu.Unlock()
 		for _, n := range h.spec.NICs {
 			hi.MACs = append(hi.MACs, n.MAC)
 		}
 		info.Hosts = append(info.Hosts, hi)
 	}
 	return info
+}
+
+// StateDir is the lab's state folder.
+func (l *Lab) StateDir() string { return l.stateDir }
+
+// RecordBMCs adds the hosts' BMC endpoints to lab.json.
+func (l *Lab) RecordBMCs(bmcs map[string]BMCInfo) error {
+	l.mu.Lock()
+	l.bmcs = bmcs
+	l.mu.Unlock()
+	return statefile.Write(filepath.Join(l.stateDir, "lab.json"), l.Info())
 }
 
 // Down powers every host off and releases the hypervisor and the image

@@ -1,0 +1,71 @@
+package bmc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/pki"
+)
+
+// Fleet is one BMC per lab host, all with certificates from one lab CA.
+type Fleet struct {
+	BMCs   map[string]*BMC
+	CAFile string
+}
+
+// StartFleet starts a BMC for every host of l on its own loopback port,
+// writes the lab CA to STATE/bmc-ca.crt and records each endpoint and its
+// credentials (from the lab file) in lab.json.
+func StartFleet(l *lab.Lab) (*Fleet, error) {
+	ca, err := pki.NewCA("upgradelab lab " + l.Definition().Spec.Name + " BMC CA")
+	if err != nil {
+		return nil, err
+	}
+	caFile := filepath.Join(l.StateDir(), "bmc-ca.crt")
+	if err := os.WriteFile(caFile, ca.PEM, 0o644); err != nil {
+		return nil, err
+	}
+	pair, err := ca.Serving("upgradelab BMCs", []string{"127.0.0.1", "localhost"})
+	if err != nil {
+		return nil, err
+	}
+	cert, err := pair.TLS()
+	if err != nil {
+		return nil, err
+	}
+	f := &Fleet{BMCs: map[string]*BMC{}, CAFile: caFile}
+	infos := map[string]lab.BMCInfo{}
+	spec := l.Definition().Spec
+	for _, h := range l.Hosts() {
+		cred, ok := spec.Credential(h.Spec().BMC.Credentials)
+		if !ok {
+			f.Close()
+			return nil, fmt.Errorf("host %s: bmc.credentials %q not in the lab", h.Name(), h.Spec().BMC.Credentials)
+		}
+		b, err := Start(Config{Host: h, Username: cred.Username, Password: cred.Password, Certificate: cert,
+			Scale: l.Scale(), NVMImages: l.Definition().NVMImages, BIOSVersion: "2.19.1", BMCVersion: "7.00"})
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		f.BMCs[h.Name()] = b
+		infos[h.Name()] = lab.BMCInfo{Address: b.SystemURL(), Username: cred.Username, Password: cred.Password, CAFile: caFile}
+	}
+	if err := l.RecordBMCs(infos); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// Close stops every BMC.
+func (f *Fleet) Close() error {
+	var errs []error
+	for _, b := range f.BMCs {
+		errs = append(errs, b.Close())
+	}
+	return errors.Join(errs...)
+}
