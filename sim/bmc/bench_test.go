@@ -3,7 +3,6 @@ package bmc
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -42,21 +41,10 @@ func BenchmarkFleet100BMCs(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	def := *base
-	spec := *base.Spec
-	spec.Hosts = nil
-	for i := range 100 {
-		h := base.Spec.Hosts[0]
-		h.Name = fmt.Sprintf("host-%03d", i)
-		n := h.NICs[0]
-		n.MAC = fmt.Sprintf("52:54:00:bb:%02x:%02x", i/256, i%256)
-		h.NICs = []lab.NICSpec{n}
-		spec.Hosts = append(spec.Hosts, h)
-	}
-	def.Spec = &spec
+	def := base.Scaled(100)
 	var total time.Duration
 	for range b.N {
-		l, err := lab.Up(context.Background(), &def, lab.Options{StateDir: b.TempDir()})
+		l, err := lab.Up(context.Background(), def, lab.Options{StateDir: b.TempDir()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -20,18 +19,7 @@ func BenchmarkLab100HostsUpAndPoweredOn(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	def := *base
-	spec := *base.Spec
-	spec.Hosts = nil
-	for i := range 100 {
-		h := base.Spec.Hosts[0]
-		h.Name = fmt.Sprintf("host-%03d", i)
-		n := h.NICs[0]
-		n.MAC = fmt.Sprintf("52:54:00:aa:%02x:%02x", i/256, i%256)
-		h.NICs = []NICSpec{n}
-		spec.Hosts = append(spec.Hosts, h)
-	}
-	def.Spec = &spec
+	def := base.Scaled(100)
 
 	var upTotal, onTotal time.Duration
 	var heap uint64
@@ -40,7 +28,7 @@ func BenchmarkLab100HostsUpAndPoweredOn(b *testing.B) {
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
 		begin := time.Now()
-		l, err := Up(context.Background(), &def, Options{StateDir: b.TempDir()})
+		l, err := Up(context.Background(), def, Options{StateDir: b.TempDir()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -58,3 +58,22 @@ func (d *Definition) crossCheck() error {
 	}
 	return nil
 }
+
+// Scaled is a copy of d with n hosts, each a copy of the first host with its
+// own name (host-000 ...) and MACs, for scale runs and benchmarks.
+func (d *Definition) Scaled(n int) *Definition {
+	out := *d
+	spec := *d.Spec
+	spec.Hosts = make([]HostSpec, 0, n)
+	for i := range n {
+		h := d.Spec.Hosts[0]
+		h.Name = fmt.Sprintf("host-%03d", i)
+		h.NICs = append([]NICSpec(nil), h.NICs...)
+		for j := range h.NICs {
+			h.NICs[j].MAC = fmt.Sprintf("52:54:%02x:%02x:%02x:%02x", 0xa0+j, i>>16&0xff, i>>8&0xff, i&0xff)
+		}
+		spec.Hosts = append(spec.Hosts, h)
+	}
+	out.Spec = &spec
+	return &out
+}
