@@ -401,3 +401,130 @@ func FuzzRedfishRequests(f *testing.F) {
 		}
 	})
 }
+
+// simpleUpdate posts SimpleUpdate through gofish's client and returns the
+// task monitor.
+func postSimpleUpdate(t *testing.T, c *gofish.APIClient, image, item, applyTime string) string {
+	t.Helper()
+	resp, err := c.Post(updatePath+"/Actions/UpdateService.SimpleUpdate", map[string]any{
+		"ImageURI": "http://firmware.lab/" + image, "Targets": []string{inventory + item}, "@Redfish.OperationApplyTime": applyTime,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("SimpleUpdate %s: %d", image, resp.StatusCode)
+	}
+	return resp.Header.Get("Location")
+}
+
+type taskView struct {
+	TaskState       string
+	PercentComplete int
+	Messages        []struct{ Message string }
+}
+
+func readTask(t *testing.T, c *gofish.APIClient, monitor string) taskView {
+	t.Helper()
+	r, err := c.Get(monitor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	var v taskView
+	json.NewDecoder(r.Body).Decode(&v)
+	return v
+}
+
+func TestImmediateNICFlashProgressesAndPowerLossLeavesRecoveryMode(t *testing.T) {
+	f := newFixture(t, 0.02) // a 90 s flash takes 1.8 s
+	c, _ := f.connect(t, "admin", "upgradelab-bmc", false)
+	sys := f.system(t, c)
+	sys.Reset(redfish.OnResetType)
+	f.expect(t, "OSRunning")
+
+	monitor := postSimpleUpdate(t, c, "x710-nvm-9.50", "NIC.eno1", "Immediate")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v := readTask(t, c, monitor)
+		if v.TaskState == taskRunning && v.PercentComplete > 0 && v.PercentComplete < 100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task never reported progress: %+v", v)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := sys.Reset(redfish.ForceOffResetType); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		v := readTask(t, c, monitor)
+		if v.TaskState == taskException {
+			if !strings.Contains(v.Messages[0].Message, "power was lost") {
+				t.Fatalf("exception message %q does not say the power was lost", v.Messages[0].Message)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a flash cut by power loss did not end in Exception: %+v", v)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	adapters, err := redfish.GetNetworkAdapter(c, chassisPath+"node-0/NetworkAdapters/eno1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if adapters.Status.Health != "Critical" || f.host.Status().Ports[0].Flash != "recovery" {
+		t.Fatalf("NIC after a cut flash: health %s, flash %s; want Critical and recovery", adapters.Status.Health, f.host.Status().Ports[0].Flash)
+	}
+	sys.Reset(redfish.OnResetType)
+	if e := f.expect(t, "recovery-mode"); e.Data["up"] != "false" {
+		t.Fatalf("recovery-mode NIC event %+v", e)
+	}
+}
+
+func TestBMCFirmwareUpdateMakesTheEndpointUnreachable(t *testing.T) {
+	f := newFixture(t, 0.05) // BMCUpdateSeconds 10 -> 0.5 s down
+	c, _ := f.connect(t, "admin", "upgradelab-bmc", true)
+	postSimpleUpdate(t, c, "bmc-7.10", "BMC", "Immediate")
+	time.Sleep(100 * time.Millisecond)
+	if _, err := c.Get(managerPath); err == nil {
+		t.Fatal("the BMC answered while its firmware applied")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m, err := redfish.GetManager(c, managerPath)
+		if err == nil && m.FirmwareVersion == "7.10" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the update: %v, %v", m, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestBIOSUpdateTakesEffectThroughAReset(t *testing.T) {
+	f := newFixture(t, 0.001)
+	c, _ := f.connect(t, "admin", "upgradelab-bmc", false)
+	sys := f.system(t, c)
+	sys.Reset(redfish.OnResetType)
+	f.expect(t, "OSRunning")
+	before := f.host.Status().BootCount
+	monitor := postSimpleUpdate(t, c, "bios-2.20.0", "BIOS", "Immediate")
+	deadline := time.Now().Add(5 * time.Second)
+	for readTask(t, c, monitor).TaskState != taskCompleted {
+		if time.Now().After(deadline) {
+			t.Fatalf("BIOS task: %+v", readTask(t, c, monitor))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	f.expect(t, "OSRunning")
+	again, _ := redfish.GetComputerSystem(c, sys.ODataID)
+	if again.BIOSVersion != "2.20.0" || f.host.Status().BootCount <= before {
+		t.Fatalf("BIOS %s, boots %d -> %d; want 2.20.0 after a reboot", again.BIOSVersion, before, f.host.Status().BootCount)
+	}
+}

@@ -216,9 +216,19 @@ func (b *BMC) run(t *task) {
 		}
 		b.setTask(t, taskCompleted, 100, fmt.Sprintf("NVM %s written to %s; it becomes active at the next reset.", t.Image, port))
 	case t.Item == itemBIOS:
+		// System firmware is written by the BMC and takes effect in the
+		// POST that follows: Immediate resets the server now, OnReset came
+		// here from a reset the user asked for.
 		stop := b.progress(t, secondsOf(60))
-		b.cfg.Scale.Sleep(ctx, secondsOf(60))
+		err := b.cfg.Scale.Sleep(ctx, secondsOf(60))
 		stop()
+		if err == nil && t.ApplyTime == "Immediate" {
+			err = b.host.Reset()
+		}
+		if err != nil {
+			b.setTask(t, taskException, t.Percent, "BIOS update failed: "+err.Error())
+			return
+		}
 		b.mu.Lock()
 		b.bios = strings.TrimPrefix(t.Image, "bios-")
 		b.mu.Unlock()
