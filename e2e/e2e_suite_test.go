@@ -23,6 +23,7 @@ import (
 var (
 	artifactsFlag  = flag.String("artifacts", "", "folder for every artifact of this run (default ./_artifacts/e2e-TIME)")
 	managementFlag = flag.String("management", "embedded", `management cluster: "embedded" or "kubeconfig=PATH"`)
+	timeScaleFlag  = flag.Float64("time-scale", 0.01, "real time per modelled time in the lab (0.01: a modelled minute takes 0.6 s)")
 )
 
 // plane is the management cluster every spec of this run shares.
