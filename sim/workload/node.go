@@ -1,0 +1,179 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudv1 "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/cloud/api/v1alpha1"
+	inmemoryclient "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime/client"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// NodeInfo is what a booted host's kubelet reports about itself.
+type NodeInfo struct {
+	Name         string
+	ProviderID   string
+	ControlPlane bool
+	Labels       map[string]string
+	// Versions come from the booted image.
+	KubeletVersion, ContainerRuntime, KernelVersion, OSImage string
+	Ready                                                    bool
+	// NotReadyReason explains Ready=false (e.g. the NIC link is down).
+	NotReadyReason string
+}
+
+// SetNode creates or updates a Node as its kubelet would after a boot.
+func (c *Clusters) SetNode(ctx context.Context, cluster string, n NodeInfo) error {
+	cl := c.client(cluster)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}
+	err := cl.Get(ctx, client.ObjectKeyFromObject(node), node)
+	create := apierrors.IsNotFound(err)
+	if err != nil && !create {
+		return fmt.Errorf("workload cluster %s: node %s: %w", cluster, n.Name, err)
+	}
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	for k, v := range n.Labels {
+		node.Labels[k] = v
+	}
+	node.Labels["kubernetes.io/hostname"] = n.Name
+	node.Labels["kubernetes.io/os"] = "linux"
+	node.Spec.ProviderID = n.ProviderID
+	if n.ControlPlane {
+		node.Labels["node-role.kubernetes.io/control-plane"] = ""
+		node.Spec.Taints = []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}
+	}
+	node.Status.NodeInfo = corev1.NodeSystemInfo{
+		KubeletVersion: n.KubeletVersion, ContainerRuntimeVersion: n.ContainerRuntime,
+		KernelVersion: n.KernelVersion, OSImage: n.OSImage, OperatingSystem: "linux", Architecture: "amd64",
+	}
+	node.Status.Conditions = nodeConditions(n)
+	if create {
+		err = cl.Create(ctx, node)
+	} else {
+		err = cl.Update(ctx, node)
+	}
+	if err != nil {
+		return fmt.Errorf("workload cluster %s: node %s: %w", cluster, n.Name, err)
+	}
+	return nil
+}
+
+func nodeConditions(n NodeInfo) []corev1.NodeCondition {
+	now := metav1.Now()
+	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		Message: "kubelet is posting ready status", LastTransitionTime: now, LastHeartbeatTime: now}
+	if !n.Ready {
+		ready.Status, ready.Reason, ready.Message = corev1.ConditionFalse, "KubeletNotReady", n.NotReadyReason
+	}
+	return []corev1.NodeCondition{
+		ready,
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", LastTransitionTime: now},
+		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", LastTransitionTime: now},
+		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID", LastTransitionTime: now},
+	}
+}
+
+// staticPod is one kubeadm static pod of a control-plane node.
+func staticPod(component, node, version string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: metav1.NamespaceSystem, Name: component + "-" + node,
+			Labels: map[string]string{"component": component, "tier": "control-plane"},
+		},
+		Spec: corev1.PodSpec{
+			NodeName:   node,
+			Containers: []corev1.Container{{Name: component, Image: "registry.k8s.io/" + component + ":" + version}},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}
+}
+
+// JoinControlPlane makes node a control-plane member: its static pods at
+// version, an API server instance serving with the cluster CA, and an etcd
+// member (serving with the etcd CA) that the emulation lists to KCP.
+func (c *Clusters) JoinControlPlane(ctx context.Context, cluster, node, version string, clusterCA, etcdCA CA) error {
+	cl := c.client(cluster)
+	etcdVersion := "3.6.4-0"
+	for _, component := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		if err := createOrUpdate(ctx, cl, staticPod(component, node, version)); err != nil {
+			return fmt.Errorf("workload cluster %s: %s: %w", cluster, component, err)
+		}
+	}
+	etcd := staticPod("etcd", node, etcdVersion)
+	existing := &corev1.Pod{}
+	switch err := cl.Get(ctx, client.ObjectKeyFromObject(etcd), existing); {
+	case apierrors.IsNotFound(err):
+		clusterID, hasLeader, err := etcdClusterInfo(ctx, cl)
+		if err != nil {
+			return err
+		}
+		etcd.Annotations = map[string]string{
+			cloudv1.EtcdClusterIDAnnotationName: clusterID,
+			cloudv1.EtcdMemberIDAnnotationName:  strconv.FormatUint(uint64(rand.Uint32())|1, 10),
+		}
+		if !hasLeader {
+			etcd.Annotations[cloudv1.EtcdLeaderFromAnnotationName] = time.Now().Format(time.RFC3339)
+		}
+		if err := cl.Create(ctx, etcd); err != nil {
+			return fmt.Errorf("workload cluster %s: etcd member %s: %w", cluster, node, err)
+		}
+	case err != nil:
+		return err
+	}
+	if !c.mux.HasEtcdMember(cluster, etcd.Name) {
+		if err := c.mux.AddEtcdMember(cluster, etcd.Name, etcdCA.Cert, etcdCA.Key); err != nil {
+			return fmt.Errorf("workload cluster %s: etcd member %s: %w", cluster, etcd.Name, err)
+		}
+	}
+	apiServer := "kube-apiserver-" + node
+	if !c.mux.HasAPIServer(cluster, apiServer) {
+		if err := c.mux.AddAPIServer(cluster, apiServer, clusterCA.Cert, clusterCA.Key); err != nil {
+			return fmt.Errorf("workload cluster %s: API server on %s: %w", cluster, node, err)
+		}
+	}
+	return nil
+}
+
+// etcdClusterInfo reads the etcd cluster id and whether a leader exists
+// from the etcd pods already there.
+func etcdClusterInfo(ctx context.Context, cl inmemoryclient.Client) (clusterID string, hasLeader bool, err error) {
+	pods := &corev1.PodList{}
+	if err := cl.List(ctx, pods, client.InNamespace(metav1.NamespaceSystem), client.MatchingLabels{"component": "etcd"}); err != nil {
+		return "", false, err
+	}
+	for _, p := range pods.Items {
+		if _, removed := p.Annotations[cloudv1.EtcdMemberRemoved]; removed {
+			continue
+		}
+		clusterID = p.Annotations[cloudv1.EtcdClusterIDAnnotationName]
+		if _, ok := p.Annotations[cloudv1.EtcdLeaderFromAnnotationName]; ok {
+			hasLeader = true
+		}
+	}
+	if clusterID == "" {
+		clusterID = strconv.FormatUint(uint64(rand.Uint32())|1, 10)
+	}
+	return clusterID, hasLeader, nil
+}
+
+func createOrUpdate(ctx context.Context, cl inmemoryclient.Client, obj client.Object) error {
+	existing := obj.DeepCopyObject().(client.Object)
+	err := cl.Get(ctx, client.ObjectKeyFromObject(obj), existing)
+	if apierrors.IsNotFound(err) {
+		return cl.Create(ctx, obj)
+	}
+	if err != nil {
+		return err
+	}
+	obj.SetResourceVersion(existing.GetResourceVersion())
+	obj.SetAnnotations(existing.GetAnnotations())
+	return cl.Update(ctx, obj)
+}
