@@ -1,0 +1,213 @@
+package agent
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/upgradelab/upgradelab/sim/workload"
+)
+
+// Action is what the bootstrap data tells kubeadm to do.
+type Action string
+
+const (
+	Init             Action = "init"
+	JoinControlPlane Action = "join-control-plane"
+	JoinWorker       Action = "join"
+)
+
+// Bootstrap is what the agent takes from CABPK's cloud-config: the kubeadm
+// command, the node's identity and, for control-plane nodes, the cluster's
+// CAs that CABPK writes under /etc/kubernetes/pki.
+type Bootstrap struct {
+	Action     Action
+	NodeName   string
+	ProviderID string
+	Labels     map[string]string
+	// Endpoint is the API server host:port: controlPlaneEndpoint on init,
+	// the discovery endpoint on join.
+	Endpoint string
+	// ClusterConfiguration is the document kubeadm init stores in the
+	// kubeadm-config ConfigMap.
+	ClusterConfiguration string
+	ClusterCA, EtcdCA    *workload.CA
+}
+
+type cloudConfig struct {
+	WriteFiles []struct {
+		Path     string `json:"path"`
+		Content  string `json:"content"`
+		Encoding string `json:"encoding"`
+	} `json:"write_files"`
+	RunCmd []any `json:"runcmd"`
+}
+
+// ParseBootstrap reads CABPK cloud-config user data. hostname is what
+// cloud-init's `{{ ds.meta_data.local_hostname }}` renders to.
+func ParseBootstrap(data []byte, hostname string) (*Bootstrap, error) {
+	if !bytes.HasPrefix(bytes.TrimSpace(data), []byte("## template: jinja\n#cloud-config")) && !bytes.HasPrefix(bytes.TrimSpace(data), []byte("#cloud-config")) {
+		return nil, fmt.Errorf("bootstrap data: not a cloud-config (only CABPK's cloud-config format is understood)")
+	}
+	rendered := renderHostname(string(data), hostname)
+	var cc cloudConfig
+	if err := yaml.Unmarshal([]byte(rendered), &cc); err != nil {
+		return nil, fmt.Errorf("bootstrap data: %w", err)
+	}
+	files := map[string]string{}
+	for _, f := range cc.WriteFiles {
+		content, err := decodeContent(f.Content, f.Encoding)
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap data: write_files %s: %w", f.Path, err)
+		}
+		files[f.Path] = content
+	}
+	b := &Bootstrap{NodeName: hostname, Labels: map[string]string{}}
+	var kubeadmFile string
+	switch {
+	case strings.Contains(commands(cc.RunCmd), "kubeadm init"):
+		b.Action, kubeadmFile = Init, "/run/kubeadm/kubeadm.yaml"
+	case strings.Contains(commands(cc.RunCmd), "kubeadm join"):
+		b.Action, kubeadmFile = JoinWorker, "/run/kubeadm/kubeadm-join-config.yaml"
+	default:
+		return nil, fmt.Errorf("bootstrap data: runcmd runs neither kubeadm init nor kubeadm join")
+	}
+	config, ok := files[kubeadmFile]
+	if !ok {
+		return nil, fmt.Errorf("bootstrap data: %s is not in write_files", kubeadmFile)
+	}
+	if err := b.readKubeadmConfig(config); err != nil {
+		return nil, fmt.Errorf("bootstrap data: %s: %w", kubeadmFile, err)
+	}
+	if b.Action != JoinWorker {
+		var err error
+		if b.ClusterCA, err = caFromFiles(files, "/etc/kubernetes/pki/ca"); err != nil {
+			return nil, err
+		}
+		if b.EtcdCA, err = caFromFiles(files, "/etc/kubernetes/pki/etcd/ca"); err != nil {
+			return nil, err
+		}
+	}
+	if b.Endpoint == "" {
+		return nil, fmt.Errorf("bootstrap data: %s names no API server endpoint", kubeadmFile)
+	}
+	return b, nil
+}
+
+// renderHostname does the one jinja substitution CABPK's cloud-config
+// relies on.
+func renderHostname(s, hostname string) string {
+	for _, v := range []string{"{{ ds.meta_data.local_hostname }}", "{{ v1.local_hostname }}", "{{ ds.meta_data.hostname }}"} {
+		s = strings.ReplaceAll(s, v, hostname)
+	}
+	return s
+}
+
+func commands(runcmd []any) string {
+	var out []string
+	for _, c := range runcmd {
+		out = append(out, fmt.Sprint(c))
+	}
+	return strings.Join(out, "\n")
+}
+
+func decodeContent(content, encoding string) (string, error) {
+	switch encoding {
+	case "", "text/plain":
+		return content, nil
+	case "b64", "base64":
+		data, err := base64.StdEncoding.DecodeString(content)
+		return string(data), err
+	case "gz+base64", "gzip+base64", "gz+b64", "gzip+b64":
+		data, err := base64.StdEncoding.DecodeString(content)
+		if err != nil {
+			return "", err
+		}
+		r, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return "", err
+		}
+		out, err := io.ReadAll(r)
+		return string(out), err
+	}
+	return "", fmt.Errorf("encoding %q is not supported", encoding)
+}
+
+// readKubeadmConfig takes identity and endpoint from the kubeadm documents.
+func (b *Bootstrap) readKubeadmConfig(config string) error {
+	for _, doc := range strings.Split(config, "\n---") {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			return err
+		}
+		reg, _ := obj["nodeRegistration"].(map[string]any)
+		switch obj["kind"] {
+		case "ClusterConfiguration":
+			b.ClusterConfiguration = strings.TrimSpace(doc)
+			if ep, _ := obj["controlPlaneEndpoint"].(string); ep != "" {
+				b.Endpoint = ep
+			}
+		case "InitConfiguration":
+			b.readNodeRegistration(reg)
+		case "JoinConfiguration":
+			b.readNodeRegistration(reg)
+			if cp, ok := obj["controlPlane"]; ok && cp != nil {
+				b.Action = JoinControlPlane
+			}
+			disc, _ := obj["discovery"].(map[string]any)
+			token, _ := disc["bootstrapToken"].(map[string]any)
+			if ep, _ := token["apiServerEndpoint"].(string); ep != "" {
+				b.Endpoint = ep
+			}
+		}
+	}
+	return nil
+}
+
+func (b *Bootstrap) readNodeRegistration(reg map[string]any) {
+	if name, _ := reg["name"].(string); name != "" {
+		b.NodeName = name
+	}
+	// kubeadm v1beta4 lists args as name/value pairs; v1beta3 as a map.
+	switch args := reg["kubeletExtraArgs"].(type) {
+	case []any:
+		for _, a := range args {
+			kv, _ := a.(map[string]any)
+			b.kubeletArg(fmt.Sprint(kv["name"]), fmt.Sprint(kv["value"]))
+		}
+	case map[string]any:
+		for k, v := range args {
+			b.kubeletArg(k, fmt.Sprint(v))
+		}
+	}
+}
+
+func (b *Bootstrap) kubeletArg(name, value string) {
+	switch name {
+	case "provider-id":
+		b.ProviderID = value
+	case "node-labels":
+		for _, kv := range strings.Split(value, ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				b.Labels[k] = v
+			}
+		}
+	}
+}
+
+func caFromFiles(files map[string]string, base string) (*workload.CA, error) {
+	crt, key := files[base+".crt"], files[base+".key"]
+	if crt == "" || key == "" {
+		return nil, fmt.Errorf("bootstrap data: %s.crt and %s.key are required on a control-plane node", base, base)
+	}
+	ca, err := workload.CAFromSecretData(map[string][]byte{"tls.crt": []byte(crt), "tls.key": []byte(key)})
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap data: %s: %w", base, err)
+	}
+	return &ca, nil
+}

@@ -1,0 +1,111 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/cloudinit"
+	"sigs.k8s.io/cluster-api/util/secret"
+)
+
+const clusterConfiguration = `apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+clusterName: wl
+controlPlaneEndpoint: 127.0.0.1:31000
+kubernetesVersion: v1.35.3
+`
+
+const initConfiguration = `apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+nodeRegistration:
+  name: '{{ ds.meta_data.local_hostname }}'
+  kubeletExtraArgs:
+  - name: provider-id
+    value: upgradelab://lab/cp-0
+  - name: node-labels
+    value: pool=a,rack=r1
+`
+
+const joinConfiguration = `apiVersion: kubeadm.k8s.io/v1beta4
+kind: JoinConfiguration
+discovery:
+  bootstrapToken:
+    apiServerEndpoint: 127.0.0.1:31000
+    token: abcdef.0123456789abcdef
+nodeRegistration:
+  kubeletExtraArgs:
+  - name: provider-id
+    value: upgradelab://lab/worker-0
+`
+
+// cabpkInit is user data produced by CABPK's own cloud-init writer.
+func cabpkInit(t *testing.T) []byte {
+	t.Helper()
+	certs := secret.NewCertificatesForInitialControlPlane(&bootstrapv1.ClusterConfiguration{})
+	if err := certs.Generate(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := cloudinit.NewInitControlPlane(&cloudinit.ControlPlaneInput{
+		Certificates: certs, ClusterConfiguration: clusterConfiguration, InitConfiguration: initConfiguration,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestParseCABPKInit(t *testing.T) {
+	b, err := ParseBootstrap(cabpkInit(t), "cp-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Action != Init || b.NodeName != "cp-0" || b.ProviderID != "upgradelab://lab/cp-0" || b.Endpoint != "127.0.0.1:31000" {
+		t.Fatalf("bootstrap %+v", b)
+	}
+	if b.Labels["pool"] != "a" || b.Labels["rack"] != "r1" {
+		t.Fatalf("labels %v", b.Labels)
+	}
+	if b.ClusterCA == nil || b.EtcdCA == nil || b.ClusterCA.Cert.Subject.CommonName == b.EtcdCA.Cert.Subject.CommonName && b.ClusterCA.Cert.Equal(b.EtcdCA.Cert) {
+		t.Fatalf("CAs: cluster %v etcd %v", b.ClusterCA, b.EtcdCA)
+	}
+	if !strings.Contains(b.ClusterConfiguration, "kind: ClusterConfiguration") {
+		t.Fatalf("ClusterConfiguration %q", b.ClusterConfiguration)
+	}
+}
+
+func TestParseCABPKWorkerJoin(t *testing.T) {
+	data, err := cloudinit.NewNode(&cloudinit.NodeInput{JoinConfiguration: joinConfiguration})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ParseBootstrap(data, "worker-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Action != JoinWorker || b.NodeName != "worker-0" || b.Endpoint != "127.0.0.1:31000" || b.ClusterCA != nil {
+		t.Fatalf("bootstrap %+v", b)
+	}
+}
+
+func TestParseBootstrapErrors(t *testing.T) {
+	for data, want := range map[string]string{
+		"#!/bin/sh\necho hi\n": "not a cloud-config",
+		"#cloud-config\nruncmd: ['echo hi']\n": "neither kubeadm init nor kubeadm join",
+		"#cloud-config\nruncmd: ['kubeadm init --config /run/kubeadm/kubeadm.yaml']\n": "/run/kubeadm/kubeadm.yaml is not in write_files",
+	} {
+		if _, err := ParseBootstrap([]byte(data), "h"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseBootstrap(%q) = %v, want %q", data, err, want)
+		}
+	}
+}
+
+func FuzzParseBootstrap(f *testing.F) {
+	f.Add([]byte("#cloud-config\nwrite_files:\n- path: /run/kubeadm/kubeadm-join-config.yaml\n  content: |\n    kind: JoinConfiguration\n    discovery: {bootstrapToken: {apiServerEndpoint: a:1}}\nruncmd: ['kubeadm join']\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, err := ParseBootstrap(data, "h")
+		if err == nil && (b.Endpoint == "" || b.NodeName == "") {
+			t.Fatalf("accepted bootstrap without endpoint or node name: %+v", b)
+		}
+	})
+}

@@ -1,0 +1,73 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/container"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// InitObjects writes what `kubeadm init` leaves in a new cluster and KCP
+// later reads and updates: the kubeadm-config ConfigMap (with the
+// ClusterConfiguration the init used), the kube-proxy DaemonSet and
+// CoreDNS. Existing objects are kept: a second init changes nothing.
+func (c *Clusters) InitObjects(ctx context.Context, cluster, version, clusterConfiguration string) error {
+	cl := c.client(cluster)
+	objs := []client.Object{
+		&rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:get-nodes"},
+			Rules:      []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"nodes"}}},
+		},
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:get-nodes"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "kubeadm:get-nodes"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, Name: "system:bootstrappers:kubeadm:default-node-token"}},
+		},
+		&corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "kubeadm-config"},
+			Data:       map[string]string{"ClusterConfiguration": clusterConfiguration},
+		},
+		&appsv1.DaemonSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "kube-proxy", Labels: map[string]string{"k8s-app": "kube-proxy"}},
+			Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:" + container.SemverToOCIImageTag(version),
+			}}}}},
+		},
+		&corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "coredns"},
+			Data:       map[string]string{"Corefile": ".:53 {\n    errors\n    health\n    kubernetes cluster.local in-addr.arpa ip6.arpa\n    forward . /etc/resolv.conf\n    cache 30\n}\n"},
+		},
+		&appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "coredns", Labels: map[string]string{"k8s-app": "kube-dns"}},
+			Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "coredns", Image: "registry.k8s.io/coredns/coredns:v1.12.1",
+			}}}}},
+		},
+	}
+	for _, obj := range objs {
+		if err := cl.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("workload cluster %s: kubeadm init: %T %s: %w", cluster, obj, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// ByEndpoint names the cluster whose API server answers at host:port, as
+// kubeadm finds its cluster from controlPlaneEndpoint or the join
+// discovery endpoint.
+func (c *Clusters) ByEndpoint(hostPort string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, ep := range c.endpoints {
+		if fmt.Sprintf("%s:%d", ep.Host, ep.Port) == hostPort {
+			return name, true
+		}
+	}
+	return "", false
+}
