@@ -90,7 +90,7 @@ func TestParseCABPKWorkerJoin(t *testing.T) {
 
 func TestParseBootstrapErrors(t *testing.T) {
 	for data, want := range map[string]string{
-		"#!/bin/sh\necho hi\n": "not a cloud-config",
+		"#!/bin/sh\necho hi\n":                 "not a cloud-config",
 		"#cloud-config\nruncmd: ['echo hi']\n": "neither kubeadm init nor kubeadm join",
 		"#cloud-config\nruncmd: ['kubeadm init --config /run/kubeadm/kubeadm.yaml']\n": "/run/kubeadm/kubeadm.yaml is not in write_files",
 	} {
