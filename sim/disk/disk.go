@@ -88,6 +88,12 @@ type Disk struct {
 	Recovery   string            `json:"recovery"`
 	Persistent map[string]string `json:"persistent"`
 	OEM        map[string]string `json:"oem"`
+	// ConfigDrive holds the user data a provisioner wrote for the OS
+	// (cloud-init's config drive).
+	ConfigDrive []byte `json:"configDrive,omitempty"`
+	// RecoveryOnce makes the next boot use the recovery partition, as a
+	// reset-based reprovisioning asks for.
+	RecoveryOnce bool `json:"recoveryOnce,omitempty"`
 }
 
 // New is a factory-fresh disk: empty slots, a recovery image, empty data
@@ -189,6 +195,11 @@ func (d *Disk) Activate(name SlotName, tries int) error {
 // priority boots, spending a try when it is not yet good; with none, the
 // recovery partition boots.
 func (d *Disk) SelectBoot() BootDecision {
+	if d.RecoveryOnce {
+		d.RecoveryOnce = false
+		d.Booted = ""
+		return BootDecision{Source: FromRecovery, Image: d.Recovery, Reason: "a recovery boot was requested"}
+	}
 	var best SlotName
 	var reasons []string
 	for _, name := range []SlotName{SlotA, SlotB} {
@@ -246,10 +257,12 @@ func (d *Disk) Commit() error {
 func (d *Disk) Shutdown() { d.Booted = "" }
 
 // Reset wipes what a reset-based reprovisioning wipes: the persistent and
-// OEM partitions. Slots and recovery stay for the reinstall to replace.
+// OEM partitions and the config drive. Slots and recovery stay for the
+// reinstall to replace.
 func (d *Disk) Reset() {
 	d.Persistent = map[string]string{}
 	d.OEM = map[string]string{}
+	d.ConfigDrive = nil
 }
 
 // Save writes the disk to path atomically, so a harness killed mid-write

@@ -16,6 +16,7 @@ const (
 	EventDisk  EventKind = "disk"
 	EventNIC   EventKind = "nic"
 	EventMedia EventKind = "media"
+	EventAgent EventKind = "agent"
 )
 
 // Event is one thing that happened in the lab, as the timeline records it.

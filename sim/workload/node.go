@@ -177,3 +177,17 @@ func createOrUpdate(ctx context.Context, cl inmemoryclient.Client, obj client.Ob
 	obj.SetAnnotations(existing.GetAnnotations())
 	return cl.Update(ctx, obj)
 }
+
+// NodeReady reads a Node's Ready condition as the API server holds it.
+func (c *Clusters) NodeReady(ctx context.Context, cluster, name string) (bool, string, error) {
+	node := &corev1.Node{}
+	if err := c.client(cluster).Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		return false, "", err
+	}
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue, cond.Message, nil
+		}
+	}
+	return false, "no Ready condition", nil
+}

@@ -1,0 +1,311 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/timescale"
+	"github.com/upgradelab/upgradelab/sim/workload"
+)
+
+// Timing is the modelled duration of the agent's steps.
+type Timing struct {
+	KubeadmInit, KubeadmJoin time.Duration
+	// NodeGracePeriod is how long a silent kubelet stays Ready (the
+	// controller manager's node-monitor-grace-period).
+	NodeGracePeriod time.Duration
+}
+
+// DefaultTiming follows kubeadm and the controller manager's defaults.
+var DefaultTiming = Timing{KubeadmInit: 25 * time.Second, KubeadmJoin: 20 * time.Second, NodeGracePeriod: 40 * time.Second}
+
+// Agent is the OS of one host. It acts on each boot the lab reports.
+type Agent struct {
+	host     *lab.Host
+	clusters *workload.Clusters
+	scale    timescale.Scale
+	timing   Timing
+
+	mu sync.Mutex
+	// joined is the node this host became, once kubeadm ran.
+	joined  *Bootstrap
+	cluster string
+	// boot counts power cycles, so a late NotReady never hits a newer boot.
+	boot int
+	// resetPending is set by a reset request: the next recovery boot wipes.
+	resetPending bool
+}
+
+// New makes the agent of host; Run starts it.
+func New(host *lab.Host, clusters *workload.Clusters, scale timescale.Scale, timing Timing) *Agent {
+	return &Agent{host: host, clusters: clusters, scale: scale, timing: timing}
+}
+
+// Run follows the lab's events for this host until ctx ends.
+func (a *Agent) Run(ctx context.Context, events <-chan lab.Event) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-events:
+			if !ok {
+				return
+			}
+			if e.Host != a.host.Name() {
+				continue
+			}
+			switch {
+			case e.Kind == lab.EventBoot && e.Reason == "OSRunning":
+				a.mu.Lock()
+				a.boot++
+				boot := a.boot
+				a.mu.Unlock()
+				go a.booted(ctx, boot)
+			case e.Kind == lab.EventPower && e.Data["power"] == string(lab.PoweredOff):
+				a.mu.Lock()
+				a.boot++
+				boot := a.boot
+				a.mu.Unlock()
+				go a.poweredOff(ctx, boot)
+			}
+		}
+	}
+}
+
+func (a *Agent) record(reason, msg string) {
+	a.host.Record(lab.EventAgent, reason, msg, nil)
+}
+
+func (a *Agent) current(boot int) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.boot == boot
+}
+
+// booted runs kubeadm on the first boot with bootstrap data, and on every
+// later boot brings the node back with the versions of what booted.
+func (a *Agent) booted(ctx context.Context, boot int) {
+	status := a.host.Status()
+	if status.OS != nil && status.OS.Source == lab.FromRecovery {
+		a.recovered()
+		return
+	}
+	if status.OS == nil || status.OS.Source != lab.FromDiskSlot {
+		return // deploy media runs no kubelet
+	}
+	a.mu.Lock()
+	joined := a.joined
+	a.mu.Unlock()
+	if joined == nil {
+		data := a.host.UserData()
+		if len(data) == 0 {
+			a.record("NoBootstrapData", "no user data on the config drive: the OS runs without a kubelet")
+			return
+		}
+		b, err := ParseBootstrap(data, a.host.Name())
+		if err != nil {
+			a.record("BootstrapFailed", err.Error())
+			return
+		}
+		if err := a.kubeadm(ctx, b, status); err != nil {
+			a.record("KubeadmFailed", err.Error())
+			return
+		}
+		return
+	}
+	if !a.current(boot) {
+		return
+	}
+	if err := a.rejoin(ctx, joined, status); err != nil {
+		a.record("KubeletFailed", err.Error())
+	}
+}
+
+// recovered is the recovery OS: after a reset request it wipes the
+// persistent and OEM partitions and the config drive, and the host forgets
+// the node it was; the provider reinstalls and re-registers it.
+func (a *Agent) recovered() {
+	a.mu.Lock()
+	pending := a.resetPending
+	a.resetPending = false
+	if pending {
+		a.joined, a.cluster = nil, ""
+	}
+	a.mu.Unlock()
+	if !pending {
+		return
+	}
+	if err := a.host.WipeData(); err != nil {
+		a.record("ResetFailed", err.Error())
+		return
+	}
+	a.record("ResetWiped", "recovery wiped the persistent and OEM partitions and the config drive")
+}
+
+// RequestReset reboots into recovery, which wipes the host's data.
+func (a *Agent) RequestReset() error {
+	a.mu.Lock()
+	a.resetPending = true
+	a.mu.Unlock()
+	if err := a.host.RequestRecoveryBoot(); err != nil {
+		return err
+	}
+	go func() { _ = a.host.Reset() }()
+	return nil
+}
+
+// kubeadm performs a simulated kubeadm init or join.
+func (a *Agent) kubeadm(ctx context.Context, b *Bootstrap, status lab.HostStatus) error {
+	cluster, ok := a.clusters.ByEndpoint(b.Endpoint)
+	if !ok {
+		return fmt.Errorf("kubeadm %s: no API server answers at %s", b.Action, b.Endpoint)
+	}
+	wait := a.timing.KubeadmJoin
+	if b.Action == Init {
+		wait = a.timing.KubeadmInit
+	}
+	a.record("Kubeadm", fmt.Sprintf("kubeadm %s of node %s into %s at %s", b.Action, b.NodeName, cluster, b.Endpoint))
+	if err := a.scale.Sleep(ctx, wait); err != nil {
+		return err
+	}
+	version := status.OS.Image.KubernetesVersion
+	if b.Action != JoinWorker {
+		if err := a.clusters.JoinControlPlane(ctx, cluster, b.NodeName, version, *b.ClusterCA, *b.EtcdCA); err != nil {
+			return err
+		}
+	}
+	if b.Action == Init {
+		if err := a.clusters.InitObjects(ctx, cluster, version, b.ClusterConfiguration); err != nil {
+			return err
+		}
+	}
+	a.mu.Lock()
+	a.joined, a.cluster = b, cluster
+	a.mu.Unlock()
+	return a.rejoin(ctx, b, status)
+}
+
+// rejoin is the kubelet starting on a booted OS: the Node reports the
+// booted image's versions, Ready only when every port has link.
+func (a *Agent) rejoin(ctx context.Context, b *Bootstrap, status lab.HostStatus) error {
+	ready, reason := true, ""
+	var down []string
+	for _, l := range status.OS.Links {
+		if !l.Up {
+			down = append(down, l.Port+": "+l.Message)
+		}
+	}
+	if len(down) > 0 {
+		ready, reason = false, "network plugin not ready: link down on "+strings.Join(down, "; ")
+	}
+	img := status.OS.Image
+	if b.Action != JoinWorker {
+		// kubeadm upgrade node moves the static pods to the booted version.
+		if err := a.clusters.JoinControlPlane(ctx, a.cluster, b.NodeName, img.KubernetesVersion, *b.ClusterCA, *b.EtcdCA); err != nil {
+			return err
+		}
+	}
+	err := a.clusters.SetNode(ctx, a.cluster, workload.NodeInfo{
+		Name: b.NodeName, ProviderID: b.ProviderID, ControlPlane: b.Action != JoinWorker, Labels: b.Labels,
+		KubeletVersion: img.KubernetesVersion, ContainerRuntime: "containerd://" + img.Containerd,
+		KernelVersion: img.Kernel, OSImage: img.OSImage, Ready: ready, NotReadyReason: reason,
+	})
+	if err == nil {
+		a.record("KubeletRunning", fmt.Sprintf("node %s: kubelet %s, ready=%v %s", b.NodeName, img.KubernetesVersion, ready, reason))
+	}
+	return err
+}
+
+// poweredOff marks the Node NotReady once the grace period passes without
+// a new boot, as the node lifecycle controller does.
+func (a *Agent) poweredOff(ctx context.Context, boot int) {
+	a.mu.Lock()
+	b, cluster := a.joined, a.cluster
+	a.mu.Unlock()
+	if b == nil {
+		return
+	}
+	if a.scale.Sleep(ctx, a.timing.NodeGracePeriod) != nil || !a.current(boot) {
+		return
+	}
+	status := a.host.Status()
+	if err := a.clusters.SetNode(ctx, cluster, workload.NodeInfo{
+		Name: b.NodeName, ProviderID: b.ProviderID, ControlPlane: b.Action != JoinWorker, Labels: b.Labels,
+		KubeletVersion: nodeVersion(status), Ready: false, NotReadyReason: "Kubelet stopped posting node status.",
+	}); err == nil {
+		a.record("NodeNotReady", "node "+b.NodeName+": the host is off")
+	}
+}
+
+func nodeVersion(s lab.HostStatus) string {
+	if s.OS != nil {
+		return s.OS.Image.KubernetesVersion
+	}
+	if slot := s.Disk.Slots[s.Disk.Booted]; slot != nil {
+		return slot.Image
+	}
+	return ""
+}
+
+// Health is the result of the post-boot health check.
+type Health struct {
+	Healthy bool     `json:"healthy"`
+	Checks  []string `json:"checks"`
+	Reason  string   `json:"reason,omitempty"`
+}
+
+// CheckHealth checks what an update agent checks after booting a new slot
+// (kubelet up, every port with link, the Node Ready) and commits the slot
+// when all pass; a failure leaves the slot uncommitted, so the bootloader
+// falls back once its tries run out.
+func (a *Agent) CheckHealth(ctx context.Context) (Health, error) {
+	status := a.host.Status()
+	if status.OS == nil || status.OS.Source != lab.FromDiskSlot {
+		return Health{}, fmt.Errorf("health check: %w", lab.ErrNotRunning)
+	}
+	h := Health{Healthy: true}
+	fail := func(reason string) {
+		if h.Healthy {
+			h.Healthy, h.Reason = false, reason
+		}
+	}
+	a.mu.Lock()
+	b, cluster := a.joined, a.cluster
+	a.mu.Unlock()
+	if b == nil {
+		fail("kubelet: not joined to a cluster")
+	} else {
+		h.Checks = append(h.Checks, "kubelet running as "+b.NodeName)
+	}
+	for _, l := range status.OS.Links {
+		if !l.Up {
+			fail(fmt.Sprintf("NIC %s: link down: %s", l.Port, l.Message))
+		} else {
+			h.Checks = append(h.Checks, "NIC "+l.Port+" link up")
+		}
+	}
+	if b != nil {
+		ready, msg, err := a.clusters.NodeReady(ctx, cluster, b.NodeName)
+		switch {
+		case err != nil:
+			fail("node " + b.NodeName + ": " + err.Error())
+		case !ready:
+			fail("node " + b.NodeName + " not Ready: " + msg)
+		default:
+			h.Checks = append(h.Checks, "node "+b.NodeName+" Ready")
+		}
+	}
+	if h.Healthy {
+		if err := a.host.CommitSlot(); err != nil {
+			return h, err
+		}
+		a.record("HealthCheckPassed", "slot "+string(status.OS.Slot)+" committed: "+strings.Join(h.Checks, ", "))
+	} else {
+		a.record("HealthCheckFailed", h.Reason)
+	}
+	return h, nil
+}

@@ -1,0 +1,285 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/cloudinit"
+	"sigs.k8s.io/cluster-api/util/kubeconfig"
+	"sigs.k8s.io/cluster-api/util/secret"
+
+	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/pki"
+	"github.com/upgradelab/upgradelab/sim/workload"
+)
+
+type world struct {
+	lab      *lab.Lab
+	host     *lab.Host
+	clusters *workload.Clusters
+	agent    *Agent
+	api      *API
+	ca       *pki.CA
+	events   <-chan lab.Event
+	endpoint workload.Endpoint
+	certs    secret.Certificates
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	def, err := lab.Load("../../fixtures/labs/single-node.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lab.Up(ctx, def, lab.Options{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Down() })
+	clusters, err := workload.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { clusters.Stop(context.Background()) })
+	ep, err := clusters.Create(ctx, "default/wl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := l.Host("node-0")
+	a := New(h, clusters, 0, DefaultTiming)
+	agentEvents, stop := l.Subscribe()
+	t.Cleanup(stop)
+	go a.Run(ctx, agentEvents)
+	ca, _ := pki.NewCA("lab CA")
+	serving, _ := ca.Serving("node-0 agent", []string{"127.0.0.1"})
+	cert, _ := serving.TLS()
+	api, err := ServeAPI(a, cert, ca.Pool(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { api.Close() })
+	events, stop2 := l.Subscribe()
+	t.Cleanup(stop2)
+	certs := secret.NewCertificatesForInitialControlPlane(&bootstrapv1.ClusterConfiguration{})
+	if err := certs.Generate(); err != nil {
+		t.Fatal(err)
+	}
+	return &world{lab: l, host: h, clusters: clusters, agent: a, api: api, ca: ca, events: events, endpoint: ep, certs: certs}
+}
+
+func (w *world) expect(t *testing.T, reason string) lab.Event {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	var seen []string
+	for {
+		select {
+		case e := <-w.events:
+			if e.Reason == reason {
+				return e
+			}
+			seen = append(seen, e.Reason)
+		case <-timeout:
+			t.Fatalf("no %s event; saw %v", reason, seen)
+		}
+	}
+}
+
+// install is what a provisioner does: image into slot A, CABPK's init
+// user data on the config drive, boot from disk.
+func (w *world) install(t *testing.T) {
+	t.Helper()
+	cc := fmt.Sprintf("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nclusterName: wl\ncontrolPlaneEndpoint: %s:%d\n", w.endpoint.Host, w.endpoint.Port)
+	ic := "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\nnodeRegistration:\n  kubeletExtraArgs:\n  - name: provider-id\n    value: upgradelab://single-node/node-0\n"
+	userData, err := cloudinit.NewInitControlPlane(&cloudinit.ControlPlaneInput{Certificates: w.certs, ClusterConfiguration: cc, InitConfiguration: ic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := w.host
+	b, _ := w.lab.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.35.3")
+	h.InsertMedia(w.lab.ImageServer().ImageURL("deploy-ramdisk-2026.10"))
+	h.SetBootOverride(lab.BootOverride{Target: lab.BootCd, Mode: lab.OverrideOnce})
+	h.PowerOn()
+	w.expect(t, "OSRunning")
+	if err := h.WriteImage(context.Background(), disk.SlotA, w.lab.ImageServer().ImageURL(b.Name), b.SHA256); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.WriteUserData(userData); err != nil {
+		t.Fatal(err)
+	}
+	h.ActivateSlot(disk.SlotA, 3)
+	h.EjectMedia()
+	h.Reset()
+}
+
+// client is what CAPI holds: a kubeconfig made from the cluster CA.
+func (w *world) client(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	kp := w.certs.GetByPurpose(secret.ClusterCA).KeyPair
+	ca, err := workload.CAFromSecretData(map[string][]byte{"tls.crt": kp.Cert, "tls.key": kp.Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := kubeconfig.New("wl", fmt.Sprintf("https://%s:%d", w.endpoint.Host, w.endpoint.Port), ca.Cert, ca.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.NewDefaultClientConfig(*kc, nil).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+func (w *world) apiClient(t *testing.T) *http.Client {
+	t.Helper()
+	pair, _ := w.ca.Client("in-place extension")
+	cert, _ := pair.TLS()
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: w.ca.Pool(), Certificates: []tls.Certificate{cert}}}, Timeout: 30 * time.Second}
+}
+
+func post(t *testing.T, c *http.Client, url string, body any) (int, map[string]any) {
+	t.Helper()
+	data, _ := json.Marshal(body)
+	resp, err := c.Post(url, "application/json", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+func TestKubeadmInitUpdateAndNICMismatch(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.install(t)
+	w.expect(t, "KubeletRunning")
+	cs := w.client(t)
+	node, err := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the node is not in the workload cluster: %v", err)
+	}
+	if node.Status.NodeInfo.KubeletVersion != "v1.35.3" || node.Spec.ProviderID != "upgradelab://single-node/node-0" {
+		t.Fatalf("node %+v %s", node.Status.NodeInfo, node.Spec.ProviderID)
+	}
+	if cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubeadm-config", metav1.GetOptions{}); err != nil || !strings.Contains(cm.Data["ClusterConfiguration"], "clusterName: wl") {
+		t.Fatalf("kubeadm-config: %v %v", cm, err)
+	}
+
+	api := w.apiClient(t)
+	if code, h := post(t, api, w.api.URL()+"/v1/health", nil); code != 200 || h["healthy"] != true {
+		t.Fatalf("health after install: %d %v", code, h)
+	}
+	if s := w.host.Status().Disk.Slots[disk.SlotA]; !s.Good {
+		t.Fatal("a passed health check did not commit slot A")
+	}
+
+	// Mark data that an in-place update must keep.
+	req, _ := http.NewRequest(http.MethodPut, w.api.URL()+"/v1/persistent/marker", strings.NewReader("keep me"))
+	if resp, err := api.Do(req); err != nil || resp.StatusCode != 204 {
+		t.Fatalf("write marker: %v %v", resp, err)
+	}
+
+	next, _ := w.lab.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.36.3")
+	if code, out := post(t, api, w.api.URL()+"/v1/stage", StageRequest{URL: w.lab.ImageServer().ImageURL(next.Name), SHA256: next.SHA256}); code != 200 || out["slot"] != "B" {
+		t.Fatalf("stage: %d %v", code, out)
+	}
+	if code, out := post(t, api, w.api.URL()+"/v1/activate", ActivateRequest{Slot: disk.SlotB, Tries: 2}); code != 200 {
+		t.Fatalf("activate: %d %v", code, out)
+	}
+	w.host.Reset()
+	w.expect(t, "KubeletRunning")
+	node, _ = cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
+	if node.Status.NodeInfo.KubeletVersion != "v1.36.3" {
+		t.Fatalf("after rebooting into slot B the node reports %s", node.Status.NodeInfo.KubeletVersion)
+	}
+	if code, h := post(t, api, w.api.URL()+"/v1/health", nil); code != 200 || h["healthy"] != true {
+		t.Fatalf("health after update: %d %v", code, h)
+	}
+	if w.host.Persistent()["marker"] != "keep me" {
+		t.Fatal("the in-place update lost the persistent marker")
+	}
+
+	// An NVM the driver cannot run: the port stays down, the node goes
+	// NotReady and the health check fails.
+	if err := w.host.FlashNVM(ctx, "eno1", "x710-nvm-10.0-next"); err != nil {
+		t.Fatal(err)
+	}
+	w.host.Reset()
+	w.expect(t, "KubeletRunning")
+	node, _ = cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
+	notReady := false
+	for _, c := range node.Status.Conditions {
+		if c.Type == "Ready" {
+			notReady = c.Status == "False" && strings.Contains(c.Message, "newer than expected")
+			if !notReady {
+				t.Fatalf("node Ready=%s (%s) with a newer NVM major", c.Status, c.Message)
+			}
+		}
+	}
+	if !notReady {
+		t.Fatal("the node has no Ready condition")
+	}
+	code, h := post(t, api, w.api.URL()+"/v1/health", nil)
+	if code != http.StatusServiceUnavailable || h["healthy"] != false || !strings.Contains(fmt.Sprint(h["reason"]), "link down") {
+		t.Fatalf("health with the NIC down: %d %v", code, h)
+	}
+}
+
+func TestAPIRequiresAClientCertificateFromTheLabCA(t *testing.T) {
+	w := newWorld(t)
+	noCert := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: w.ca.Pool()}}, Timeout: 5 * time.Second}
+	if resp, err := noCert.Get(w.api.URL() + "/v1/status"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("no client certificate: got %s, want the TLS handshake refused", resp.Status)
+	}
+	other, _ := pki.NewCA("another CA")
+	pair, _ := other.Client("intruder")
+	cert, _ := pair.TLS()
+	wrong := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: w.ca.Pool(), Certificates: []tls.Certificate{cert}}}, Timeout: 5 * time.Second}
+	if resp, err := wrong.Get(w.api.URL() + "/v1/status"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a certificate from another CA: got %s, want refused", resp.Status)
+	}
+	resp, err := w.apiClient(t).Get(w.api.URL() + "/v1/status")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("lab CA client: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
+
+func TestResetWipesPersistentData(t *testing.T) {
+	w := newWorld(t)
+	w.install(t)
+	w.expect(t, "KubeletRunning")
+	w.host.SetPersistent("marker", "data")
+	api := w.apiClient(t)
+	if code, out := post(t, api, w.api.URL()+"/v1/reset", nil); code != http.StatusAccepted {
+		t.Fatalf("reset: %d %v", code, out)
+	}
+	w.expect(t, "ResetWiped")
+	if p := w.host.Persistent(); len(p) != 0 {
+		t.Fatalf("persistent data after reset: %v", p)
+	}
+	if len(w.host.UserData()) != 0 {
+		t.Fatal("the config drive survived the reset")
+	}
+	if s := w.host.Status(); s.OS == nil || s.OS.Source != lab.FromRecovery {
+		t.Fatalf("after reset the host runs %+v, want the recovery OS", s.OS)
+	}
+}

@@ -1,0 +1,202 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/lab"
+)
+
+// API is the agent's management endpoint, what an OS update agent offers
+// to the in-place extension and to reset-based provisioners. Only clients
+// with a certificate from the lab CA get in (mutual TLS).
+type API struct {
+	agent *Agent
+	srv   *http.Server
+	addr  string
+}
+
+// Status is GET /v1/status.
+type Status struct {
+	Host    string                       `json:"host"`
+	Phase   lab.Phase                    `json:"phase"`
+	OS      *lab.RunningOS               `json:"os,omitempty"`
+	Slots   map[disk.SlotName]*disk.Slot `json:"slots"`
+	Node    string                       `json:"node,omitempty"`
+	Cluster string                       `json:"cluster,omitempty"`
+}
+
+// ServeAPI listens on addr (e.g. 127.0.0.1:0) with the host's serving
+// certificate and requires client certificates signed by clientCAs.
+func ServeAPI(a *Agent, cert tls.Certificate, clientCAs *x509.CertPool, addr string) (*API, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", a.host.Name(), err)
+	}
+	api := &API{agent: a, addr: l.Addr().String()}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", api.status)
+	mux.HandleFunc("POST /v1/stage", api.stage)
+	mux.HandleFunc("POST /v1/activate", api.activate)
+	mux.HandleFunc("POST /v1/health", api.health)
+	mux.HandleFunc("POST /v1/reset", api.reset)
+	mux.HandleFunc("GET /v1/persistent", api.getPersistent)
+	mux.HandleFunc("PUT /v1/persistent/{name}", api.putPersistent)
+	api.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	tl := tls.NewListener(l, &tls.Config{
+		Certificates: []tls.Certificate{cert}, ClientCAs: clientCAs,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+	})
+	go api.srv.Serve(tl)
+	return api, nil
+}
+
+// URL is the API's base URL.
+func (api *API) URL() string { return "https://" + api.addr }
+
+// Close stops the API.
+func (api *API) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return api.srv.Shutdown(ctx)
+}
+
+func reply(w http.ResponseWriter, status int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(body)
+}
+
+func replyErr(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, lab.ErrNotRunning), errors.Is(err, disk.ErrSlotBooted), errors.Is(err, disk.ErrNotWritten), errors.Is(err, disk.ErrNotBooted):
+		status = http.StatusConflict
+	case errors.Is(err, errBadRequest):
+		status = http.StatusBadRequest
+	}
+	reply(w, status, map[string]string{"error": err.Error()})
+}
+
+var errBadRequest = errors.New("bad request")
+
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", errBadRequest, err)
+	}
+	return nil
+}
+
+func (api *API) status(w http.ResponseWriter, _ *http.Request) {
+	s := api.agent.host.Status()
+	st := Status{Host: s.Name, Phase: s.Phase, OS: s.OS, Slots: s.Disk.Slots}
+	api.agent.mu.Lock()
+	if api.agent.joined != nil {
+		st.Node, st.Cluster = api.agent.joined.NodeName, api.agent.cluster
+	}
+	api.agent.mu.Unlock()
+	reply(w, http.StatusOK, st)
+}
+
+// StageRequest is POST /v1/stage: write an image into a slot (the inactive
+// one when Slot is empty), verified against SHA256 before a byte is written.
+type StageRequest struct {
+	Slot   disk.SlotName `json:"slot,omitempty"`
+	URL    string        `json:"url"`
+	SHA256 string        `json:"sha256"`
+}
+
+func (api *API) stage(w http.ResponseWriter, r *http.Request) {
+	var req StageRequest
+	if err := decodeBody(r, &req); err != nil {
+		replyErr(w, err)
+		return
+	}
+	if req.URL == "" || req.SHA256 == "" {
+		replyErr(w, fmt.Errorf("%w: url and sha256 are required", errBadRequest))
+		return
+	}
+	s := api.agent.host.Status()
+	if req.Slot == "" {
+		if s.OS == nil || s.OS.Slot == "" {
+			replyErr(w, fmt.Errorf("stage: no slot is running, so none is inactive; name the slot: %w", lab.ErrNotRunning))
+			return
+		}
+		req.Slot = s.OS.Slot.Other()
+	}
+	if err := api.agent.host.WriteImage(r.Context(), req.Slot, req.URL, req.SHA256); err != nil {
+		replyErr(w, err)
+		return
+	}
+	reply(w, http.StatusOK, map[string]string{"slot": string(req.Slot)})
+}
+
+// ActivateRequest is POST /v1/activate.
+type ActivateRequest struct {
+	Slot  disk.SlotName `json:"slot"`
+	Tries int           `json:"tries"`
+}
+
+func (api *API) activate(w http.ResponseWriter, r *http.Request) {
+	var req ActivateRequest
+	if err := decodeBody(r, &req); err != nil {
+		replyErr(w, err)
+		return
+	}
+	if err := api.agent.host.ActivateSlot(req.Slot, req.Tries); err != nil {
+		replyErr(w, err)
+		return
+	}
+	reply(w, http.StatusOK, req)
+}
+
+func (api *API) health(w http.ResponseWriter, r *http.Request) {
+	h, err := api.agent.CheckHealth(r.Context())
+	if err != nil {
+		replyErr(w, err)
+		return
+	}
+	status := http.StatusOK
+	if !h.Healthy {
+		status = http.StatusServiceUnavailable
+	}
+	reply(w, status, h)
+}
+
+// reset starts a reset-based reprovisioning: reboot into recovery, which
+// wipes the persistent and OEM partitions.
+func (api *API) reset(w http.ResponseWriter, _ *http.Request) {
+	if err := api.agent.RequestReset(); err != nil {
+		replyErr(w, err)
+		return
+	}
+	reply(w, http.StatusAccepted, map[string]string{"status": "rebooting into recovery"})
+}
+
+func (api *API) getPersistent(w http.ResponseWriter, _ *http.Request) {
+	reply(w, http.StatusOK, api.agent.host.Persistent())
+}
+
+func (api *API) putPersistent(w http.ResponseWriter, r *http.Request) {
+	data, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		replyErr(w, err)
+		return
+	}
+	if err := api.agent.host.SetPersistent(r.PathValue("name"), string(data)); err != nil {
+		replyErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

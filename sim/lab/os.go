@@ -1,0 +1,72 @@
+package lab
+
+import (
+	"fmt"
+	"maps"
+
+	"github.com/upgradelab/upgradelab/sim/disk"
+)
+
+// What the OS on a host (the agent) and a provisioner do to its disk
+// besides writing slots.
+
+// WriteUserData stores the OS's user data on the config drive, as a
+// provisioner does beside the image.
+func (h *Host) WriteUserData(data []byte) error {
+	return h.diskOp("UserDataWritten", fmt.Sprintf("%d bytes of user data on the config drive", len(data)), func(d *disk.Disk) error {
+		d.ConfigDrive = append([]byte(nil), data...)
+		return nil
+	})
+}
+
+// UserData reads the config drive.
+func (h *Host) UserData() []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]byte(nil), h.disk.ConfigDrive...)
+}
+
+// RequestRecoveryBoot makes the next boot use the recovery partition.
+func (h *Host) RequestRecoveryBoot() error {
+	return h.diskOp("RecoveryBootRequested", "the next boot uses the recovery partition", func(d *disk.Disk) error {
+		d.RecoveryOnce = true
+		return nil
+	})
+}
+
+// WipeData wipes the persistent and OEM partitions and the config drive;
+// only an OS running from the recovery partition may, so a host that holds
+// a live workload is never wiped by mistake.
+func (h *Host) WipeData() error {
+	return h.diskOp("DataWiped", "persistent, OEM and config drive wiped", func(d *disk.Disk) error {
+		if h.os == nil || h.os.Source != FromRecovery {
+			return fmt.Errorf("wipe: only the recovery OS wipes data: %w", ErrNotRunning)
+		}
+		d.Reset()
+		return nil
+	})
+}
+
+// SetPersistent writes a file on the persistent partition.
+func (h *Host) SetPersistent(name, content string) error {
+	return h.diskOp("PersistentWritten", "wrote "+name+" on the persistent partition", func(d *disk.Disk) error {
+		if h.phase != PhaseRunning {
+			return ErrNotRunning
+		}
+		d.Persistent[name] = content
+		return nil
+	})
+}
+
+// Persistent reads the persistent partition.
+func (h *Host) Persistent() map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.disk.Persistent)
+}
+
+// Record adds an event of an upper layer (the agent, a BMC) to the lab's
+// one timeline.
+func (h *Host) Record(kind EventKind, reason, message string, data map[string]string) {
+	h.emit(kind, reason, message, data)
+}
