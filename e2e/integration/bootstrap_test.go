@@ -290,4 +290,3 @@ func provision(t *testing.T, l *lab.Lab, h *lab.Host, events <-chan lab.Event, u
 	h.EjectMedia()
 	h.Reset()
 }
-
