@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -282,4 +283,40 @@ func TestResetWipesPersistentData(t *testing.T) {
 	if s := w.host.Status(); s.OS == nil || s.OS.Source != lab.FromRecovery {
 		t.Fatalf("after reset the host runs %+v, want the recovery OS", s.OS)
 	}
+}
+
+func TestPoweredOffNodeGoesNotReadyAfterTheGracePeriod(t *testing.T) {
+	w := newWorld(t)
+	w.agent.timing = Timing{NodeGracePeriod: 300 * time.Millisecond} // kubeadm instant, grace in real time
+	w.agent.scale = 1
+	w.install(t)
+	w.expect(t, "KubeletRunning")
+	cs := w.client(t)
+	ctx := context.Background()
+	w.host.PowerOff()
+	node, _ := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
+	if !nodeReadyOf(node.Status.Conditions) {
+		t.Fatal("the node went NotReady before the grace period")
+	}
+	w.expect(t, "NodeNotReady")
+	node, _ = cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
+	if nodeReadyOf(node.Status.Conditions) {
+		t.Fatal("the node is still Ready after the grace period with the host off")
+	}
+	// Back on: the kubelet reports Ready again.
+	w.host.PowerOn()
+	w.expect(t, "KubeletRunning")
+	node, _ = cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
+	if !nodeReadyOf(node.Status.Conditions) {
+		t.Fatal("the node did not come back Ready after power on")
+	}
+}
+
+func nodeReadyOf(conds []corev1.NodeCondition) bool {
+	for _, c := range conds {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
