@@ -20,6 +20,7 @@ import (
 	"github.com/upgradelab/upgradelab/sim/agent"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/labtest"
 	"github.com/upgradelab/upgradelab/sim/workload"
 )
 
@@ -169,8 +170,8 @@ func TestCABPKBootstrapDataJoinsTheWorkloadCluster(t *testing.T) {
 
 	// What the provider does: deploy image, OS image into slot A, the
 	// bootstrap data on the config drive, boot from disk.
-	provision(t, l, host, events, secret.Data["value"])
-	expect(t, events, "KubeletRunning")
+	labtest.Provision(t, l, host, events, "ubuntu-24.04-k8s-v1.35.3", disk.SlotA, secret.Data["value"])
+	labtest.Expect(t, events, "node-0", "KubeletRunning", 30*time.Second)
 	if err := c.Get(ctx, client.ObjectKeyFromObject(infraMachine), infraMachine); err != nil {
 		t.Fatal(err)
 	}
@@ -249,44 +250,4 @@ func nodeReady(n *corev1.Node) bool {
 		}
 	}
 	return false
-}
-
-func expect(t *testing.T, events <-chan lab.Event, reason string) lab.Event {
-	t.Helper()
-	timeout := time.After(30 * time.Second)
-	var seen []string
-	for {
-		select {
-		case e := <-events:
-			if e.Reason == reason {
-				return e
-			}
-			seen = append(seen, e.Reason)
-			if e.Reason == "BootstrapFailed" || e.Reason == "KubeadmFailed" {
-				t.Fatalf("agent: %s: %s", e.Reason, e.Message)
-			}
-		case <-timeout:
-			t.Fatalf("no %s event; saw %v", reason, seen)
-		}
-	}
-}
-
-func provision(t *testing.T, l *lab.Lab, h *lab.Host, events <-chan lab.Event, userData []byte) {
-	t.Helper()
-	b, _ := l.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.35.3")
-	h.InsertMedia(l.ImageServer().ImageURL("deploy-ramdisk-2026.10"))
-	h.SetBootOverride(lab.BootOverride{Target: lab.BootCd, Mode: lab.OverrideOnce})
-	if err := h.PowerOn(); err != nil {
-		t.Fatal(err)
-	}
-	expect(t, events, "OSRunning")
-	if err := h.WriteImage(context.Background(), disk.SlotA, l.ImageServer().ImageURL(b.Name), b.SHA256); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.WriteUserData(userData); err != nil {
-		t.Fatal(err)
-	}
-	h.ActivateSlot(disk.SlotA, 3)
-	h.EjectMedia()
-	h.Reset()
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/labtest"
 	"github.com/upgradelab/upgradelab/sim/pki"
 	"github.com/upgradelab/upgradelab/sim/workload"
 )
@@ -84,19 +85,7 @@ func newWorld(t *testing.T) *world {
 
 func (w *world) expect(t *testing.T, reason string) lab.Event {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
-	var seen []string
-	for {
-		select {
-		case e := <-w.events:
-			if e.Reason == reason {
-				return e
-			}
-			seen = append(seen, e.Reason)
-		case <-timeout:
-			t.Fatalf("no %s event; saw %v", reason, seen)
-		}
-	}
+	return labtest.Expect(t, w.events, "", reason, 10*time.Second)
 }
 
 // install is what a provisioner does: image into slot A, CABPK's init
@@ -109,21 +98,7 @@ func (w *world) install(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := w.host
-	b, _ := w.lab.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.35.3")
-	h.InsertMedia(w.lab.ImageServer().ImageURL("deploy-ramdisk-2026.10"))
-	h.SetBootOverride(lab.BootOverride{Target: lab.BootCd, Mode: lab.OverrideOnce})
-	h.PowerOn()
-	w.expect(t, "OSRunning")
-	if err := h.WriteImage(context.Background(), disk.SlotA, w.lab.ImageServer().ImageURL(b.Name), b.SHA256); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.WriteUserData(userData); err != nil {
-		t.Fatal(err)
-	}
-	h.ActivateSlot(disk.SlotA, 3)
-	h.EjectMedia()
-	h.Reset()
+	labtest.Provision(t, w.lab, w.host, w.events, "ubuntu-24.04-k8s-v1.35.3", disk.SlotA, userData)
 }
 
 // client is what CAPI holds: a kubeconfig made from the cluster CA.

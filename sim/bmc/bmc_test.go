@@ -15,6 +15,7 @@ import (
 	"github.com/stmcginnis/gofish/redfish"
 
 	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/labtest"
 	"github.com/upgradelab/upgradelab/sim/pki"
 	"github.com/upgradelab/upgradelab/sim/timescale"
 )
@@ -77,17 +78,7 @@ func (f *fixture) system(t testing.TB, c *gofish.APIClient) *redfish.ComputerSys
 
 func (f *fixture) expect(t testing.TB, reason string) lab.Event {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case e := <-f.events:
-			if e.Reason == reason {
-				return e
-			}
-		case <-timeout:
-			t.Fatalf("no %s event", reason)
-		}
-	}
+	return labtest.Expect(t, f.events, "", reason, 10*time.Second)
 }
 
 func TestSessionsAndWrongCredentials(t *testing.T) {

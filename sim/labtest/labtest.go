@@ -1,0 +1,81 @@
+// Package labtest holds what tests above the lab do again and again:
+// waiting for a lab event, and provisioning a host the way a bare-metal
+// provisioner does (deploy media, image into a slot, user data, boot from
+// disk) until the provider in providers/baremetal does it for real.
+package labtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/lab"
+)
+
+// DeployImage is the deploy ramdisk of the shipped catalog.
+const DeployImage = "deploy-ramdisk-2026.10"
+
+// Expect reads events until one with reason arrives (for host, when host
+// is not empty), failing after timeout with what it saw. Failures the
+// agent reports fail at once.
+func Expect(t testing.TB, events <-chan lab.Event, host, reason string, timeout time.Duration) lab.Event {
+	t.Helper()
+	deadline := time.After(timeout)
+	var seen []string
+	for {
+		select {
+		case e := <-events:
+			if (host == "" || e.Host == host) && e.Reason == reason {
+				return e
+			}
+			seen = append(seen, e.Host+"/"+e.Reason)
+			if e.Reason == "BootstrapFailed" || e.Reason == "KubeadmFailed" {
+				t.Fatalf("%s: %s: %s", e.Host, e.Reason, e.Message)
+			}
+		case <-deadline:
+			t.Fatalf("no %s event for %q within %s; saw %v", reason, host, timeout, seen)
+		}
+	}
+}
+
+// Provision boots h once from the deploy media, writes imageName into slot
+// and userData (if any) onto the config drive, activates the slot with 3
+// tries and resets the host so it boots from disk. It returns once the
+// reset was issued.
+func Provision(t testing.TB, l *lab.Lab, h *lab.Host, events <-chan lab.Event, imageName string, slot disk.SlotName, userData []byte) {
+	t.Helper()
+	b, err := l.Definition().Catalog.Get(imageName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.InsertMedia(l.ImageServer().ImageURL(DeployImage)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.SetBootOverride(lab.BootOverride{Target: lab.BootCd, Mode: lab.OverrideOnce}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if e := Expect(t, events, h.Name(), "OSRunning", 30*time.Second); e.Data["source"] != string(lab.FromVirtualMedia) {
+		t.Fatalf("boot override Once Cd booted %v", e.Data)
+	}
+	if err := h.WriteImage(context.Background(), slot, l.ImageServer().ImageURL(b.Name), b.SHA256); err != nil {
+		t.Fatal(err)
+	}
+	if userData != nil {
+		if err := h.WriteUserData(userData); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.ActivateSlot(slot, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.EjectMedia(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Reset(); err != nil {
+		t.Fatal(err)
+	}
+}
