@@ -262,7 +262,7 @@ func TestResetWipesPersistentData(t *testing.T) {
 
 func TestPoweredOffNodeGoesNotReadyAfterTheGracePeriod(t *testing.T) {
 	w := newWorld(t)
-	w.agent.timing = Timing{NodeGracePeriod: 300 * time.Millisecond} // kubeadm instant, grace in real time
+	w.agent.timing = Timing{NodeGracePeriod: 2 * time.Second} // kubeadm instant, grace in real time
 	w.agent.scale = 1
 	w.install(t)
 	w.expect(t, "KubeletRunning")
