@@ -5,8 +5,11 @@ ETCD_VERSION ?= v3.6.16
 export UPGRADELAB_CACHE ?= $(HOME)/.cache/upgradelab
 export KUBEBUILDER_ASSETS := $(UPGRADELAB_CACHE)/assets/kube-$(KUBE_VERSION)-etcd-$(ETCD_VERSION)
 
-# One folder per e2e run; the run prints it at the end.
-ARTIFACTS ?= $(CURDIR)/_artifacts/e2e-$(shell date +%Y%m%d-%H%M%S)
+# One folder per e2e run; the run prints it at the end. Expanded once, so
+# every use in a run names the same folder.
+ifeq ($(origin ARTIFACTS), undefined)
+ARTIFACTS := $(CURDIR)/_artifacts/e2e-$(shell date +%Y%m%d-%H%M%S)
+endif
 # Where the management cluster runs: embedded or kubeconfig=PATH.
 MANAGEMENT ?= embedded
 
