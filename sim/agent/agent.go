@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/timescale"
 	"github.com/upgradelab/upgradelab/sim/workload"
@@ -23,10 +24,38 @@ type Timing struct {
 // DefaultTiming follows kubeadm and the controller manager's defaults.
 var DefaultTiming = Timing{KubeadmInit: 25 * time.Second, KubeadmJoin: 20 * time.Second, NodeGracePeriod: 40 * time.Second}
 
+// Machine is the hardware and disks the agent's OS runs on; *lab.Host is
+// one. A VM running the agent as its init would implement it over the
+// lab's hardware model from inside the guest.
+type Machine interface {
+	Name() string
+	Status() lab.HostStatus
+	UserData() []byte
+	WriteImage(ctx context.Context, slot disk.SlotName, url, sha256 string) error
+	ActivateSlot(slot disk.SlotName, tries int) error
+	CommitSlot() error
+	RequestRecoveryBoot() error
+	Reset() error
+	WipeData() error
+	SetPersistent(name, content string) error
+	Persistent() map[string]string
+	Record(kind lab.EventKind, reason, message string, data map[string]string)
+}
+
+// Workload is what kubeadm and the kubelet reach of their cluster;
+// *workload.Clusters is one.
+type Workload interface {
+	ByEndpoint(hostPort string) (string, bool)
+	JoinControlPlane(ctx context.Context, cluster, node, version string, clusterCA, etcdCA workload.CA) error
+	InitObjects(ctx context.Context, cluster, version, clusterConfiguration string) error
+	SetNode(ctx context.Context, cluster string, n workload.NodeInfo) error
+	NodeReady(ctx context.Context, cluster, name string) (bool, string, error)
+}
+
 // Agent is the OS of one host. It acts on each boot the lab reports.
 type Agent struct {
-	host     *lab.Host
-	clusters *workload.Clusters
+	host     Machine
+	clusters Workload
 	scale    timescale.Scale
 	timing   Timing
 
@@ -41,7 +70,7 @@ type Agent struct {
 }
 
 // New makes the agent of host; Run starts it.
-func New(host *lab.Host, clusters *workload.Clusters, scale timescale.Scale, timing Timing) *Agent {
+func New(host Machine, clusters Workload, scale timescale.Scale, timing Timing) *Agent {
 	return &Agent{host: host, clusters: clusters, scale: scale, timing: timing}
 }
 
