@@ -1,0 +1,407 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"sigs.k8s.io/cluster-api/util/certs"
+
+	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/workload"
+)
+
+// The hardware channel: an agent running in another process (its own
+// binary, or a VM's init) reaches its host's hardware model and its
+// workload cluster through these HTTP calls, which the lab process serves
+// with the same in-process Machine and Workload the embedded agent uses.
+// Each call is POST /hw/{call} with a JSON body; events stream from
+// GET /hw/events as JSON lines.
+
+// HardwareServer serves one host's Machine and the run's Workload.
+type HardwareServer struct {
+	machine   Machine
+	workload  Workload
+	subscribe func() (<-chan lab.Event, func())
+}
+
+// NewHardwareServer wraps what the embedded agent would be given.
+func NewHardwareServer(m Machine, w Workload, subscribe func() (<-chan lab.Event, func())) *HardwareServer {
+	return &HardwareServer{machine: m, workload: w, subscribe: subscribe}
+}
+
+// wire types of the calls
+type (
+	hwWrite struct {
+		Slot   disk.SlotName `json:"slot"`
+		URL    string        `json:"url"`
+		SHA256 string        `json:"sha256"`
+	}
+	hwActivate struct {
+		Slot  disk.SlotName `json:"slot"`
+		Tries int           `json:"tries"`
+	}
+	hwPersistent struct {
+		Name    string `json:"name"`
+		Content string `json:"content"`
+	}
+	hwRecord struct {
+		Kind    lab.EventKind     `json:"kind"`
+		Reason  string            `json:"reason"`
+		Message string            `json:"message"`
+		Data    map[string]string `json:"data"`
+	}
+	hwJoin struct {
+		Cluster, Node, Version string
+		ClusterCA, EtcdCA      pemCA
+	}
+	hwInit struct {
+		Cluster, Version, ClusterConfiguration string
+	}
+	hwSetNode struct {
+		Cluster string
+		Node    workload.NodeInfo
+	}
+	hwNode struct{ Cluster, Name string }
+	hwReady struct {
+		Ready   bool
+		Message string
+	}
+	hwEndpoint struct {
+		Cluster string
+		Found   bool
+	}
+	pemCA struct{ Cert, Key []byte }
+)
+
+func toPEM(ca workload.CA) pemCA {
+	return pemCA{Cert: certs.EncodeCertPEM(ca.Cert), Key: certs.EncodePrivateKeyPEM(ca.Key)}
+}
+
+func (p pemCA) ca() (workload.CA, error) {
+	return workload.CAFromSecretData(map[string][]byte{"tls.crt": p.Cert, "tls.key": p.Key})
+}
+
+// ServeHTTP implements http.Handler.
+func (s *HardwareServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	call := strings.TrimPrefix(r.URL.Path, "/hw/")
+	if call == "events" && r.Method == http.MethodGet {
+		s.events(w, r)
+		return
+	}
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	result, err := s.call(r.Context(), call, r.Body)
+	if err != nil {
+		w.WriteHeader(http.StatusConflict)
+		json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+		return
+	}
+	json.NewEncoder(w).Encode(result)
+}
+
+func decodeInto(body io.Reader, v any) error {
+	return json.NewDecoder(io.LimitReader(body, 4<<20)).Decode(v)
+}
+
+func (s *HardwareServer) call(ctx context.Context, call string, body io.Reader) (any, error) {
+	m, wl := s.machine, s.workload
+	switch call {
+	case "name":
+		return m.Name(), nil
+	case "status":
+		return m.Status(), nil
+	case "userdata":
+		return m.UserData(), nil
+	case "persistent":
+		return m.Persistent(), nil
+	case "commit":
+		return nil, m.CommitSlot()
+	case "recovery-boot":
+		return nil, m.RequestRecoveryBoot()
+	case "reset":
+		return nil, m.Reset()
+	case "wipe":
+		return nil, m.WipeData()
+	case "write":
+		var a hwWrite
+		if err := decodeInto(body, &a); err != nil {
+			return nil, err
+		}
+		return nil, m.WriteImage(ctx, a.Slot, a.URL, a.SHA256)
+	case "activate":
+		var a hwActivate
+		if err := decodeInto(body, &a); err != nil {
+			return nil, err
+		}
+		return nil, m.ActivateSlot(a.Slot, a.Tries)
+	case "set-persistent":
+		var a hwPersistent
+		if err := decodeInto(body, &a); err != nil {
+			return nil, err
+		}
+		return nil, m.SetPersistent(a.Name, a.Content)
+	case "record":
+		var a hwRecord
+		if err := decodeInto(body, &a); err != nil {
+			return nil, err
+		}
+		m.Record(a.Kind, a.Reason, a.Message, a.Data)
+		return nil, nil
+	case "by-endpoint":
+		var hostPort string
+		if err := decodeInto(body, &hostPort); err != nil {
+			return nil, err
+		}
+		name, ok := wl.ByEndpoint(hostPort)
+		return hwEndpoint{Cluster: name, Found: ok}, nil
+	case "join-control-plane":
+		var a hwJoin
+		if err := decodeInto(body, &a); err != nil {
+			return nil, err
+		}
+		cca, err := a.ClusterCA.ca()
+		if err != nil {
+			return nil, err
+		}
+		eca, err := a.EtcdCA.ca()
+		if err != nil {
+			return nil, err
+		}
+		return nil, wl.JoinControlPlane(ctx, a.Cluster, a.Node, a.Version, cca, eca)
+	case "init-objects":
+		var a hwInit
+		if err := decodeInto(body, &a); err != nil {
+			return nil, err
+		}
+		return nil, wl.InitObjects(ctx, a.Cluster, a.Version, a.ClusterConfiguration)
+	case "set-node":
+		var a hwSetNode
+		if err := decodeInto(body, &a); err != nil {
+			return nil, err
+		}
+		return nil, wl.SetNode(ctx, a.Cluster, a.Node)
+	case "node-ready":
+		var a hwNode
+		if err := decodeInto(body, &a); err != nil {
+			return nil, err
+		}
+		ready, msg, err := wl.NodeReady(ctx, a.Cluster, a.Name)
+		return hwReady{Ready: ready, Message: msg}, err
+	}
+	return nil, fmt.Errorf("unknown hardware call %q", call)
+}
+
+// events streams this host's lab events as JSON lines until the client goes.
+func (s *HardwareServer) events(w http.ResponseWriter, r *http.Request) {
+	events, cancel := s.subscribe()
+	defer cancel()
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	name := s.machine.Name()
+	enc := json.NewEncoder(w)
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case e, ok := <-events:
+			if !ok {
+				return
+			}
+			if e.Host != name {
+				continue
+			}
+			if enc.Encode(e) != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+	}
+}
+
+// Remote is the client side: a Machine and a Workload over the channel.
+type Remote struct {
+	base   string
+	client *http.Client
+	name   string
+}
+
+var (
+	_ Machine  = (*Remote)(nil)
+	_ Workload = (*Remote)(nil)
+)
+
+// Dial connects to a HardwareServer at base (https://host:port).
+func Dial(ctx context.Context, base string, client *http.Client) (*Remote, error) {
+	r := &Remote{base: strings.TrimSuffix(base, "/"), client: client}
+	if err := r.do(ctx, "name", nil, &r.name); err != nil {
+		return nil, fmt.Errorf("hardware channel %s: %w", base, err)
+	}
+	return r, nil
+}
+
+var errRemote = errors.New("hardware call failed")
+
+func (r *Remote) do(ctx context.Context, call string, in, out any) error {
+	var body io.Reader = http.NoBody
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+"/hw/"+call, body)
+	if err != nil {
+		return err
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error string }
+		json.NewDecoder(resp.Body).Decode(&e)
+		return fmt.Errorf("%w: %s: %s", errRemote, call, e.Error)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// Events streams the host's lab events until ctx ends.
+func (r *Remote) Events(ctx context.Context) (<-chan lab.Event, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/hw/events", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan lab.Event)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			var e lab.Event
+			if json.Unmarshal(sc.Bytes(), &e) != nil {
+				continue
+			}
+			select {
+			case out <- e:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (r *Remote) bg() context.Context { return context.Background() }
+
+// Name implements Machine.
+func (r *Remote) Name() string { return r.name }
+
+// Status implements Machine.
+func (r *Remote) Status() lab.HostStatus {
+	var s lab.HostStatus
+	_ = r.do(r.bg(), "status", nil, &s)
+	return s
+}
+
+// UserData implements Machine.
+func (r *Remote) UserData() []byte {
+	var d []byte
+	_ = r.do(r.bg(), "userdata", nil, &d)
+	return d
+}
+
+// WriteImage implements Machine.
+func (r *Remote) WriteImage(ctx context.Context, slot disk.SlotName, url, sha256 string) error {
+	return r.do(ctx, "write", hwWrite{Slot: slot, URL: url, SHA256: sha256}, nil)
+}
+
+// ActivateSlot implements Machine.
+func (r *Remote) ActivateSlot(slot disk.SlotName, tries int) error {
+	return r.do(r.bg(), "activate", hwActivate{Slot: slot, Tries: tries}, nil)
+}
+
+// CommitSlot implements Machine.
+func (r *Remote) CommitSlot() error { return r.do(r.bg(), "commit", nil, nil) }
+
+// RequestRecoveryBoot implements Machine.
+func (r *Remote) RequestRecoveryBoot() error { return r.do(r.bg(), "recovery-boot", nil, nil) }
+
+// Reset implements Machine.
+func (r *Remote) Reset() error { return r.do(r.bg(), "reset", nil, nil) }
+
+// WipeData implements Machine.
+func (r *Remote) WipeData() error { return r.do(r.bg(), "wipe", nil, nil) }
+
+// SetPersistent implements Machine.
+func (r *Remote) SetPersistent(name, content string) error {
+	return r.do(r.bg(), "set-persistent", hwPersistent{Name: name, Content: content}, nil)
+}
+
+// Persistent implements Machine.
+func (r *Remote) Persistent() map[string]string {
+	p := map[string]string{}
+	_ = r.do(r.bg(), "persistent", nil, &p)
+	return p
+}
+
+// Record implements Machine.
+func (r *Remote) Record(kind lab.EventKind, reason, message string, data map[string]string) {
+	_ = r.do(r.bg(), "record", hwRecord{Kind: kind, Reason: reason, Message: message, Data: data}, nil)
+}
+
+// ByEndpoint implements Workload.
+func (r *Remote) ByEndpoint(hostPort string) (string, bool) {
+	var e hwEndpoint
+	if r.do(r.bg(), "by-endpoint", hostPort, &e) != nil {
+		return "", false
+	}
+	return e.Cluster, e.Found
+}
+
+// JoinControlPlane implements Workload.
+func (r *Remote) JoinControlPlane(ctx context.Context, cluster, node, version string, clusterCA, etcdCA workload.CA) error {
+	return r.do(ctx, "join-control-plane", hwJoin{Cluster: cluster, Node: node, Version: version, ClusterCA: toPEM(clusterCA), EtcdCA: toPEM(etcdCA)}, nil)
+}
+
+// InitObjects implements Workload.
+func (r *Remote) InitObjects(ctx context.Context, cluster, version, clusterConfiguration string) error {
+	return r.do(ctx, "init-objects", hwInit{Cluster: cluster, Version: version, ClusterConfiguration: clusterConfiguration}, nil)
+}
+
+// SetNode implements Workload.
+func (r *Remote) SetNode(ctx context.Context, cluster string, n workload.NodeInfo) error {
+	return r.do(ctx, "set-node", hwSetNode{Cluster: cluster, Node: n}, nil)
+}
+
+// NodeReady implements Workload.
+func (r *Remote) NodeReady(ctx context.Context, cluster, name string) (bool, string, error) {
+	var res hwReady
+	err := r.do(ctx, "node-ready", hwNode{Cluster: cluster, Name: name}, &res)
+	return res.Ready, res.Message, err
+}
