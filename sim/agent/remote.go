@@ -69,7 +69,7 @@ type (
 		Cluster string
 		Node    workload.NodeInfo
 	}
-	hwNode struct{ Cluster, Name string }
+	hwNode  struct{ Cluster, Name string }
 	hwReady struct {
 		Ready   bool
 		Message string
