@@ -63,6 +63,20 @@ func TestCABPKBootstrapDataJoinsTheWorkloadCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	for _, crd := range crds {
+		waitFor(t, ctx, "CRD "+crd.Name+" established", func() (bool, string) {
+			got := &apiextensionsv1.CustomResourceDefinition{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
+				return false, err.Error()
+			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprint(got.Status.Conditions)
+		})
+	}
 
 	def, err := lab.Load("../../fixtures/labs/single-node.yaml")
 	if err != nil {
@@ -101,9 +115,11 @@ func TestCABPKBootstrapDataJoinsTheWorkloadCluster(t *testing.T) {
 	infraCluster.SetNamespace(ns.Name)
 	infraCluster.SetName("wl")
 	unstructured.SetNestedMap(infraCluster.Object, map[string]any{"host": ep.Host, "port": int64(ep.Port)}, "spec", "controlPlaneEndpoint")
-	if err := c.Create(ctx, infraCluster); err != nil {
-		t.Fatal(err)
-	}
+	// The client learns new kinds from discovery, which can lag the CRD.
+	waitFor(t, ctx, "the API server to serve TestInfraCluster", func() (bool, string) {
+		err := c.Create(ctx, infraCluster)
+		return err == nil, fmt.Sprint(err)
+	})
 	unstructured.SetNestedField(infraCluster.Object, true, "status", "initialization", "provisioned")
 	if err := c.Status().Update(ctx, infraCluster); err != nil {
 		t.Fatal(err)
