@@ -86,6 +86,7 @@ var (
 	ErrPowerLost  = errors.New("power was lost")
 	ErrMediaBusy  = errors.New("virtual media is already inserted")
 	ErrNoMedia    = errors.New("no virtual media is inserted")
+	ErrLabDown    = errors.New("the lab is down")
 )
 
 // Host is one simulated server. Its methods are what a BMC and an OS agent
@@ -112,6 +113,9 @@ type Host struct {
 	cancelCycle context.CancelFunc
 	// powerChanged is closed (and replaced) at every power change.
 	powerChanged chan struct{}
+	// detached is set when the lab goes down: from then on nothing of this
+	// host is written, whatever goroutine still acts on it.
+	detached bool
 }
 
 func newHost(l *Lab, spec HostSpec) (*Host, error) {
@@ -142,6 +146,14 @@ func newHost(l *Lab, spec HostSpec) (*Host, error) {
 	return h, h.saveLocked()
 }
 
+// detach stops every write of the host's state; Lab.Down calls it.
+func (h *Host) detach() {
+	h.mu.Lock()
+	h.detached = true
+	h.cancelCycle()
+	h.mu.Unlock()
+}
+
 // Name is the host's name.
 func (h *Host) Name() string { return h.spec.Name }
 
@@ -170,6 +182,9 @@ func (h *Host) statusLocked() HostStatus {
 
 // saveLocked persists the host and mirrors it into the domain's metadata.
 func (h *Host) saveLocked() error {
+	if h.detached {
+		return ErrLabDown
+	}
 	s := h.statusLocked()
 	_ = h.lab.backend.SetMetadata(h.spec.Name, metadataXML(h.lab.def.Spec.Name, s))
 	return statefile.Write(filepath.Join(h.dir, "host.json"), s)

@@ -221,6 +221,7 @@ func (l *Lab) Down() error {
 			if err := h.PowerOff(); err != nil {
 				errs = append(errs, err)
 			}
+			h.detach()
 			if err := l.backend.Undefine(h.spec.Name); err != nil {
 				errs = append(errs, err)
 			}

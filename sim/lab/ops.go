@@ -113,13 +113,14 @@ func (h *Host) WriteImage(ctx context.Context, slot disk.SlotName, url, wantSHA2
 		h.mu.Unlock()
 		return err
 	}
-	if err := os.WriteFile(h.slotFile(slot), payload, 0o644); err != nil {
-		return fmt.Errorf("host %s: write slot %s: %w", h.spec.Name, slot, err)
-	}
 	h.mu.Lock()
-	if h.cycle != cycle {
+	if h.cycle != cycle || h.detached {
 		h.mu.Unlock()
 		return fmt.Errorf("host %s: write slot %s: %w", h.spec.Name, slot, ErrPowerLost)
+	}
+	if err := os.WriteFile(h.slotFile(slot), payload, 0o644); err != nil {
+		h.mu.Unlock()
+		return fmt.Errorf("host %s: write slot %s: %w", h.spec.Name, slot, err)
 	}
 	err = h.disk.FinishWrite(slot)
 	h.saveLocked()
