@@ -25,7 +25,6 @@ import (
 
 	"github.com/upgradelab/upgradelab/sim/agent"
 	"github.com/upgradelab/upgradelab/sim/disk"
-	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/labtest"
 	"github.com/upgradelab/upgradelab/sim/pki"
 	"github.com/upgradelab/upgradelab/sim/workload"
@@ -55,24 +54,8 @@ func TestAgentBinaryJoinsTheWorkloadCluster(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
-	def, err := lab.Load("../../fixtures/labs/single-node.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := lab.Up(ctx, def, lab.Options{StateDir: filepath.Join(dir, "lab")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Down()
-	clusters, err := workload.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer clusters.Stop(context.Background())
-	ep, err := clusters.Create(ctx, "default/wl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := labtest.Up(t, "single-node", 0)
+	clusters, ep := labtest.Workload(t, "default/wl")
 	host, _ := l.Host("node-0")
 
 	// The lab side of the channel, mutual TLS with the lab CA.

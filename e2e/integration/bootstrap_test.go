@@ -19,9 +19,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/sim/agent"
 	"github.com/upgradelab/upgradelab/sim/disk"
-	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/labtest"
-	"github.com/upgradelab/upgradelab/sim/workload"
 )
 
 func waitFor(t *testing.T, ctx context.Context, what string, cond func() (bool, string)) {
@@ -78,20 +76,8 @@ func TestCABPKBootstrapDataJoinsTheWorkloadCluster(t *testing.T) {
 		})
 	}
 
-	def, err := lab.Load("../../fixtures/labs/single-node.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := lab.Up(ctx, def, lab.Options{StateDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Down()
-	clusters, err := workload.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer clusters.Stop(context.Background())
+	l := labtest.Up(t, "single-node", 0)
+	clusters, ep := labtest.Workload(t, "default/wl")
 	host, _ := l.Host("node-0")
 	hostAgent := agent.New(host, clusters, 0, agent.DefaultTiming)
 	agentEvents, stopEvents := l.Subscribe()
@@ -102,10 +88,6 @@ func TestCABPKBootstrapDataJoinsTheWorkloadCluster(t *testing.T) {
 
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bootstrap-"}}
 	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	ep, err := clusters.Create(ctx, ns.Name+"/wl")
-	if err != nil {
 		t.Fatal(err)
 	}
 

@@ -128,30 +128,36 @@ func loadWebhookConfigs(capiDir string, m managerSpec, ep webhookEndpoint) ([]cl
 		if err := yaml.Unmarshal(doc, &meta); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+		// Both kinds hold webhooks with a clientConfig to point at the manager.
+		var obj client.Object
+		var configs []*admissionv1.WebhookClientConfig
 		switch meta.Kind {
 		case "MutatingWebhookConfiguration":
 			c := &admissionv1.MutatingWebhookConfiguration{}
 			if err := yaml.UnmarshalStrict(doc, c); err != nil {
 				return nil, fmt.Errorf("%s: %w", path, err)
 			}
-			c.Name = m.name + "-" + c.Name
 			for i := range c.Webhooks {
-				c.Webhooks[i].ClientConfig = pointAt(c.Webhooks[i].ClientConfig, ep)
+				configs = append(configs, &c.Webhooks[i].ClientConfig)
 			}
-			objs = append(objs, c)
+			obj = c
 		case "ValidatingWebhookConfiguration":
 			c := &admissionv1.ValidatingWebhookConfiguration{}
 			if err := yaml.UnmarshalStrict(doc, c); err != nil {
 				return nil, fmt.Errorf("%s: %w", path, err)
 			}
-			c.Name = m.name + "-" + c.Name
 			for i := range c.Webhooks {
-				c.Webhooks[i].ClientConfig = pointAt(c.Webhooks[i].ClientConfig, ep)
+				configs = append(configs, &c.Webhooks[i].ClientConfig)
 			}
-			objs = append(objs, c)
+			obj = c
 		default:
 			return nil, fmt.Errorf("%s: unexpected kind %q", path, meta.Kind)
 		}
+		obj.SetName(m.name + "-" + obj.GetName())
+		for _, cc := range configs {
+			*cc = pointAt(*cc, ep)
+		}
+		objs = append(objs, obj)
 	}
 	return objs, nil
 }

@@ -43,24 +43,8 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	def, err := lab.Load("../../fixtures/labs/single-node.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := lab.Up(ctx, def, lab.Options{StateDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Down() })
-	clusters, err := workload.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { clusters.Stop(context.Background()) })
-	ep, err := clusters.Create(ctx, "default/wl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := labtest.Up(t, "single-node", 0)
+	clusters, ep := labtest.Workload(t, "default/wl")
 	h, _ := l.Host("node-0")
 	a := New(h, clusters, 0, DefaultTiming)
 	agentEvents, stop := l.Subscribe()

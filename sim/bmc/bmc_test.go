@@ -2,7 +2,6 @@ package bmc
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"io"
@@ -30,15 +29,8 @@ type fixture struct {
 
 func newFixture(t testing.TB, scale timescale.Scale) *fixture {
 	t.Helper()
-	def, err := lab.Load("../../fixtures/labs/single-node.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := lab.Up(context.Background(), def, lab.Options{StateDir: t.TempDir(), Scale: scale})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Down() })
+	l := labtest.Up(t, "single-node", scale)
+	def := l.Definition()
 	h, _ := l.Host("node-0")
 	ca, err := pki.NewCA("test lab CA")
 	if err != nil {

@@ -6,11 +6,14 @@ package labtest
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/timescale"
+	"github.com/upgradelab/upgradelab/sim/workload"
 )
 
 // DeployImage is the deploy ramdisk of the shipped catalog.
@@ -78,4 +81,37 @@ func Provision(t testing.TB, l *lab.Lab, h *lab.Host, events <-chan lab.Event, i
 	if err := h.Reset(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Up brings up a shipped lab (fixtures/labs/NAME.yaml, found from the
+// test's package folder two levels below the repository root) in a
+// temporary state folder, and takes it down when the test ends.
+func Up(t testing.TB, name string, scale timescale.Scale) *lab.Lab {
+	t.Helper()
+	def, err := lab.Load(filepath.Join("..", "..", "fixtures", "labs", name+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lab.Up(context.Background(), def, lab.Options{StateDir: t.TempDir(), Scale: scale})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Down() })
+	return l
+}
+
+// Workload starts workload clusters and creates one named cluster, stopped
+// when the test ends.
+func Workload(t testing.TB, cluster string) (*workload.Clusters, workload.Endpoint) {
+	t.Helper()
+	clusters, err := workload.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { clusters.Stop(context.Background()) })
+	ep, err := clusters.Create(context.Background(), cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clusters, ep
 }
