@@ -2,7 +2,6 @@ package bmc
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/nic"
@@ -52,14 +51,18 @@ func (b *BMC) findPort(w http.ResponseWriter, r *http.Request) (nic.Port, *lab.P
 	return nic.Port{}, nil, false
 }
 
-func (b *BMC) getNetworkAdapters(w http.ResponseWriter, _ *http.Request) {
+// portCollection is a collection with one member per NIC port under base.
+func (b *BMC) portCollection(base, odataType, name string) map[string]any {
 	ports, _ := b.ports()
-	base := chassisPath + b.host.Name() + "/NetworkAdapters/"
-	var members []string
+	members := make([]string, 0, len(ports))
 	for _, p := range ports {
-		members = append(members, base+p.Name)
+		members = append(members, base+"/"+p.Name)
 	}
-	writeJSON(w, http.StatusOK, collection(strings.TrimSuffix(base, "/"), "#NetworkAdapterCollection.NetworkAdapterCollection", "Network Adapters", members...))
+	return collection(base, odataType, name, members...)
+}
+
+func (b *BMC) getNetworkAdapters(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, b.portCollection(chassisPath+b.host.Name()+"/NetworkAdapters", "#NetworkAdapterCollection.NetworkAdapterCollection", "Network Adapters"))
 }
 
 func (b *BMC) getNetworkAdapter(w http.ResponseWriter, r *http.Request) {
@@ -90,13 +93,7 @@ func (b *BMC) getNetworkAdapter(w http.ResponseWriter, r *http.Request) {
 }
 
 func (b *BMC) getEthernetInterfaces(w http.ResponseWriter, _ *http.Request) {
-	ports, _ := b.ports()
-	base := b.systemPath() + "/EthernetInterfaces/"
-	var members []string
-	for _, p := range ports {
-		members = append(members, base+p.Name)
-	}
-	writeJSON(w, http.StatusOK, collection(strings.TrimSuffix(base, "/"), "#EthernetInterfaceCollection.EthernetInterfaceCollection", "Ethernet Interfaces", members...))
+	writeJSON(w, http.StatusOK, b.portCollection(b.systemPath()+"/EthernetInterfaces", "#EthernetInterfaceCollection.EthernetInterfaceCollection", "Ethernet Interfaces"))
 }
 
 func (b *BMC) getEthernetInterface(w http.ResponseWriter, r *http.Request) {
