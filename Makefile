@@ -61,6 +61,7 @@ fuzz: deps
 	go test -run '^$$' -fuzz FuzzParseCatalog -fuzztime $(FUZZTIME) ./sim/image/
 	go test -run '^$$' -fuzz FuzzParseRules -fuzztime $(FUZZTIME) ./sim/nic/
 	go test -run '^$$' -fuzz FuzzRedfishRequests -fuzztime $(FUZZTIME) ./sim/bmc/
+	go test -run '^$$' -fuzz FuzzParseBootstrap -fuzztime $(FUZZTIME) ./sim/agent/
 
 clean-cache:
 	rm -rf $(UPGRADELAB_CACHE)
