@@ -49,6 +49,7 @@ type Workload interface {
 	JoinControlPlane(ctx context.Context, cluster, node, version string, clusterCA, etcdCA workload.CA) error
 	InitObjects(ctx context.Context, cluster, version, clusterConfiguration string) error
 	SetNode(ctx context.Context, cluster string, n workload.NodeInfo) error
+	SetNodeNotReady(ctx context.Context, cluster, name, reason string) error
 	NodeReady(ctx context.Context, cluster, name string) (bool, string, error)
 }
 
@@ -261,23 +262,9 @@ func (a *Agent) poweredOff(ctx context.Context, boot int) {
 	if a.scale.Sleep(ctx, a.timing.NodeGracePeriod) != nil || !a.current(boot) {
 		return
 	}
-	status := a.host.Status()
-	if err := a.clusters.SetNode(ctx, cluster, workload.NodeInfo{
-		Name: b.NodeName, ProviderID: b.ProviderID, ControlPlane: b.Action != JoinWorker, Labels: b.Labels,
-		KubeletVersion: nodeVersion(status), Ready: false, NotReadyReason: "Kubelet stopped posting node status.",
-	}); err == nil {
+	if err := a.clusters.SetNodeNotReady(ctx, cluster, b.NodeName, "Kubelet stopped posting node status."); err == nil {
 		a.record("NodeNotReady", "node "+b.NodeName+": the host is off")
 	}
-}
-
-func nodeVersion(s lab.HostStatus) string {
-	if s.OS != nil {
-		return s.OS.Image.KubernetesVersion
-	}
-	if slot := s.Disk.Slots[s.Disk.Booted]; slot != nil {
-		return slot.Image
-	}
-	return ""
 }
 
 // Health is the result of the post-boot health check.

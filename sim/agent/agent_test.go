@@ -262,6 +262,9 @@ func TestPoweredOffNodeGoesNotReadyAfterTheGracePeriod(t *testing.T) {
 	if nodeReadyOf(node.Status.Conditions) {
 		t.Fatal("the node is still Ready after the grace period with the host off")
 	}
+	if node.Status.NodeInfo.KubeletVersion != "v1.35.3" {
+		t.Fatalf("a powered-off node lost what its kubelet last reported: kubelet %q", node.Status.NodeInfo.KubeletVersion)
+	}
 	// Back on: the kubelet reports Ready again.
 	w.host.PowerOn()
 	w.expect(t, "KubeletRunning")

@@ -69,8 +69,9 @@ type (
 		Cluster string
 		Node    workload.NodeInfo
 	}
-	hwNode  struct{ Cluster, Name string }
-	hwReady struct {
+	hwNode     struct{ Cluster, Name string }
+	hwNotReady struct{ Cluster, Name, Reason string }
+	hwReady    struct {
 		Ready   bool
 		Message string
 	}
@@ -190,6 +191,12 @@ func (s *HardwareServer) call(ctx context.Context, call string, body io.Reader) 
 			return nil, err
 		}
 		return nil, wl.SetNode(ctx, a.Cluster, a.Node)
+	case "set-node-not-ready":
+		var a hwNotReady
+		if err := decodeInto(body, &a); err != nil {
+			return nil, err
+		}
+		return nil, wl.SetNodeNotReady(ctx, a.Cluster, a.Name, a.Reason)
 	case "node-ready":
 		var a hwNode
 		if err := decodeInto(body, &a); err != nil {
@@ -397,6 +404,11 @@ func (r *Remote) InitObjects(ctx context.Context, cluster, version, clusterConfi
 // SetNode implements Workload.
 func (r *Remote) SetNode(ctx context.Context, cluster string, n workload.NodeInfo) error {
 	return r.do(ctx, "set-node", hwSetNode{Cluster: cluster, Node: n}, nil)
+}
+
+// SetNodeNotReady implements Workload.
+func (r *Remote) SetNodeNotReady(ctx context.Context, cluster, name, reason string) error {
+	return r.do(ctx, "set-node-not-ready", hwNotReady{Cluster: cluster, Name: name, Reason: reason}, nil)
 }
 
 // NodeReady implements Workload.

@@ -3,6 +3,8 @@ package bmc
 import (
 	"net/http"
 	"net/url"
+
+	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 func (b *BMC) getManagers(w http.ResponseWriter, _ *http.Request) {
@@ -49,7 +51,7 @@ func (b *BMC) postManagerReset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-	go b.Unreachable(b.cfg.Scale.Real(secondsOf(30)))
+	go b.Unreachable(b.cfg.Scale.Real(timescale.Seconds(30)))
 }
 
 func (b *BMC) getVirtualMediaCollection(w http.ResponseWriter, _ *http.Request) {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // Firmware inventory ids: the system firmware, the BMC's own, and one NVM
@@ -35,8 +37,6 @@ type task struct {
 	Item, Image        string
 	ApplyTime          string
 }
-
-func secondsOf(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 func (b *BMC) getUpdateService(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -197,7 +197,7 @@ func (b *BMC) run(t *task) {
 	case strings.HasPrefix(t.Item, itemNICPrefix):
 		port := strings.TrimPrefix(t.Item, itemNICPrefix)
 		img := b.cfg.NVMImages[t.Image]
-		stop := b.progress(t, secondsOf(img.FlashSeconds))
+		stop := b.progress(t, timescale.Seconds(img.FlashSeconds))
 		err := b.host.FlashNVM(ctx, port, t.Image)
 		stop()
 		if err != nil {
@@ -219,8 +219,8 @@ func (b *BMC) run(t *task) {
 		// System firmware is written by the BMC and takes effect in the
 		// POST that follows: Immediate resets the server now, OnReset came
 		// here from a reset the user asked for.
-		stop := b.progress(t, secondsOf(60))
-		err := b.cfg.Scale.Sleep(ctx, secondsOf(60))
+		stop := b.progress(t, timescale.Seconds(60))
+		err := b.cfg.Scale.Sleep(ctx, timescale.Seconds(60))
 		stop()
 		if err == nil && t.ApplyTime == "Immediate" {
 			err = b.host.Reset()
@@ -235,7 +235,7 @@ func (b *BMC) run(t *task) {
 		b.setTask(t, taskCompleted, 100, "BIOS updated to "+strings.TrimPrefix(t.Image, "bios-")+".")
 	case t.Item == itemBMC:
 		// The BMC reboots into its new firmware: unreachable meanwhile.
-		down := b.cfg.Scale.Real(secondsOf(b.cfg.BMCUpdateSeconds))
+		down := b.cfg.Scale.Real(timescale.Seconds(b.cfg.BMCUpdateSeconds))
 		b.setTask(t, taskRunning, 50, "The BMC is rebooting into "+t.Image+".")
 		b.Unreachable(down)
 		time.Sleep(down)

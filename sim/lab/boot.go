@@ -12,13 +12,14 @@ import (
 
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/image"
+	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // boot is the firmware and bootloader of one power cycle: POST, then each
 // boot device in turn (the override first), then the OS comes up.
 func (h *Host) boot(ctx context.Context) {
 	timing := h.lab.def.Spec.Timing
-	if h.lab.scale.Sleep(ctx, secondsOf(timing.PostSeconds)) != nil {
+	if h.lab.scale.Sleep(ctx, timescale.Seconds(timing.PostSeconds)) != nil {
 		return
 	}
 	h.mu.Lock()
@@ -34,7 +35,7 @@ func (h *Host) boot(ctx context.Context) {
 			h.emit(EventBoot, "BootDeviceFailed", fmt.Sprintf("%s: %v", target, err), map[string]string{"target": string(target)})
 			continue
 		}
-		if h.lab.scale.Sleep(ctx, secondsOf(timing.BootSeconds)) != nil {
+		if h.lab.scale.Sleep(ctx, timescale.Seconds(timing.BootSeconds)) != nil {
 			return
 		}
 		h.osUp(ctx, target, running)

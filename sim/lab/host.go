@@ -13,6 +13,7 @@ import (
 	"github.com/upgradelab/upgradelab/sim/image"
 	"github.com/upgradelab/upgradelab/sim/nic"
 	"github.com/upgradelab/upgradelab/sim/statefile"
+	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // Phase is where a host is in its power and boot cycle.
@@ -246,7 +247,7 @@ func (h *Host) Shutdown(ctx context.Context) error {
 	running := h.phase == PhaseRunning
 	h.mu.Unlock()
 	if running {
-		if err := h.lab.scale.Sleep(ctx, secondsOf(h.lab.def.Spec.Timing.ShutdownSeconds)); err != nil {
+		if err := h.lab.scale.Sleep(ctx, timescale.Seconds(h.lab.def.Spec.Timing.ShutdownSeconds)); err != nil {
 			return err
 		}
 	}
@@ -325,5 +326,3 @@ func (h *Host) poweredOff(reason string) {
 		h.emit(EventDisk, "WriteInterrupted", "power lost while writing "+c, nil)
 	}
 }
-
-func secondsOf(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

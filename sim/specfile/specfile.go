@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strings"
 
@@ -28,15 +27,6 @@ func Decode(name string, data []byte, v any) error {
 		return fmt.Errorf("%s: %s", name, tidy(err))
 	}
 	return nil
-}
-
-// DecodeFile reads and decodes the file at path.
-func DecodeFile(path string, v any) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	return Decode(path, data, v)
 }
 
 var notFound = regexp.MustCompile(`field (\S+) not found in type \S+`)

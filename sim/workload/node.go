@@ -81,6 +81,27 @@ func nodeConditions(n NodeInfo) []corev1.NodeCondition {
 	}
 }
 
+// SetNodeNotReady marks a Node NotReady with reason and keeps everything
+// else its kubelet last reported, as the node lifecycle controller does
+// when a kubelet stops posting status.
+func (c *Clusters) SetNodeNotReady(ctx context.Context, cluster, name, reason string) error {
+	cl := c.client(cluster)
+	node := &corev1.Node{}
+	if err := cl.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		return fmt.Errorf("workload cluster %s: node %s: %w", cluster, name, err)
+	}
+	now := metav1.Now()
+	for i := range node.Status.Conditions {
+		if c := &node.Status.Conditions[i]; c.Type == corev1.NodeReady {
+			c.Status, c.Reason, c.Message, c.LastTransitionTime = corev1.ConditionUnknown, "NodeStatusUnknown", reason, now
+		}
+	}
+	if err := cl.Update(ctx, node); err != nil {
+		return fmt.Errorf("workload cluster %s: node %s: %w", cluster, name, err)
+	}
+	return nil
+}
+
 // staticPod is one kubeadm static pod of a control-plane node.
 func staticPod(component, node, version string) *corev1.Pod {
 	return &corev1.Pod{
