@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,7 +233,14 @@ func TestCABPKBootstrapDataJoinsTheWorkloadCluster(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return !nodeReady(node), fmt.Sprintf("%+v", node.Status.Conditions)
+		// NotReady because the booted driver found the port down, not
+		// merely because the host was off during the reset.
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "link down") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", node.Status.Conditions)
 	})
 	if h, err := hostAgent.CheckHealth(ctx); err != nil || h.Healthy {
 		t.Fatalf("health with the NIC down: %+v %v; want a failure", h, err)
