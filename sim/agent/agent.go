@@ -31,12 +31,14 @@ type Machine interface {
 	Name() string
 	Status() lab.HostStatus
 	UserData() []byte
+	WriteUserData(data []byte) error
 	WriteImage(ctx context.Context, slot disk.SlotName, url, sha256 string) error
 	ActivateSlot(slot disk.SlotName, tries int) error
 	CommitSlot() error
 	RequestRecoveryBoot() error
 	Reset() error
 	WipeData() error
+	EraseDisk() error
 	SetPersistent(name, content string) error
 	Persistent() map[string]string
 	Record(kind lab.EventKind, reason, message string, data map[string]string)
@@ -68,6 +70,10 @@ type Agent struct {
 	boot int
 	// resetPending is set by a reset request: the next recovery boot wipes.
 	resetPending bool
+	// prov is how the agent reaches its provisioner, apiURL where its own
+	// API answers (reported to the provisioner).
+	prov   Provisioner
+	apiURL string
 }
 
 // New makes the agent of host; Run starts it.
@@ -122,10 +128,15 @@ func (a *Agent) booted(ctx context.Context, boot int) {
 	status := a.host.Status()
 	if status.OS != nil && status.OS.Source == lab.FromRecovery {
 		a.recovered()
+		a.register(ctx, boot, status.OS)
+		return
+	}
+	if isDeployRamdisk(status.OS) {
+		a.deployRamdisk(ctx, boot, status.OS)
 		return
 	}
 	if status.OS == nil || status.OS.Source != lab.FromDiskSlot {
-		return // deploy media runs no kubelet
+		return // other media runs no kubelet
 	}
 	a.mu.Lock()
 	joined := a.joined
@@ -156,8 +167,9 @@ func (a *Agent) booted(ctx context.Context, boot int) {
 }
 
 // recovered is the recovery OS: after a reset request it wipes the
-// persistent and OEM partitions and the config drive, and the host forgets
-// the node it was; the provider reinstalls and re-registers it.
+// persistent and OEM partitions and the config drive and reinstalls
+// (erases both slots), and the host forgets the node it was; it then
+// registers anew when it belongs to a registration pool.
 func (a *Agent) recovered() {
 	a.mu.Lock()
 	pending := a.resetPending

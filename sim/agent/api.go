@@ -49,6 +49,9 @@ func ServeAPI(a *Agent, cert tls.Certificate, clientCAs *x509.CertPool, addr str
 	mux.HandleFunc("POST /v1/activate", api.activate)
 	mux.HandleFunc("POST /v1/health", api.health)
 	mux.HandleFunc("POST /v1/reset", api.reset)
+	mux.HandleFunc("PUT /v1/configdrive", api.putConfigDrive)
+	mux.HandleFunc("POST /v1/clean", api.clean)
+	mux.HandleFunc("POST /v1/reboot", api.reboot)
 	mux.HandleFunc("GET /v1/persistent", api.getPersistent)
 	mux.HandleFunc("PUT /v1/persistent/{name}", api.putPersistent)
 	api.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -57,6 +60,9 @@ func ServeAPI(a *Agent, cert tls.Certificate, clientCAs *x509.CertPool, addr str
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
 	})
 	go api.srv.Serve(tl)
+	a.mu.Lock()
+	a.apiURL = api.URL()
+	a.mu.Unlock()
 	return api, nil
 }
 
@@ -199,4 +205,36 @@ func (api *API) putPersistent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// putConfigDrive writes the OS's user data (the body) onto the config
+// drive, as Ironic's agent writes the config drive partition.
+func (api *API) putConfigDrive(w http.ResponseWriter, r *http.Request) {
+	data, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		replyErr(w, err)
+		return
+	}
+	if err := api.agent.host.WriteUserData(data); err != nil {
+		replyErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// clean is metadata cleaning from a deploy ramdisk (lab.Host.EraseDisk).
+func (api *API) clean(w http.ResponseWriter, _ *http.Request) {
+	if err := api.agent.host.EraseDisk(); err != nil {
+		replyErr(w, err)
+		return
+	}
+	api.agent.record("DiskCleaned", "metadata cleaning erased the disk")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// reboot restarts the host from its OS, the way a host without a BMC (or
+// an Elemental system agent) reboots.
+func (api *API) reboot(w http.ResponseWriter, _ *http.Request) {
+	go func() { _ = api.agent.host.Reset() }()
+	reply(w, http.StatusAccepted, map[string]string{"status": "rebooting"})
 }

@@ -133,6 +133,14 @@ func (s *HardwareServer) call(ctx context.Context, call string, body io.Reader) 
 		return nil, m.Reset()
 	case "wipe":
 		return nil, m.WipeData()
+	case "erase":
+		return nil, m.EraseDisk()
+	case "write-userdata":
+		var d []byte
+		if err := decodeInto(body, &d); err != nil {
+			return nil, err
+		}
+		return nil, m.WriteUserData(d)
 	case "write":
 		var a hwWrite
 		if err := decodeInto(body, &a); err != nil {
@@ -364,6 +372,14 @@ func (r *Remote) Reset() error { return r.do(r.bg(), "reset", nil, nil) }
 
 // WipeData implements Machine.
 func (r *Remote) WipeData() error { return r.do(r.bg(), "wipe", nil, nil) }
+
+// EraseDisk implements Machine.
+func (r *Remote) EraseDisk() error { return r.do(r.bg(), "erase", nil, nil) }
+
+// WriteUserData implements Machine.
+func (r *Remote) WriteUserData(data []byte) error {
+	return r.do(r.bg(), "write-userdata", data, nil)
+}
 
 // SetPersistent implements Machine.
 func (r *Remote) SetPersistent(name, content string) error {

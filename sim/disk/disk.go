@@ -256,13 +256,17 @@ func (d *Disk) Commit() error {
 // Shutdown records that no OS runs from the disk any more.
 func (d *Disk) Shutdown() { d.Booted = "" }
 
-// Reset wipes what a reset-based reprovisioning wipes: the persistent and
-// OEM partitions and the config drive. Slots and recovery stay for the
-// reinstall to replace.
-func (d *Disk) Reset() {
+// Erase wipes everything but the recovery partition: both slots, the
+// persistent and OEM partitions and the config drive. A provisioner's
+// metadata cleaning and a reset's reinstall both leave this, so the next
+// owner of the host finds nothing of the last one.
+func (d *Disk) Erase() {
 	d.Persistent = map[string]string{}
 	d.OEM = map[string]string{}
 	d.ConfigDrive = nil
+	d.Slots = map[SlotName]*Slot{SlotA: {State: Empty}, SlotB: {State: Empty}}
+	d.Booted = ""
+	d.RecoveryOnce = false
 }
 
 // Save writes the disk to path atomically, so a harness killed mid-write

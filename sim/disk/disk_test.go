@@ -166,9 +166,16 @@ func TestPartitionsSurviveSlotSwitchAndResetWipesThem(t *testing.T) {
 	if d.Persistent["marker"] != "kept" || d.OEM["bmc-user"] != "oem" {
 		t.Fatalf("a slot switch lost data: persistent %v, oem %v", d.Persistent, d.OEM)
 	}
-	d.Reset()
-	if len(d.Persistent) != 0 || len(d.OEM) != 0 {
-		t.Fatalf("reset kept data: persistent %v, oem %v", d.Persistent, d.OEM)
+	d.ConfigDrive = []byte("#cloud-config")
+	d.Erase()
+	if len(d.Persistent) != 0 || len(d.OEM) != 0 || d.ConfigDrive != nil {
+		t.Fatalf("erase kept data: persistent %v, oem %v, config drive %q", d.Persistent, d.OEM, d.ConfigDrive)
+	}
+	if d.Slots[SlotA].State != Empty || d.Slots[SlotB].State != Empty || d.Recovery != "recovery-1" {
+		t.Fatalf("erase: slots %+v %+v, recovery %q; want both empty and recovery kept", d.Slots[SlotA], d.Slots[SlotB], d.Recovery)
+	}
+	if got := d.SelectBoot(); got.Source != FromRecovery {
+		t.Fatalf("an erased disk booted %+v, want recovery", got)
 	}
 }
 

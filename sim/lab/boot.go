@@ -115,7 +115,7 @@ func (h *Host) loadOS(ctx context.Context, target BootTarget) (*RunningOS, error
 		if err != nil {
 			return nil, fmt.Errorf("virtual media %s: %w", url, err)
 		}
-		return &RunningOS{Source: FromVirtualMedia, Image: m}, nil
+		return &RunningOS{Source: FromVirtualMedia, Image: m, Media: url}, nil
 	case BootPxe:
 		// The lab runs no DHCP/TFTP server: provisioning uses virtual media.
 		return nil, fmt.Errorf("PXE-E16: no valid offer received")

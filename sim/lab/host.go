@@ -53,12 +53,16 @@ const (
 
 // RunningOS is what booted: read from the bytes it booted from.
 type RunningOS struct {
-	Source   OSSource       `json:"source"`
-	Slot     disk.SlotName  `json:"slot,omitempty"`
-	Trial    bool           `json:"trial,omitempty"`
-	Image    image.Manifest `json:"image"`
-	Links    []PortLink     `json:"links"`
-	BootedAt time.Time      `json:"bootedAt"`
+	Source OSSource       `json:"source"`
+	Slot   disk.SlotName  `json:"slot,omitempty"`
+	Trial  bool           `json:"trial,omitempty"`
+	Image  image.Manifest `json:"image"`
+	// Media is the virtual media URL a FromVirtualMedia OS booted from; its
+	// query is what a kernel command line carries (a deploy ramdisk finds
+	// its provisioner there).
+	Media    string     `json:"media,omitempty"`
+	Links    []PortLink `json:"links"`
+	BootedAt time.Time  `json:"bootedAt"`
 }
 
 // PortLink is one port's link under the running OS's driver.

@@ -5,6 +5,7 @@ import (
 	"maps"
 
 	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/image"
 )
 
 // What the OS on a host (the agent) and a provisioner do to its disk
@@ -34,15 +35,28 @@ func (h *Host) RequestRecoveryBoot() error {
 	})
 }
 
-// WipeData wipes the persistent and OEM partitions and the config drive;
-// only an OS running from the recovery partition may, so a host that holds
-// a live workload is never wiped by mistake.
+// WipeData is a reset's wipe and reinstall: persistent and OEM
+// partitions, config drive and both slots (disk.Erase). Only an OS running
+// from the recovery partition may, so a host that holds a live workload is
+// never wiped by mistake.
 func (h *Host) WipeData() error {
-	return h.diskOp("DataWiped", "persistent, OEM and config drive wiped", func(d *disk.Disk) error {
+	return h.diskOp("DataWiped", "persistent, OEM, config drive and slots wiped for a reinstall", func(d *disk.Disk) error {
 		if h.os == nil || h.os.Source != FromRecovery {
 			return fmt.Errorf("wipe: only the recovery OS wipes data: %w", ErrNotRunning)
 		}
-		d.Reset()
+		d.Erase()
+		return nil
+	})
+}
+
+// EraseDisk is metadata cleaning (disk.Erase); only a deploy ramdisk
+// cleans, so a disk an installed OS runs from is never erased under it.
+func (h *Host) EraseDisk() error {
+	return h.diskOp("DiskErased", "slots, data partitions and config drive erased", func(d *disk.Disk) error {
+		if h.os == nil || h.os.Source != FromVirtualMedia || h.os.Image.Role != image.Deploy {
+			return fmt.Errorf("erase: only a deploy ramdisk erases the disk: %w", ErrNotRunning)
+		}
+		d.Erase()
 		return nil
 	})
 }
