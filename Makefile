@@ -18,7 +18,7 @@ RACE_PKGS := ./e2e/mgmt/... ./sim/...
 
 GO_TEST ?= go test
 
-.PHONY: all deps tools test e2e bench fuzz lint build clean-cache
+.PHONY: all deps tools test e2e bench fuzz lint build generate clean-cache
 
 all: build
 
@@ -28,6 +28,18 @@ deps:
 tools: deps
 	@KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) scripts/build-kube-binaries.sh >/dev/null
 	@scripts/build-capi-managers.sh >/dev/null
+
+# Regenerates the provider's deepcopy code, CRDs and webhook manifests, and
+# the BareMetalHost CRDs from the baremetal-operator API module (the
+# operator's own manifests are not in any served module). The results are
+# committed; `make test` does not need controller-gen.
+BAREMETAL := providers/baremetal
+generate:
+	@cg=$$(scripts/build-controller-gen.sh) && \
+	$$cg object paths=./$(BAREMETAL)/api/... && \
+	$$cg crd paths=./$(BAREMETAL)/api/... output:crd:dir=$(BAREMETAL)/config/crd/bases && \
+	$$cg webhook paths=./$(BAREMETAL)/webhooks/... output:webhook:dir=$(BAREMETAL)/config/webhook && \
+	$$cg crd:allowDangerousTypes=true paths=github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1 output:crd:dir=$(BAREMETAL)/config/metal3/bases
 
 build: deps
 	go build ./...

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -66,6 +67,9 @@ type Agent struct {
 	// joined is the node this host became, once kubeadm ran.
 	joined  *Bootstrap
 	cluster string
+	// joinedWith is the user data kubeadm ran with; other user data (the
+	// host was provisioned again) means a new node.
+	joinedWith []byte
 	// boot counts power cycles, so a late NotReady never hits a newer boot.
 	boot int
 	// resetPending is set by a reset request: the next recovery boot wipes.
@@ -138,11 +142,14 @@ func (a *Agent) booted(ctx context.Context, boot int) {
 	if status.OS == nil || status.OS.Source != lab.FromDiskSlot {
 		return // other media runs no kubelet
 	}
+	data := a.host.UserData()
 	a.mu.Lock()
+	if a.joined != nil && !bytes.Equal(a.joinedWith, data) {
+		a.joined, a.cluster, a.joinedWith = nil, "", nil
+	}
 	joined := a.joined
 	a.mu.Unlock()
 	if joined == nil {
-		data := a.host.UserData()
 		if len(data) == 0 {
 			a.record("NoBootstrapData", "no user data on the config drive: the OS runs without a kubelet")
 			return
@@ -152,7 +159,7 @@ func (a *Agent) booted(ctx context.Context, boot int) {
 			a.record("BootstrapFailed", err.Error())
 			return
 		}
-		if err := a.kubeadm(ctx, b, status); err != nil {
+		if err := a.kubeadm(ctx, b, status, data); err != nil {
 			a.record("KubeadmFailed", err.Error())
 			return
 		}
@@ -201,7 +208,7 @@ func (a *Agent) RequestReset() error {
 }
 
 // kubeadm performs a simulated kubeadm init or join.
-func (a *Agent) kubeadm(ctx context.Context, b *Bootstrap, status lab.HostStatus) error {
+func (a *Agent) kubeadm(ctx context.Context, b *Bootstrap, status lab.HostStatus, data []byte) error {
 	cluster, ok := a.clusters.ByEndpoint(b.Endpoint)
 	if !ok {
 		return fmt.Errorf("kubeadm %s: no API server answers at %s", b.Action, b.Endpoint)
@@ -226,7 +233,7 @@ func (a *Agent) kubeadm(ctx context.Context, b *Bootstrap, status lab.HostStatus
 		}
 	}
 	a.mu.Lock()
-	a.joined, a.cluster = b, cluster
+	a.joined, a.cluster, a.joinedWith = b, cluster, data
 	a.mu.Unlock()
 	return a.rejoin(ctx, b, status)
 }

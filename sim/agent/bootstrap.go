@@ -67,7 +67,7 @@ func ParseBootstrap(data []byte, hostname string) (*Bootstrap, error) {
 		}
 		files[f.Path] = content
 	}
-	b := &Bootstrap{NodeName: hostname, Labels: map[string]string{}}
+	b := &Bootstrap{NodeName: hostname, ProviderID: ProviderIDScheme + hostname, Labels: map[string]string{}}
 	var kubeadmFile string
 	switch {
 	case strings.Contains(commands(cc.RunCmd), "kubeadm init"):
@@ -186,6 +186,12 @@ func (b *Bootstrap) readNodeRegistration(reg map[string]any) {
 		}
 	}
 }
+
+// ProviderIDScheme starts the provider ID a kubelet reports when its
+// bootstrap data sets none: the scheme and the host's name (the Redfish
+// System Id), the identity a cloud provider would give it. Providers
+// that bind machines to lab hosts use the same form.
+const ProviderIDScheme = "upgradelab://"
 
 func (b *Bootstrap) kubeletArg(name, value string) {
 	switch name {

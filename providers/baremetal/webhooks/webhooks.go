@@ -1,0 +1,116 @@
+// Package webhooks validates the provider's kinds before they are stored:
+// what the CRD schema cannot say (a parseable image URL, a valid label
+// selector, immutable fields), each error naming the field.
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"reflect"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+)
+
+// Setup registers the validators with the manager's webhook server.
+func Setup(mgr ctrl.Manager) error {
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.BareMetalCluster{}).WithValidator(clusterValidator{}).Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.BareMetalMachine{}).WithValidator(machineValidator{}).Complete(); err != nil {
+		return err
+	}
+	return ctrl.NewWebhookManagedBy(mgr, &infrav1.BareMetalMachineTemplate{}).WithValidator(templateValidator{}).Complete()
+}
+
+func validateSpec(spec infrav1.BareMetalMachineSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if u, err := url.Parse(spec.Image.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, field.Invalid(path.Child("image", "url"), spec.Image.URL, "must be an http or https URL"))
+	}
+	if _, err := metav1.LabelSelectorAsSelector(&spec.HostSelector); err != nil {
+		errs = append(errs, field.Invalid(path.Child("hostSelector"), spec.HostSelector, err.Error()))
+	}
+	return errs
+}
+
+type clusterValidator struct{}
+
+func (clusterValidator) ValidateCreate(_ context.Context, c *infrav1.BareMetalCluster) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// ValidateUpdate keeps the endpoint once set: CAPI and every kubeconfig
+// point at it.
+func (clusterValidator) ValidateUpdate(_ context.Context, old, c *infrav1.BareMetalCluster) (admission.Warnings, error) {
+	if old.Spec.ControlPlaneEndpoint.IsValid() && old.Spec.ControlPlaneEndpoint != c.Spec.ControlPlaneEndpoint {
+		return nil, field.Forbidden(field.NewPath("spec", "controlPlaneEndpoint"), "is immutable once set")
+	}
+	return nil, nil
+}
+
+func (clusterValidator) ValidateDelete(context.Context, *infrav1.BareMetalCluster) (admission.Warnings, error) {
+	return nil, nil
+}
+
+type machineValidator struct{}
+
+func (machineValidator) ValidateCreate(_ context.Context, m *infrav1.BareMetalMachine) (admission.Warnings, error) {
+	return nil, toError(m, validateSpec(m.Spec, field.NewPath("spec")))
+}
+
+// ValidateUpdate allows setting providerID once; the image and selector
+// of a machine never change (a new image is a new machine, or an in-place
+// update that changes the template, not the machine).
+func (machineValidator) ValidateUpdate(_ context.Context, old, m *infrav1.BareMetalMachine) (admission.Warnings, error) {
+	errs := validateSpec(m.Spec, field.NewPath("spec"))
+	if old.Spec.ProviderID != "" && old.Spec.ProviderID != m.Spec.ProviderID {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "providerID"), "is immutable once set"))
+	}
+	if !reflect.DeepEqual(old.Spec.HostSelector, m.Spec.HostSelector) {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "hostSelector"), "is immutable"))
+	}
+	return nil, toError(m, errs)
+}
+
+func (machineValidator) ValidateDelete(context.Context, *infrav1.BareMetalMachine) (admission.Warnings, error) {
+	return nil, nil
+}
+
+type templateValidator struct{}
+
+func (templateValidator) ValidateCreate(_ context.Context, t *infrav1.BareMetalMachineTemplate) (admission.Warnings, error) {
+	return nil, toError(t, validateSpec(t.Spec.Template.Spec, field.NewPath("spec", "template", "spec")))
+}
+
+// ValidateUpdate refuses any change of the template, as CAPI's contract
+// asks: a rollout is a new template.
+func (templateValidator) ValidateUpdate(_ context.Context, old, t *infrav1.BareMetalMachineTemplate) (admission.Warnings, error) {
+	if !reflect.DeepEqual(old.Spec, t.Spec) {
+		return nil, toError(t, field.ErrorList{field.Forbidden(field.NewPath("spec"), "BareMetalMachineTemplate spec is immutable; create a new template and point the owner at it")})
+	}
+	return nil, nil
+}
+
+func (templateValidator) ValidateDelete(context.Context, *infrav1.BareMetalMachineTemplate) (admission.Warnings, error) {
+	return nil, nil
+}
+
+type object interface {
+	runtime.Object
+	GetName() string
+}
+
+func toError(obj object, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	return fmt.Errorf("%s %s: %w", gvk.Kind, obj.GetName(), errs.ToAggregate())
+}
