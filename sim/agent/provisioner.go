@@ -40,6 +40,7 @@ const MachineIDFile = "machine-id"
 
 // Heartbeat is what a deploy ramdisk posts to {ipa-api-url}/v1/heartbeat.
 type Heartbeat struct {
+	Hostname string   `json:"hostname"`
 	MACs     []string `json:"macs"`
 	AgentURL string   `json:"agentURL"`
 	Image    string   `json:"image"`
@@ -48,6 +49,7 @@ type Heartbeat struct {
 // Registration is what a recovery OS posts to the registration URL.
 type Registration struct {
 	MachineID string   `json:"machineID"`
+	Hostname  string   `json:"hostname"`
 	MACs      []string `json:"macs"`
 	AgentURL  string   `json:"agentURL"`
 	Image     string   `json:"image"`
@@ -129,7 +131,7 @@ func (a *Agent) deployRamdisk(ctx context.Context, boot int, running *lab.Runnin
 	a.record("DeployRamdiskRunning", "heartbeating to "+callback)
 	a.announce(ctx, boot, false, func(ctx context.Context) error {
 		_, apiURL := a.provisioner()
-		return a.post(ctx, callback+"/v1/heartbeat", Heartbeat{MACs: a.macs(), AgentURL: apiURL, Image: running.Image.Name})
+		return a.post(ctx, callback+"/v1/heartbeat", Heartbeat{Hostname: a.host.Name(), MACs: a.macs(), AgentURL: apiURL, Image: running.Image.Name})
 	})
 }
 
@@ -149,7 +151,7 @@ func (a *Agent) register(ctx context.Context, boot int, running *lab.RunningOS) 
 			return
 		}
 	}
-	reg := Registration{MachineID: id, MACs: a.macs(), AgentURL: apiURL, Image: running.Image.Name}
+	reg := Registration{MachineID: id, Hostname: a.host.Name(), MACs: a.macs(), AgentURL: apiURL, Image: running.Image.Name}
 	a.announce(ctx, boot, true, func(ctx context.Context) error {
 		if err := a.post(ctx, p.RegistrationURL, reg); err != nil {
 			return err

@@ -19,6 +19,11 @@ const (
 	ClonedFromAnnotation = "cluster.x-k8s.io/cloned-from-name"
 )
 
+// ProviderIDScheme starts every provider ID: upgradelab://HOSTNAME, the
+// name the host's BMC reports as its System Id and its kubelet reports
+// when the bootstrap data sets no provider-id.
+const ProviderIDScheme = "upgradelab://"
+
 // Image is the OS image written to the host's disk.
 type Image struct {
 	// URL serves the image.
@@ -33,7 +38,7 @@ type Image struct {
 // BareMetalMachineSpec is one host's worth of a Machine.
 type BareMetalMachineSpec struct {
 	// ProviderID is set by the provider once a host is bound:
-	// upgradelab://NAMESPACE/HOST.
+	// upgradelab://HOSTNAME.
 	// +optional
 	ProviderID string `json:"providerID,omitempty"`
 	// Image is installed on the host.

@@ -1,0 +1,165 @@
+// Command upgradelab-baremetal is the reference bare-metal provider's
+// manager: the BareMetalHost controller (Redfish and host agents), the
+// CAPI infrastructure controllers, their webhooks, and the endpoint hosts
+// call (heartbeats, registrations). It takes the flags CAPI's managers
+// take, so the harness runs it the same way.
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
+	"github.com/upgradelab/upgradelab/providers/baremetal/cluster"
+	"github.com/upgradelab/upgradelab/providers/baremetal/host"
+	"github.com/upgradelab/upgradelab/providers/baremetal/machine"
+	"github.com/upgradelab/upgradelab/providers/baremetal/webhooks"
+)
+
+type options struct {
+	kubeconfig, webhookCertDir, healthAddr, metricsAddr string
+	webhookPort                                         int
+	leaderElect, insecureDiagnostics                    bool
+	syncPeriod                                          time.Duration
+
+	caFile, certDir, callbackAddr, callbackURL, deployImageURL string
+	poll, deployTimeout, resetTimeout                          time.Duration
+}
+
+func main() {
+	var o options
+	fs := flag.CommandLine
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the management cluster (default: in-cluster or $KUBECONFIG)")
+	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "webhook server port")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "folder with the webhook's tls.crt and tls.key")
+	fs.StringVar(&o.healthAddr, "health-addr", ":9440", "address of /healthz and /readyz")
+	fs.StringVar(&o.metricsAddr, "diagnostics-address", ":8443", "address of /metrics (0 turns it off)")
+	fs.BoolVar(&o.insecureDiagnostics, "insecure-diagnostics", false, "serve /metrics over plain HTTP")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "use leader election (off: one replica)")
+	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "resync of every object")
+	fs.StringVar(&o.caFile, "ca-file", "", "CA that signs the BMCs' and host agents' certificates (required)")
+	fs.StringVar(&o.certDir, "cert-dir", "", "folder with tls.crt and tls.key: the callback endpoint's serving certificate and the client certificate shown to host agents (required)")
+	fs.StringVar(&o.callbackAddr, "callback-addr", "127.0.0.1:0", "where hosts post heartbeats and registrations")
+	fs.StringVar(&o.callbackURL, "callback-url", "", "the callback endpoint as hosts reach it (default https://<bound callback address>)")
+	fs.StringVar(&o.deployImageURL, "deploy-image-url", "", "media URL of the deploy ramdisk (required)")
+	fs.DurationVar(&o.poll, "poll", 500*time.Millisecond, "how often a host or machine waiting on hardware is looked at")
+	fs.DurationVar(&o.deployTimeout, "deploy-timeout", 5*time.Minute, "deploy ramdisk boot timeout before booting it again")
+	fs.DurationVar(&o.resetTimeout, "reset-timeout", 5*time.Minute, "reset timeout before asking again")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "upgradelab-baremetal:", err)
+		os.Exit(1)
+	}
+}
+
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, metal3.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+func run(o options) error {
+	if o.caFile == "" || o.certDir == "" || o.deployImageURL == "" {
+		return fmt.Errorf("--ca-file, --cert-dir and --deploy-image-url are required")
+	}
+	caPEM, err := os.ReadFile(o.caFile)
+	if err != nil {
+		return fmt.Errorf("--ca-file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return fmt.Errorf("--ca-file %s: no PEM certificate", o.caFile)
+	}
+	pair, err := tls.LoadX509KeyPair(filepath.Join(o.certDir, "tls.crt"), filepath.Join(o.certDir, "tls.key"))
+	if err != nil {
+		return fmt.Errorf("--cert-dir: %w", err)
+	}
+	restConfig, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if o.kubeconfig == "" {
+		restConfig, err = ctrl.GetConfig()
+	}
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: !o.insecureDiagnostics}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                 scheme(),
+		LeaderElection:         o.leaderElect,
+		LeaderElectionID:       "upgradelab-baremetal-leader",
+		HealthProbeBindAddress: o.healthAddr,
+		Metrics:                metricsOpts,
+		Cache:                  cache.Options{SyncPeriod: &o.syncPeriod},
+		WebhookServer:          webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir}),
+	})
+	if err != nil {
+		return err
+	}
+	tlsClient := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	httpClient := &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{TLSClientConfig: tlsClient}}
+	heartbeats := &callback.Heartbeats{}
+	listener, err := net.Listen("tcp", o.callbackAddr)
+	if err != nil {
+		return fmt.Errorf("--callback-addr: %w", err)
+	}
+	if o.callbackURL == "" {
+		o.callbackURL = "https://" + listener.Addr().String()
+	}
+	ctrl.Log.Info("callback endpoint", "url", o.callbackURL)
+	if err := mgr.Add(&callback.Server{
+		Listener: listener, Client: mgr.GetClient(), Heartbeats: heartbeats,
+		TLS: &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+	}); err != nil {
+		return err
+	}
+	hosts := &host.Reconciler{
+		Client: mgr.GetClient(), BMCHTTP: httpClient, AgentHTTP: httpClient, Heartbeats: heartbeats,
+		DeployImageURL: o.deployImageURL, CallbackURL: o.callbackURL,
+		Poll: o.poll, DeployTimeout: o.deployTimeout, ResetTimeout: o.resetTimeout,
+	}
+	if err := hosts.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&machine.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Poll: o.poll}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&cluster.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := webhooks.Setup(mgr); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

@@ -1,0 +1,193 @@
+// Package callback is where hosts call the provider: deploy ramdisks post
+// heartbeats (Ironic's lookup and heartbeat API) and recovery OSes of a
+// registration pool register themselves (Elemental's registration
+// endpoint), which creates their BareMetalHost.
+package callback
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/upgradelab/upgradelab/sim/agent"
+)
+
+// Annotations on a BareMetalHost created by registration.
+const (
+	// PoolLabel names the registration pool a host registered into.
+	PoolLabel = "infrastructure.upgradelab.dev/pool"
+	// MachineIDAnnotation is the identity the host registered with; a
+	// reset host registers with a new one.
+	MachineIDAnnotation = "infrastructure.upgradelab.dev/machine-id"
+	// AgentURLAnnotation is where the host's agent answers.
+	AgentURLAnnotation = "infrastructure.upgradelab.dev/agent-url"
+	// HostnameAnnotation is the host's name as it reported it.
+	HostnameAnnotation = "infrastructure.upgradelab.dev/hostname"
+)
+
+// Seen is a heartbeat and when it arrived.
+type Seen struct {
+	agent.Heartbeat
+	At time.Time
+}
+
+// Heartbeats remembers the last heartbeat of each MAC. It is memory only:
+// after a provider restart the ramdisks' next heartbeats fill it again.
+type Heartbeats struct {
+	mu   sync.Mutex
+	last map[string]Seen
+}
+
+// Lookup returns the last heartbeat from a host with mac.
+func (h *Heartbeats) Lookup(mac string) (Seen, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.last[strings.ToLower(mac)]
+	return s, ok
+}
+
+func (h *Heartbeats) record(hb agent.Heartbeat) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.last == nil {
+		h.last = map[string]Seen{}
+	}
+	for _, mac := range hb.MACs {
+		h.last[strings.ToLower(mac)] = Seen{Heartbeat: hb, At: time.Now()}
+	}
+}
+
+// Server serves both endpoints over HTTPS.
+type Server struct {
+	// Listener is bound by the caller, so the URL hosts are told is known
+	// before the server starts.
+	Listener   net.Listener
+	TLS        *tls.Config
+	Client     client.Client
+	Heartbeats *Heartbeats
+}
+
+// Start serves until ctx ends (a controller-runtime Runnable).
+func (s *Server) Start(ctx context.Context) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/heartbeat", s.heartbeat)
+	mux.HandleFunc("POST /v1/registration/{namespace}/{pool}", s.register)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(tls.NewListener(s.Listener, s.TLS)); err != http.ErrServerClosed {
+		return fmt.Errorf("callback endpoint: %w", err)
+	}
+	return nil
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<16))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		http.Error(w, "malformed body: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	var hb agent.Heartbeat
+	if !decode(w, r, &hb) {
+		return
+	}
+	if len(hb.MACs) == 0 || hb.AgentURL == "" {
+		http.Error(w, "heartbeat: macs and agentURL are required", http.StatusBadRequest)
+		return
+	}
+	s.Heartbeats.record(hb)
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// register creates (or refreshes) the host's BareMetalHost. A host that
+// registers with a new machine ID after a reset supersedes its old object,
+// which is deleted now that the reset has finished.
+func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	var reg agent.Registration
+	if !decode(w, r, &reg) {
+		return
+	}
+	ns, pool := r.PathValue("namespace"), r.PathValue("pool")
+	if len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Label(pool)) > 0 {
+		http.Error(w, "registration: namespace and pool must be DNS labels", http.StatusBadRequest)
+		return
+	}
+	if len(reg.MachineID) < 8 || len(reg.MACs) == 0 || reg.AgentURL == "" || reg.Hostname == "" {
+		http.Error(w, "registration: machineID (8+ characters), hostname, macs and agentURL are required", http.StatusBadRequest)
+		return
+	}
+	ctx := r.Context()
+	logger := log.FromContext(ctx).WithValues("pool", pool, "machineID", reg.MachineID)
+	hosts := &metal3.BareMetalHostList{}
+	if err := s.Client.List(ctx, hosts, client.InNamespace(ns), client.MatchingLabels{PoolLabel: pool}); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	var current *metal3.BareMetalHost
+	for i := range hosts.Items {
+		h := &hosts.Items[i]
+		if h.Annotations[MachineIDAnnotation] == reg.MachineID {
+			current = h
+			continue
+		}
+		if !strings.EqualFold(h.Spec.BootMACAddress, reg.MACs[0]) || !h.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if h.Spec.ConsumerRef != nil {
+			logger.Info("host registered anew while its old identity still holds a machine; keeping the old object", "old", h.Name)
+			continue
+		}
+		if err := s.Client.Delete(ctx, h); client.IgnoreNotFound(err) != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		logger.Info("reset finished: old identity deleted", "old", h.Name)
+	}
+	if current != nil {
+		if current.Annotations[AgentURLAnnotation] != reg.AgentURL {
+			patch := client.MergeFrom(current.DeepCopy())
+			current.Annotations[AgentURLAnnotation] = reg.AgentURL
+			if err := s.Client.Patch(ctx, current, patch); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	host := &metal3.BareMetalHost{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: pool + "-" + strings.ToLower(reg.MachineID[:8]),
+			Labels:      map[string]string{PoolLabel: pool},
+			Annotations: map[string]string{MachineIDAnnotation: reg.MachineID, AgentURLAnnotation: reg.AgentURL, HostnameAnnotation: reg.Hostname},
+		},
+		Spec: metal3.BareMetalHostSpec{BootMACAddress: reg.MACs[0], Online: true,
+			Description: "registered from " + reg.Image},
+	}
+	if err := s.Client.Create(ctx, host); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	logger.Info("registered", "host", host.Name)
+	w.WriteHeader(http.StatusCreated)
+}

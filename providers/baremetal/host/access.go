@@ -1,0 +1,71 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
+	"github.com/upgradelab/upgradelab/providers/baremetal/hostagent"
+	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
+)
+
+// dialBMC connects to the host's BMC with the credentials of its secret.
+func (r *Reconciler) dialBMC(ctx context.Context, host *metal3.BareMetalHost) (*redfish.Client, error) {
+	addr, err := redfish.ParseAddress(host.Spec.BMC.Address)
+	if err != nil {
+		return nil, fmt.Errorf("spec.bmc.address: %w", err)
+	}
+	user, pass, _, err := r.credentials(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	c, err := redfish.Dial(addr, user, pass, r.BMCHTTP)
+	if errors.Is(err, redfish.ErrCredentials) {
+		return nil, fmt.Errorf("%w (username %q from secret %s/%s)", err, user, host.Namespace, host.Spec.BMC.CredentialsName)
+	}
+	return c, err
+}
+
+// credentials reads spec.bmc.credentialsName (keys username, password).
+func (r *Reconciler) credentials(ctx context.Context, host *metal3.BareMetalHost) (user, pass, version string, err error) {
+	name := host.Spec.BMC.CredentialsName
+	if name == "" {
+		return "", "", "", errors.New("spec.bmc.credentialsName is empty")
+	}
+	s := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: host.Namespace, Name: name}, s); err != nil {
+		return "", "", "", fmt.Errorf("credentials secret %s/%s: %w", host.Namespace, name, err)
+	}
+	user, pass = string(s.Data["username"]), string(s.Data["password"])
+	if user == "" || pass == "" {
+		return "", "", "", fmt.Errorf("credentials secret %s/%s: keys username and password are required", host.Namespace, name)
+	}
+	return user, pass, s.ResourceVersion, nil
+}
+
+// registeredAgent is the agent a registered host announced.
+func (r *Reconciler) registeredAgent(host *metal3.BareMetalHost) *hostagent.Client {
+	return hostagent.New(r.AgentHTTP, host.Annotations[callback.AgentURLAnnotation])
+}
+
+// userData reads the secret spec.userData names.
+func (r *Reconciler) userData(ctx context.Context, host *metal3.BareMetalHost) ([]byte, error) {
+	ref := host.Spec.UserData
+	if ref == nil {
+		return nil, nil
+	}
+	ns := ref.Namespace
+	if ns == "" {
+		ns = host.Namespace
+	}
+	s := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, s); err != nil {
+		return nil, fmt.Errorf("user data secret %s/%s: %w", ns, ref.Name, err)
+	}
+	return s.Data["userData"], nil
+}

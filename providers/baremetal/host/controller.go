@@ -1,0 +1,190 @@
+// Package host is the BareMetalHost controller: what baremetal-operator
+// and Ironic do on real fleets, on the BareMetalHost API of
+// github.com/metal3-io/baremetal-operator/apis. It reaches hardware only
+// through the BMC (Redfish) and the host's own agent (deploy ramdisk,
+// recovery OS), never through the lab.
+//
+// The state machine is BMO's: registering -> inspecting -> available ->
+// provisioning -> provisioned -> deprovisioning -> available. Hosts that
+// registered themselves (callback.MachineIDAnnotation) skip the BMC
+// states, and on release are reset instead of cleaned: the old object is
+// deleted when the host registers again under a new identity.
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
+)
+
+// Finalizer keeps a host until it is powered off (BMO's own name).
+const Finalizer = "baremetalhost.metal3.io"
+
+// Reconciler drives BareMetalHosts. Every field is required except the
+// durations, which default.
+type Reconciler struct {
+	Client client.Client
+	// BMCHTTP trusts the BMCs' certificates.
+	BMCHTTP *http.Client
+	// AgentHTTP presents the provider's client certificate to host agents.
+	AgentHTTP  *http.Client
+	Heartbeats *callback.Heartbeats
+	// DeployImageURL is the deploy ramdisk's media URL; CallbackURL is the
+	// heartbeat endpoint the ramdisk is told on it.
+	DeployImageURL, CallbackURL string
+	// Poll is how often a host waiting on hardware is looked at again.
+	Poll time.Duration
+	// DeployTimeout bounds a deploy boot before it is asked for again;
+	// ResetTimeout bounds a reset before it is retried.
+	DeployTimeout, ResetTimeout time.Duration
+
+	mu sync.Mutex
+	// deployBoots is when each host was last booted into the deploy
+	// ramdisk. Memory only: after a restart the host is booted again.
+	deployBoots map[types.UID]time.Time
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Poll == 0 {
+		r.Poll = 500 * time.Millisecond
+	}
+	if r.DeployTimeout == 0 {
+		r.DeployTimeout = 5 * time.Minute
+	}
+	if r.ResetTimeout == 0 {
+		r.ResetTimeout = 5 * time.Minute
+	}
+	r.deployBoots = map[types.UID]time.Time{}
+	return ctrl.NewControllerManagedBy(mgr).For(&metal3.BareMetalHost{}).Named("baremetalhost").Complete(r)
+}
+
+// hostError is a failure the host's status shows (errorType/errorMessage)
+// and that is retried with backoff.
+type hostError struct {
+	kind metal3.ErrorType
+	err  error
+}
+
+func (e *hostError) Error() string { return string(e.kind) + ": " + e.err.Error() }
+
+func failed(kind metal3.ErrorType, format string, args ...any) error {
+	return &hostError{kind: kind, err: fmt.Errorf(format, args...)}
+}
+
+// Reconcile loads the host, runs the phase of its state and writes the
+// status back.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	host := &metal3.BareMetalHost{}
+	if err := r.Client.Get(ctx, req.NamespacedName, host); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := host.DeepCopy()
+	if !host.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, host)
+	}
+	if controllerutil.AddFinalizer(host, Finalizer) {
+		if err := r.Client.Update(ctx, host); err != nil {
+			return ctrl.Result{}, err
+		}
+		before = host.DeepCopy()
+	}
+
+	res, err := r.phase(ctx, host)
+	var he *hostError
+	switch {
+	case errors.As(err, &he):
+		log.FromContext(ctx).Info("host error", "state", host.Status.Provisioning.State, "error", he.Error())
+		host.Status.ErrorType, host.Status.ErrorMessage = he.kind, he.err.Error()
+		host.Status.ErrorCount++
+		host.Status.OperationalStatus = metal3.OperationalStatusError
+		res, err = ctrl.Result{RequeueAfter: backoff(host.Status.ErrorCount, r.Poll)}, nil
+	case err == nil && host.Status.ErrorType != "":
+		host.Status.ErrorType, host.Status.ErrorMessage, host.Status.ErrorCount = "", "", 0
+		host.Status.OperationalStatus = metal3.OperationalStatusOK
+	}
+	if host.Status.OperationalStatus == "" {
+		host.Status.OperationalStatus = metal3.OperationalStatusOK
+	}
+	if !equalStatus(before, host) {
+		now := metav1.Now()
+		host.Status.LastUpdated = &now
+		if perr := r.Client.Status().Patch(ctx, host, client.MergeFrom(before)); perr != nil && !apierrors.IsNotFound(perr) {
+			return ctrl.Result{}, perr
+		}
+	}
+	return res, err
+}
+
+func equalStatus(a, b *metal3.BareMetalHost) bool {
+	x, y := a.Status.DeepCopy(), b.Status.DeepCopy()
+	x.LastUpdated, y.LastUpdated = nil, nil
+	return fmt.Sprint(*x) == fmt.Sprint(*y)
+}
+
+// backoff doubles from the poll interval up to a minute.
+func backoff(count int, base time.Duration) time.Duration {
+	d := base
+	for i := 1; i < count && d < time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, time.Minute)
+}
+
+// phase runs the current state's step and moves the state on.
+func (r *Reconciler) phase(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
+	switch host.Status.Provisioning.State {
+	case metal3.StateNone, metal3.StateRegistering:
+		return r.register(ctx, host)
+	case metal3.StateInspecting:
+		return r.inspect(ctx, host)
+	case metal3.StateAvailable:
+		return r.available(ctx, host)
+	case metal3.StateProvisioning:
+		return r.provision(ctx, host)
+	case metal3.StateProvisioned:
+		return r.provisioned(ctx, host)
+	case metal3.StateDeprovisioning:
+		return r.deprovision(ctx, host)
+	}
+	return ctrl.Result{}, fmt.Errorf("host %s: unknown provisioning state %q", host.Name, host.Status.Provisioning.State)
+}
+
+func setState(host *metal3.BareMetalHost, s metal3.ProvisioningState) {
+	host.Status.Provisioning.State = s
+}
+
+// registered tells a host that registered itself (no BMC to drive).
+func registered(host *metal3.BareMetalHost) bool {
+	return host.Annotations[callback.MachineIDAnnotation] != ""
+}
+
+// reconcileDelete powers a BMC host off and lets it go; a registered
+// host's object is deleted by its re-registration, so it goes at once.
+func (r *Reconciler) reconcileDelete(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(host, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	if !registered(host) && host.Spec.BMC.Address != "" {
+		if bmc, err := r.dialBMC(ctx, host); err == nil {
+			_ = bmc.PowerOff()
+			bmc.Close()
+		}
+	}
+	controllerutil.RemoveFinalizer(host, Finalizer)
+	return ctrl.Result{}, r.Client.Update(ctx, host)
+}

@@ -1,0 +1,203 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/stmcginnis/gofish/redfish"
+
+	"github.com/upgradelab/upgradelab/providers/baremetal/hostagent"
+	bmcclient "github.com/upgradelab/upgradelab/providers/baremetal/redfish"
+	"github.com/upgradelab/upgradelab/sim/agent"
+	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/lab"
+)
+
+// installSlot is where provisioning writes the image; installTries is
+// how many boots the fresh install gets before its bootloader gives up.
+const (
+	installSlot  = disk.SlotA
+	installTries = 3
+)
+
+// ResetRequestedAnnotation records when a registered host was asked to
+// reset, so a stalled reset is asked again after ResetTimeout.
+const ResetRequestedAnnotation = "infrastructure.upgradelab.dev/reset-requested-at"
+
+// provision writes the image and the user data and boots the host from
+// disk. Every step is safe to repeat, so a provider restarted halfway
+// starts over without harm: an image already in the slot with the right
+// checksum is not written again.
+func (r *Reconciler) provision(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
+	if host.Spec.ConsumerRef == nil || host.Spec.Image == nil {
+		r.forgetDeployBoot(host)
+		setState(host, metal3.StateDeprovisioning)
+		return ctrl.Result{Requeue: true}, nil
+	}
+	var bmc *bmcclient.Client
+	var ag *hostagent.Client
+	if registered(host) {
+		ag = r.registeredAgent(host)
+	} else {
+		var err error
+		if bmc, err = r.dialBMC(ctx, host); err != nil {
+			return ctrl.Result{}, failed(metal3.ProvisioningError, "%v", err)
+		}
+		defer bmc.Close()
+		host.Status.PoweredOn = bmc.PoweredOn()
+		if ag, err = r.deployRamdisk(ctx, host, bmc); ag == nil || err != nil {
+			return ctrl.Result{RequeueAfter: r.Poll}, err
+		}
+	}
+	userData, err := r.userData(ctx, host)
+	if err != nil {
+		return ctrl.Result{}, failed(metal3.ProvisioningError, "%v", err)
+	}
+	if err := install(ctx, ag, host.Spec.Image, userData); err != nil {
+		return ctrl.Result{}, failed(metal3.ProvisioningError, "%v", err)
+	}
+	// Boot the installed OS.
+	if bmc != nil {
+		if err := bmc.EjectMedia(); err != nil {
+			return ctrl.Result{}, failed(metal3.ProvisioningError, "ejecting the deploy media: %v", err)
+		}
+		if err := bmc.BootOnce(redfish.HddBootSourceOverrideTarget); err != nil {
+			return ctrl.Result{}, failed(metal3.ProvisioningError, "boot override Hdd: %v", err)
+		}
+		if err := bmc.PowerOn(); err != nil {
+			return ctrl.Result{}, failed(metal3.PowerManagementError, "restarting into the installed OS: %v", err)
+		}
+		host.Status.PoweredOn = true
+	} else if err := ag.Reboot(ctx); err != nil {
+		return ctrl.Result{}, failed(metal3.ProvisioningError, "rebooting into the installed OS: %v", err)
+	}
+	r.forgetDeployBoot(host)
+	host.Status.Provisioning.Image = *host.Spec.Image
+	host.Status.OperationHistory.Provision.End = metav1.Now()
+	setState(host, metal3.StateProvisioned)
+	log.FromContext(ctx).Info("provisioned", "image", host.Spec.Image.URL)
+	return ctrl.Result{RequeueAfter: steady}, nil
+}
+
+// install runs in the deploy ramdisk (or recovery OS): image into the
+// install slot (skipped when already there), config drive, activate.
+func install(ctx context.Context, ag *hostagent.Client, img *metal3.Image, userData []byte) error {
+	st, err := ag.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if st.OS == nil || st.OS.Source == lab.FromDiskSlot {
+		return errors.New("the host runs its installed OS, not a deploy or recovery environment")
+	}
+	if s := st.Slots[installSlot]; s == nil || s.State != disk.Written || s.Checksum != img.Checksum {
+		if err := ag.Stage(ctx, installSlot, img.URL, img.Checksum); err != nil {
+			return fmt.Errorf("writing %s into slot %s: %w", img.URL, installSlot, err)
+		}
+	}
+	if err := ag.WriteConfigDrive(ctx, userData); err != nil {
+		return fmt.Errorf("config drive: %w", err)
+	}
+	if err := ag.Activate(ctx, installSlot, installTries); err != nil {
+		return fmt.Errorf("activating slot %s: %w", installSlot, err)
+	}
+	return nil
+}
+
+// deprovision cleans a BMC host (deploy ramdisk erases the disk, then
+// power off) or resets a registered one.
+func (r *Reconciler) deprovision(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
+	if registered(host) {
+		return r.reset(ctx, host)
+	}
+	bmc, err := r.dialBMC(ctx, host)
+	if err != nil {
+		return ctrl.Result{}, failed(metal3.ProvisioningError, "%v", err)
+	}
+	defer bmc.Close()
+	if host.Spec.AutomatedCleaningMode != metal3.CleaningModeDisabled {
+		ag, err := r.deployRamdisk(ctx, host, bmc)
+		if ag == nil || err != nil {
+			return ctrl.Result{RequeueAfter: r.Poll}, err
+		}
+		if err := ag.Clean(ctx); err != nil {
+			return ctrl.Result{}, failed(metal3.ProvisioningError, "cleaning: %v", err)
+		}
+	}
+	if err := powerOff(bmc); err != nil {
+		return ctrl.Result{}, failed(metal3.PowerManagementError, "powering off after cleaning: %v", err)
+	}
+	r.forgetDeployBoot(host)
+	host.Status.PoweredOn = false
+	host.Status.Provisioning.Image = metal3.Image{}
+	host.Status.OperationHistory.Deprovision.End = metav1.Now()
+	setState(host, metal3.StateAvailable)
+	return ctrl.Result{Requeue: true}, nil
+}
+
+// reset asks a registered host to reset (recovery wipes and reinstalls,
+// then the host registers anew and callback deletes this object). A reset
+// that has not finished after ResetTimeout is asked for again.
+func (r *Reconciler) reset(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
+	if at, err := time.Parse(time.RFC3339Nano, host.Annotations[ResetRequestedAnnotation]); err == nil && time.Since(at) < r.ResetTimeout {
+		return ctrl.Result{RequeueAfter: r.Poll}, nil
+	}
+	if err := r.registeredAgent(host).Reset(ctx); err != nil {
+		return ctrl.Result{}, failed(metal3.ProvisioningError, "reset: %v", err)
+	}
+	patch := client.MergeFrom(host.DeepCopy())
+	host.Annotations[ResetRequestedAnnotation] = time.Now().UTC().Format(time.RFC3339Nano)
+	if err := r.Client.Patch(ctx, host, patch); err != nil {
+		return ctrl.Result{}, err
+	}
+	log.FromContext(ctx).Info("reset requested; waiting for the host to register anew")
+	return ctrl.Result{RequeueAfter: r.Poll}, nil
+}
+
+// deployRamdisk returns the agent of the host's deploy ramdisk once it
+// heartbeats after the boot this controller asked for; until then it
+// boots the host from the deploy media (again after DeployTimeout) and
+// returns nil.
+func (r *Reconciler) deployRamdisk(ctx context.Context, host *metal3.BareMetalHost, bmc *bmcclient.Client) (*hostagent.Client, error) {
+	r.mu.Lock()
+	asked, ok := r.deployBoots[host.UID]
+	r.mu.Unlock()
+	if ok {
+		if seen, found := r.Heartbeats.Lookup(host.Spec.BootMACAddress); found && seen.At.After(asked) {
+			return hostagent.New(r.AgentHTTP, seen.AgentURL), nil
+		}
+		if time.Since(asked) < r.DeployTimeout {
+			return nil, nil
+		}
+		log.FromContext(ctx).Info("no heartbeat from the deploy ramdisk; booting it again", "after", time.Since(asked).Round(time.Second))
+	}
+	media := r.DeployImageURL + "?" + agent.DeployCallbackParam + "=" + url.QueryEscape(r.CallbackURL)
+	if err := bmc.InsertMedia(media); err != nil {
+		return nil, failed(metal3.ProvisioningError, "inserting the deploy media: %v", err)
+	}
+	if err := bmc.BootOnce(redfish.CdBootSourceOverrideTarget); err != nil {
+		return nil, failed(metal3.ProvisioningError, "boot override Cd: %v", err)
+	}
+	if err := bmc.PowerOn(); err != nil {
+		return nil, failed(metal3.PowerManagementError, "booting the deploy ramdisk: %v", err)
+	}
+	host.Status.PoweredOn = true
+	r.mu.Lock()
+	r.deployBoots[host.UID] = time.Now()
+	r.mu.Unlock()
+	return nil, nil
+}
+
+func (r *Reconciler) forgetDeployBoot(host *metal3.BareMetalHost) {
+	r.mu.Lock()
+	delete(r.deployBoots, host.UID)
+	r.mu.Unlock()
+}

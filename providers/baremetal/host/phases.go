@@ -1,0 +1,168 @@
+package host
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
+	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
+)
+
+// steady is how often a host with nothing to do is looked at (power).
+const steady = 10 * time.Second
+
+// register checks that the BMC answers and takes the credentials. A
+// registered host announced itself and has no BMC to check.
+func (r *Reconciler) register(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
+	if registered(host) {
+		host.Status.HardwareDetails = &metal3.HardwareDetails{
+			Hostname: host.Annotations[callback.HostnameAnnotation],
+			NIC:      []metal3.NIC{{MAC: host.Spec.BootMACAddress}},
+		}
+		host.Status.PoweredOn = true
+		setState(host, metal3.StateAvailable)
+		return ctrl.Result{Requeue: true}, nil
+	}
+	setState(host, metal3.StateRegistering)
+	if host.Spec.BMC.Address == "" {
+		return ctrl.Result{}, failed(metal3.RegistrationError, "spec.bmc.address is empty")
+	}
+	bmc, err := r.dialBMC(ctx, host)
+	if err != nil {
+		return ctrl.Result{}, failed(metal3.RegistrationError, "%v", err)
+	}
+	defer bmc.Close()
+	_, _, version, _ := r.credentials(ctx, host)
+	host.Status.GoodCredentials = metal3.CredentialsStatus{
+		Reference: &corev1.SecretReference{Namespace: host.Namespace, Name: host.Spec.BMC.CredentialsName}, Version: version,
+	}
+	host.Status.PoweredOn = bmc.PoweredOn()
+	setState(host, metal3.StateInspecting)
+	return ctrl.Result{Requeue: true}, nil
+}
+
+// inspect reads the hardware over Redfish: CPUs, memory, NICs, and every
+// firmware version (BIOS, BMC, each NIC's NVM) into the host's
+// HostFirmwareComponents.
+func (r *Reconciler) inspect(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
+	bmc, err := r.dialBMC(ctx, host)
+	if err != nil {
+		return ctrl.Result{}, failed(metal3.InspectionError, "%v", err)
+	}
+	defer bmc.Close()
+	hw, err := bmc.Inspect()
+	if err != nil {
+		return ctrl.Result{}, failed(metal3.InspectionError, "%v", err)
+	}
+	details := &metal3.HardwareDetails{
+		Hostname:     bmc.SystemID(),
+		CPU:          metal3.CPU{Count: hw.CPUs, Arch: "x86_64"},
+		RAMMebibytes: hw.MemoryMiB,
+		SystemVendor: metal3.HardwareSystemVendor{Manufacturer: "upgradelab", SerialNumber: hw.Serial},
+		Firmware:     metal3.Firmware{BIOS: metal3.BIOS{Version: hw.Firmware["BIOS"]}},
+	}
+	for _, n := range hw.NICs {
+		details.NIC = append(details.NIC, metal3.NIC{Name: n.Name, MAC: n.MAC, Model: "Intel X710 (i40e)"})
+	}
+	host.Status.HardwareDetails = details
+	host.Status.PoweredOn = bmc.PoweredOn()
+	if err := r.writeFirmwareComponents(ctx, host, hw.Firmware); err != nil {
+		return ctrl.Result{}, err
+	}
+	setState(host, metal3.StateAvailable)
+	return ctrl.Result{Requeue: true}, nil
+}
+
+// writeFirmwareComponents records firmware versions as BMO does, one
+// component per item: bios, bmc, nic:<port>.
+func (r *Reconciler) writeFirmwareComponents(ctx context.Context, host *metal3.BareMetalHost, firmware map[string]string) error {
+	hfc := &metal3.HostFirmwareComponents{ObjectMeta: metav1.ObjectMeta{Namespace: host.Namespace, Name: host.Name}}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(hfc), hfc)
+	if apierrors.IsNotFound(err) {
+		hfc.Spec.Updates = []metal3.FirmwareUpdate{}
+		if err := controllerutil.SetOwnerReference(host, hfc, r.Client.Scheme()); err != nil {
+			return err
+		}
+		err = r.Client.Create(ctx, hfc)
+	}
+	if err != nil {
+		return err
+	}
+	initial := map[string]string{}
+	for _, c := range hfc.Status.Components {
+		initial[c.Component] = c.InitialVersion
+	}
+	var components []metal3.FirmwareComponentStatus
+	for id, version := range firmware {
+		name := strings.ToLower(id)
+		if port, ok := strings.CutPrefix(id, "NIC."); ok {
+			name = "nic:" + port
+		}
+		first := initial[name]
+		if first == "" {
+			first = version
+		}
+		components = append(components, metal3.FirmwareComponentStatus{Component: name, InitialVersion: first, CurrentVersion: version, UpdatedAt: metav1.Now()})
+	}
+	sort.Slice(components, func(i, j int) bool { return components[i].Component < components[j].Component })
+	before := hfc.DeepCopy()
+	hfc.Status.Components = components
+	now := metav1.Now()
+	hfc.Status.LastUpdated = &now
+	return r.Client.Status().Patch(ctx, hfc, client.MergeFrom(before))
+}
+
+// available waits for a consumer, keeping track of power.
+func (r *Reconciler) available(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
+	if host.Spec.ConsumerRef != nil && host.Spec.Image != nil {
+		setState(host, metal3.StateProvisioning)
+		host.Status.OperationHistory.Provision = metal3.OperationMetric{Start: metav1.Now()}
+		return ctrl.Result{Requeue: true}, nil
+	}
+	return r.refreshPower(ctx, host)
+}
+
+// provisioned watches for the consumer to let go.
+func (r *Reconciler) provisioned(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
+	if host.Spec.ConsumerRef == nil || host.Spec.Image == nil {
+		setState(host, metal3.StateDeprovisioning)
+		host.Status.OperationHistory.Deprovision = metal3.OperationMetric{Start: metav1.Now()}
+		return ctrl.Result{Requeue: true}, nil
+	}
+	return r.refreshPower(ctx, host)
+}
+
+// refreshPower makes status.poweredOn follow the BMC (or, for a host
+// without one, whether its agent answers).
+func (r *Reconciler) refreshPower(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
+	if registered(host) {
+		st, err := r.registeredAgent(host).Status(ctx)
+		host.Status.PoweredOn = err == nil && st.Phase != ""
+		return ctrl.Result{RequeueAfter: steady}, nil
+	}
+	bmc, err := r.dialBMC(ctx, host)
+	if err != nil {
+		return ctrl.Result{}, failed(metal3.PowerManagementError, "%v", err)
+	}
+	defer bmc.Close()
+	host.Status.PoweredOn = bmc.PoweredOn()
+	return ctrl.Result{RequeueAfter: steady}, nil
+}
+
+// powerOff is the end of cleaning.
+func powerOff(bmc *redfish.Client) error {
+	if err := bmc.EjectMedia(); err != nil {
+		return err
+	}
+	return bmc.PowerOff()
+}

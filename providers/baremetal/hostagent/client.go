@@ -1,0 +1,109 @@
+// Package hostagent is the provider's client of the API a host's OS offers
+// (a deploy ramdisk, a recovery OS, the installed OS): write an image into
+// a slot, the config drive, activate, clean, reboot, reset. The wire types
+// are the agent's (sim/agent), the contract between the two.
+package hostagent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/upgradelab/upgradelab/sim/agent"
+	"github.com/upgradelab/upgradelab/sim/disk"
+)
+
+// Client calls one agent at its base URL.
+type Client struct {
+	http *http.Client
+	base string
+}
+
+// New makes a client; httpClient carries the provider's client
+// certificate and trusts the agents' CA.
+func New(httpClient *http.Client, base string) *Client {
+	return &Client{http: httpClient, base: base}
+}
+
+// Error is an agent's refusal, with its status code and message.
+type Error struct {
+	Call    string
+	Status  int
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("host agent %s: %d: %s", e.Call, e.Status, e.Message)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body io.Reader, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("host agent %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(data, &e)
+		if e.Error == "" {
+			e.Error = string(data)
+		}
+		return &Error{Call: method + " " + path, Status: resp.StatusCode, Message: e.Error}
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+func jsonBody(v any) io.Reader {
+	data, _ := json.Marshal(v)
+	return bytes.NewReader(data)
+}
+
+// Status reads what runs and what the slots hold.
+func (c *Client) Status(ctx context.Context) (agent.Status, error) {
+	var s agent.Status
+	err := c.do(ctx, http.MethodGet, "/v1/status", nil, &s)
+	return s, err
+}
+
+// Stage writes an image into slot, verified against sha256 first.
+func (c *Client) Stage(ctx context.Context, slot disk.SlotName, url, sha256 string) error {
+	return c.do(ctx, http.MethodPost, "/v1/stage", jsonBody(agent.StageRequest{Slot: slot, URL: url, SHA256: sha256}), nil)
+}
+
+// WriteConfigDrive stores the OS's user data.
+func (c *Client) WriteConfigDrive(ctx context.Context, userData []byte) error {
+	return c.do(ctx, http.MethodPut, "/v1/configdrive", bytes.NewReader(userData), nil)
+}
+
+// Activate makes slot boot next with tries attempts before fallback.
+func (c *Client) Activate(ctx context.Context, slot disk.SlotName, tries int) error {
+	return c.do(ctx, http.MethodPost, "/v1/activate", jsonBody(agent.ActivateRequest{Slot: slot, Tries: tries}), nil)
+}
+
+// Clean erases the disk (deploy ramdisk only).
+func (c *Client) Clean(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, "/v1/clean", nil, nil)
+}
+
+// Reboot restarts the host from its OS.
+func (c *Client) Reboot(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, "/v1/reboot", nil, nil)
+}
+
+// Reset reboots into recovery, which wipes and reinstalls the host.
+func (c *Client) Reset(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, "/v1/reset", nil, nil)
+}

@@ -1,0 +1,189 @@
+// Package machine is the BareMetalMachine controller: the CAPI
+// infrastructure machine (contract v1beta2) that claims one
+// BareMetalHost, hands it the image and the Machine's bootstrap data, and
+// releases it on deletion, as CAPM3's Metal3Machine does. The host
+// controller (package host) does the hardware work.
+package machine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+)
+
+// Finalizer holds a BareMetalMachine until its host is released and
+// deprovisioned.
+const Finalizer = "baremetalmachine.infrastructure.upgradelab.dev"
+
+// Reconciler drives BareMetalMachines.
+type Reconciler struct {
+	Client client.Client
+	// Reader reads straight from the API server. Claims are decided on
+	// it, never on the cache, so a claim just made (by this process or
+	// one before a restart) is always seen.
+	Reader client.Reader
+	// Poll is how often a machine waiting for a host looks again.
+	Poll time.Duration
+}
+
+// SetupWithManager registers the controller; a host's changes wake the
+// machine it is bound to.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Poll == 0 {
+		r.Poll = time.Second
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&infrav1.BareMetalMachine{}).
+		Watches(&metal3.BareMetalHost{}, handler.EnqueueRequestsFromMapFunc(consumerOf)).
+		Named("baremetalmachine").
+		Complete(r)
+}
+
+func consumerOf(_ context.Context, obj client.Object) []reconcile.Request {
+	host, ok := obj.(*metal3.BareMetalHost)
+	if !ok || host.Spec.ConsumerRef == nil || host.Spec.ConsumerRef.Kind != "BareMetalMachine" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: host.Namespace, Name: host.Spec.ConsumerRef.Name}}}
+}
+
+// Reconcile loads the machine and its owners, defers the status patch and
+// hands over to reconcileNormal or reconcileDelete.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	bmm := &infrav1.BareMetalMachine{}
+	if err := r.Client.Get(ctx, req.NamespacedName, bmm); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	machine, err := util.GetOwnerMachine(ctx, r.Client, bmm.ObjectMeta)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if machine == nil {
+		return ctrl.Result{}, nil // CAPI sets the owner reference; that wakes us
+	}
+	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, machine.ObjectMeta)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if annotations.IsPaused(cluster, bmm) {
+		return ctrl.Result{}, nil
+	}
+	before := bmm.DeepCopy()
+	defer func() {
+		summarize(bmm)
+		if err := r.Client.Status().Patch(ctx, bmm, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil && reterr == nil {
+			reterr = err
+		}
+	}()
+	if !bmm.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, bmm, machine)
+	}
+	if !controllerutil.ContainsFinalizer(bmm, Finalizer) {
+		patch := client.MergeFrom(bmm.DeepCopy())
+		controllerutil.AddFinalizer(bmm, Finalizer)
+		if err := r.Client.Patch(ctx, bmm, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+		before.Finalizers = bmm.Finalizers
+		before.ResourceVersion = bmm.ResourceVersion
+	}
+	return r.reconcileNormal(ctx, bmm, machine)
+}
+
+// reconcileNormal binds a host, then reports its provisioning.
+func (r *Reconciler) reconcileNormal(ctx context.Context, bmm *infrav1.BareMetalMachine, machine *clusterv1.Machine) (ctrl.Result, error) {
+	host, err := r.boundHost(ctx, bmm)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if host == nil {
+		if machine.Spec.Bootstrap.DataSecretName == nil {
+			setCondition(bmm, infrav1.HostProvisionedCondition, false, infrav1.WaitingForBootstrapDataReason, "waiting for the bootstrap provider to write the Machine's data secret")
+			return ctrl.Result{}, nil
+		}
+		if host, err = r.claim(ctx, bmm, machine); err != nil || host == nil {
+			return ctrl.Result{RequeueAfter: r.Poll}, err
+		}
+	}
+	bmm.Status.Host = host.Name
+	setCondition(bmm, infrav1.HostAssociatedCondition, true, infrav1.HostAssociatedReason, "bound to BareMetalHost "+host.Name)
+	if err := r.setProviderID(ctx, bmm, host); err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.reportProvisioning(bmm, host), nil
+}
+
+// setProviderID gives the machine the ID the host's kubelet reports.
+func (r *Reconciler) setProviderID(ctx context.Context, bmm *infrav1.BareMetalMachine, host *metal3.BareMetalHost) error {
+	if bmm.Spec.ProviderID != "" || host.Status.HardwareDetails == nil || host.Status.HardwareDetails.Hostname == "" {
+		return nil
+	}
+	patch := client.MergeFrom(bmm.DeepCopy())
+	bmm.Spec.ProviderID = infrav1.ProviderIDScheme + host.Status.HardwareDetails.Hostname
+	return r.Client.Patch(ctx, bmm, patch)
+}
+
+// reportProvisioning mirrors the host's state into the contract fields.
+func (r *Reconciler) reportProvisioning(bmm *infrav1.BareMetalMachine, host *metal3.BareMetalHost) ctrl.Result {
+	switch {
+	case host.Status.Provisioning.State == metal3.StateProvisioned:
+		bmm.Status.Initialization.Provisioned = ptrTo(true)
+		bmm.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineHostName, Address: host.Status.HardwareDetails.Hostname}}
+		setCondition(bmm, infrav1.HostProvisionedCondition, true, infrav1.ProvisionedReason, "")
+		return ctrl.Result{}
+	case host.Status.ErrorType != "":
+		setCondition(bmm, infrav1.HostProvisionedCondition, false, infrav1.ProvisioningErrorReason,
+			fmt.Sprintf("BareMetalHost %s: %s: %s", host.Name, host.Status.ErrorType, host.Status.ErrorMessage))
+	default:
+		setCondition(bmm, infrav1.HostProvisionedCondition, false, infrav1.ProvisioningReason,
+			fmt.Sprintf("BareMetalHost %s is %s", host.Name, orNone(host.Status.Provisioning.State)))
+	}
+	return ctrl.Result{RequeueAfter: r.Poll}
+}
+
+func orNone(s metal3.ProvisioningState) string {
+	if s == "" {
+		return "new"
+	}
+	return string(s)
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func setCondition(bmm *infrav1.BareMetalMachine, t string, ok bool, reason, msg string) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&bmm.Status.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: bmm.Generation})
+}
+
+// summarize sets Ready from the other conditions.
+func summarize(bmm *infrav1.BareMetalMachine) {
+	for _, t := range []string{infrav1.HostAssociatedCondition, infrav1.HostProvisionedCondition} {
+		c := meta.FindStatusCondition(bmm.Status.Conditions, t)
+		if c == nil || c.Status != metav1.ConditionTrue {
+			reason, msg := "Waiting", t+" is not reported yet"
+			if c != nil {
+				reason, msg = c.Reason, c.Message
+			}
+			setCondition(bmm, infrav1.ReadyCondition, false, reason, msg)
+			return
+		}
+	}
+	setCondition(bmm, infrav1.ReadyCondition, true, "Ready", "")
+}

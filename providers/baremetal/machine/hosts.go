@@ -1,0 +1,206 @@
+package machine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+)
+
+// boundHost is the host whose consumerRef names this machine, read from
+// the API server.
+func (r *Reconciler) boundHost(ctx context.Context, bmm *infrav1.BareMetalMachine) (*metal3.BareMetalHost, error) {
+	hosts := &metal3.BareMetalHostList{}
+	if err := r.Reader.List(ctx, hosts, client.InNamespace(bmm.Namespace)); err != nil {
+		return nil, err
+	}
+	for i := range hosts.Items {
+		if boundTo(&hosts.Items[i], bmm) {
+			return &hosts.Items[i], nil
+		}
+	}
+	return nil, nil
+}
+
+func boundTo(host *metal3.BareMetalHost, bmm *infrav1.BareMetalMachine) bool {
+	ref := host.Spec.ConsumerRef
+	return ref != nil && ref.Kind == "BareMetalMachine" && ref.Name == bmm.Name && ref.UID == bmm.UID
+}
+
+// owner is the KubeadmControlPlane or MachineDeployment a machine belongs
+// to, the key of node reuse.
+func owner(m *clusterv1.Machine) string {
+	if n := m.Labels[clusterv1.MachineControlPlaneNameLabel]; n != "" {
+		return n
+	}
+	return m.Labels[clusterv1.MachineDeploymentNameLabel]
+}
+
+// rank orders candidates: a host reserved for this owner first, then
+// spares, then the rest, by name.
+func rank(host *metal3.BareMetalHost, ownerName string) int {
+	switch {
+	case ownerName != "" && host.Labels[infrav1.NodeReuseLabel] == ownerName:
+		return 0
+	case host.Labels[infrav1.SpareLabel] != "":
+		return 1
+	}
+	return 2
+}
+
+// claim binds one available host matching the selector. The write is an
+// update at the resourceVersion read, so two claimants of one host can
+// never both win: the loser gets a conflict and looks again.
+func (r *Reconciler) claim(ctx context.Context, bmm *infrav1.BareMetalMachine, machine *clusterv1.Machine) (*metal3.BareMetalHost, error) {
+	selector, err := metav1.LabelSelectorAsSelector(&bmm.Spec.HostSelector)
+	if err != nil {
+		return nil, fmt.Errorf("spec.hostSelector: %w", err)
+	}
+	hosts := &metal3.BareMetalHostList{}
+	if err := r.Reader.List(ctx, hosts, client.InNamespace(bmm.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+		return nil, err
+	}
+	ownerName := owner(machine)
+	var candidates []*metal3.BareMetalHost
+	for i := range hosts.Items {
+		h := &hosts.Items[i]
+		reserved := h.Labels[infrav1.NodeReuseLabel]
+		if h.Spec.ConsumerRef != nil || !h.DeletionTimestamp.IsZero() || h.Status.Provisioning.State != metal3.StateAvailable ||
+			(reserved != "" && reserved != ownerName) {
+			continue
+		}
+		candidates = append(candidates, h)
+	}
+	if len(candidates) == 0 {
+		setCondition(bmm, infrav1.HostAssociatedCondition, false, infrav1.WaitingForHostReason,
+			fmt.Sprintf("no available BareMetalHost matches %q (%d hosts match, none free)", selector, len(hosts.Items)))
+		return nil, nil
+	}
+	sort.SliceStable(candidates, func(i, j int) bool {
+		ri, rj := rank(candidates[i], ownerName), rank(candidates[j], ownerName)
+		if ri != rj {
+			return ri < rj
+		}
+		return candidates[i].Name < candidates[j].Name
+	})
+	host := candidates[0]
+	secret, err := r.userDataSecret(ctx, bmm, machine)
+	if err != nil {
+		return nil, err
+	}
+	host.Spec.ConsumerRef = &corev1.ObjectReference{
+		APIVersion: infrav1.GroupVersion.String(), Kind: "BareMetalMachine",
+		Namespace: bmm.Namespace, Name: bmm.Name, UID: bmm.UID,
+	}
+	host.Spec.Image = &metal3.Image{URL: bmm.Spec.Image.URL, Checksum: bmm.Spec.Image.Checksum, ChecksumType: metal3.SHA256}
+	host.Spec.UserData = &corev1.SecretReference{Namespace: bmm.Namespace, Name: secret}
+	host.Spec.Online = true
+	delete(host.Labels, infrav1.SpareLabel)
+	delete(host.Labels, infrav1.NodeReuseLabel)
+	if err := r.Client.Update(ctx, host); err != nil {
+		if apierrors.IsConflict(err) {
+			return nil, nil // someone changed the host meanwhile; look again
+		}
+		return nil, err
+	}
+	log.FromContext(ctx).Info("claimed host", "host", host.Name, "rank", rank(candidates[0], ownerName))
+	return host, nil
+}
+
+// userDataSecret copies the Machine's bootstrap data into a secret the
+// host reads (key userData, as baremetal-operator expects), owned by the
+// BareMetalMachine.
+func (r *Reconciler) userDataSecret(ctx context.Context, bmm *infrav1.BareMetalMachine, machine *clusterv1.Machine) (string, error) {
+	src := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: *machine.Spec.Bootstrap.DataSecretName}, src); err != nil {
+		return "", fmt.Errorf("bootstrap data secret: %w", err)
+	}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: bmm.Namespace, Name: bmm.Name + "-user-data"}}
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, s, func() error {
+		s.Data = map[string][]byte{"userData": src.Data["value"]}
+		return controllerutil.SetOwnerReference(bmm, s, r.Client.Scheme())
+	})
+	return s.Name, err
+}
+
+// reconcileDelete releases the host and waits until it is deprovisioned
+// (available again, or gone when a reset replaced it), so the Machine's
+// deletion (and its etcd member's removal before it) completes only once
+// nothing of it runs on the host.
+func (r *Reconciler) reconcileDelete(ctx context.Context, bmm *infrav1.BareMetalMachine, machine *clusterv1.Machine) (ctrl.Result, error) {
+	setCondition(bmm, infrav1.HostProvisionedCondition, false, infrav1.DeletingReason, "releasing the host")
+	bmm.Status.Initialization.Provisioned = ptrTo(false)
+	if bmm.Status.Host != "" {
+		host := &metal3.BareMetalHost{}
+		err := r.Reader.Get(ctx, client.ObjectKey{Namespace: bmm.Namespace, Name: bmm.Status.Host}, host)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return ctrl.Result{}, err
+		case boundTo(host, bmm):
+			if err := r.release(ctx, bmm, machine, host); err != nil {
+				return ctrl.Result{}, err
+			}
+			return ctrl.Result{RequeueAfter: r.Poll}, nil
+		case host.Spec.ConsumerRef == nil && host.Status.Provisioning.State != metal3.StateAvailable:
+			setCondition(bmm, infrav1.HostProvisionedCondition, false, infrav1.DeletingReason, "BareMetalHost "+host.Name+" is "+orNone(host.Status.Provisioning.State))
+			return ctrl.Result{RequeueAfter: r.Poll}, nil
+		}
+	} else if host, err := r.boundHost(ctx, bmm); err != nil || host != nil {
+		// Bound but the status write was lost: release it first.
+		if err == nil {
+			bmm.Status.Host = host.Name
+		}
+		return ctrl.Result{RequeueAfter: r.Poll}, err
+	}
+	patch := client.MergeFrom(bmm.DeepCopy())
+	controllerutil.RemoveFinalizer(bmm, Finalizer)
+	return ctrl.Result{}, r.Client.Patch(ctx, bmm, patch)
+}
+
+// release hands the host back: node reuse reserves it for the same owner,
+// otherwise it becomes a spare.
+func (r *Reconciler) release(ctx context.Context, bmm *infrav1.BareMetalMachine, machine *clusterv1.Machine, host *metal3.BareMetalHost) error {
+	reuse, err := r.nodeReuse(ctx, bmm)
+	if err != nil {
+		return err
+	}
+	host.Spec.ConsumerRef, host.Spec.Image, host.Spec.UserData, host.Spec.Online = nil, nil, nil, false
+	if host.Labels == nil {
+		host.Labels = map[string]string{}
+	}
+	if o := owner(machine); reuse && o != "" {
+		host.Labels[infrav1.NodeReuseLabel] = o
+	} else {
+		host.Labels[infrav1.SpareLabel] = "true"
+	}
+	if err := r.Client.Update(ctx, host); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	log.FromContext(ctx).Info("released host", "host", host.Name, "nodeReuse", reuse)
+	return nil
+}
+
+// nodeReuse reads the template the machine was cloned from.
+func (r *Reconciler) nodeReuse(ctx context.Context, bmm *infrav1.BareMetalMachine) (bool, error) {
+	name := bmm.Annotations[infrav1.ClonedFromAnnotation]
+	if name == "" {
+		return false, nil
+	}
+	t := &infrav1.BareMetalMachineTemplate{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: bmm.Namespace, Name: name}, t); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return t.Spec.NodeReuse, nil
+}

@@ -1,0 +1,209 @@
+// Package redfish is everything the bare-metal provider does to a server's
+// BMC, over Redfish with gofish: power, one-time boot override, virtual
+// media and the hardware inventory. It is the provider's only way to the
+// hardware besides the host agent, as Ironic's redfish-virtualmedia
+// driver is Metal3's.
+package redfish
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/stmcginnis/gofish"
+	"github.com/stmcginnis/gofish/common"
+	"github.com/stmcginnis/gofish/redfish"
+)
+
+// AddressScheme is the BareMetalHost bmc.address scheme this package
+// drives (Metal3 names the same driver so).
+const AddressScheme = "redfish-virtualmedia+"
+
+// Address is a parsed bmc.address.
+type Address struct {
+	// Endpoint is the service's base URL (https://host:port).
+	Endpoint string
+	// SystemPath is the ComputerSystem's path (/redfish/v1/Systems/ID).
+	SystemPath string
+}
+
+// ParseAddress reads redfish-virtualmedia+https://HOST:PORT/redfish/v1/Systems/ID.
+func ParseAddress(addr string) (Address, error) {
+	rest, ok := strings.CutPrefix(addr, AddressScheme)
+	if !ok {
+		return Address{}, fmt.Errorf("bmc address %q: want scheme %shttps", addr, AddressScheme)
+	}
+	u, err := url.Parse(rest)
+	if err != nil {
+		return Address{}, fmt.Errorf("bmc address %q: %w", addr, err)
+	}
+	if u.Scheme != "https" || u.Host == "" || !strings.HasPrefix(u.Path, "/redfish/v1/Systems/") {
+		return Address{}, fmt.Errorf("bmc address %q: want %shttps://HOST:PORT/redfish/v1/Systems/ID", addr, AddressScheme)
+	}
+	return Address{Endpoint: u.Scheme + "://" + u.Host, SystemPath: u.Path}, nil
+}
+
+// ErrCredentials means the BMC refused the username and password.
+var ErrCredentials = errors.New("the BMC refused the credentials")
+
+// Client is one connection to one BMC's system.
+type Client struct {
+	api *gofish.APIClient
+	sys *redfish.ComputerSystem
+}
+
+// Dial connects with Basic auth (no session to leak when the provider
+// restarts) and reads the system, which checks the credentials.
+func Dial(addr Address, username, password string, httpClient *http.Client) (*Client, error) {
+	api, err := gofish.Connect(gofish.ClientConfig{
+		Endpoint: addr.Endpoint, Username: username, Password: password,
+		BasicAuth: true, HTTPClient: httpClient,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("BMC %s: %w", addr.Endpoint, err)
+	}
+	sys, err := redfish.GetComputerSystem(api, addr.SystemPath)
+	if err != nil {
+		api.Logout()
+		if isStatus(err, http.StatusUnauthorized) || isStatus(err, http.StatusForbidden) {
+			return nil, fmt.Errorf("BMC %s: %w", addr.Endpoint, ErrCredentials)
+		}
+		return nil, fmt.Errorf("BMC %s: reading %s: %w", addr.Endpoint, addr.SystemPath, err)
+	}
+	return &Client{api: api, sys: sys}, nil
+}
+
+func isStatus(err error, code int) bool {
+	var e *common.Error
+	return errors.As(err, &e) && e.HTTPReturnedStatusCode == code
+}
+
+// Close ends the connection.
+func (c *Client) Close() { c.api.Logout() }
+
+// SystemID is the Redfish System Id, the host's name.
+func (c *Client) SystemID() string { return c.sys.ID }
+
+// PoweredOn reads the power state as of Dial.
+func (c *Client) PoweredOn() bool { return c.sys.PowerState == redfish.OnPowerState }
+
+// PowerOn turns the server on, or restarts it when it is on, so it boots
+// again either way.
+func (c *Client) PowerOn() error {
+	if c.PoweredOn() {
+		return c.sys.Reset(redfish.ForceRestartResetType)
+	}
+	return c.sys.Reset(redfish.OnResetType)
+}
+
+// PowerOff turns the server off at once (Ironic's hard power off).
+func (c *Client) PowerOff() error {
+	if !c.PoweredOn() {
+		return nil
+	}
+	return c.sys.Reset(redfish.ForceOffResetType)
+}
+
+// BootOnce makes the next boot use target (Cd, Hdd).
+func (c *Client) BootOnce(target redfish.BootSourceOverrideTarget) error {
+	return c.sys.SetBoot(redfish.Boot{BootSourceOverrideTarget: target, BootSourceOverrideEnabled: redfish.OnceBootSourceOverrideEnabled})
+}
+
+func (c *Client) cd() (*redfish.VirtualMedia, error) {
+	managers, err := c.sys.ManagedBy()
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range managers {
+		media, err := m.VirtualMedia()
+		if err != nil {
+			return nil, err
+		}
+		for _, vm := range media {
+			for _, t := range vm.MediaTypes {
+				if t == redfish.CDMediaType || t == redfish.DVDMediaType {
+					return vm, nil
+				}
+			}
+		}
+	}
+	return nil, errors.New("the BMC offers no virtual CD")
+}
+
+// InsertMedia puts image into the virtual CD, replacing what is there.
+func (c *Client) InsertMedia(image string) error {
+	vm, err := c.cd()
+	if err != nil {
+		return err
+	}
+	if vm.Inserted {
+		if vm.Image == image {
+			return nil
+		}
+		if err := vm.EjectMedia(); err != nil {
+			return fmt.Errorf("ejecting %s: %w", vm.Image, err)
+		}
+	}
+	return vm.InsertMedia(image, true, true)
+}
+
+// EjectMedia empties the virtual CD.
+func (c *Client) EjectMedia() error {
+	vm, err := c.cd()
+	if err != nil {
+		return err
+	}
+	if !vm.Inserted {
+		return nil
+	}
+	return vm.EjectMedia()
+}
+
+// Hardware is what inspection learns.
+type Hardware struct {
+	CPUs      int
+	MemoryMiB int
+	Serial    string
+	NICs      []NIC
+	// Firmware maps inventory Id (BIOS, BMC, NIC.<port>) to its version.
+	Firmware map[string]string
+}
+
+// NIC is one Ethernet interface.
+type NIC struct {
+	Name string
+	MAC  string
+	Up   bool
+}
+
+// Inspect reads the system, its Ethernet interfaces and the firmware
+// inventory.
+func (c *Client) Inspect() (Hardware, error) {
+	hw := Hardware{
+		CPUs: c.sys.ProcessorSummary.Count, MemoryMiB: int(c.sys.MemorySummary.TotalSystemMemoryGiB * 1024),
+		Serial: c.sys.SerialNumber, Firmware: map[string]string{},
+	}
+	ifaces, err := c.sys.EthernetInterfaces()
+	if err != nil {
+		return hw, fmt.Errorf("Ethernet interfaces: %w", err)
+	}
+	for _, i := range ifaces {
+		hw.NICs = append(hw.NICs, NIC{Name: i.ID, MAC: i.MACAddress, Up: i.LinkStatus == redfish.LinkUpLinkStatus})
+	}
+	sort.Slice(hw.NICs, func(a, b int) bool { return hw.NICs[a].Name < hw.NICs[b].Name })
+	us, err := c.api.Service.UpdateService()
+	if err != nil {
+		return hw, fmt.Errorf("update service: %w", err)
+	}
+	inv, err := us.FirmwareInventories()
+	if err != nil {
+		return hw, fmt.Errorf("firmware inventory: %w", err)
+	}
+	for _, item := range inv {
+		hw.Firmware[item.ID] = item.Version
+	}
+	return hw, nil
+}
