@@ -33,7 +33,7 @@ var _ = Describe("simulated lab", func() {
 		l, err := lab.Up(ctx, def, lab.Options{StateDir: filepath.Join(*artifactsFlag, "lab-cold-spare"), Scale: timescale.Scale(*timeScaleFlag)})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(l.Down)
-		fleet, err := bmc.StartFleet(l)
+		fleet, err := bmc.StartFleet(l, nil)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(fleet.Close)
 		events, cancel := l.Subscribe()

@@ -19,7 +19,6 @@ import (
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -37,7 +36,7 @@ import (
 )
 
 type options struct {
-	kubeconfig, webhookCertDir, healthAddr, metricsAddr string
+	webhookCertDir, healthAddr, metricsAddr string
 	webhookPort                                         int
 	leaderElect, insecureDiagnostics                    bool
 	syncPeriod                                          time.Duration
@@ -49,7 +48,6 @@ type options struct {
 func main() {
 	var o options
 	fs := flag.CommandLine
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the management cluster (default: in-cluster or $KUBECONFIG)")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "webhook server port")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "folder with the webhook's tls.crt and tls.key")
 	fs.StringVar(&o.healthAddr, "health-addr", ":9440", "address of /healthz and /readyz")
@@ -101,10 +99,8 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("--cert-dir: %w", err)
 	}
-	restConfig, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	if o.kubeconfig == "" {
-		restConfig, err = ctrl.GetConfig()
-	}
+	// controller-runtime owns --kubeconfig (then $KUBECONFIG, in-cluster).
+	restConfig, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}

@@ -47,7 +47,7 @@ the state folder keeps disks and NICs for the next 'lab up'.`,
 				return err
 			}
 			defer l.Down()
-			fleet, err := bmc.StartFleet(l)
+			fleet, err := bmc.StartFleet(l, nil)
 			if err != nil {
 				return err
 			}

@@ -86,8 +86,8 @@ func ResolveAssets(a Assets) (Assets, error) {
 			errs = append(errs, fmt.Errorf("%s missing: run `make tools` (scripts/build-kube-binaries.sh) or set KUBEBUILDER_ASSETS", f))
 		}
 	}
-	for _, m := range managers {
-		f := filepath.Join(a.ManagersDir, m.binary)
+	for _, m := range capiManagers(a) {
+		f := m.binary
 		if _, err := os.Stat(f); err != nil {
 			errs = append(errs, fmt.Errorf("%s missing: run `make tools` (scripts/build-capi-managers.sh) or set UPGRADELAB_CAPI_BIN", f))
 		}

@@ -15,18 +15,52 @@ import (
 // InPlaceUpdates. The managers read gates only from --feature-gates.
 var FeatureGates = []string{"ClusterTopology=true", "RuntimeSDK=true", "InPlaceUpdates=true"}
 
-// managerSpec is one of the real CAPI managers. Each reads its CRDs and
-// webhook manifests from its own folder of the CAPI module.
-type managerSpec struct {
-	name   string // short name, prefix of its webhook configurations
-	binary string // file in Assets.ManagersDir
-	srcDir string // folder in the CAPI module holding config/
+// Provider is a manager beside CAPI's: the infrastructure provider (or
+// extension) under test. It takes the flags CAPI's managers take except
+// --feature-gates, and ships its manifests the way they do.
+type Provider struct {
+	// Name prefixes its webhook configurations and names its log.
+	Name string
+	// Binary is the manager's executable.
+	Binary string
+	// ConfigDir holds crd/bases (with crd/kustomization.yaml's labels) and
+	// webhook/manifests.yaml.
+	ConfigDir string
+	// ExtraCRDDirs hold CRDs installed as they are (no contract labels, no
+	// conversion), such as the BareMetalHost inventory's.
+	ExtraCRDDirs []string
+	// Args are its own flags.
+	Args []string
 }
 
-var managers = []managerSpec{
-	{name: "capi", binary: "capi-manager", srcDir: "core"},
-	{name: "kcp", binary: "kcp-manager", srcDir: "controlplane/kubeadm"},
-	{name: "cabpk", binary: "cabpk-manager", srcDir: "bootstrap/kubeadm"},
+// managerSpec is one manager the plane runs: a real CAPI manager (its
+// manifests in its folder of the CAPI module) or a Provider.
+type managerSpec struct {
+	name      string // short name, prefix of its webhook configurations
+	binary    string // path of the executable
+	configDir string // folder holding crd/ and webhook/
+	extraCRDs []string
+	capi      bool // takes --feature-gates
+	extraArgs []string
+}
+
+// capiManagers are CAPI's core, KubeadmControlPlane and kubeadm bootstrap
+// managers.
+func capiManagers(a Assets) []managerSpec {
+	var out []managerSpec
+	for _, m := range []struct{ name, binary, srcDir string }{
+		{"capi", "capi-manager", "core"},
+		{"kcp", "kcp-manager", "controlplane/kubeadm"},
+		{"cabpk", "cabpk-manager", "bootstrap/kubeadm"},
+	} {
+		out = append(out, managerSpec{name: m.name, binary: filepath.Join(a.ManagersDir, m.binary),
+			configDir: filepath.Join(a.CAPIDir, m.srcDir, "config"), capi: true})
+	}
+	return out
+}
+
+func (p Provider) spec() managerSpec {
+	return managerSpec{name: p.Name, binary: p.Binary, configDir: p.ConfigDir, extraCRDs: p.ExtraCRDDirs, extraArgs: p.Args}
 }
 
 // managerPorts are the loopback ports of one manager. Every CAPI manager
@@ -40,9 +74,11 @@ func (p managerPorts) healthURL() string {
 }
 
 func (m managerSpec) args(kubeconfig, certDir string, ports managerPorts) []string {
-	return []string{
-		"--kubeconfig=" + kubeconfig,
-		"--feature-gates=" + strings.Join(FeatureGates, ","),
+	args := []string{"--kubeconfig=" + kubeconfig}
+	if m.capi {
+		args = append(args, "--feature-gates="+strings.Join(FeatureGates, ","))
+	}
+	return append(append(args,
 		"--webhook-port=" + strconv.Itoa(ports.webhook),
 		"--webhook-cert-dir=" + certDir,
 		"--health-addr=127.0.0.1:" + strconv.Itoa(ports.health),
@@ -51,7 +87,7 @@ func (m managerSpec) args(kubeconfig, certDir string, ports managerPorts) []stri
 		"--leader-elect=false",
 		// Short resyncs keep a simulated rollout moving in seconds.
 		"--sync-period=1m",
-	}
+	), m.extraArgs...)
 }
 
 // freePorts reserves n distinct loopback ports by listening on them at once,
@@ -77,10 +113,10 @@ func freePorts(n int) ([]int, error) {
 
 // startManagers starts every manager and waits until each answers /readyz,
 // which in CAPI's managers includes its webhook server having started.
-func startManagers(ctx context.Context, a Assets, kubeconfig string, certs *webhookCerts, logDir string, ports map[string]managerPorts, timeout time.Duration) ([]*process, error) {
+func startManagers(ctx context.Context, managers []managerSpec, kubeconfig string, certs *webhookCerts, logDir string, ports map[string]managerPorts, timeout time.Duration) ([]*process, error) {
 	var procs []*process
 	for _, m := range managers {
-		p, err := startProcess(m.binary, filepath.Join(a.ManagersDir, m.binary), m.args(kubeconfig, certs.dir, ports[m.name]), logDir)
+		p, err := startProcess(m.name, m.binary, m.args(kubeconfig, certs.dir, ports[m.name]), logDir)
 		if err != nil {
 			return procs, err
 		}

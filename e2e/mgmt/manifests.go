@@ -33,19 +33,54 @@ func (e webhookEndpoint) url(path string) *string {
 	return &u
 }
 
-// loadCRDs reads a manager's CRDs from its config/crd folder in the CAPI
-// module and makes the edits its kustomization would: the contract labels,
+// loadCRDs reads a manager's CRDs from its config/crd folder and makes the edits its kustomization would: the contract labels,
 // and conversion through the manager's webhook for every CRD that serves
 // more than one version.
-func loadCRDs(capiDir string, m managerSpec, ep webhookEndpoint) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	crdDir := filepath.Join(capiDir, m.srcDir, "config", "crd")
+func loadCRDs(m managerSpec, ep webhookEndpoint) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	crdDir := filepath.Join(m.configDir, "crd")
 	labels, err := kustomizationLabels(filepath.Join(crdDir, "kustomization.yaml"))
 	if err != nil {
 		return nil, err
 	}
-	files, err := filepath.Glob(filepath.Join(crdDir, "bases", "*.yaml"))
+	crds, err := readCRDs(m.name, filepath.Join(crdDir, "bases"))
+	if err != nil {
+		return nil, err
+	}
+	for _, crd := range crds {
+		if crd.Labels == nil {
+			crd.Labels = map[string]string{}
+		}
+		for k, v := range labels {
+			crd.Labels[k] = v
+		}
+		if len(crd.Spec.Versions) > 1 {
+			crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
+				Strategy: apiextensionsv1.WebhookConverter,
+				Webhook: &apiextensionsv1.WebhookConversion{
+					ConversionReviewVersions: []string{"v1", "v1beta1"},
+					ClientConfig: &apiextensionsv1.WebhookClientConfig{
+						URL:      ep.url("/convert"),
+						CABundle: ep.caBundle,
+					},
+				},
+			}
+		}
+	}
+	for _, dir := range m.extraCRDs {
+		extra, err := readCRDs(m.name, dir)
+		if err != nil {
+			return nil, err
+		}
+		crds = append(crds, extra...)
+	}
+	return crds, nil
+}
+
+// readCRDs reads every CRD of the YAML files in dir.
+func readCRDs(manager, dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("%s: no CRDs in %s", m.name, filepath.Join(crdDir, "bases"))
+		return nil, fmt.Errorf("%s: no CRDs in %s", manager, dir)
 	}
 	sort.Strings(files)
 	var crds []*apiextensionsv1.CustomResourceDefinition
@@ -58,24 +93,6 @@ func loadCRDs(capiDir string, m managerSpec, ep webhookEndpoint) ([]*apiextensio
 			crd := &apiextensionsv1.CustomResourceDefinition{}
 			if err := yaml.UnmarshalStrict(doc, crd); err != nil {
 				return nil, fmt.Errorf("%s: %w", f, err)
-			}
-			if crd.Labels == nil {
-				crd.Labels = map[string]string{}
-			}
-			for k, v := range labels {
-				crd.Labels[k] = v
-			}
-			if len(crd.Spec.Versions) > 1 {
-				crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
-					Strategy: apiextensionsv1.WebhookConverter,
-					Webhook: &apiextensionsv1.WebhookConversion{
-						ConversionReviewVersions: []string{"v1", "v1beta1"},
-						ClientConfig: &apiextensionsv1.WebhookClientConfig{
-							URL:      ep.url("/convert"),
-							CABundle: ep.caBundle,
-						},
-					},
-				}
 			}
 			crds = append(crds, crd)
 		}
@@ -114,8 +131,8 @@ func kustomizationLabels(path string) (map[string]string, error) {
 // loadWebhookConfigs reads a manager's admission webhook manifests and
 // points them at its loopback port. All managers ship configurations with
 // the same names, so each is prefixed with the manager's name.
-func loadWebhookConfigs(capiDir string, m managerSpec, ep webhookEndpoint) ([]client.Object, error) {
-	path := filepath.Join(capiDir, m.srcDir, "config", "webhook", "manifests.yaml")
+func loadWebhookConfigs(m managerSpec, ep webhookEndpoint) ([]client.Object, error) {
+	path := filepath.Join(m.configDir, "webhook", "manifests.yaml")
 	docs, err := yamlDocuments(path)
 	if err != nil {
 		return nil, err

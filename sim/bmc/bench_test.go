@@ -49,7 +49,7 @@ func BenchmarkFleet100BMCs(b *testing.B) {
 			b.Fatal(err)
 		}
 		begin := time.Now()
-		fleet, err := StartFleet(l)
+		fleet, err := StartFleet(l, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

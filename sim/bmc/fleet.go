@@ -17,12 +17,15 @@ type Fleet struct {
 }
 
 // StartFleet starts a BMC for every host of l on its own loopback port,
-// writes the lab CA to STATE/bmc-ca.crt and records each endpoint and its
-// credentials (from the lab file) in lab.json.
-func StartFleet(l *lab.Lab) (*Fleet, error) {
-	ca, err := pki.NewCA("upgradelab lab " + l.Definition().Spec.Name + " BMC CA")
-	if err != nil {
-		return nil, err
+// with certificates from ca (a new lab CA when nil), writes the CA to
+// STATE/bmc-ca.crt and records each endpoint and its credentials (from
+// the lab file) in lab.json.
+func StartFleet(l *lab.Lab, ca *pki.CA) (*Fleet, error) {
+	if ca == nil {
+		var err error
+		if ca, err = pki.NewCA("upgradelab lab " + l.Definition().Spec.Name + " BMC CA"); err != nil {
+			return nil, err
+		}
 	}
 	caFile := filepath.Join(l.StateDir(), "bmc-ca.crt")
 	if err := os.WriteFile(caFile, ca.PEM, 0o644); err != nil {

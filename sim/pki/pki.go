@@ -69,7 +69,14 @@ func (ca *CA) Client(name string) (Pair, error) {
 	return ca.sign(name, nil, x509.ExtKeyUsageClientAuth)
 }
 
-func (ca *CA) sign(name string, hosts []string, usage x509.ExtKeyUsage) (Pair, error) {
+// Peer signs a certificate that serves hosts and is also a client, for a
+// party that is called and calls over mutual TLS (a provider's callback
+// endpoint and its calls to host agents).
+func (ca *CA) Peer(name string, hosts []string) (Pair, error) {
+	return ca.sign(name, hosts, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+}
+
+func (ca *CA) sign(name string, hosts []string, usage ...x509.ExtKeyUsage) (Pair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return Pair{}, err
@@ -81,7 +88,7 @@ func (ca *CA) sign(name string, hosts []string, usage x509.ExtKeyUsage) (Pair, e
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(7 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		ExtKeyUsage:  usage,
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {

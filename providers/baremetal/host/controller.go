@@ -120,10 +120,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if host.Status.OperationalStatus == "" {
 		host.Status.OperationalStatus = metal3.OperationalStatusOK
 	}
+	if host.Status.Provisioning.ID == "" {
+		host.Status.Provisioning.ID = string(host.UID) // Ironic's node ID in BMO
+	}
 	if !equalStatus(before, host) {
 		now := metav1.Now()
 		host.Status.LastUpdated = &now
-		if perr := r.Client.Status().Patch(ctx, host, client.MergeFrom(before)); perr != nil && !apierrors.IsNotFound(perr) {
+		// A full update: the schema requires fields a merge patch of a
+		// first status would leave out (poweredOn false, errorMessage "").
+		if perr := r.Client.Status().Update(ctx, host); perr != nil && !apierrors.IsNotFound(perr) {
 			return ctrl.Result{}, perr
 		}
 	}

@@ -1,0 +1,149 @@
+// Package reference is how the harness runs the reference bare-metal
+// provider (providers/baremetal) on a site: build its manager, describe
+// it to the management plane, and enroll the site's hosts as
+// BareMetalHosts the way an operator does from the rack's inventory.
+package reference
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/upgradelab/upgradelab/e2e/mgmt"
+	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
+	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/site"
+)
+
+// DeployImage is the deploy ramdisk of the shipped image catalog.
+const DeployImage = "deploy-ramdisk-2026.10"
+
+// Scheme knows the management plane's kinds and the provider's.
+func Scheme() *runtime.Scheme {
+	s := mgmt.Scheme()
+	for _, add := range []func(*runtime.Scheme) error{infrav1.AddToScheme, metal3.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// RepoRoot finds the module's root from the working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Build compiles the manager into dir and returns its path (the Go build
+// cache makes a rebuild of unchanged code a link step).
+func Build(ctx context.Context, dir string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "upgradelab-baremetal")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/upgradelab-baremetal")
+	cmd.Dir = root
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the reference provider: %v\n%s", err, msg)
+	}
+	return out, nil
+}
+
+// Options say how the provider reaches the site.
+type Options struct {
+	Binary string
+	// CertDir receives the provider's certificate from the site.
+	CertDir string
+	// CallbackAddr is where hosts reach the provider (HOST:PORT).
+	CallbackAddr string
+	// Extra flags (e.g. --poll, --reset-timeout).
+	Args []string
+}
+
+// Provider describes the reference provider to the plane.
+func Provider(s *site.Site, o Options) (mgmt.Provider, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return mgmt.Provider{}, err
+	}
+	if err := s.WriteProviderCertificate(o.CertDir); err != nil {
+		return mgmt.Provider{}, err
+	}
+	config := filepath.Join(root, "providers", "baremetal", "config")
+	return mgmt.Provider{
+		Name:         "baremetal",
+		Binary:       o.Binary,
+		ConfigDir:    config,
+		ExtraCRDDirs: []string{filepath.Join(config, "metal3", "bases")},
+		Args: append([]string{
+			"--ca-file=" + s.CAFile,
+			"--cert-dir=" + o.CertDir,
+			"--callback-addr=" + o.CallbackAddr,
+			"--deploy-image-url=" + s.Lab.ImageServer().ImageURL(DeployImage),
+		}, o.Args...),
+	}, nil
+}
+
+// CallbackURL is the provider's callback endpoint for CallbackAddr.
+func CallbackURL(addr string) string { return "https://" + addr }
+
+// RegistrationURL is where hosts of pool register into namespace.
+func RegistrationURL(callbackAddr, namespace, pool string) string {
+	return CallbackURL(callbackAddr) + "/v1/registration/" + namespace + "/" + pool
+}
+
+// Enroll creates a BareMetalHost and its BMC credentials secret for every
+// host of the site with a BMC, except those keep selects out, copying the
+// lab's host labels.
+func Enroll(ctx context.Context, c client.Client, s *site.Site, namespace string, keep func(lab.HostInfo) bool) ([]*metal3.BareMetalHost, error) {
+	var hosts []*metal3.BareMetalHost
+	for _, h := range s.Lab.Info().Hosts {
+		if h.BMC == nil || (keep != nil && !keep(h)) {
+			continue
+		}
+		secret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: h.Name + "-bmc"},
+			Data:       map[string][]byte{"username": []byte(h.BMC.Username), "password": []byte(h.BMC.Password)},
+		}
+		if err := c.Create(ctx, secret); err != nil {
+			return nil, fmt.Errorf("enrolling %s: %w", h.Name, err)
+		}
+		bmh := &metal3.BareMetalHost{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: h.Name, Labels: h.Labels},
+			Spec: metal3.BareMetalHostSpec{
+				BMC:            metal3.BMCDetails{Address: redfish.AddressScheme + h.BMC.Address, CredentialsName: secret.Name},
+				BootMACAddress: strings.ToLower(h.MACs[0]),
+				BootMode:       metal3.UEFI,
+			},
+		}
+		if err := c.Create(ctx, bmh); err != nil {
+			return nil, fmt.Errorf("enrolling %s: %w", h.Name, err)
+		}
+		hosts = append(hosts, bmh)
+	}
+	return hosts, nil
+}
