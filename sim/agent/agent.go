@@ -32,7 +32,8 @@ type Machine interface {
 	Name() string
 	Status() lab.HostStatus
 	UserData() []byte
-	WriteUserData(data []byte) error
+	WriteConfigDrive(userData []byte, metaData map[string]string) error
+	MetaData() map[string]string
 	WriteImage(ctx context.Context, slot disk.SlotName, url, sha256 string) error
 	ActivateSlot(slot disk.SlotName, tries int) error
 	CommitSlot() error
@@ -154,7 +155,18 @@ func (a *Agent) booted(ctx context.Context, boot int) {
 			a.record("NoBootstrapData", "no user data on the config drive: the OS runs without a kubelet")
 			return
 		}
-		b, err := ParseBootstrap(data, a.host.Name())
+		meta := a.host.MetaData()
+		nodeName := meta[MetaHostname]
+		if nodeName == "" {
+			nodeName = a.host.Name()
+		}
+		b, err := ParseBootstrap(data, nodeName)
+		if err == nil && b.ProviderID == "" {
+			b.ProviderID = meta[MetaProviderID]
+			if b.ProviderID == "" {
+				b.ProviderID = ProviderIDScheme + a.host.Name()
+			}
+		}
 		if err != nil {
 			a.record("BootstrapFailed", err.Error())
 			return

@@ -207,15 +207,22 @@ func (api *API) putPersistent(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// putConfigDrive writes the OS's user data (the body) onto the config
-// drive, as Ironic's agent writes the config drive partition.
+// ConfigDrive is PUT /v1/configdrive: what cloud-init reads on the OS's
+// first boot.
+type ConfigDrive struct {
+	UserData []byte            `json:"userData"`
+	MetaData map[string]string `json:"metaData,omitempty"`
+}
+
+// putConfigDrive writes the config drive, as Ironic's agent writes the
+// config drive partition.
 func (api *API) putConfigDrive(w http.ResponseWriter, r *http.Request) {
-	data, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err != nil {
+	var cd ConfigDrive
+	if err := decodeBody(r, &cd); err != nil {
 		replyErr(w, err)
 		return
 	}
-	if err := api.agent.host.WriteUserData(data); err != nil {
+	if err := api.agent.host.WriteConfigDrive(cd.UserData, cd.MetaData); err != nil {
 		replyErr(w, err)
 		return
 	}

@@ -67,7 +67,7 @@ func ParseBootstrap(data []byte, hostname string) (*Bootstrap, error) {
 		}
 		files[f.Path] = content
 	}
-	b := &Bootstrap{NodeName: hostname, ProviderID: ProviderIDScheme + hostname, Labels: map[string]string{}}
+	b := &Bootstrap{NodeName: hostname, Labels: map[string]string{}}
 	var kubeadmFile string
 	switch {
 	case strings.Contains(commands(cc.RunCmd), "kubeadm init"):
@@ -187,11 +187,17 @@ func (b *Bootstrap) readNodeRegistration(reg map[string]any) {
 	}
 }
 
-// ProviderIDScheme starts the provider ID a kubelet reports when its
-// bootstrap data sets none: the scheme and the host's name (the Redfish
-// System Id), the identity a cloud provider would give it. Providers
-// that bind machines to lab hosts use the same form.
+// ProviderIDScheme starts the provider ID a kubelet reports when neither
+// its bootstrap data nor the config drive's meta data sets one: the
+// scheme and the host's name (the Redfish System Id), the identity a
+// cloud provider would give it.
 const ProviderIDScheme = "upgradelab://"
+
+// Config drive meta data keys the agent reads (cloud-init's names).
+const (
+	MetaHostname   = "local-hostname"
+	MetaProviderID = "provider-id"
+)
 
 func (b *Bootstrap) kubeletArg(name, value string) {
 	switch name {

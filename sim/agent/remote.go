@@ -135,12 +135,14 @@ func (s *HardwareServer) call(ctx context.Context, call string, body io.Reader) 
 		return nil, m.WipeData()
 	case "erase":
 		return nil, m.EraseDisk()
-	case "write-userdata":
-		var d []byte
+	case "write-configdrive":
+		var d ConfigDrive
 		if err := decodeInto(body, &d); err != nil {
 			return nil, err
 		}
-		return nil, m.WriteUserData(d)
+		return nil, m.WriteConfigDrive(d.UserData, d.MetaData)
+	case "metadata":
+		return m.MetaData(), nil
 	case "write":
 		var a hwWrite
 		if err := decodeInto(body, &a); err != nil {
@@ -376,9 +378,16 @@ func (r *Remote) WipeData() error { return r.do(r.bg(), "wipe", nil, nil) }
 // EraseDisk implements Machine.
 func (r *Remote) EraseDisk() error { return r.do(r.bg(), "erase", nil, nil) }
 
-// WriteUserData implements Machine.
-func (r *Remote) WriteUserData(data []byte) error {
-	return r.do(r.bg(), "write-userdata", data, nil)
+// WriteConfigDrive implements Machine.
+func (r *Remote) WriteConfigDrive(userData []byte, metaData map[string]string) error {
+	return r.do(r.bg(), "write-configdrive", ConfigDrive{UserData: userData, MetaData: metaData}, nil)
+}
+
+// MetaData implements Machine.
+func (r *Remote) MetaData() map[string]string {
+	m := map[string]string{}
+	_ = r.do(r.bg(), "metadata", nil, &m)
+	return m
 }
 
 // SetPersistent implements Machine.

@@ -91,6 +91,9 @@ type Disk struct {
 	// ConfigDrive holds the user data a provisioner wrote for the OS
 	// (cloud-init's config drive).
 	ConfigDrive []byte `json:"configDrive,omitempty"`
+	// MetaData is the config drive's meta_data: local-hostname (the node
+	// name) and provider-id, as a provisioner writes them per machine.
+	MetaData map[string]string `json:"metaData,omitempty"`
 	// RecoveryOnce makes the next boot use the recovery partition, as a
 	// reset-based reprovisioning asks for.
 	RecoveryOnce bool `json:"recoveryOnce,omitempty"`
@@ -264,6 +267,7 @@ func (d *Disk) Erase() {
 	d.Persistent = map[string]string{}
 	d.OEM = map[string]string{}
 	d.ConfigDrive = nil
+	d.MetaData = nil
 	d.Slots = map[SlotName]*Slot{SlotA: {State: Empty}, SlotB: {State: Empty}}
 	d.Booted = ""
 	d.RecoveryOnce = false

@@ -11,13 +11,21 @@ import (
 // What the OS on a host (the agent) and a provisioner do to its disk
 // besides writing slots.
 
-// WriteUserData stores the OS's user data on the config drive, as a
-// provisioner does beside the image.
-func (h *Host) WriteUserData(data []byte) error {
-	return h.diskOp("UserDataWritten", fmt.Sprintf("%d bytes of user data on the config drive", len(data)), func(d *disk.Disk) error {
-		d.ConfigDrive = append([]byte(nil), data...)
+// WriteConfigDrive stores the OS's user data and meta data on the config
+// drive, as a provisioner does beside the image.
+func (h *Host) WriteConfigDrive(userData []byte, metaData map[string]string) error {
+	return h.diskOp("ConfigDriveWritten", fmt.Sprintf("%d bytes of user data and %d meta data keys on the config drive", len(userData), len(metaData)), func(d *disk.Disk) error {
+		d.ConfigDrive = append([]byte(nil), userData...)
+		d.MetaData = maps.Clone(metaData)
 		return nil
 	})
+}
+
+// MetaData reads the config drive's meta data.
+func (h *Host) MetaData() map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.disk.MetaData)
 }
 
 // UserData reads the config drive.

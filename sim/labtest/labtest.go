@@ -68,7 +68,7 @@ func Provision(t testing.TB, l *lab.Lab, h *lab.Host, events <-chan lab.Event, i
 		t.Fatal(err)
 	}
 	if userData != nil {
-		if err := h.WriteUserData(userData); err != nil {
+		if err := h.WriteConfigDrive(userData, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

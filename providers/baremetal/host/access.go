@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -53,9 +54,23 @@ func (r *Reconciler) registeredAgent(host *metal3.BareMetalHost) *hostagent.Clie
 	return hostagent.New(r.AgentHTTP, host.Annotations[callback.AgentURLAnnotation])
 }
 
-// userData reads the secret spec.userData names.
-func (r *Reconciler) userData(ctx context.Context, host *metal3.BareMetalHost) ([]byte, error) {
-	ref := host.Spec.UserData
+// configDrive reads the secrets spec.userData (key userData) and
+// spec.metaData (key metaData, a JSON object of strings) name.
+func (r *Reconciler) configDrive(ctx context.Context, host *metal3.BareMetalHost) (userData []byte, metaData map[string]string, err error) {
+	if userData, err = r.secretKey(ctx, host, host.Spec.UserData, "userData"); err != nil {
+		return nil, nil, err
+	}
+	raw, err := r.secretKey(ctx, host, host.Spec.MetaData, "metaData")
+	if err != nil || raw == nil {
+		return userData, nil, err
+	}
+	if err := json.Unmarshal(raw, &metaData); err != nil {
+		return nil, nil, fmt.Errorf("meta data secret %s key metaData: want a JSON object of strings: %w", host.Spec.MetaData.Name, err)
+	}
+	return userData, metaData, nil
+}
+
+func (r *Reconciler) secretKey(ctx context.Context, host *metal3.BareMetalHost, ref *corev1.SecretReference, key string) ([]byte, error) {
 	if ref == nil {
 		return nil, nil
 	}
@@ -65,7 +80,7 @@ func (r *Reconciler) userData(ctx context.Context, host *metal3.BareMetalHost) (
 	}
 	s := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, s); err != nil {
-		return nil, fmt.Errorf("user data secret %s/%s: %w", ns, ref.Name, err)
+		return nil, fmt.Errorf("secret %s/%s: %w", ns, ref.Name, err)
 	}
-	return s.Data["userData"], nil
+	return s.Data[key], nil
 }

@@ -58,11 +58,11 @@ func (r *Reconciler) provision(ctx context.Context, host *metal3.BareMetalHost) 
 			return ctrl.Result{RequeueAfter: r.Poll}, err
 		}
 	}
-	userData, err := r.userData(ctx, host)
+	userData, metaData, err := r.configDrive(ctx, host)
 	if err != nil {
 		return ctrl.Result{}, failed(metal3.ProvisioningError, "%v", err)
 	}
-	if err := install(ctx, ag, host.Spec.Image, userData); err != nil {
+	if err := install(ctx, ag, host.Spec.Image, userData, metaData); err != nil {
 		return ctrl.Result{}, failed(metal3.ProvisioningError, "%v", err)
 	}
 	// Boot the installed OS.
@@ -90,7 +90,7 @@ func (r *Reconciler) provision(ctx context.Context, host *metal3.BareMetalHost) 
 
 // install runs in the deploy ramdisk (or recovery OS): image into the
 // install slot (skipped when already there), config drive, activate.
-func install(ctx context.Context, ag *hostagent.Client, img *metal3.Image, userData []byte) error {
+func install(ctx context.Context, ag *hostagent.Client, img *metal3.Image, userData []byte, metaData map[string]string) error {
 	st, err := ag.Status(ctx)
 	if err != nil {
 		return err
@@ -103,7 +103,7 @@ func install(ctx context.Context, ag *hostagent.Client, img *metal3.Image, userD
 			return fmt.Errorf("writing %s into slot %s: %w", img.URL, installSlot, err)
 		}
 	}
-	if err := ag.WriteConfigDrive(ctx, userData); err != nil {
+	if err := ag.WriteConfigDrive(ctx, userData, metaData); err != nil {
 		return fmt.Errorf("config drive: %w", err)
 	}
 	if err := ag.Activate(ctx, installSlot, installTries); err != nil {

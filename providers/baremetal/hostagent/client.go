@@ -83,9 +83,9 @@ func (c *Client) Stage(ctx context.Context, slot disk.SlotName, url, sha256 stri
 	return c.do(ctx, http.MethodPost, "/v1/stage", jsonBody(agent.StageRequest{Slot: slot, URL: url, SHA256: sha256}), nil)
 }
 
-// WriteConfigDrive stores the OS's user data.
-func (c *Client) WriteConfigDrive(ctx context.Context, userData []byte) error {
-	return c.do(ctx, http.MethodPut, "/v1/configdrive", bytes.NewReader(userData), nil)
+// WriteConfigDrive stores the OS's user data and meta data.
+func (c *Client) WriteConfigDrive(ctx context.Context, userData []byte, metaData map[string]string) error {
+	return c.do(ctx, http.MethodPut, "/v1/configdrive", jsonBody(agent.ConfigDrive{UserData: userData, MetaData: metaData}), nil)
 }
 
 // Activate makes slot boot next with tries attempts before fallback.

@@ -49,6 +49,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.BareMetalMachine{}).
 		Watches(&metal3.BareMetalHost{}, handler.EnqueueRequestsFromMapFunc(consumerOf)).
+		// The Machine getting its bootstrap data (or being paused) wakes
+		// its BareMetalMachine.
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(
+			util.MachineToInfrastructureMapFunc(infrav1.GroupVersion.WithKind("BareMetalMachine")))).
 		Named("baremetalmachine").
 		Complete(r)
 }
@@ -127,14 +131,27 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, bmm *infrav1.BareMetal
 	return r.reportProvisioning(bmm, host), nil
 }
 
-// setProviderID gives the machine the ID the host's kubelet reports.
+// setProviderID gives the machine the ID its kubelet reports (the host's
+// meta data carries the same, see providerID).
 func (r *Reconciler) setProviderID(ctx context.Context, bmm *infrav1.BareMetalMachine, host *metal3.BareMetalHost) error {
-	if bmm.Spec.ProviderID != "" || host.Status.HardwareDetails == nil || host.Status.HardwareDetails.Hostname == "" {
+	if bmm.Spec.ProviderID != "" {
 		return nil
 	}
 	patch := client.MergeFrom(bmm.DeepCopy())
-	bmm.Spec.ProviderID = infrav1.ProviderIDScheme + host.Status.HardwareDetails.Hostname
+	bmm.Spec.ProviderID = providerID(host, bmm)
 	return r.Client.Patch(ctx, bmm, patch)
+}
+
+// providerID is upgradelab://HOST/MACHINE: the host's name and the
+// machine's, so a host that carries one machine after another (node
+// reuse, spares) never gives two Nodes the same ID, as CAPM3's
+// metal3://NAMESPACE/HOST/MACHINE does not.
+func providerID(host *metal3.BareMetalHost, bmm *infrav1.BareMetalMachine) string {
+	name := host.Name
+	if host.Status.HardwareDetails != nil && host.Status.HardwareDetails.Hostname != "" {
+		name = host.Status.HardwareDetails.Hostname
+	}
+	return infrav1.ProviderIDScheme + name + "/" + bmm.Name
 }
 
 // reportProvisioning mirrors the host's state into the contract fields.

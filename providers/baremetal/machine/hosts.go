@@ -2,6 +2,7 @@ package machine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -48,15 +49,17 @@ func owner(m *clusterv1.Machine) string {
 }
 
 // rank orders candidates: a host reserved for this owner first, then
-// spares, then the rest, by name.
+// ordinary free hosts, spares last. A spare is kept in reserve, so it is
+// what a rollout's surge machine gets once every other host carries a
+// machine, and never what a first provisioning takes.
 func rank(host *metal3.BareMetalHost, ownerName string) int {
 	switch {
 	case ownerName != "" && host.Labels[infrav1.NodeReuseLabel] == ownerName:
 		return 0
 	case host.Labels[infrav1.SpareLabel] != "":
-		return 1
+		return 2
 	}
-	return 2
+	return 1
 }
 
 // claim binds one available host matching the selector. The write is an
@@ -95,7 +98,8 @@ func (r *Reconciler) claim(ctx context.Context, bmm *infrav1.BareMetalMachine, m
 		return candidates[i].Name < candidates[j].Name
 	})
 	host := candidates[0]
-	secret, err := r.userDataSecret(ctx, bmm, machine)
+	how := map[int]string{0: "reserved for " + ownerName, 1: "free", 2: "spare"}[rank(host, ownerName)]
+	userData, metaData, err := r.configDriveSecrets(ctx, bmm, machine, host)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +108,8 @@ func (r *Reconciler) claim(ctx context.Context, bmm *infrav1.BareMetalMachine, m
 		Namespace: bmm.Namespace, Name: bmm.Name, UID: bmm.UID,
 	}
 	host.Spec.Image = &metal3.Image{URL: bmm.Spec.Image.URL, Checksum: bmm.Spec.Image.Checksum, ChecksumType: metal3.SHA256}
-	host.Spec.UserData = &corev1.SecretReference{Namespace: bmm.Namespace, Name: secret}
+	host.Spec.UserData = &corev1.SecretReference{Namespace: bmm.Namespace, Name: userData}
+	host.Spec.MetaData = &corev1.SecretReference{Namespace: bmm.Namespace, Name: metaData}
 	host.Spec.Online = true
 	delete(host.Labels, infrav1.SpareLabel)
 	delete(host.Labels, infrav1.NodeReuseLabel)
@@ -114,24 +119,37 @@ func (r *Reconciler) claim(ctx context.Context, bmm *infrav1.BareMetalMachine, m
 		}
 		return nil, err
 	}
-	log.FromContext(ctx).Info("claimed host", "host", host.Name, "rank", rank(candidates[0], ownerName))
+	log.FromContext(ctx).Info("claimed host", "host", host.Name, "as", how)
 	return host, nil
 }
 
-// userDataSecret copies the Machine's bootstrap data into a secret the
-// host reads (key userData, as baremetal-operator expects), owned by the
-// BareMetalMachine.
-func (r *Reconciler) userDataSecret(ctx context.Context, bmm *infrav1.BareMetalMachine, machine *clusterv1.Machine) (string, error) {
+// configDriveSecrets writes what the host's config drive gets, in the
+// secrets baremetal-operator reads, owned by the BareMetalMachine: the
+// Machine's bootstrap data (key userData) and the meta data (key
+// metaData) naming the node after the machine, as CAPM3 does, with the
+// machine's provider ID.
+func (r *Reconciler) configDriveSecrets(ctx context.Context, bmm *infrav1.BareMetalMachine, machine *clusterv1.Machine, host *metal3.BareMetalHost) (userData, metaData string, err error) {
 	src := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: *machine.Spec.Bootstrap.DataSecretName}, src); err != nil {
-		return "", fmt.Errorf("bootstrap data secret: %w", err)
+		return "", "", fmt.Errorf("bootstrap data secret: %w", err)
 	}
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: bmm.Namespace, Name: bmm.Name + "-user-data"}}
-	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, s, func() error {
-		s.Data = map[string][]byte{"userData": src.Data["value"]}
-		return controllerutil.SetOwnerReference(bmm, s, r.Client.Scheme())
-	})
-	return s.Name, err
+	meta, err := json.Marshal(map[string]string{"local-hostname": bmm.Name, "provider-id": providerID(host, bmm)})
+	if err != nil {
+		return "", "", err
+	}
+	for name, data := range map[string]map[string][]byte{
+		bmm.Name + "-user-data": {"userData": src.Data["value"]},
+		bmm.Name + "-metadata":  {"metaData": meta},
+	} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: bmm.Namespace, Name: name}}
+		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, s, func() error {
+			s.Data = data
+			return controllerutil.SetOwnerReference(bmm, s, r.Client.Scheme())
+		}); err != nil {
+			return "", "", err
+		}
+	}
+	return bmm.Name + "-user-data", bmm.Name + "-metadata", nil
 }
 
 // reconcileDelete releases the host and waits until it is deprovisioned
@@ -176,7 +194,7 @@ func (r *Reconciler) release(ctx context.Context, bmm *infrav1.BareMetalMachine,
 	if err != nil {
 		return err
 	}
-	host.Spec.ConsumerRef, host.Spec.Image, host.Spec.UserData, host.Spec.Online = nil, nil, nil, false
+	host.Spec.ConsumerRef, host.Spec.Image, host.Spec.UserData, host.Spec.MetaData, host.Spec.Online = nil, nil, nil, nil, false
 	if host.Labels == nil {
 		host.Labels = map[string]string{}
 	}

@@ -19,9 +19,7 @@ const (
 	ClonedFromAnnotation = "cluster.x-k8s.io/cloned-from-name"
 )
 
-// ProviderIDScheme starts every provider ID: upgradelab://HOSTNAME, the
-// name the host's BMC reports as its System Id and its kubelet reports
-// when the bootstrap data sets no provider-id.
+// ProviderIDScheme starts every provider ID the provider gives.
 const ProviderIDScheme = "upgradelab://"
 
 // Image is the OS image written to the host's disk.
@@ -38,7 +36,7 @@ type Image struct {
 // BareMetalMachineSpec is one host's worth of a Machine.
 type BareMetalMachineSpec struct {
 	// ProviderID is set by the provider once a host is bound:
-	// upgradelab://HOSTNAME.
+	// upgradelab://HOST/MACHINE (the host's name and this object's).
 	// +optional
 	ProviderID string `json:"providerID,omitempty"`
 	// Image is installed on the host.
