@@ -37,9 +37,9 @@ import (
 
 type options struct {
 	webhookCertDir, healthAddr, metricsAddr string
-	webhookPort                                         int
-	leaderElect, insecureDiagnostics                    bool
-	syncPeriod                                          time.Duration
+	webhookPort                             int
+	leaderElect, insecureDiagnostics        bool
+	syncPeriod                              time.Duration
 
 	caFile, certDir, callbackAddr, callbackURL, deployImageURL string
 	poll, deployTimeout, resetTimeout                          time.Duration

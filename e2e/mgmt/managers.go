@@ -79,10 +79,10 @@ func (m managerSpec) args(kubeconfig, certDir string, ports managerPorts) []stri
 		args = append(args, "--feature-gates="+strings.Join(FeatureGates, ","))
 	}
 	return append(append(args,
-		"--webhook-port=" + strconv.Itoa(ports.webhook),
-		"--webhook-cert-dir=" + certDir,
-		"--health-addr=127.0.0.1:" + strconv.Itoa(ports.health),
-		"--diagnostics-address=127.0.0.1:" + strconv.Itoa(ports.diagnostics),
+		"--webhook-port="+strconv.Itoa(ports.webhook),
+		"--webhook-cert-dir="+certDir,
+		"--health-addr=127.0.0.1:"+strconv.Itoa(ports.health),
+		"--diagnostics-address=127.0.0.1:"+strconv.Itoa(ports.diagnostics),
 		"--insecure-diagnostics",
 		"--leader-elect=false",
 		// Short resyncs keep a simulated rollout moving in seconds.
