@@ -60,6 +60,9 @@ type Plane struct {
 
 	env      *envtest.Environment
 	procs    []*process
+	managers []managerSpec
+	ports    map[string]managerPorts
+	certDir  string
 	reaper   *reaper
 	webhooks []client.Object
 	progress io.Writer
@@ -148,6 +151,7 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 	}
 	fmt.Fprintf(p.progress, "mgmt: CAPI %s CRDs and webhooks installed at %s\n", assets.CAPIVersion, time.Since(begin).Round(10*time.Millisecond))
 
+	p.managers, p.ports, p.certDir = managers, ports, certs.dir
 	procs, err := startManagers(ctx, managers, p.Kubeconfig, certs, dir, ports, opts.StartTimeout)
 	p.procs = procs
 	for _, proc := range procs {
@@ -253,6 +257,31 @@ func (p *Plane) install(ctx context.Context, managers []managerSpec, certs *webh
 		return err
 	}
 	return waitEstablished(ctx, p.Client, allCRDs)
+}
+
+// KillAndRestart kills a manager (SIGKILL: no cleanup, as a crash or an
+// OOM kill) and starts it again with the same flags, returning once it is
+// ready. name is "capi", "kcp", "cabpk" or a Provider's name.
+func (p *Plane) KillAndRestart(ctx context.Context, name string) error {
+	for i, m := range p.managers {
+		if m.name != name {
+			continue
+		}
+		old := p.procs[i]
+		_ = old.cmd.Process.Kill()
+		<-old.exited
+		proc, err := startProcess(m.name, m.binary, m.args(p.Kubeconfig, p.certDir, p.ports[m.name]), p.LogDir)
+		if err != nil {
+			return err
+		}
+		p.procs[i] = proc
+		_ = p.reaper.record(proc.pid())
+		fmt.Fprintf(p.progress, "mgmt: %s killed (pid %d) and restarted (pid %d)\n", name, old.pid(), proc.pid())
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		return proc.waitHealthy(ctx, p.ports[m.name].healthURL())
+	}
+	return fmt.Errorf("mgmt: no manager %q", name)
 }
 
 // Stop ends the managers, then the embedded API server, and forgets them.

@@ -153,6 +153,7 @@ func (a *Agent) booted(ctx context.Context, boot int) {
 	if joined == nil {
 		if len(data) == 0 {
 			a.record("NoBootstrapData", "no user data on the config drive: the OS runs without a kubelet")
+			a.commitInstall(status)
 			return
 		}
 		meta := a.host.MetaData()
@@ -175,6 +176,7 @@ func (a *Agent) booted(ctx context.Context, boot int) {
 			a.record("KubeadmFailed", err.Error())
 			return
 		}
+		a.commitInstall(status)
 		return
 	}
 	if !a.current(boot) {
@@ -183,6 +185,24 @@ func (a *Agent) booted(ctx context.Context, boot int) {
 	if err := a.rejoin(ctx, joined, status); err != nil {
 		a.record("KubeletFailed", err.Error())
 	}
+}
+
+// commitInstall marks a fresh installation good once its first boot came
+// up (kubeadm done, when it had bootstrap data), as installers do. An
+// update, which has a good slot to fall back to, waits for its health
+// check instead.
+func (a *Agent) commitInstall(status lab.HostStatus) {
+	if !status.OS.Trial {
+		return
+	}
+	if other := status.Disk.Slots[status.OS.Slot.Other()]; other != nil && other.Good {
+		return
+	}
+	if err := a.host.CommitSlot(); err != nil {
+		a.record("CommitFailed", err.Error())
+		return
+	}
+	a.record("InstallCommitted", "first boot of the installation in slot "+string(status.OS.Slot)+" came up: committed")
 }
 
 // recovered is the recovery OS: after a reset request it wipes the
