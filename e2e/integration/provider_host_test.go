@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/e2e/reference"
+	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
@@ -47,6 +48,7 @@ func TestBareMetalHostLifecycleOverRedfish(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	e := startProviderEnv(t, ctx, "three-node", 0.01)
+	checkWebhooks(t, ctx, e)
 	if _, err := reference.Enroll(ctx, e.c, e.site, e.ns, func(h lab.HostInfo) bool { return h.Name != "cp-2" }); err != nil {
 		t.Fatal(err)
 	}
@@ -151,5 +153,29 @@ func TestBareMetalHostLifecycleOverRedfish(t *testing.T) {
 	st := cp0.Status()
 	if st.Power != lab.PoweredOff || st.Disk.Slots[disk.SlotA].State != disk.Empty || len(st.Disk.ConfigDrive) != 0 {
 		t.Fatalf("cp-0 after cleaning: power %s, slot A %s, config drive %d bytes; want off, empty, none", st.Power, st.Disk.Slots[disk.SlotA].State, len(st.Disk.ConfigDrive))
+	}
+}
+
+// checkWebhooks: the provider's admission webhooks refuse what the schema
+// cannot, naming the field.
+func checkWebhooks(t *testing.T, ctx context.Context, e *providerEnv) {
+	t.Helper()
+	sum := strings.Repeat("ab", 32)
+	bad := &infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "bad"},
+		Spec: infrav1.BareMetalMachineSpec{Image: infrav1.Image{URL: "ftp://images/os.img", Checksum: sum},
+			HostSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "role", Operator: "Sometimes"}}}}}
+	err := e.c.Create(ctx, bad)
+	if err == nil || !strings.Contains(err.Error(), "spec.image.url") || !strings.Contains(err.Error(), "spec.hostSelector") {
+		t.Fatalf("a BareMetalMachine with an ftp image URL and a bad selector: %v; want both fields named", err)
+	}
+	tmpl := &infrav1.BareMetalMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "t"},
+		Spec: infrav1.BareMetalMachineTemplateSpec{Template: infrav1.BareMetalMachineTemplateResource{
+			Spec: infrav1.BareMetalMachineSpec{Image: infrav1.Image{URL: "http://images/os.img", Checksum: sum}}}}}
+	if err := e.c.Create(ctx, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	tmpl.Spec.Template.Spec.Image.URL = "http://images/other.img"
+	if err := e.c.Update(ctx, tmpl); err == nil || !strings.Contains(err.Error(), "immutable") {
+		t.Fatalf("changing a BareMetalMachineTemplate: %v; want it refused as immutable", err)
 	}
 }

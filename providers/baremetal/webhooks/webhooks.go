@@ -5,14 +5,14 @@ package webhooks
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"reflect"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
@@ -50,7 +50,7 @@ func (clusterValidator) ValidateCreate(_ context.Context, c *infrav1.BareMetalCl
 // point at it.
 func (clusterValidator) ValidateUpdate(_ context.Context, old, c *infrav1.BareMetalCluster) (admission.Warnings, error) {
 	if old.Spec.ControlPlaneEndpoint.IsValid() && old.Spec.ControlPlaneEndpoint != c.Spec.ControlPlaneEndpoint {
-		return nil, field.Forbidden(field.NewPath("spec", "controlPlaneEndpoint"), "is immutable once set")
+		return nil, toError(c, field.ErrorList{field.Forbidden(field.NewPath("spec", "controlPlaneEndpoint"), "is immutable once set")})
 	}
 	return nil, nil
 }
@@ -102,15 +102,12 @@ func (templateValidator) ValidateDelete(context.Context, *infrav1.BareMetalMachi
 	return nil, nil
 }
 
-type object interface {
-	runtime.Object
-	GetName() string
-}
-
-func toError(obj object, errs field.ErrorList) error {
+// toError is the API server's Invalid error, which names the kind, the
+// object and each field.
+func toError(obj client.Object, errs field.ErrorList) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	gvk := obj.GetObjectKind().GroupVersionKind()
-	return fmt.Errorf("%s %s: %w", gvk.Kind, obj.GetName(), errs.ToAggregate())
+	kind := reflect.TypeOf(obj).Elem().Name()
+	return apierrors.NewInvalid(infrav1.GroupVersion.WithKind(kind).GroupKind(), obj.GetName(), errs)
 }

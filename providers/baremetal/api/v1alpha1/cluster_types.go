@@ -59,7 +59,7 @@ type BareMetalClusterList struct {
 // BareMetalClusterTemplateResource is what a ClusterClass stamps out.
 type BareMetalClusterTemplateResource struct {
 	// +optional
-	ObjectMeta clusterv1.ObjectMeta `json:"metadata,omitempty"`
+	ObjectMeta clusterv1.ObjectMeta `json:"metadata,omitempty,omitzero"`
 	Spec       BareMetalClusterSpec `json:"spec"`
 }
 

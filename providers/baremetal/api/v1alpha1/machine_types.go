@@ -111,7 +111,7 @@ type BareMetalMachineList struct {
 // ClusterClasses clone.
 type BareMetalMachineTemplateResource struct {
 	// +optional
-	ObjectMeta clusterv1.ObjectMeta `json:"metadata,omitempty"`
+	ObjectMeta clusterv1.ObjectMeta `json:"metadata,omitempty,omitzero"`
 	Spec       BareMetalMachineSpec `json:"spec"`
 }
 
