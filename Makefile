@@ -74,6 +74,8 @@ fuzz: deps
 	go test -run '^$$' -fuzz FuzzParseRules -fuzztime $(FUZZTIME) ./sim/nic/
 	go test -run '^$$' -fuzz FuzzRedfishRequests -fuzztime $(FUZZTIME) ./sim/bmc/
 	go test -run '^$$' -fuzz FuzzParseBootstrap -fuzztime $(FUZZTIME) ./sim/agent/
+	go test -run '^$$' -fuzz FuzzParseRegistration -fuzztime $(FUZZTIME) ./providers/baremetal/callback/
+	go test -run '^$$' -fuzz FuzzRenderBytes -fuzztime $(FUZZTIME) ./e2e/clustertemplate/
 
 clean-cache:
 	rm -rf $(UPGRADELAB_CACHE)

@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/upgradelab/upgradelab/sim/bmc"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/site"
 	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
@@ -28,10 +28,13 @@ func newLabUpCommand() *cobra.Command {
 		Use:   "up",
 		Short: "Run a lab in the foreground until Ctrl-C",
 		Long: `Defines every host of the lab file as a libvirt domain (the in-process
-test:/// driver), starts a Redfish BMC per host on loopback (HTTPS, lab CA
-in STATE/bmc-ca.crt), serves the image catalog and writes STATE/lab.json
-with each host's bmc.address, username, password and caFile. Hosts start powered off. Ctrl-C powers them off and stops;
-the state folder keeps disks and NICs for the next 'lab up'.`,
+test:/// driver), starts a Redfish BMC per host on loopback (HTTPS, site CA
+in STATE/bmc-ca.crt), runs each host's OS agent, serves the image catalog
+and writes STATE/lab.json with each host's bmc.address, username, password
+and caFile. A provider certificate from the same CA is written to
+STATE/provider-certs (for upgradelab-baremetal --cert-dir). Hosts start
+powered off. Ctrl-C powers them off and stops; the state folder keeps
+disks and NICs for the next 'lab up'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ts, err := timescale.Parse(scale)
@@ -42,16 +45,15 @@ the state folder keeps disks and NICs for the next 'lab up'.`,
 			if err != nil {
 				return err
 			}
-			l, err := lab.Up(cmd.Context(), def, lab.Options{StateDir: stateDir, Scale: ts})
+			s, err := site.Start(cmd.Context(), site.Options{Lab: def, StateDir: stateDir, Scale: ts})
 			if err != nil {
 				return err
 			}
-			defer l.Down()
-			fleet, err := bmc.StartFleet(l, nil)
-			if err != nil {
+			defer s.Stop()
+			l := s.Lab
+			if err := s.WriteProviderCertificate(filepath.Join(stateDir, "provider-certs")); err != nil {
 				return err
 			}
-			defer fleet.Close()
 			info := l.Info()
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "lab %s is up: %d hosts, images at %s, time scale %g\n", info.Name, len(info.Hosts), info.ImageServer, info.TimeScale)

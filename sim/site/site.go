@@ -67,15 +67,16 @@ func Start(ctx context.Context, opts Options) (s *Site, err error) {
 		return s, err
 	}
 	s.CAFile = s.BMCs.CAFile
-	if s.Workloads, err = workload.Start(ctx); err != nil {
+	// The site runs until Stop, not until the caller's ctx ends.
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	if s.Workloads, err = workload.Start(runCtx); err != nil {
 		return s, err
 	}
 	timing := agent.DefaultTiming
 	if opts.Timing != nil {
 		timing = *opts.Timing
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
 	trust := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}}}
 	for _, h := range s.Lab.Hosts() {
 		a := agent.New(h, s.Workloads, opts.Scale, timing)

@@ -96,23 +96,52 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<16))
+// ParseHeartbeat reads a heartbeat body strictly.
+func ParseHeartbeat(body io.Reader) (agent.Heartbeat, error) {
+	var hb agent.Heartbeat
+	if err := decodeStrict(body, &hb); err != nil {
+		return hb, fmt.Errorf("heartbeat: %w", err)
+	}
+	if len(hb.MACs) == 0 || hb.AgentURL == "" {
+		return hb, fmt.Errorf("heartbeat: macs and agentURL are required")
+	}
+	return hb, nil
+}
+
+// ParseRegistration reads a registration into namespace and pool.
+func ParseRegistration(body io.Reader, namespace, pool string) (agent.Registration, error) {
+	var reg agent.Registration
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return reg, fmt.Errorf("registration: namespace %q: %s", namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Label(pool); len(errs) > 0 {
+		return reg, fmt.Errorf("registration: pool %q: %s", pool, strings.Join(errs, "; "))
+	}
+	if err := decodeStrict(body, &reg); err != nil {
+		return reg, fmt.Errorf("registration: %w", err)
+	}
+	switch {
+	case len(reg.MachineID) < 8 || len(validation.IsDNS1123Label(strings.ToLower(reg.MachineID[:8]))) > 0:
+		return reg, fmt.Errorf("registration: machineID %q: want 8 or more characters, the first 8 letters or digits", reg.MachineID)
+	case reg.Hostname == "", len(reg.MACs) == 0, reg.AgentURL == "":
+		return reg, fmt.Errorf("registration: hostname, macs and agentURL are required")
+	}
+	return reg, nil
+}
+
+func decodeStrict(body io.Reader, v any) error {
+	dec := json.NewDecoder(io.LimitReader(body, 1<<16))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		http.Error(w, "malformed body: "+err.Error(), http.StatusBadRequest)
-		return false
+		return fmt.Errorf("malformed body: %w", err)
 	}
-	return true
+	return nil
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
-	var hb agent.Heartbeat
-	if !decode(w, r, &hb) {
-		return
-	}
-	if len(hb.MACs) == 0 || hb.AgentURL == "" {
-		http.Error(w, "heartbeat: macs and agentURL are required", http.StatusBadRequest)
+	hb, err := ParseHeartbeat(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	s.Heartbeats.record(hb)
@@ -123,17 +152,10 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 // registers with a new machine ID after a reset supersedes its old object,
 // which is deleted now that the reset has finished.
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
-	var reg agent.Registration
-	if !decode(w, r, &reg) {
-		return
-	}
 	ns, pool := r.PathValue("namespace"), r.PathValue("pool")
-	if len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Label(pool)) > 0 {
-		http.Error(w, "registration: namespace and pool must be DNS labels", http.StatusBadRequest)
-		return
-	}
-	if len(reg.MachineID) < 8 || len(reg.MACs) == 0 || reg.AgentURL == "" || reg.Hostname == "" {
-		http.Error(w, "registration: machineID (8+ characters), hostname, macs and agentURL are required", http.StatusBadRequest)
+	reg, err := ParseRegistration(r.Body, ns, pool)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	ctx := r.Context()
