@@ -17,7 +17,11 @@ mkdir -p "$ASSETS" "$SRC"
 log() { echo "build-kube-binaries: $*" >&2; }
 
 have_version() { # binary, expected substring
-  [[ -x "$1" ]] && "$1" --version 2>/dev/null | grep -qF "$2"
+  # Read the whole output first: with pipefail, `--version | grep -q` fails
+  # whenever grep exits before the binary finishes writing (SIGPIPE), which
+  # used to rebuild a binary that was fine.
+  local v
+  [[ -x "$1" ]] && v="$("$1" --version 2>/dev/null)" && grep -qF "$2" <<<"$v"
 }
 
 build_kube_apiserver() {
