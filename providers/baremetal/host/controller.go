@@ -20,6 +20,7 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -135,10 +136,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return res, err
 }
 
+// equalStatus compares everything but the time of the last write.
 func equalStatus(a, b *metal3.BareMetalHost) bool {
 	x, y := a.Status.DeepCopy(), b.Status.DeepCopy()
 	x.LastUpdated, y.LastUpdated = nil, nil
-	return fmt.Sprint(*x) == fmt.Sprint(*y)
+	return apiequality.Semantic.DeepEqual(x, y)
 }
 
 // backoff doubles from the poll interval up to a minute.
