@@ -31,6 +31,22 @@ type providerEnv struct {
 
 func startProviderEnv(t *testing.T, ctx context.Context, labName string, scale timescale.Scale, providerArgs ...string) *providerEnv {
 	t.Helper()
+	return startEnv(t, ctx, envOptions{lab: labName, scale: scale, providerArgs: providerArgs})
+}
+
+// envOptions choose the lab and what runs beside CAPI.
+type envOptions struct {
+	lab          string
+	scale        timescale.Scale
+	providerArgs []string
+	// extension adds the in-place update extension with these flags.
+	extension     bool
+	extensionArgs []string
+}
+
+func startEnv(t *testing.T, ctx context.Context, o envOptions) *providerEnv {
+	t.Helper()
+	labName, scale, providerArgs := o.lab, o.scale, o.providerArgs
 	def, err := lab.Load(filepath.Join("..", "..", "fixtures", "labs", labName+".yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +57,7 @@ func startProviderEnv(t *testing.T, ctx context.Context, labName string, scale t
 	}
 	t.Cleanup(s.Stop)
 	dir := t.TempDir()
-	bin, err := reference.Build(ctx, dir)
+	bin, err := reference.Build(ctx, dir, reference.ProviderCommand)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,18 +67,32 @@ func startProviderEnv(t *testing.T, ctx context.Context, labName string, scale t
 	if err != nil {
 		t.Fatal(err)
 	}
-	plane, err := mgmt.Start(ctx, mgmt.Options{ArtifactsDir: t.TempDir(), Providers: []mgmt.Provider{prov}})
+	providers := []mgmt.Provider{prov}
+	if o.extension {
+		ext, err := reference.Build(ctx, dir, reference.ExtensionCommand)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := reference.Extension(s, ext, filepath.Join(dir, "extension-certs"), o.extensionArgs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		providers = append(providers, p)
+	}
+	plane, err := mgmt.Start(ctx, mgmt.Options{ArtifactsDir: t.TempDir(), Providers: providers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(plane.Stop)
 	t.Cleanup(func() {
 		if t.Failed() {
-			log, _ := os.ReadFile(filepath.Join(plane.LogDir, "baremetal.log"))
-			if len(log) > 12000 {
-				log = log[len(log)-12000:]
+			for _, p := range providers {
+				log, _ := os.ReadFile(filepath.Join(plane.LogDir, p.Name+".log"))
+				if len(log) > 12000 {
+					log = log[len(log)-12000:]
+				}
+				t.Logf("%s log (tail):\n%s", p.Name, log)
 			}
-			t.Logf("provider log (tail):\n%s", log)
 		}
 	})
 	c, err := client.New(plane.RESTConfig, client.Options{Scheme: reference.Scheme()})

@@ -24,13 +24,17 @@ type Provider struct {
 	// Binary is the manager's executable.
 	Binary string
 	// ConfigDir holds crd/bases (with crd/kustomization.yaml's labels) and
-	// webhook/manifests.yaml.
+	// webhook/manifests.yaml; empty for a manager without manifests.
 	ConfigDir string
 	// ExtraCRDDirs hold CRDs installed as they are (no contract labels, no
 	// conversion), such as the BareMetalHost inventory's.
 	ExtraCRDDirs []string
 	// Args are its own flags.
 	Args []string
+	// RuntimeExtension: it serves Runtime SDK hooks on its webhook port,
+	// so the plane registers an ExtensionConfig for it (named Name) and
+	// waits until CAPI has discovered its handlers.
+	RuntimeExtension bool
 }
 
 // managerSpec is one manager the plane runs: a real CAPI manager (its
@@ -42,6 +46,7 @@ type managerSpec struct {
 	extraCRDs []string
 	capi      bool // takes --feature-gates
 	extraArgs []string
+	extension bool
 }
 
 // capiManagers are CAPI's core, KubeadmControlPlane and kubeadm bootstrap
@@ -60,7 +65,7 @@ func capiManagers(a Assets) []managerSpec {
 }
 
 func (p Provider) spec() managerSpec {
-	return managerSpec{name: p.Name, binary: p.Binary, configDir: p.ConfigDir, extraCRDs: p.ExtraCRDDirs, extraArgs: p.Args}
+	return managerSpec{name: p.Name, binary: p.Binary, configDir: p.ConfigDir, extraCRDs: p.ExtraCRDDirs, extraArgs: p.Args, extension: p.RuntimeExtension}
 }
 
 // managerPorts are the loopback ports of one manager. Every CAPI manager

@@ -12,11 +12,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -24,6 +26,7 @@ import (
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -73,7 +76,7 @@ func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme,
-		clusterv1.AddToScheme, controlplanev1.AddToScheme, bootstrapv1.AddToScheme,
+		clusterv1.AddToScheme, controlplanev1.AddToScheme, bootstrapv1.AddToScheme, runtimev1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(err)
@@ -160,6 +163,9 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 	if err != nil {
 		return p, err
 	}
+	if err := p.registerExtensions(ctx, certs.caPEM, opts.WebhookHost); err != nil {
+		return p, err
+	}
 	fmt.Fprintf(p.progress, "mgmt: managers ready (%s; CAPI gates %v) in %s\n", strings.Join(names, ", "), FeatureGates, time.Since(begin).Round(10*time.Millisecond))
 	return p, nil
 }
@@ -227,6 +233,9 @@ func (p *Plane) install(ctx context.Context, managers []managerSpec, certs *webh
 	var objs []client.Object
 	var allCRDs []*apiextensionsv1.CustomResourceDefinition
 	for _, m := range managers {
+		if m.configDir == "" {
+			continue // a runtime extension ships no manifests
+		}
 		ep := webhookEndpoint{host: host, port: ports[m.name].webhook, caBundle: certs.caPEM}
 		crds, err := loadCRDs(m, ep)
 		if err != nil {
@@ -257,6 +266,40 @@ func (p *Plane) install(ctx context.Context, managers []managerSpec, certs *webh
 		return err
 	}
 	return waitEstablished(ctx, p.Client, allCRDs)
+}
+
+// registerExtensions creates an ExtensionConfig for every runtime
+// extension and waits until CAPI discovered its handlers.
+func (p *Plane) registerExtensions(ctx context.Context, caPEM []byte, host string) error {
+	for _, m := range p.managers {
+		if !m.extension {
+			continue
+		}
+		ec := &runtimev1.ExtensionConfig{
+			ObjectMeta: metav1.ObjectMeta{Name: m.name},
+			Spec: runtimev1.ExtensionConfigSpec{ClientConfig: runtimev1.ClientConfig{
+				URL: "https://" + host + ":" + strconv.Itoa(p.ports[m.name].webhook), CABundle: caPEM,
+			}},
+		}
+		if err := createOrReplace(ctx, p.Client, ec); err != nil {
+			return fmt.Errorf("ExtensionConfig %s: %w", m.name, err)
+		}
+		p.webhooks = append(p.webhooks, ec)
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		for {
+			got := &runtimev1.ExtensionConfig{}
+			if err := p.Client.Get(ctx, client.ObjectKeyFromObject(ec), got); err == nil && len(got.Status.Handlers) > 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("ExtensionConfig %s: CAPI discovered no handlers: %w", m.name, ctx.Err())
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
 
 // KillAndRestart kills a manager (SIGKILL: no cleanup, as a crash or an

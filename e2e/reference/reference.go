@@ -57,20 +57,39 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// Build compiles the manager into dir and returns its path (the Go build
+// Commands of this module the harness runs as processes.
+const (
+	ProviderCommand  = "upgradelab-baremetal"
+	ExtensionCommand = "upgradelab-inplace"
+)
+
+// Build compiles ./cmd/NAME into dir and returns its path (the Go build
 // cache makes a rebuild of unchanged code a link step).
-func Build(ctx context.Context, dir string) (string, error) {
+func Build(ctx context.Context, dir, name string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "upgradelab-baremetal")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/upgradelab-baremetal")
+	out := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
 	cmd.Dir = root
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the reference provider: %v\n%s", err, msg)
+		return "", fmt.Errorf("building %s: %v\n%s", name, err, msg)
 	}
 	return out, nil
+}
+
+// Extension describes the in-place update extension to the plane: a
+// runtime extension (the plane registers its ExtensionConfig) that
+// reaches hosts with the same kind of certificate as the provider.
+func Extension(s *site.Site, binary, certDir string, args ...string) (mgmt.Provider, error) {
+	if err := s.WriteProviderCertificate(certDir); err != nil {
+		return mgmt.Provider{}, err
+	}
+	return mgmt.Provider{
+		Name: "inplace", Binary: binary, RuntimeExtension: true,
+		Args: append([]string{"--ca-file=" + s.CAFile, "--cert-dir=" + certDir}, args...),
+	}, nil
 }
 
 // Options say how the provider reaches the site.

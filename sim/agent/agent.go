@@ -14,6 +14,11 @@ import (
 	"github.com/upgradelab/upgradelab/sim/workload"
 )
 
+// AgentURLAnnotation on its Node says where the agent's API answers, so
+// an update orchestrator that knows the Node finds the agent (as node
+// agents publish their endpoints).
+const AgentURLAnnotation = "upgradelab.dev/agent-url"
+
 // Timing is the modelled duration of the agent's steps.
 type Timing struct {
 	KubeadmInit, KubeadmJoin time.Duration
@@ -290,8 +295,12 @@ func (a *Agent) rejoin(ctx context.Context, b *Bootstrap, status lab.HostStatus)
 			return err
 		}
 	}
+	var annotations map[string]string
+	if _, apiURL := a.provisioner(); apiURL != "" {
+		annotations = map[string]string{AgentURLAnnotation: apiURL}
+	}
 	err := a.clusters.SetNode(ctx, a.cluster, workload.NodeInfo{
-		Name: b.NodeName, ProviderID: b.ProviderID, ControlPlane: b.Action != JoinWorker, Labels: b.Labels,
+		Name: b.NodeName, ProviderID: b.ProviderID, ControlPlane: b.Action != JoinWorker, Labels: b.Labels, Annotations: annotations,
 		KubeletVersion: img.KubernetesVersion, ContainerRuntime: "containerd://" + img.Containerd,
 		KernelVersion: img.Kernel, OSImage: img.OSImage, Ready: ready, NotReadyReason: reason,
 	})

@@ -21,6 +21,8 @@ type NodeInfo struct {
 	ProviderID   string
 	ControlPlane bool
 	Labels       map[string]string
+	// Annotations are added (node agents publish their endpoints there).
+	Annotations map[string]string
 	// Versions come from the booted image.
 	KubeletVersion, ContainerRuntime, KernelVersion, OSImage string
 	Ready                                                    bool
@@ -42,6 +44,12 @@ func (c *Clusters) SetNode(ctx context.Context, cluster string, n NodeInfo) erro
 	}
 	for k, v := range n.Labels {
 		node.Labels[k] = v
+	}
+	if len(n.Annotations) > 0 && node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	for k, v := range n.Annotations {
+		node.Annotations[k] = v
 	}
 	node.Labels["kubernetes.io/hostname"] = n.Name
 	node.Labels["kubernetes.io/os"] = "linux"
@@ -102,12 +110,14 @@ func (c *Clusters) SetNodeNotReady(ctx context.Context, cluster, name, reason st
 	return nil
 }
 
-// staticPod is one kubeadm static pod of a control-plane node.
+// staticPod is one kubeadm static pod of a control-plane node, as its
+// mirror pod shows in the API (drains leave mirror pods alone).
 func staticPod(component, node, version string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: metav1.NamespaceSystem, Name: component + "-" + node,
-			Labels: map[string]string{"component": component, "tier": "control-plane"},
+			Labels:      map[string]string{"component": component, "tier": "control-plane"},
+			Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "mirror-" + component},
 		},
 		Spec: corev1.PodSpec{
 			NodeName:   node,
@@ -136,10 +146,8 @@ func (c *Clusters) JoinControlPlane(ctx context.Context, cluster, node, version 
 		if err != nil {
 			return err
 		}
-		etcd.Annotations = map[string]string{
-			cloudv1.EtcdClusterIDAnnotationName: clusterID,
-			cloudv1.EtcdMemberIDAnnotationName:  strconv.FormatUint(uint64(rand.Uint32())|1, 10),
-		}
+		etcd.Annotations[cloudv1.EtcdClusterIDAnnotationName] = clusterID
+		etcd.Annotations[cloudv1.EtcdMemberIDAnnotationName] = strconv.FormatUint(uint64(rand.Uint32())|1, 10)
 		if !hasLeader {
 			etcd.Annotations[cloudv1.EtcdLeaderFromAnnotationName] = time.Now().Format(time.RFC3339)
 		}

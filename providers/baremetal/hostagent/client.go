@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,6 +34,7 @@ type Error struct {
 	Call    string
 	Status  int
 	Message string
+	body    []byte
 }
 
 func (e *Error) Error() string {
@@ -58,7 +60,7 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, ou
 		if e.Error == "" {
 			e.Error = string(data)
 		}
-		return &Error{Call: method + " " + path, Status: resp.StatusCode, Message: e.Error}
+		return &Error{Call: method + " " + path, Status: resp.StatusCode, Message: e.Error, body: data}
 	}
 	if out != nil {
 		return json.Unmarshal(data, out)
@@ -106,4 +108,20 @@ func (c *Client) Reboot(ctx context.Context) error {
 // Reset reboots into recovery, which wipes and reinstalls the host.
 func (c *Client) Reset(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/v1/reset", nil, nil)
+}
+
+// Health runs the OS's health check, which commits the running slot when
+// it passes. An unhealthy host is an answer, not an error.
+func (c *Client) Health(ctx context.Context) (agent.Health, error) {
+	var h agent.Health
+	err := c.do(ctx, http.MethodPost, "/v1/health", nil, &h)
+	var e *Error
+	if errors.As(err, &e) && e.Status == http.StatusServiceUnavailable {
+		if json.Unmarshal(e.body, &h) != nil || h.Reason == "" {
+			h.Reason = e.Message
+		}
+		h.Healthy = false
+		return h, nil
+	}
+	return h, err
 }

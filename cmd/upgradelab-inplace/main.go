@@ -1,0 +1,177 @@
+// Command upgradelab-inplace is the in-place update extension's process:
+// a Cluster API Runtime Extension server (CanUpdateMachine,
+// CanUpdateMachineSet, UpdateMachine) for machines of the reference
+// bare-metal provider. It takes the flags CAPI's managers take, serving
+// the hooks on --webhook-port with the certificate in --webhook-cert-dir,
+// which the ExtensionConfig's caBundle must trust.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimecatalog "sigs.k8s.io/cluster-api/api/runtime/catalog"
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+	"sigs.k8s.io/cluster-api/exp/runtime/server"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+	"github.com/upgradelab/upgradelab/providers/inplace"
+	"github.com/upgradelab/upgradelab/sim/image"
+)
+
+type options struct {
+	webhookPort                         int
+	webhookCertDir, healthAddr, metrics string
+	leaderElect, insecureDiagnostics    bool
+	syncPeriod, healthGrace, retry      time.Duration
+	caFile, certDir                     string
+}
+
+func main() {
+	var o options
+	fs := flag.CommandLine
+	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the runtime extension server")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "folder with the server's tls.crt and tls.key")
+	fs.StringVar(&o.healthAddr, "health-addr", ":9440", "address of /healthz and /readyz")
+	fs.StringVar(&o.metrics, "diagnostics-address", ":8443", "address of /metrics (0 turns it off)")
+	fs.BoolVar(&o.insecureDiagnostics, "insecure-diagnostics", false, "serve /metrics over plain HTTP")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "accepted for symmetry with CAPI's managers; hooks are stateless calls")
+	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "accepted for symmetry with CAPI's managers")
+	fs.DurationVar(&o.healthGrace, "health-grace", 30*time.Second, "how long a freshly booted slot may fail its health check before the update fails")
+	fs.DurationVar(&o.retry, "retry", time.Second, "RetryAfterSeconds of an update in progress (at least 1s)")
+	fs.StringVar(&o.caFile, "ca-file", "", "CA of the BMCs' and host agents' certificates (required)")
+	fs.StringVar(&o.certDir, "cert-dir", "", "folder with tls.crt and tls.key, the client certificate shown to host agents (required)")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "upgradelab-inplace:", err)
+		os.Exit(1)
+	}
+}
+
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, metal3.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+func run(o options) error {
+	if o.caFile == "" || o.certDir == "" {
+		return fmt.Errorf("--ca-file and --cert-dir are required")
+	}
+	caPEM, err := os.ReadFile(o.caFile)
+	if err != nil {
+		return fmt.Errorf("--ca-file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return fmt.Errorf("--ca-file %s: no PEM certificate", o.caFile)
+	}
+	pair, err := tls.LoadX509KeyPair(filepath.Join(o.certDir, "tls.crt"), filepath.Join(o.certDir, "tls.key"))
+	if err != nil {
+		return fmt.Errorf("--cert-dir: %w", err)
+	}
+	httpClient := &http.Client{Timeout: 30 * time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}}}
+
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	s := scheme()
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme: s, HealthProbeBindAddress: o.healthAddr,
+		Metrics: metricsserver.Options{BindAddress: o.metrics, SecureServing: !o.insecureDiagnostics},
+	})
+	if err != nil {
+		return err
+	}
+	direct, err := client.New(restConfig, client.Options{Scheme: s})
+	if err != nil {
+		return err
+	}
+	catalog := runtimecatalog.New()
+	if err := runtimehooksv1.AddToCatalog(catalog); err != nil {
+		return err
+	}
+	srv, err := server.New(server.Options{Port: o.webhookPort, CertDir: o.webhookCertDir, Catalog: catalog})
+	if err != nil {
+		return err
+	}
+	handlers := inplace.NewHandlers(
+		serializer.NewCodecFactory(s).UniversalDecoder(infrav1.GroupVersion),
+		manifestReader(httpClient),
+		&inplace.Updater{
+			Client: direct, AgentHTTP: httpClient, BMCHTTP: httpClient,
+			Workloads:   &inplace.Workloads{Management: direct, Scheme: s},
+			HealthGrace: o.healthGrace, Retry: o.retry,
+		})
+	for _, h := range []server.ExtensionHandler{
+		{Hook: runtimehooksv1.CanUpdateMachine, Name: "can-update-machine", HandlerFunc: handlers.DoCanUpdateMachine},
+		{Hook: runtimehooksv1.CanUpdateMachineSet, Name: "can-update-machineset", HandlerFunc: handlers.DoCanUpdateMachineSet},
+		{Hook: runtimehooksv1.UpdateMachine, Name: "update-machine", HandlerFunc: handlers.DoUpdateMachine},
+	} {
+		if err := srv.AddExtensionHandler(h); err != nil {
+			return err
+		}
+	}
+	if err := mgr.Add(srv); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// manifestReader reads an image bundle's manifest from the head of the
+// image (image.PayloadBytes at most).
+func manifestReader(c *http.Client) inplace.ManifestReader {
+	return func(ctx context.Context, url string) (image.Manifest, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return image.Manifest{}, err
+		}
+		req.Header.Set("Range", fmt.Sprintf("bytes=0-%d", image.PayloadBytes-1))
+		resp, err := c.Do(req)
+		if err != nil {
+			return image.Manifest{}, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return image.Manifest{}, fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		head, err := io.ReadAll(io.LimitReader(resp.Body, image.PayloadBytes))
+		if err != nil {
+			return image.Manifest{}, err
+		}
+		return image.ReadManifest(head)
+	}
+}

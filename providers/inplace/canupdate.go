@@ -1,0 +1,174 @@
+// Package inplace is a Cluster API Runtime Extension that updates
+// machines of the reference bare-metal provider in place: the new OS
+// image goes into the host's inactive A/B slot, the host boots it once,
+// and only a passing health check commits it; otherwise the bootloader
+// falls back to the old slot. It implements CAPI's in-place hooks
+// (CanUpdateMachine, CanUpdateMachineSet, UpdateMachine, gate
+// InPlaceUpdates).
+package inplace
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"gomodules.xyz/jsonpatch/v2"
+	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+	"github.com/upgradelab/upgradelab/sim/image"
+)
+
+// ManifestReader reads the manifest of the image at a URL (the header of
+// the image bundle), to check an image's Kubernetes version.
+type ManifestReader func(ctx context.Context, url string) (image.Manifest, error)
+
+// coverMachine declares what this extension changes in place on one
+// machine: the OS image (spec.image of the BareMetalMachine) and, when
+// that image carries it, the Kubernetes version. Everything else is left
+// different, so CAPI rolls the machine out instead (a new host selector,
+// a bootstrap change).
+func coverMachine(ctx context.Context, readManifest ManifestReader, current, desired *clusterv1.MachineSpec, currentBMM, desiredBMM *infrav1.BareMetalMachineSpec) error {
+	imageChanges := currentBMM.Image != desiredBMM.Image
+	if imageChanges {
+		currentBMM.Image = desiredBMM.Image
+	}
+	if current.Version == desired.Version {
+		return nil
+	}
+	m, err := readManifest(ctx, desiredBMM.Image.URL)
+	if err != nil {
+		return fmt.Errorf("reading the manifest of %s: %w", desiredBMM.Image.URL, err)
+	}
+	if m.KubernetesVersion == desired.Version {
+		current.Version = desired.Version
+	}
+	return nil
+}
+
+// Handlers serve the three hooks.
+type Handlers struct {
+	decoder      runtime.Decoder
+	readManifest ManifestReader
+	updater      *Updater
+}
+
+// NewHandlers builds the handlers; scheme must know the BareMetalMachine
+// kinds and CABPK's.
+func NewHandlers(decoder runtime.Decoder, readManifest ManifestReader, updater *Updater) *Handlers {
+	return &Handlers{decoder: decoder, readManifest: readManifest, updater: updater}
+}
+
+func (h *Handlers) decode(raw runtime.RawExtension, into runtime.Object) error {
+	data := raw.Raw
+	if data == nil && raw.Object != nil {
+		var err error
+		if data, err = json.Marshal(raw.Object); err != nil {
+			return err
+		}
+	}
+	_, _, err := h.decoder.Decode(data, nil, into)
+	return err
+}
+
+// DoCanUpdateMachine answers KCP: patches that make the current objects
+// equal the desired ones in what can change in place.
+func (h *Handlers) DoCanUpdateMachine(ctx context.Context, req *runtimehooksv1.CanUpdateMachineRequest, resp *runtimehooksv1.CanUpdateMachineResponse) {
+	log := ctrl.LoggerFrom(ctx).WithValues("Machine", req.Desired.Machine.Name)
+	current, desired := req.Current.Machine.DeepCopy(), req.Desired.Machine.DeepCopy()
+	currentBMM, desiredBMM := &infrav1.BareMetalMachine{}, &infrav1.BareMetalMachine{}
+	if err := h.decode(req.Current.InfrastructureMachine, currentBMM); err != nil {
+		fail(&resp.CommonResponse, "current infrastructure machine: %v", err)
+		return
+	}
+	if err := h.decode(req.Desired.InfrastructureMachine, desiredBMM); err != nil {
+		fail(&resp.CommonResponse, "desired infrastructure machine: %v", err)
+		return
+	}
+	if err := coverMachine(ctx, h.readManifest, &current.Spec, &desired.Spec, &currentBMM.Spec, &desiredBMM.Spec); err != nil {
+		fail(&resp.CommonResponse, "%v", err)
+		return
+	}
+	var err error
+	if resp.MachinePatch, err = patchFrom(req.Current.Machine, current); err == nil {
+		resp.InfrastructureMachinePatch, err = patchFromRaw(h, req.Current.InfrastructureMachine, currentBMM)
+	}
+	if err != nil {
+		fail(&resp.CommonResponse, "%v", err)
+		return
+	}
+	log.Info("CanUpdateMachine", "machinePatch", string(resp.MachinePatch.Patch), "infraPatch", string(resp.InfrastructureMachinePatch.Patch))
+	resp.Status = runtimehooksv1.ResponseStatusSuccess
+}
+
+// DoCanUpdateMachineSet answers the MachineDeployment controller, on
+// templates.
+func (h *Handlers) DoCanUpdateMachineSet(ctx context.Context, req *runtimehooksv1.CanUpdateMachineSetRequest, resp *runtimehooksv1.CanUpdateMachineSetResponse) {
+	current, desired := req.Current.MachineSet.DeepCopy(), req.Desired.MachineSet.DeepCopy()
+	currentT, desiredT := &infrav1.BareMetalMachineTemplate{}, &infrav1.BareMetalMachineTemplate{}
+	if err := h.decode(req.Current.InfrastructureMachineTemplate, currentT); err != nil {
+		fail(&resp.CommonResponse, "current infrastructure machine template: %v", err)
+		return
+	}
+	if err := h.decode(req.Desired.InfrastructureMachineTemplate, desiredT); err != nil {
+		fail(&resp.CommonResponse, "desired infrastructure machine template: %v", err)
+		return
+	}
+	if err := coverMachine(ctx, h.readManifest, &current.Spec.Template.Spec, &desired.Spec.Template.Spec, &currentT.Spec.Template.Spec, &desiredT.Spec.Template.Spec); err != nil {
+		fail(&resp.CommonResponse, "%v", err)
+		return
+	}
+	var err error
+	if resp.MachineSetPatch, err = patchFrom(req.Current.MachineSet, current); err == nil {
+		resp.InfrastructureMachineTemplatePatch, err = patchFromRaw(h, req.Current.InfrastructureMachineTemplate, currentT)
+	}
+	if err != nil {
+		fail(&resp.CommonResponse, "%v", err)
+		return
+	}
+	resp.Status = runtimehooksv1.ResponseStatusSuccess
+}
+
+func fail(resp *runtimehooksv1.CommonResponse, format string, args ...any) {
+	resp.Status = runtimehooksv1.ResponseStatusFailure
+	resp.Message = fmt.Sprintf(format, args...)
+}
+
+// patchFrom is the JSON patch (RFC 6902) from original to modified.
+func patchFrom(original, modified any) (runtimehooksv1.Patch, error) {
+	a, err := json.Marshal(original)
+	if err != nil {
+		return runtimehooksv1.Patch{}, err
+	}
+	return patchFromBytes(a, modified)
+}
+
+func patchFromRaw(_ *Handlers, original runtime.RawExtension, modified any) (runtimehooksv1.Patch, error) {
+	data := original.Raw
+	if data == nil {
+		var err error
+		if data, err = json.Marshal(original.Object); err != nil {
+			return runtimehooksv1.Patch{}, err
+		}
+	}
+	return patchFromBytes(data, modified)
+}
+
+func patchFromBytes(original []byte, modified any) (runtimehooksv1.Patch, error) {
+	b, err := json.Marshal(modified)
+	if err != nil {
+		return runtimehooksv1.Patch{}, err
+	}
+	ops, err := jsonpatch.CreatePatch(original, b)
+	if err != nil {
+		return runtimehooksv1.Patch{}, err
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return runtimehooksv1.Patch{}, err
+	}
+	return runtimehooksv1.Patch{PatchType: runtimehooksv1.JSONPatchType, Patch: patch}, nil
+}

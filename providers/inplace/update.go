@@ -1,0 +1,311 @@
+package inplace
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+	"github.com/upgradelab/upgradelab/providers/baremetal/hostagent"
+	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
+	"github.com/upgradelab/upgradelab/sim/agent"
+	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/lab"
+)
+
+// Annotations the updater keeps on the BareMetalMachine, so an update
+// survives a restart of the extension: the reboot into the new slot (so
+// it is not repeated, and a host back on its old slot is known to have
+// fallen back) and a failure (answered again until the desired image
+// changes).
+const (
+	RebootAnnotation = "inplace.upgradelab.dev/rebooted-into"
+	FailedAnnotation = "inplace.upgradelab.dev/failed"
+)
+
+// Updater performs one machine's update, a step per UpdateMachine call.
+type Updater struct {
+	// Client reads and annotates the management cluster.
+	Client client.Client
+	// AgentHTTP and BMCHTTP carry the extension's client certificate and
+	// trust the site's CA.
+	AgentHTTP, BMCHTTP *http.Client
+	// Workloads reaches a cluster's API server.
+	Workloads *Workloads
+	// HealthGrace is how long a freshly booted slot may fail its health
+	// check before the update counts as failed.
+	HealthGrace time.Duration
+	// Retry is the RetryAfterSeconds of an update in progress.
+	Retry time.Duration
+
+	mu      sync.Mutex
+	staging map[string]*staging
+}
+
+type staging struct {
+	checksum string
+	done     bool
+	err      error
+}
+
+// progress is one step's outcome.
+type progress struct {
+	done, failed bool
+	message      string
+}
+
+func running(format string, args ...any) progress {
+	return progress{message: fmt.Sprintf(format, args...)}
+}
+
+// DoUpdateMachine implements the UpdateMachine hook.
+func (h *Handlers) DoUpdateMachine(ctx context.Context, req *runtimehooksv1.UpdateMachineRequest, resp *runtimehooksv1.UpdateMachineResponse) {
+	log := ctrl.LoggerFrom(ctx).WithValues("Machine", req.Desired.Machine.Name)
+	bmm := &infrav1.BareMetalMachine{}
+	if err := h.decode(req.Desired.InfrastructureMachine, bmm); err != nil {
+		fail(&resp.CommonResponse, "desired infrastructure machine: %v", err)
+		return
+	}
+	p, err := h.updater.step(ctx, &req.Desired.Machine, bmm)
+	switch {
+	case err != nil:
+		// A step that could not run (API server, agent unreachable) is
+		// tried again; it is not the update failing.
+		p = running("%v", err)
+		fallthrough
+	case !p.done && !p.failed:
+		resp.Status = runtimehooksv1.ResponseStatusSuccess
+		resp.RetryAfterSeconds = int32(max(h.updater.Retry/time.Second, 1))
+	case p.failed:
+		resp.Status = runtimehooksv1.ResponseStatusFailure
+	default:
+		resp.Status = runtimehooksv1.ResponseStatusSuccess
+	}
+	resp.Message = p.message
+	log.Info("UpdateMachine", "status", resp.Status, "retryAfterSeconds", resp.RetryAfterSeconds, "message", resp.Message)
+}
+
+// step looks at the host and does the next thing: drain, stage into the
+// inactive slot, activate and reboot, health check and commit, uncordon.
+func (u *Updater) step(ctx context.Context, desired *clusterv1.Machine, desiredBMM *infrav1.BareMetalMachine) (progress, error) {
+	machine := &clusterv1.Machine{}
+	if err := u.Client.Get(ctx, client.ObjectKeyFromObject(desired), machine); err != nil {
+		return progress{}, err
+	}
+	bmm := &infrav1.BareMetalMachine{}
+	if err := u.Client.Get(ctx, client.ObjectKeyFromObject(desiredBMM), bmm); err != nil {
+		return progress{}, err
+	}
+	want := desiredBMM.Spec.Image
+	if msg, ok := failedFor(bmm, want.Checksum); ok {
+		return progress{failed: true, message: msg}, nil
+	}
+	if !machine.Status.NodeRef.IsDefined() {
+		return progress{failed: true, message: "the Machine has no Node"}, nil
+	}
+	wl, err := u.Workloads.Client(ctx, machine.Namespace, machine.Spec.ClusterName)
+	if err != nil {
+		return progress{}, err
+	}
+	node := &corev1.Node{}
+	if err := wl.Get(ctx, client.ObjectKey{Name: machine.Status.NodeRef.Name}, node); err != nil {
+		return progress{}, fmt.Errorf("node %s: %w", machine.Status.NodeRef.Name, err)
+	}
+	url := node.Annotations[agent.AgentURLAnnotation]
+	if url == "" {
+		return progress{failed: true, message: "node " + node.Name + " publishes no host agent (annotation " + agent.AgentURLAnnotation + ")"}, nil
+	}
+	ag := hostagent.New(u.AgentHTTP, url)
+	st, err := ag.Status(ctx)
+	if err != nil {
+		return running("host agent of %s not answering (rebooting?)", node.Name), nil
+	}
+	if st.OS == nil || st.OS.Source != lab.FromDiskSlot {
+		return running("host of %s is booting", node.Name), nil
+	}
+	slot := st.Slots[st.OS.Slot]
+	if slot != nil && slot.Checksum == want.Checksum {
+		return u.afterReboot(ctx, machine, bmm, wl, node, ag, st, slot)
+	}
+	return u.beforeReboot(ctx, machine, bmm, wl, node, ag, st, want)
+}
+
+// beforeReboot runs on the old image: drain, stage, activate, reboot. A
+// host that already rebooted into the new slot and runs the old one again
+// fell back: the new slot did not boot.
+func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agent.Status, want infrav1.Image) (progress, error) {
+	if at, ok := rebootedAt(bmm, want.Checksum); ok && st.OS.BootedAt.After(at) {
+		msg := fmt.Sprintf("%s did not boot: the host fell back to slot %s (%s)", want.URL, st.OS.Slot, st.OS.Image.Name)
+		return u.recordFailure(ctx, bmm, want.Checksum, msg)
+	} else if ok {
+		return running("rebooting %s into the new slot", node.Name), nil
+	}
+	if err := cordonAndDrain(ctx, wl, node); err != nil {
+		return progress{}, err
+	}
+	inactive := st.OS.Slot.Other()
+	if s := st.Slots[inactive]; s == nil || s.State != disk.Written || s.Checksum != want.Checksum {
+		done, err := u.stage(machine, ag, inactive, want)
+		if err != nil {
+			return u.recordFailure(ctx, bmm, want.Checksum, fmt.Sprintf("writing %s into slot %s: %v", want.URL, inactive, err))
+		}
+		if !done {
+			return running("writing %s into slot %s of %s", want.URL, inactive, node.Name), nil
+		}
+	}
+	// One try: a slot that does not pass its health check on its first
+	// boot is given up, and the next boot is the old slot.
+	if err := ag.Activate(ctx, inactive, 1); err != nil {
+		return progress{}, err
+	}
+	if err := u.markReboot(ctx, bmm, want.Checksum); err != nil {
+		return progress{}, err
+	}
+	if err := u.reboot(ctx, bmm, ag); err != nil {
+		return progress{}, err
+	}
+	return running("rebooting %s into slot %s", node.Name, inactive), nil
+}
+
+// afterReboot runs on the new image: health check (commit), uncordon,
+// wait for the Node to report the new kubelet.
+func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agent.Status, slot *disk.Slot) (progress, error) {
+	if !slot.Good {
+		h, err := ag.Health(ctx)
+		if err != nil {
+			return progress{}, err
+		}
+		if !h.Healthy {
+			if time.Since(st.OS.BootedAt) < u.HealthGrace {
+				return running("health check of slot %s: %s", st.OS.Slot, h.Reason), nil
+			}
+			msg := fmt.Sprintf("health check of %s in slot %s failed: %s; rebooting into slot %s", st.OS.Image.Name, st.OS.Slot, h.Reason, st.OS.Slot.Other())
+			p, err := u.recordFailure(ctx, bmm, slot.Checksum, msg)
+			if err == nil {
+				err = u.reboot(ctx, bmm, ag)
+			}
+			return p, err
+		}
+	}
+	if node.Spec.Unschedulable {
+		patch := client.MergeFrom(node.DeepCopy())
+		node.Spec.Unschedulable = false
+		if err := wl.Patch(ctx, node, patch); err != nil {
+			return progress{}, err
+		}
+	}
+	if node.Status.NodeInfo.KubeletVersion != machine.Spec.Version || !nodeReady(node) {
+		return running("waiting for node %s to be Ready at %s (kubelet %s)", node.Name, machine.Spec.Version, node.Status.NodeInfo.KubeletVersion), nil
+	}
+	return progress{done: true, message: fmt.Sprintf("%s runs %s from slot %s", node.Name, st.OS.Image.Name, st.OS.Slot)}, nil
+}
+
+// stage writes the image in the background (a hook call must answer in
+// seconds); done reports when it has finished.
+func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, slot disk.SlotName, want infrav1.Image) (done bool, err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.staging == nil {
+		u.staging = map[string]*staging{}
+	}
+	key := string(machine.UID)
+	s, ok := u.staging[key]
+	if ok && s.checksum == want.Checksum {
+		if s.done {
+			delete(u.staging, key)
+		}
+		return s.done && s.err == nil, s.err
+	}
+	s = &staging{checksum: want.Checksum}
+	u.staging[key] = s
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		err := ag.Stage(ctx, slot, want.URL, want.Checksum)
+		u.mu.Lock()
+		s.done, s.err = true, err
+		u.mu.Unlock()
+	}()
+	return false, nil
+}
+
+// reboot restarts the host through its BMC, or through its OS when it
+// has none (a registered host).
+func (u *Updater) reboot(ctx context.Context, bmm *infrav1.BareMetalMachine, ag *hostagent.Client) error {
+	host := &metal3.BareMetalHost{}
+	if err := u.Client.Get(ctx, client.ObjectKey{Namespace: bmm.Namespace, Name: bmm.Status.Host}, host); err != nil {
+		return err
+	}
+	if host.Spec.BMC.Address == "" {
+		return ag.Reboot(ctx)
+	}
+	addr, err := redfish.ParseAddress(host.Spec.BMC.Address)
+	if err != nil {
+		return err
+	}
+	secret := &corev1.Secret{}
+	if err := u.Client.Get(ctx, client.ObjectKey{Namespace: host.Namespace, Name: host.Spec.BMC.CredentialsName}, secret); err != nil {
+		return err
+	}
+	bmc, err := redfish.Dial(addr, string(secret.Data["username"]), string(secret.Data["password"]), u.BMCHTTP)
+	if err != nil {
+		return err
+	}
+	defer bmc.Close()
+	return bmc.PowerOn() // a restart when on
+}
+
+func (u *Updater) markReboot(ctx context.Context, bmm *infrav1.BareMetalMachine, checksum string) error {
+	return u.annotate(ctx, bmm, RebootAnnotation, checksum+"@"+time.Now().UTC().Format(time.RFC3339Nano))
+}
+
+func rebootedAt(bmm *infrav1.BareMetalMachine, checksum string) (time.Time, bool) {
+	v := bmm.Annotations[RebootAnnotation]
+	if len(v) < len(checksum)+1 || v[:len(checksum)] != checksum {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, v[len(checksum)+1:])
+	return t, err == nil
+}
+
+func (u *Updater) recordFailure(ctx context.Context, bmm *infrav1.BareMetalMachine, checksum, msg string) (progress, error) {
+	if err := u.annotate(ctx, bmm, FailedAnnotation, checksum+" "+msg); err != nil {
+		return progress{}, err
+	}
+	return progress{failed: true, message: msg}, nil
+}
+
+func failedFor(bmm *infrav1.BareMetalMachine, checksum string) (string, bool) {
+	v := bmm.Annotations[FailedAnnotation]
+	if len(v) < len(checksum)+1 || v[:len(checksum)] != checksum {
+		return "", false
+	}
+	return v[len(checksum)+1:], true
+}
+
+func (u *Updater) annotate(ctx context.Context, bmm *infrav1.BareMetalMachine, key, value string) error {
+	patch := client.MergeFrom(bmm.DeepCopy())
+	if bmm.Annotations == nil {
+		bmm.Annotations = map[string]string{}
+	}
+	bmm.Annotations[key] = value
+	return u.Client.Patch(ctx, bmm, patch)
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
