@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimecatalog "sigs.k8s.io/cluster-api/api/runtime/catalog"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
@@ -71,7 +72,7 @@ func main() {
 
 func scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, metal3.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, bootstrapv1.AddToScheme, infrav1.AddToScheme, metal3.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(err)
 		}
@@ -123,7 +124,7 @@ func run(o options) error {
 		return err
 	}
 	handlers := inplace.NewHandlers(
-		serializer.NewCodecFactory(s).UniversalDecoder(infrav1.GroupVersion),
+		serializer.NewCodecFactory(s).UniversalDecoder(infrav1.GroupVersion, bootstrapv1.GroupVersion),
 		manifestReader(httpClient),
 		&inplace.Updater{
 			Client: direct, AgentHTTP: httpClient, BMCHTTP: httpClient,

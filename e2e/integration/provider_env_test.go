@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"strings"
 	"path/filepath"
 	"testing"
 
@@ -86,6 +87,11 @@ func startEnv(t *testing.T, ctx context.Context, o envOptions) *providerEnv {
 	t.Cleanup(plane.Stop)
 	t.Cleanup(func() {
 		if t.Failed() {
+			// KCP says why it would not update a machine in place.
+			kcpLog, _ := os.ReadFile(filepath.Join(plane.LogDir, "kcp.log"))
+			if i := strings.Index(string(kcpLog), "cannot be updated in-place by extensions"); i >= 0 {
+				t.Logf("kcp: %.3000s", string(kcpLog)[i:])
+			}
 			for _, p := range providers {
 				log, _ := os.ReadFile(filepath.Join(plane.LogDir, p.Name+".log"))
 				if len(log) > 12000 {

@@ -14,6 +14,7 @@ import (
 
 	"gomodules.xyz/jsonpatch/v2"
 	"k8s.io/apimachinery/pkg/runtime"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,12 +29,13 @@ type ManifestReader func(ctx context.Context, url string) (image.Manifest, error
 
 // coverMachine declares what this extension changes in place on one
 // machine: the OS image (spec.image of the BareMetalMachine) and, when
-// that image carries it, the Kubernetes version. Everything else is left
+// that image carries it, the Kubernetes version, with the kubeadm feature
+// gates KCP sets per version (a `kubeadm upgrade` applies them; currentKC
+// and desiredKC are nil for a MachineSet). Everything else is left
 // different, so CAPI rolls the machine out instead (a new host selector,
-// a bootstrap change).
-func coverMachine(ctx context.Context, readManifest ManifestReader, current, desired *clusterv1.MachineSpec, currentBMM, desiredBMM *infrav1.BareMetalMachineSpec) error {
-	imageChanges := currentBMM.Image != desiredBMM.Image
-	if imageChanges {
+// another bootstrap change).
+func coverMachine(ctx context.Context, readManifest ManifestReader, current, desired *clusterv1.MachineSpec, currentBMM, desiredBMM *infrav1.BareMetalMachineSpec, currentKC, desiredKC *bootstrapv1.KubeadmConfigSpec) error {
+	if currentBMM.Image != desiredBMM.Image {
 		currentBMM.Image = desiredBMM.Image
 	}
 	if current.Version == desired.Version {
@@ -43,8 +45,12 @@ func coverMachine(ctx context.Context, readManifest ManifestReader, current, des
 	if err != nil {
 		return fmt.Errorf("reading the manifest of %s: %w", desiredBMM.Image.URL, err)
 	}
-	if m.KubernetesVersion == desired.Version {
-		current.Version = desired.Version
+	if m.KubernetesVersion != desired.Version {
+		return nil // the image does not carry the version: roll out
+	}
+	current.Version = desired.Version
+	if currentKC != nil && desiredKC != nil {
+		currentKC.ClusterConfiguration.FeatureGates = desiredKC.ClusterConfiguration.FeatureGates
 	}
 	return nil
 }
@@ -88,13 +94,26 @@ func (h *Handlers) DoCanUpdateMachine(ctx context.Context, req *runtimehooksv1.C
 		fail(&resp.CommonResponse, "desired infrastructure machine: %v", err)
 		return
 	}
-	if err := coverMachine(ctx, h.readManifest, &current.Spec, &desired.Spec, &currentBMM.Spec, &desiredBMM.Spec); err != nil {
+	currentKC, desiredKC := &bootstrapv1.KubeadmConfig{}, &bootstrapv1.KubeadmConfig{}
+	if err := h.decode(req.Current.BootstrapConfig, currentKC); err != nil {
+		fail(&resp.CommonResponse, "current bootstrap config: %v", err)
+		return
+	}
+	if err := h.decode(req.Desired.BootstrapConfig, desiredKC); err != nil {
+		fail(&resp.CommonResponse, "desired bootstrap config: %v", err)
+		return
+	}
+	originalBMM, originalKC := currentBMM.DeepCopy(), currentKC.DeepCopy()
+	if err := coverMachine(ctx, h.readManifest, &current.Spec, &desired.Spec, &currentBMM.Spec, &desiredBMM.Spec, &currentKC.Spec, &desiredKC.Spec); err != nil {
 		fail(&resp.CommonResponse, "%v", err)
 		return
 	}
 	var err error
 	if resp.MachinePatch, err = patchFrom(req.Current.Machine, current); err == nil {
-		resp.InfrastructureMachinePatch, err = patchFromRaw(h, req.Current.InfrastructureMachine, currentBMM)
+		resp.InfrastructureMachinePatch, err = patchFrom(originalBMM, currentBMM)
+	}
+	if err == nil {
+		resp.BootstrapConfigPatch, err = patchFrom(originalKC, currentKC)
 	}
 	if err != nil {
 		fail(&resp.CommonResponse, "%v", err)
@@ -117,13 +136,14 @@ func (h *Handlers) DoCanUpdateMachineSet(ctx context.Context, req *runtimehooksv
 		fail(&resp.CommonResponse, "desired infrastructure machine template: %v", err)
 		return
 	}
-	if err := coverMachine(ctx, h.readManifest, &current.Spec.Template.Spec, &desired.Spec.Template.Spec, &currentT.Spec.Template.Spec, &desiredT.Spec.Template.Spec); err != nil {
+	originalT := currentT.DeepCopy()
+	if err := coverMachine(ctx, h.readManifest, &current.Spec.Template.Spec, &desired.Spec.Template.Spec, &currentT.Spec.Template.Spec, &desiredT.Spec.Template.Spec, nil, nil); err != nil {
 		fail(&resp.CommonResponse, "%v", err)
 		return
 	}
 	var err error
 	if resp.MachineSetPatch, err = patchFrom(req.Current.MachineSet, current); err == nil {
-		resp.InfrastructureMachineTemplatePatch, err = patchFromRaw(h, req.Current.InfrastructureMachineTemplate, currentT)
+		resp.InfrastructureMachineTemplatePatch, err = patchFrom(originalT, currentT)
 	}
 	if err != nil {
 		fail(&resp.CommonResponse, "%v", err)
@@ -137,32 +157,18 @@ func fail(resp *runtimehooksv1.CommonResponse, format string, args ...any) {
 	resp.Message = fmt.Sprintf(format, args...)
 }
 
-// patchFrom is the JSON patch (RFC 6902) from original to modified.
+// patchFrom is the JSON patch (RFC 6902) from original to modified, both
+// marshalled the same way, so it holds only what the extension changed.
 func patchFrom(original, modified any) (runtimehooksv1.Patch, error) {
 	a, err := json.Marshal(original)
 	if err != nil {
 		return runtimehooksv1.Patch{}, err
 	}
-	return patchFromBytes(a, modified)
-}
-
-func patchFromRaw(_ *Handlers, original runtime.RawExtension, modified any) (runtimehooksv1.Patch, error) {
-	data := original.Raw
-	if data == nil {
-		var err error
-		if data, err = json.Marshal(original.Object); err != nil {
-			return runtimehooksv1.Patch{}, err
-		}
-	}
-	return patchFromBytes(data, modified)
-}
-
-func patchFromBytes(original []byte, modified any) (runtimehooksv1.Patch, error) {
 	b, err := json.Marshal(modified)
 	if err != nil {
 		return runtimehooksv1.Patch{}, err
 	}
-	ops, err := jsonpatch.CreatePatch(original, b)
+	ops, err := jsonpatch.CreatePatch(a, b)
 	if err != nil {
 		return runtimehooksv1.Patch{}, err
 	}

@@ -1,0 +1,101 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/upgradelab/upgradelab/e2e/reference"
+	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/lab"
+)
+
+// machineIdentity is what an in-place update must keep.
+type machineIdentity struct {
+	uid, providerID, host string
+}
+
+func (e *providerEnv) machineIdentities(t *testing.T, ctx context.Context, cluster string) map[string]machineIdentity {
+	t.Helper()
+	machines := &clusterv1.MachineList{}
+	if err := e.c.List(ctx, machines, client.InNamespace(e.ns), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]machineIdentity{}
+	for _, m := range machines.Items {
+		bmm := &infrav1.BareMetalMachine{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: m.Spec.InfrastructureRef.Name}, bmm); err != nil {
+			t.Fatal(err)
+		}
+		out[m.Name] = machineIdentity{uid: string(m.UID), providerID: m.Spec.ProviderID, host: bmm.Status.Host}
+	}
+	return out
+}
+
+// A 3-node control plane with KCP maxSurge 0 and two workers (MD
+// maxSurge 0) are upgraded in place through CanUpdateMachine and
+// CanUpdateMachineSet: the same Machines (names, UIDs, provider IDs) on
+// the same hosts end at the new version, each host running the new image
+// from its other slot, with its persistent data kept.
+func TestInPlaceUpgradeKeepsEveryMachine(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx, envOptions{lab: "cold-spare", scale: 0.01, extension: true})
+	if _, err := reference.Enroll(ctx, e.c, e.site, e.ns, nil); err != nil {
+		t.Fatal(err)
+	}
+	vars := e.clusterVars(t, ctx, "ip", "v1.35.3", "ubuntu-24.04-k8s-v1.35.3", "v1-35", 3, 2, 0, false)
+	vars["MD_MAX_SURGE"], vars["MD_MAX_UNAVAILABLE"] = "0", "1"
+	e.apply(t, ctx, "machine-templates.yaml", vars)
+	e.apply(t, ctx, "cluster.yaml", vars)
+	e.waitRolledOut(t, ctx, "ip", 3, 2, "v1.35.3")
+	before := e.machineIdentities(t, ctx, "ip")
+	for _, id := range before {
+		h, err := e.site.Lab.Host(id.host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.SetPersistent("app/marker", "written before the upgrade on "+id.host); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	next := e.clusterVars(t, ctx, "ip", "v1.36.3", "ubuntu-24.04-k8s-v1.36.3", "v1-36", 3, 2, 0, false)
+	next["MD_MAX_SURGE"], next["MD_MAX_UNAVAILABLE"] = "0", "1"
+	e.upgrade(t, ctx, "ip", next)
+	e.waitRolledOut(t, ctx, "ip", 3, 2, "v1.36.3")
+
+	after := e.machineIdentities(t, ctx, "ip")
+	if fmt.Sprint(sortedKeys(after)) != fmt.Sprint(sortedKeys(before)) {
+		t.Fatalf("machines before %v, after %v; an in-place update keeps every Machine", sortedKeys(before), sortedKeys(after))
+	}
+	for name, id := range before {
+		if after[name] != id {
+			t.Errorf("machine %s: before %+v, after %+v", name, id, after[name])
+		}
+		h, _ := e.site.Lab.Host(id.host)
+		st := h.Status()
+		if st.OS == nil || st.OS.Source != lab.FromDiskSlot || st.OS.Slot != disk.SlotB || st.OS.Image.Name != "ubuntu-24.04-k8s-v1.36.3" || !st.Disk.Slots[disk.SlotB].Good {
+			t.Errorf("host %s after the update: %+v; want the new image committed in slot B", id.host, st.OS)
+		}
+		if got := h.Persistent()["app/marker"]; !strings.Contains(got, id.host) {
+			t.Errorf("host %s lost its persistent data: %q", id.host, got)
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
