@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -98,4 +99,99 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// upgradeWorkers points only the MachineDeployment at new templates.
+func (e *providerEnv) upgradeWorkers(t *testing.T, ctx context.Context, cluster string, vars map[string]string) {
+	t.Helper()
+	e.apply(t, ctx, "machine-templates.yaml", vars)
+	md := &clusterv1.MachineDeployment{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: cluster + "-md"}, md); err != nil {
+		t.Fatal(err)
+	}
+	md.Spec.Template.Spec.Version = vars["KUBERNETES_VERSION"]
+	md.Spec.Template.Spec.InfrastructureRef.Name = cluster + "-md-" + vars["TEMPLATE_SUFFIX"]
+	if err := e.c.Update(ctx, md); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An image whose health check fails (its preview driver cannot talk to
+// the NIC's NVM, the port stays down): the host falls back to its old
+// slot, the Node is Ready at the old version again, the Machine's
+// Updating condition shows the failure, the extension says why on the
+// BareMetalMachine, and the persistent data is still there.
+func TestInPlaceUpdateWithAFailingHealthCheckFallsBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx, envOptions{lab: "three-node", scale: 0.01, extension: true, extensionArgs: []string{"--health-grace=2s"}})
+	if _, err := reference.Enroll(ctx, e.c, e.site, e.ns, nil); err != nil {
+		t.Fatal(err)
+	}
+	vars := e.clusterVars(t, ctx, "hc", "v1.35.3", "ubuntu-24.04-k8s-v1.35.3", "v1-35", 1, 1, 1, false)
+	vars["MD_MAX_SURGE"], vars["MD_MAX_UNAVAILABLE"] = "0", "1"
+	e.apply(t, ctx, "machine-templates.yaml", vars)
+	e.apply(t, ctx, "cluster.yaml", vars)
+	e.waitRolledOut(t, ctx, "hc", 1, 1, "v1.35.3")
+	var worker string
+	var id machineIdentity
+	for name, m := range e.machineIdentities(t, ctx, "hc") {
+		if strings.HasPrefix(name, "hc-md-") {
+			worker, id = name, m
+		}
+	}
+	host, _ := e.site.Lab.Host(id.host)
+	if err := host.SetPersistent("app/marker", "kept"); err != nil {
+		t.Fatal(err)
+	}
+
+	bad := e.clusterVars(t, ctx, "hc", "v1.36.3", "ubuntu-24.04-k8s-v1.36.3-i40e-3.0-preview", "preview", 1, 1, 1, false)
+	bad["MD_MAX_SURGE"], bad["MD_MAX_UNAVAILABLE"] = "0", "1"
+	e.upgradeWorkers(t, ctx, "hc", bad)
+
+	waitFor(t, ctx, "machine "+worker+" Updating=False with InPlaceUpdateFailed", func() (bool, string) {
+		m := &clusterv1.Machine{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: worker}, m); err != nil {
+			return false, err.Error()
+		}
+		for _, c := range m.Status.Conditions {
+			if c.Type == clusterv1.MachineUpdatingCondition {
+				return c.Reason == clusterv1.MachineInPlaceUpdateFailedReason, c.Reason + ": " + c.Message
+			}
+		}
+		return false, "no Updating condition"
+	})
+	bmm := &infrav1.BareMetalMachine{}
+	waitFor(t, ctx, "the host back on slot A, Ready at v1.35.3", func() (bool, string) {
+		st := host.Status()
+		ok := st.OS != nil && st.OS.Source == lab.FromDiskSlot && st.OS.Slot == disk.SlotA && st.OS.Image.Name == "ubuntu-24.04-k8s-v1.35.3"
+		return ok, fmt.Sprintf("%+v", st.OS)
+	})
+	e.waitNodeVersion(t, ctx, "hc", worker, "v1.35.3")
+	m := &clusterv1.Machine{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: worker}, m); err != nil || string(m.UID) != id.uid {
+		t.Fatalf("machine %s after the failed update: %v (uid %s, was %s); want the same Machine", worker, err, m.UID, id.uid)
+	}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: m.Spec.InfrastructureRef.Name}, bmm); err != nil {
+		t.Fatal(err)
+	}
+	if why := bmm.Annotations["inplace.upgradelab.dev/failed"]; !strings.Contains(why, "health check") || !strings.Contains(why, "link down") {
+		t.Fatalf("the BareMetalMachine says %q; want the failed health check and its reason", why)
+	}
+	if got := host.Persistent()["app/marker"]; got != "kept" {
+		t.Fatalf("persistent data after the fallback: %q", got)
+	}
+}
+
+// waitNodeVersion waits for the Node of a Machine to be Ready at version.
+func (e *providerEnv) waitNodeVersion(t *testing.T, ctx context.Context, cluster, machine, version string) {
+	t.Helper()
+	cs := e.workloadClient(t, ctx, cluster)
+	waitFor(t, ctx, "node "+machine+" Ready at "+version, func() (bool, string) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, machine, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return nodeReady(n) && n.Status.NodeInfo.KubeletVersion == version, fmt.Sprintf("kubelet %s, conditions %v", n.Status.NodeInfo.KubeletVersion, n.Status.Conditions)
+	})
 }

@@ -127,15 +127,7 @@ func (e *providerEnv) waitRolledOut(t *testing.T, ctx context.Context, cluster s
 			kcpAvailable, notTrue, deref(kcp.Status.UpToDateReplicas), deref(kcp.Status.AvailableReplicas),
 			deref(md.Status.UpToDateReplicas), deref(md.Status.AvailableReplicas), strings.Join(states, " "))
 	})
-	secret := &corev1.Secret{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: cluster + "-kubeconfig"}, secret); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data["value"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := e.workloadClient(t, ctx, cluster).CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +140,20 @@ func (e *providerEnv) waitRolledOut(t *testing.T, ctx context.Context, cluster s
 	if ready != int(cp+workers) {
 		t.Fatalf("%d of %d nodes Ready at %s: %d nodes in the workload cluster", ready, cp+workers, version, len(nodes.Items))
 	}
+}
+
+// workloadClient reaches the cluster through the kubeconfig CAPI wrote.
+func (e *providerEnv) workloadClient(t *testing.T, ctx context.Context, cluster string) *kubernetes.Clientset {
+	t.Helper()
+	secret := &corev1.Secret{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: cluster + "-kubeconfig"}, secret); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data["value"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubernetes.NewForConfigOrDie(cfg)
 }
 
 func deref(p *int32) int32 {
