@@ -4,8 +4,8 @@ import (
 	"context"
 	"net"
 	"os"
-	"strings"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
