@@ -1,0 +1,78 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/upgradelab/upgradelab/e2e/reference"
+	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+)
+
+// Finding: upstream KCP cannot upgrade a one-machine control plane in
+// place without a spare host. With the InPlaceUpdates gate on and the
+// extension registered, KCP (1 replica; maxSurge 0 is refused below 3)
+// still creates a surge Machine first, and on a single-host lab that
+// Machine waits for a host forever while the old one is never touched.
+func TestPlainKCPWithOneReplicaStallsWithoutASpareHost(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx, envOptions{lab: "single-node", scale: 0.01, extension: true})
+	if _, err := reference.Enroll(ctx, e.c, e.site, e.ns, nil); err != nil {
+		t.Fatal(err)
+	}
+	vars := e.clusterVars(t, ctx, "sn", "v1.35.3", "ubuntu-24.04-k8s-v1.35.3", "v1-35", 1, 0, 1, false)
+	e.apply(t, ctx, "machine-templates.yaml", vars)
+	e.apply(t, ctx, "cluster.yaml", vars)
+	e.waitRolledOut(t, ctx, "sn", 1, 0, "v1.35.3")
+	before := e.machineIdentities(t, ctx, "sn")
+
+	e.upgrade(t, ctx, "sn", e.clusterVars(t, ctx, "sn", "v1.36.3", "ubuntu-24.04-k8s-v1.36.3", "v1-36", 1, 0, 1, false))
+	var surge string
+	waitFor(t, ctx, "KCP's surge Machine waiting for a host", func() (bool, string) {
+		machines := &clusterv1.MachineList{}
+		if err := e.c.List(ctx, machines, client.InNamespace(e.ns), client.MatchingLabels{clusterv1.ClusterNameLabel: "sn"}); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, m := range machines.Items {
+			if _, old := before[m.Name]; old {
+				continue
+			}
+			bmm := &infrav1.BareMetalMachine{}
+			if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: m.Spec.InfrastructureRef.Name}, bmm); err != nil {
+				return false, err.Error()
+			}
+			c := meta.FindStatusCondition(bmm.Status.Conditions, infrav1.HostAssociatedCondition)
+			if c != nil && c.Status == metav1.ConditionFalse && c.Reason == infrav1.WaitingForHostReason {
+				surge = m.Name + " (" + c.Message + ")"
+				return true, ""
+			}
+			seen = append(seen, fmt.Sprintf("%s %v", m.Name, c))
+		}
+		return false, strings.Join(seen, "; ")
+	})
+	t.Logf("stalled: surge machine %s", surge)
+
+	// It stays so: the old Machine is neither updated nor deleted.
+	time.Sleep(10 * time.Second)
+	for name, id := range before {
+		m := &clusterv1.Machine{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, m); err != nil {
+			t.Fatalf("the original machine %s: %v", name, err)
+		}
+		if m.Spec.Version != "v1.35.3" || string(m.UID) != id.uid || !m.DeletionTimestamp.IsZero() {
+			t.Fatalf("the original machine %s changed: version %s, deleting %v", name, m.Spec.Version, !m.DeletionTimestamp.IsZero())
+		}
+		if _, inPlace := m.Annotations[clusterv1.UpdateInProgressAnnotation]; inPlace {
+			t.Fatalf("KCP started an in-place update of %s; the finding no longer holds", name)
+		}
+	}
+}
