@@ -1,7 +1,8 @@
 // Command upgradelab-inplace is the in-place update extension's process:
 // a Cluster API Runtime Extension server (CanUpdateMachine,
 // CanUpdateMachineSet, UpdateMachine) for machines of the reference
-// bare-metal provider. It takes the flags CAPI's managers take, serving
+// bare-metal provider, and the single-node controller (package
+// singlenode) for one-machine control planes. It takes the flags CAPI's managers take, serving
 // the hooks on --webhook-port with the certificate in --webhook-cert-dir,
 // which the ExtensionConfig's caBundle must trust.
 package main
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimecatalog "sigs.k8s.io/cluster-api/api/runtime/catalog"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
@@ -35,6 +37,7 @@ import (
 
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/providers/inplace"
+	"github.com/upgradelab/upgradelab/providers/inplace/singlenode"
 	"github.com/upgradelab/upgradelab/sim/image"
 )
 
@@ -72,7 +75,7 @@ func main() {
 
 func scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, bootstrapv1.AddToScheme, infrav1.AddToScheme, metal3.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, bootstrapv1.AddToScheme, controlplanev1.AddToScheme, infrav1.AddToScheme, metal3.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(err)
 		}
@@ -141,6 +144,9 @@ func run(o options) error {
 		}
 	}
 	if err := mgr.Add(srv); err != nil {
+		return err
+	}
+	if err := (&singlenode.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

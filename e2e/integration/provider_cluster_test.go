@@ -86,10 +86,11 @@ func (e *providerEnv) upgrade(t *testing.T, ctx context.Context, cluster string,
 	}
 }
 
-// waitRolledOut waits until every Machine of the cluster is UpToDate and
-// each Node is Ready at version.
+// waitRolledOut waits until every Machine of the cluster is UpToDate with
+// no update in progress, and each Node is Ready at version.
 func (e *providerEnv) waitRolledOut(t *testing.T, ctx context.Context, cluster string, cp, workers int32, version string) {
 	t.Helper()
+	var cs *kubernetes.Clientset
 	waitFor(t, ctx, fmt.Sprintf("%d control-plane and %d worker machines up to date at %s", cp, workers, version), func() (bool, string) {
 		kcp := &controlplanev1.KubeadmControlPlane{}
 		md := &clusterv1.MachineDeployment{}
@@ -107,7 +108,15 @@ func (e *providerEnv) waitRolledOut(t *testing.T, ctx context.Context, cluster s
 		upToDate := 0
 		for _, m := range machines.Items {
 			c := meta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineUpToDateCondition)
-			ok := c != nil && c.Status == metav1.ConditionTrue && m.Spec.Version == version && m.Status.NodeRef.Name != "" && m.DeletionTimestamp.IsZero()
+			_, updating := m.Annotations[clusterv1.UpdateInProgressAnnotation]
+			ok := c != nil && c.Status == metav1.ConditionTrue && m.Spec.Version == version && m.Status.NodeRef.Name != "" && m.DeletionTimestamp.IsZero() && !updating
+			if ok && cs == nil {
+				cs = e.workloadClient(t, ctx, cluster)
+			}
+			if ok {
+				n, err := cs.CoreV1().Nodes().Get(ctx, m.Status.NodeRef.Name, metav1.GetOptions{})
+				ok = err == nil && nodeReady(n) && n.Status.NodeInfo.KubeletVersion == version
+			}
 			if ok {
 				upToDate++
 			}

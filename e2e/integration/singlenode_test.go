@@ -4,16 +4,19 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+	"github.com/upgradelab/upgradelab/providers/inplace/singlenode"
 )
 
 // Finding: upstream KCP cannot upgrade a one-machine control plane in
@@ -74,5 +77,85 @@ func TestPlainKCPWithOneReplicaStallsWithoutASpareHost(t *testing.T) {
 		if _, inPlace := m.Annotations[clusterv1.UpdateInProgressAnnotation]; inPlace {
 			t.Fatalf("KCP started an in-place update of %s; the finding no longer holds", name)
 		}
+	}
+}
+
+// The shipped way for one node: with the single-node annotation on the
+// KCP, the same Machine (name, UID, providerID, host, Node) ends at the
+// new version through CAPI's own in-place protocol, with its persistent
+// data, KCP upToDateReplicas == 1, and no second Machine ever existing.
+func TestSingleNodeControlPlaneUpdatesInPlace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx, envOptions{lab: "single-node", scale: 0.01, extension: true})
+	if _, err := reference.Enroll(ctx, e.c, e.site, e.ns, nil); err != nil {
+		t.Fatal(err)
+	}
+	vars := e.clusterVars(t, ctx, "one", "v1.35.3", "ubuntu-24.04-k8s-v1.35.3", "v1-35", 1, 0, 1, false)
+	e.apply(t, ctx, "machine-templates.yaml", vars)
+	e.apply(t, ctx, "cluster.yaml", vars)
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "one-cp"}, kcp); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(kcp.DeepCopy())
+	kcp.Annotations = map[string]string{singlenode.Annotation: "true"}
+	if err := e.c.Patch(ctx, kcp, patch); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRolledOut(t, ctx, "one", 1, 0, "v1.35.3")
+	before := e.machineIdentities(t, ctx, "one")
+	var name string
+	var id machineIdentity
+	for name, id = range before {
+	}
+	host, _ := e.site.Lab.Host(id.host)
+	if err := host.SetPersistent("app/marker", "kept"); err != nil {
+		t.Fatal(err)
+	}
+	seen := e.watchMachineNames(ctx, "one")
+
+	e.upgrade(t, ctx, "one", e.clusterVars(t, ctx, "one", "v1.36.3", "ubuntu-24.04-k8s-v1.36.3", "v1-36", 1, 0, 1, false))
+	e.waitRolledOut(t, ctx, "one", 1, 0, "v1.36.3")
+
+	after := e.machineIdentities(t, ctx, "one")
+	if after[name] != id || len(after) != 1 {
+		t.Fatalf("after the update: %+v; want only %s as before, %+v", after, name, id)
+	}
+	if names := seen(); fmt.Sprint(names) != fmt.Sprint([]string{name}) {
+		t.Fatalf("machines seen during the update: %v; want only %s", names, name)
+	}
+	if got := host.Persistent()["app/marker"]; got != "kept" {
+		t.Fatalf("persistent data after the update: %q", got)
+	}
+	if err := e.c.Get(ctx, client.ObjectKeyFromObject(kcp), kcp); err != nil {
+		t.Fatal(err)
+	}
+	if deref(kcp.Status.UpToDateReplicas) != 1 {
+		t.Fatalf("KCP upToDateReplicas = %d, want 1", deref(kcp.Status.UpToDateReplicas))
+	}
+}
+
+// watchMachineNames records every Machine name of a cluster until ctx ends.
+func (e *providerEnv) watchMachineNames(ctx context.Context, cluster string) func() []string {
+	var mu sync.Mutex
+	names := map[string]bool{}
+	go func() {
+		for ctx.Err() == nil {
+			machines := &clusterv1.MachineList{}
+			if err := e.c.List(ctx, machines, client.InNamespace(e.ns), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster}); err == nil {
+				mu.Lock()
+				for _, m := range machines.Items {
+					names[m.Name] = true
+				}
+				mu.Unlock()
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return sortedKeys(names)
 	}
 }
