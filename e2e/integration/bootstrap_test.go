@@ -48,6 +48,7 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() (bool, 
 // reaches it. Then the host reboots into a newer slot and the same Node
 // reports the new version.
 func TestCABPKBootstrapDataJoinsTheWorkloadCluster(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	plane, err := mgmt.Start(ctx, mgmt.Options{ArtifactsDir: t.TempDir()})

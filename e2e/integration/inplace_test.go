@@ -46,6 +46,7 @@ func (e *providerEnv) machineIdentities(t *testing.T, ctx context.Context, clust
 // the same hosts end at the new version, each host running the new image
 // from its other slot, with its persistent data kept.
 func TestInPlaceUpgradeKeepsEveryMachine(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	e := startEnv(t, ctx, envOptions{lab: "cold-spare", scale: 0.01, extension: true})
@@ -122,6 +123,7 @@ func (e *providerEnv) upgradeWorkers(t *testing.T, ctx context.Context, cluster 
 // Updating condition shows the failure, the extension says why on the
 // BareMetalMachine, and the persistent data is still there.
 func TestInPlaceUpdateWithAFailingHealthCheckFallsBack(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	e := startEnv(t, ctx, envOptions{lab: "three-node", scale: 0.01, extension: true, extensionArgs: []string{"--health-grace=2s"}})

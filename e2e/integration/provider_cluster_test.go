@@ -197,6 +197,7 @@ func (e *providerEnv) bindings(t *testing.T, ctx context.Context) map[string]str
 // bump with a new image rolls out with KCP maxSurge 1, the spare host
 // taking the first new machine and each freed host becoming the spare.
 func TestColdSpareClusterProvisionsAndRollsOut(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	e := startProviderEnv(t, ctx, "cold-spare", 0.01)

@@ -45,6 +45,7 @@ func (e *providerEnv) waitHostState(t *testing.T, ctx context.Context, name stri
 // ramdisk only: registration with the credentials of a secret, inspection,
 // provisioning with a checksum, cleaning on release.
 func TestBareMetalHostLifecycleOverRedfish(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	e := startProviderEnv(t, ctx, "three-node", 0.01)

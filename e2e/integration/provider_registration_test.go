@@ -39,6 +39,7 @@ func (e *providerEnv) registeredHost(ctx context.Context, hostname string) (*met
 // power cut during the recovery boot brings the host back in its
 // installed OS) and the provider asks again.
 func TestRegistrationPoolResetsHostsUnderNewIdentities(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	e := startProviderEnv(t, ctx, "reset", 0.01, "--reset-timeout=3s")

@@ -81,6 +81,7 @@ func (e *providerEnv) boundHosts(t *testing.T, ctx context.Context) []string {
 // machine on the host the old one freed (not on the free worker hosts or
 // the spare), so the control plane ends on the same three hosts.
 func TestScaleInRolloutReusesHostsAcrossAProviderRestart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	e := startProviderEnv(t, ctx, "cold-spare", 0.01)

@@ -25,6 +25,7 @@ import (
 // still creates a surge Machine first, and on a single-host lab that
 // Machine waits for a host forever while the old one is never touched.
 func TestPlainKCPWithOneReplicaStallsWithoutASpareHost(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	e := startEnv(t, ctx, envOptions{lab: "single-node", scale: 0.01, extension: true})
@@ -85,6 +86,7 @@ func TestPlainKCPWithOneReplicaStallsWithoutASpareHost(t *testing.T) {
 // new version through CAPI's own in-place protocol, with its persistent
 // data, KCP upToDateReplicas == 1, and no second Machine ever existing.
 func TestSingleNodeControlPlaneUpdatesInPlace(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	e := startEnv(t, ctx, envOptions{lab: "single-node", scale: 0.01, extension: true})
