@@ -65,9 +65,9 @@ func (machineValidator) ValidateCreate(_ context.Context, m *infrav1.BareMetalMa
 	return nil, toError(m, validateSpec(m.Spec, field.NewPath("spec")))
 }
 
-// ValidateUpdate allows setting providerID once; the image and selector
-// of a machine never change (a new image is a new machine, or an in-place
-// update that changes the template, not the machine).
+// ValidateUpdate allows setting providerID once and never changes the
+// host selector (the machine would have to move). The image may change:
+// CAPI patches it during an in-place update.
 func (machineValidator) ValidateUpdate(_ context.Context, old, m *infrav1.BareMetalMachine) (admission.Warnings, error) {
 	errs := validateSpec(m.Spec, field.NewPath("spec"))
 	if old.Spec.ProviderID != "" && old.Spec.ProviderID != m.Spec.ProviderID {
