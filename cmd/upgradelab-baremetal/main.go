@@ -128,6 +128,7 @@ func run(o options) error {
 		o.callbackURL = "https://" + listener.Addr().String()
 	}
 	ctrl.Log.Info("callback endpoint", "url", o.callbackURL)
+
 	if err := mgr.Add(&callback.Server{
 		Listener: listener, Client: mgr.GetClient(), Heartbeats: heartbeats,
 		TLS: &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},

@@ -42,9 +42,10 @@ func (e *providerEnv) machineIdentities(t *testing.T, ctx context.Context, clust
 
 // A 3-node control plane with KCP maxSurge 0 and two workers (MD
 // maxSurge 0) are upgraded in place through CanUpdateMachine and
-// CanUpdateMachineSet: the same Machines (names, UIDs, provider IDs) on
-// the same hosts end at the new version, each host running the new image
-// from its other slot, with its persistent data kept.
+// CanUpdateMachineSet, across a kill of the extension mid-update: the
+// same Machines (names, UIDs, provider IDs) on the same hosts end at the
+// new version, each host running the new image from its other slot, with
+// its persistent data kept.
 func TestInPlaceUpgradeKeepsEveryMachine(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -72,6 +73,23 @@ func TestInPlaceUpgradeKeepsEveryMachine(t *testing.T) {
 	next := e.clusterVars(t, ctx, "ip", "v1.36.3", "ubuntu-24.04-k8s-v1.36.3", "v1-36", 3, 2, 0, false)
 	next["MD_MAX_SURGE"], next["MD_MAX_UNAVAILABLE"] = "0", "1"
 	e.upgrade(t, ctx, "ip", next)
+	// The extension is killed while a machine updates: the next call of
+	// the restarted one picks the update up from what the host reports.
+	waitFor(t, ctx, "a machine updating in place", func() (bool, string) {
+		machines := &clusterv1.MachineList{}
+		if err := e.c.List(ctx, machines, client.InNamespace(e.ns), client.MatchingLabels{clusterv1.ClusterNameLabel: "ip"}); err != nil {
+			return false, err.Error()
+		}
+		for _, m := range machines.Items {
+			if _, ok := m.Annotations[clusterv1.UpdateInProgressAnnotation]; ok {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d machines, none updating", len(machines.Items))
+	})
+	if err := e.plane.KillAndRestart(ctx, "inplace"); err != nil {
+		t.Fatal(err)
+	}
 	e.waitRolledOut(t, ctx, "ip", 3, 2, "v1.36.3")
 
 	after := e.machineIdentities(t, ctx, "ip")

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +25,7 @@ type providerEnv struct {
 	plane    *mgmt.Plane
 	c        client.Client
 	ns       string
-	callback string // the provider's callback address
+	callback string // the provider's callback URL
 	provider mgmt.Provider
 }
 
@@ -62,8 +61,7 @@ func startEnv(t *testing.T, ctx context.Context, o envOptions) *providerEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	callback := freeAddr(t)
-	prov, err := reference.Provider(s, reference.Options{Binary: bin, CertDir: filepath.Join(dir, "certs"), CallbackAddr: callback,
+	prov, callback, err := reference.Provider(s, reference.Options{Binary: bin, StateDir: dir,
 		Args: append([]string{"--poll=200ms"}, providerArgs...)})
 	if err != nil {
 		t.Fatal(err)
@@ -110,14 +108,4 @@ func startEnv(t *testing.T, ctx context.Context, o envOptions) *providerEnv {
 		t.Fatal(err)
 	}
 	return &providerEnv{site: s, plane: plane, c: c, ns: ns.Name, callback: callback, provider: prov}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

@@ -7,6 +7,8 @@ package reference
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,22 +97,26 @@ func Extension(s *site.Site, binary, certDir string, args ...string) (mgmt.Provi
 // Options say how the provider reaches the site.
 type Options struct {
 	Binary string
-	// CertDir receives the provider's certificate from the site.
-	CertDir string
-	// CallbackAddr is where hosts reach the provider (HOST:PORT).
-	CallbackAddr string
+	// StateDir receives the provider's certificate (certs/).
+	StateDir string
 	// Extra flags (e.g. --poll, --reset-timeout).
 	Args []string
 }
 
-// Provider describes the reference provider to the plane.
-func Provider(s *site.Site, o Options) (mgmt.Provider, error) {
+// Provider describes the reference provider to the plane, and returns the
+// URL of its callback endpoint (where hosts heartbeat and register).
+func Provider(s *site.Site, o Options) (mgmt.Provider, string, error) {
 	root, err := RepoRoot()
 	if err != nil {
-		return mgmt.Provider{}, err
+		return mgmt.Provider{}, "", err
 	}
-	if err := s.WriteProviderCertificate(o.CertDir); err != nil {
-		return mgmt.Provider{}, err
+	callback, err := callbackAddr()
+	if err != nil {
+		return mgmt.Provider{}, "", err
+	}
+	certDir := filepath.Join(o.StateDir, "certs")
+	if err := s.WriteProviderCertificate(certDir); err != nil {
+		return mgmt.Provider{}, "", err
 	}
 	config := filepath.Join(root, "providers", "baremetal", "config")
 	return mgmt.Provider{
@@ -120,19 +126,33 @@ func Provider(s *site.Site, o Options) (mgmt.Provider, error) {
 		ExtraCRDDirs: []string{filepath.Join(config, "metal3", "bases")},
 		Args: append([]string{
 			"--ca-file=" + s.CAFile,
-			"--cert-dir=" + o.CertDir,
-			"--callback-addr=" + o.CallbackAddr,
+			"--cert-dir=" + certDir,
+			"--callback-addr=" + callback,
 			"--deploy-image-url=" + s.Lab.ImageServer().ImageURL(DeployImage),
 		}, o.Args...),
-	}, nil
+	}, "https://" + callback, nil
 }
 
-// CallbackURL is the provider's callback endpoint for CallbackAddr.
-func CallbackURL(addr string) string { return "https://" + addr }
+// callbackAddr picks a free loopback port below Linux's ephemeral range
+// (32768 up), so no other process's `:0` bind can take it before the
+// provider binds it, and a restarted provider gets the same address (hosts
+// keep the URL they were told).
+func callbackAddr() (string, error) {
+	for range 50 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return addr, nil
+	}
+	return "", fmt.Errorf("no free loopback port for the provider's callback endpoint")
+}
 
 // RegistrationURL is where hosts of pool register into namespace.
-func RegistrationURL(callbackAddr, namespace, pool string) string {
-	return CallbackURL(callbackAddr) + "/v1/registration/" + namespace + "/" + pool
+func RegistrationURL(callbackURL, namespace, pool string) string {
+	return callbackURL + "/v1/registration/" + namespace + "/" + pool
 }
 
 // Enroll creates a BareMetalHost and its BMC credentials secret for every
