@@ -7,13 +7,10 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -31,6 +28,7 @@ import (
 	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
 	"github.com/upgradelab/upgradelab/providers/baremetal/cluster"
 	"github.com/upgradelab/upgradelab/providers/baremetal/host"
+	"github.com/upgradelab/upgradelab/providers/baremetal/hostagent"
 	"github.com/upgradelab/upgradelab/providers/baremetal/machine"
 	"github.com/upgradelab/upgradelab/providers/baremetal/webhooks"
 )
@@ -87,17 +85,9 @@ func run(o options) error {
 	if o.caFile == "" || o.certDir == "" || o.deployImageURL == "" {
 		return fmt.Errorf("--ca-file, --cert-dir and --deploy-image-url are required")
 	}
-	caPEM, err := os.ReadFile(o.caFile)
+	tlsClient, pair, err := hostagent.SiteTLS(o.caFile, o.certDir)
 	if err != nil {
-		return fmt.Errorf("--ca-file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return fmt.Errorf("--ca-file %s: no PEM certificate", o.caFile)
-	}
-	pair, err := tls.LoadX509KeyPair(filepath.Join(o.certDir, "tls.crt"), filepath.Join(o.certDir, "tls.key"))
-	if err != nil {
-		return fmt.Errorf("--cert-dir: %w", err)
+		return err
 	}
 	// controller-runtime owns --kubeconfig (then $KUBECONFIG, in-cluster).
 	restConfig, err := ctrl.GetConfig()
@@ -117,8 +107,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	tlsClient := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
-	httpClient := &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{TLSClientConfig: tlsClient}}
+	httpClient := hostagent.HTTPClient(tlsClient, 5*time.Minute)
 	heartbeats := &callback.Heartbeats{}
 	listener, err := net.Listen("tcp", o.callbackAddr)
 	if err != nil {

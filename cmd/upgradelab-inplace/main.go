@@ -9,14 +9,11 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -36,6 +33,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+	"github.com/upgradelab/upgradelab/providers/baremetal/hostagent"
 	"github.com/upgradelab/upgradelab/providers/inplace"
 	"github.com/upgradelab/upgradelab/providers/inplace/singlenode"
 	"github.com/upgradelab/upgradelab/sim/image"
@@ -87,20 +85,11 @@ func run(o options) error {
 	if o.caFile == "" || o.certDir == "" {
 		return fmt.Errorf("--ca-file and --cert-dir are required")
 	}
-	caPEM, err := os.ReadFile(o.caFile)
+	tlsClient, _, err := hostagent.SiteTLS(o.caFile, o.certDir)
 	if err != nil {
-		return fmt.Errorf("--ca-file: %w", err)
+		return err
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return fmt.Errorf("--ca-file %s: no PEM certificate", o.caFile)
-	}
-	pair, err := tls.LoadX509KeyPair(filepath.Join(o.certDir, "tls.crt"), filepath.Join(o.certDir, "tls.key"))
-	if err != nil {
-		return fmt.Errorf("--cert-dir: %w", err)
-	}
-	httpClient := &http.Client{Timeout: 30 * time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}}}
+	httpClient := hostagent.HTTPClient(tlsClient, 30*time.Minute)
 
 	restConfig, err := ctrl.GetConfig()
 	if err != nil {

@@ -120,21 +120,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// upgradeWorkers points only the MachineDeployment at new templates.
-func (e *providerEnv) upgradeWorkers(t *testing.T, ctx context.Context, cluster string, vars map[string]string) {
-	t.Helper()
-	e.apply(t, ctx, "machine-templates.yaml", vars)
-	md := &clusterv1.MachineDeployment{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: cluster + "-md"}, md); err != nil {
-		t.Fatal(err)
-	}
-	md.Spec.Template.Spec.Version = vars["KUBERNETES_VERSION"]
-	md.Spec.Template.Spec.InfrastructureRef.Name = cluster + "-md-" + vars["TEMPLATE_SUFFIX"]
-	if err := e.c.Update(ctx, md); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // An image whose health check fails (its preview driver cannot talk to
 // the NIC's NVM, the port stays down): the host falls back to its old
 // slot, the Node is Ready at the old version again, the Machine's

@@ -75,6 +75,18 @@ func (e *providerEnv) upgrade(t *testing.T, ctx context.Context, cluster string,
 	if err := e.c.Update(ctx, kcp); err != nil {
 		t.Fatal(err)
 	}
+	e.pointWorkers(t, ctx, cluster, vars)
+}
+
+// upgradeWorkers points only the MachineDeployment at new templates.
+func (e *providerEnv) upgradeWorkers(t *testing.T, ctx context.Context, cluster string, vars map[string]string) {
+	t.Helper()
+	e.apply(t, ctx, "machine-templates.yaml", vars)
+	e.pointWorkers(t, ctx, cluster, vars)
+}
+
+func (e *providerEnv) pointWorkers(t *testing.T, ctx context.Context, cluster string, vars map[string]string) {
+	t.Helper()
 	md := &clusterv1.MachineDeployment{}
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: cluster + "-md"}, md); err != nil {
 		t.Fatal(err)

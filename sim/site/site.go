@@ -77,10 +77,9 @@ func Start(ctx context.Context, opts Options) (s *Site, err error) {
 	if opts.Timing != nil {
 		timing = *opts.Timing
 	}
-	trust := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}}}
 	for _, h := range s.Lab.Hosts() {
 		a := agent.New(h, s.Workloads, opts.Scale, timing)
-		a.SetProvisioner(agent.Provisioner{Client: trust})
+		a.SetProvisioner(agent.Provisioner{Client: s.trusting()})
 		pair, err := ca.Serving("agent "+h.Name(), []string{"127.0.0.1", "localhost"})
 		if err != nil {
 			return s, err
@@ -119,9 +118,13 @@ func (s *Site) JoinRegistrationPool(host, registrationURL string) error {
 	if err != nil {
 		return err
 	}
-	trust := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.CA.Pool(), MinVersion: tls.VersionTLS12}}}
-	a.SetProvisioner(agent.Provisioner{Client: trust, RegistrationURL: registrationURL})
+	a.SetProvisioner(agent.Provisioner{Client: s.trusting(), RegistrationURL: registrationURL})
 	return nil
+}
+
+// trusting is how a host reaches its provisioner: trusting the site CA.
+func (s *Site) trusting() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.CA.Pool(), MinVersion: tls.VersionTLS12}}}
 }
 
 // VIP assigns the API server address of a workload cluster
