@@ -50,10 +50,10 @@ lint:
 	go vet -tags e2e ./e2e/
 
 # Unit and integration tests (real kube-apiserver, etcd and CAPI managers).
-# The integration tests each run their own plane and site; four at a time
+# The integration tests each run their own plane and site; two at a time
 # keep the 2-core machine busy while CAPI's controllers pace each one.
 test: tools lint
-	$(GO_TEST) -count=1 -timeout 25m -parallel 4 ./...
+	$(GO_TEST) -count=1 -timeout 25m -parallel 2 ./...
 	$(GO_TEST) -count=1 -race -timeout 20m $(RACE_PKGS)
 
 # The main job: the e2e suite on the embedded management plane.

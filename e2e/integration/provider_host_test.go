@@ -46,7 +46,7 @@ func (e *providerEnv) waitHostState(t *testing.T, ctx context.Context, name stri
 // provisioning with a checksum, cleaning on release.
 func TestBareMetalHostLifecycleOverRedfish(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	e := startProviderEnv(t, ctx, "three-node", 0.01)
 	checkWebhooks(t, ctx, e)

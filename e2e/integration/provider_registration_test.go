@@ -40,7 +40,7 @@ func (e *providerEnv) registeredHost(ctx context.Context, hostname string) (*met
 // installed OS) and the provider asks again.
 func TestRegistrationPoolResetsHostsUnderNewIdentities(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := startProviderEnv(t, ctx, "reset", 0.01, "--reset-timeout=3s")
 	url := reference.RegistrationURL(e.callback, e.ns, "elemental")

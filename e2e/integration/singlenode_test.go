@@ -26,7 +26,7 @@ import (
 // Machine waits for a host forever while the old one is never touched.
 func TestPlainKCPWithOneReplicaStallsWithoutASpareHost(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := startEnv(t, ctx, envOptions{lab: "single-node", scale: 0.01, extension: true})
 	if _, err := reference.Enroll(ctx, e.c, e.site, e.ns, nil); err != nil {
@@ -87,7 +87,7 @@ func TestPlainKCPWithOneReplicaStallsWithoutASpareHost(t *testing.T) {
 // data, KCP upToDateReplicas == 1, and no second Machine ever existing.
 func TestSingleNodeControlPlaneUpdatesInPlace(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := startEnv(t, ctx, envOptions{lab: "single-node", scale: 0.01, extension: true})
 	if _, err := reference.Enroll(ctx, e.c, e.site, e.ns, nil); err != nil {
