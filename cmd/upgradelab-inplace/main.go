@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -37,6 +38,7 @@ import (
 	"github.com/upgradelab/upgradelab/providers/inplace"
 	"github.com/upgradelab/upgradelab/providers/inplace/singlenode"
 	"github.com/upgradelab/upgradelab/sim/image"
+	"github.com/upgradelab/upgradelab/sim/nic"
 )
 
 type options struct {
@@ -44,6 +46,7 @@ type options struct {
 	webhookCertDir, healthAddr, metrics string
 	leaderElect, insecureDiagnostics    bool
 	syncPeriod, healthGrace, retry      time.Duration
+	flashTimeout                        time.Duration
 	caFile, certDir                     string
 }
 
@@ -58,6 +61,7 @@ func main() {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "accepted for symmetry with CAPI's managers; hooks are stateless calls")
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "accepted for symmetry with CAPI's managers")
 	fs.DurationVar(&o.healthGrace, "health-grace", 30*time.Second, "how long a freshly booted slot may fail its health check before the update fails")
+	fs.DurationVar(&o.flashTimeout, "flash-timeout", 15*time.Minute, "how long a staged NIC flash may take to show on the NIC before the update fails")
 	fs.DurationVar(&o.retry, "retry", time.Second, "RetryAfterSeconds of an update in progress (at least 1s)")
 	fs.StringVar(&o.caFile, "ca-file", "", "CA of the BMCs' and host agents' certificates (required)")
 	fs.StringVar(&o.certDir, "cert-dir", "", "folder with tls.crt and tls.key, the client certificate shown to host agents (required)")
@@ -117,11 +121,11 @@ func run(o options) error {
 	}
 	handlers := inplace.NewHandlers(
 		serializer.NewCodecFactory(s).UniversalDecoder(infrav1.GroupVersion, bootstrapv1.GroupVersion),
-		manifestReader(httpClient),
 		&inplace.Updater{
 			Client: direct, AgentHTTP: httpClient, BMCHTTP: httpClient,
+			ReadManifest: manifestReader(httpClient), ReadFirmware: firmwareReader(httpClient),
 			Workloads:   &inplace.Workloads{Management: direct, Scheme: s},
-			HealthGrace: o.healthGrace, Retry: o.retry,
+			HealthGrace: o.healthGrace, FlashTimeout: o.flashTimeout, Retry: o.retry,
 		})
 	for _, h := range []server.ExtensionHandler{
 		{Hook: runtimehooksv1.CanUpdateMachine, Name: "can-update-machine", HandlerFunc: handlers.DoCanUpdateMachine},
@@ -169,5 +173,31 @@ func manifestReader(c *http.Client) inplace.ManifestReader {
 			return image.Manifest{}, err
 		}
 		return image.ReadManifest(head)
+	}
+}
+
+// firmwareReader reads a firmware package's descriptor (JSON).
+func firmwareReader(c *http.Client) inplace.FirmwareReader {
+	return func(ctx context.Context, url string) (nic.NVMImage, error) {
+		var img nic.NVMImage
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return img, err
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return img, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return img, fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&img); err != nil {
+			return img, fmt.Errorf("GET %s: not a firmware package descriptor: %w", url, err)
+		}
+		if img.Firmware == "" {
+			return img, fmt.Errorf("GET %s: the package names no firmware version", url)
+		}
+		return img, nil
 	}
 }

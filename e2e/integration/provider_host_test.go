@@ -164,10 +164,11 @@ func checkWebhooks(t *testing.T, ctx context.Context, e *providerEnv) {
 	sum := strings.Repeat("ab", 32)
 	bad := &infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "bad"},
 		Spec: infrav1.BareMetalMachineSpec{Image: infrav1.Image{URL: "ftp://images/os.img", Checksum: sum},
+			NICFirmware:  &infrav1.FirmwarePackage{URL: "http://firmware/"},
 			HostSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "role", Operator: "Sometimes"}}}}}
 	err := e.c.Create(ctx, bad)
-	if err == nil || !strings.Contains(err.Error(), "spec.image.url") || !strings.Contains(err.Error(), "spec.hostSelector") {
-		t.Fatalf("a BareMetalMachine with an ftp image URL and a bad selector: %v; want both fields named", err)
+	if err == nil || !strings.Contains(err.Error(), "spec.image.url") || !strings.Contains(err.Error(), "spec.hostSelector") || !strings.Contains(err.Error(), "spec.nicFirmware.url") {
+		t.Fatalf("a BareMetalMachine with an ftp image URL, a firmware URL naming no package and a bad selector: %v; want the three fields named", err)
 	}
 	tmpl := &infrav1.BareMetalMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "t"},
 		Spec: infrav1.BareMetalMachineTemplateSpec{Template: infrav1.BareMetalMachineTemplateResource{

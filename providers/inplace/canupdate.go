@@ -28,16 +28,17 @@ import (
 type ManifestReader func(ctx context.Context, url string) (image.Manifest, error)
 
 // coverMachine declares what this extension changes in place on one
-// machine: the OS image (spec.image of the BareMetalMachine) and, when
-// that image carries it, the Kubernetes version, with the kubeadm feature
-// gates KCP sets per version (a `kubeadm upgrade` applies them; currentKC
-// and desiredKC are nil for a MachineSet). Everything else is left
-// different, so CAPI rolls the machine out instead (a new host selector,
-// another bootstrap change).
+// machine: the OS image (spec.image of the BareMetalMachine), the NIC
+// firmware (spec.nicFirmware; whether an order keeps the NIC up is
+// checked when the update runs, against the NVM the host really has) and,
+// when the image carries it, the Kubernetes version, with the kubeadm
+// feature gates KCP sets per version (a `kubeadm upgrade` applies them;
+// currentKC and desiredKC are nil for a MachineSet). Everything else is
+// left different, so CAPI rolls the machine out instead (a new host
+// selector, another bootstrap change).
 func coverMachine(ctx context.Context, readManifest ManifestReader, current, desired *clusterv1.MachineSpec, currentBMM, desiredBMM *infrav1.BareMetalMachineSpec, currentKC, desiredKC *bootstrapv1.KubeadmConfigSpec) error {
-	if currentBMM.Image != desiredBMM.Image {
-		currentBMM.Image = desiredBMM.Image
-	}
+	currentBMM.Image = desiredBMM.Image
+	currentBMM.NICFirmware = desiredBMM.NICFirmware.DeepCopy()
 	if current.Version == desired.Version {
 		return nil
 	}
@@ -57,15 +58,14 @@ func coverMachine(ctx context.Context, readManifest ManifestReader, current, des
 
 // Handlers serve the three hooks.
 type Handlers struct {
-	decoder      runtime.Decoder
-	readManifest ManifestReader
-	updater      *Updater
+	decoder runtime.Decoder
+	updater *Updater
 }
 
-// NewHandlers builds the handlers; scheme must know the BareMetalMachine
-// kinds and CABPK's.
-func NewHandlers(decoder runtime.Decoder, readManifest ManifestReader, updater *Updater) *Handlers {
-	return &Handlers{decoder: decoder, readManifest: readManifest, updater: updater}
+// NewHandlers builds the handlers; decoder must know the BareMetalMachine
+// kinds and CABPK's. The updater's ManifestReader also answers CanUpdate.
+func NewHandlers(decoder runtime.Decoder, updater *Updater) *Handlers {
+	return &Handlers{decoder: decoder, updater: updater}
 }
 
 func (h *Handlers) decode(raw runtime.RawExtension, into runtime.Object) error {
@@ -104,7 +104,7 @@ func (h *Handlers) DoCanUpdateMachine(ctx context.Context, req *runtimehooksv1.C
 		return
 	}
 	originalBMM, originalKC := currentBMM.DeepCopy(), currentKC.DeepCopy()
-	if err := coverMachine(ctx, h.readManifest, &current.Spec, &desired.Spec, &currentBMM.Spec, &desiredBMM.Spec, &currentKC.Spec, &desiredKC.Spec); err != nil {
+	if err := coverMachine(ctx, h.updater.ReadManifest, &current.Spec, &desired.Spec, &currentBMM.Spec, &desiredBMM.Spec, &currentKC.Spec, &desiredKC.Spec); err != nil {
 		fail(&resp.CommonResponse, "%v", err)
 		return
 	}
@@ -137,7 +137,7 @@ func (h *Handlers) DoCanUpdateMachineSet(ctx context.Context, req *runtimehooksv
 		return
 	}
 	originalT := currentT.DeepCopy()
-	if err := coverMachine(ctx, h.readManifest, &current.Spec.Template.Spec, &desired.Spec.Template.Spec, &currentT.Spec.Template.Spec, &desiredT.Spec.Template.Spec, nil, nil); err != nil {
+	if err := coverMachine(ctx, h.updater.ReadManifest, &current.Spec.Template.Spec, &desired.Spec.Template.Spec, &currentT.Spec.Template.Spec, &desiredT.Spec.Template.Spec, nil, nil); err != nil {
 		fail(&resp.CommonResponse, "%v", err)
 		return
 	}

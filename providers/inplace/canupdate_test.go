@@ -33,6 +33,7 @@ func TestCoverMachine(t *testing.T) {
 		fromVersion, toVersion   string
 		fromImage, toImage       infrav1.Image
 		toSelector               map[string]string
+		toFirmware               *infrav1.FirmwarePackage
 		wantVersion              string
 		wantImage                infrav1.Image
 		wantGates                map[string]bool
@@ -44,13 +45,15 @@ func TestCoverMachine(t *testing.T) {
 			wantVersion: "v1.35.3", wantImage: old, wantGates: gates},
 		{name: "a new image alone", fromVersion: "v1.35.3", toVersion: "v1.35.3", fromImage: old, toImage: infrav1.Image{URL: "http://images/k8s-v1.35.3-patched", Checksum: "cc"},
 			wantVersion: "v1.35.3", wantImage: infrav1.Image{URL: "http://images/k8s-v1.35.3-patched", Checksum: "cc"}, wantGates: gates},
+		{name: "NIC firmware alone", fromVersion: "v1.35.3", toVersion: "v1.35.3", fromImage: old, toImage: old, toFirmware: &infrav1.FirmwarePackage{URL: "http://firmware/x710-nvm-9.50"},
+			wantVersion: "v1.35.3", wantImage: old, wantGates: gates},
 		{name: "a new host selector: left different", fromVersion: "v1.35.3", toVersion: "v1.35.3", fromImage: old, toImage: old, toSelector: map[string]string{"rack": "b"},
 			wantVersion: "v1.35.3", wantImage: old, wantGates: gates, wantSelectorStillDiffers: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cur, des := &clusterv1.MachineSpec{Version: tc.fromVersion}, &clusterv1.MachineSpec{Version: tc.toVersion}
 			curBMM := &infrav1.BareMetalMachineSpec{Image: tc.fromImage}
-			desBMM := &infrav1.BareMetalMachineSpec{Image: tc.toImage, HostSelector: metav1.LabelSelector{MatchLabels: tc.toSelector}}
+			desBMM := &infrav1.BareMetalMachineSpec{Image: tc.toImage, NICFirmware: tc.toFirmware, HostSelector: metav1.LabelSelector{MatchLabels: tc.toSelector}}
 			curKC := &bootstrapv1.KubeadmConfigSpec{ClusterConfiguration: bootstrapv1.ClusterConfiguration{FeatureGates: gates}}
 			desKC := &bootstrapv1.KubeadmConfigSpec{}
 			if err := coverMachine(context.Background(), manifests, cur, des, curBMM, desBMM, curKC, desKC); err != nil {
@@ -58,6 +61,9 @@ func TestCoverMachine(t *testing.T) {
 			}
 			if cur.Version != tc.wantVersion || curBMM.Image != tc.wantImage || !reflect.DeepEqual(curKC.ClusterConfiguration.FeatureGates, tc.wantGates) {
 				t.Fatalf("covered: version %s image %+v gates %v; want %s %+v %v", cur.Version, curBMM.Image, curKC.ClusterConfiguration.FeatureGates, tc.wantVersion, tc.wantImage, tc.wantGates)
+			}
+			if !reflect.DeepEqual(curBMM.NICFirmware, desBMM.NICFirmware) {
+				t.Fatalf("NIC firmware %+v after covering; want %+v", curBMM.NICFirmware, desBMM.NICFirmware)
 			}
 			if differs := !reflect.DeepEqual(curBMM.HostSelector, desBMM.HostSelector); differs != tc.wantSelectorStillDiffers {
 				t.Fatalf("host selector still differs = %v, want %v", differs, tc.wantSelectorStillDiffers)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,11 +26,13 @@ import (
 // Annotations the updater keeps on the BareMetalMachine, so an update
 // survives a restart of the extension: the reboot into the new slot (so
 // it is not repeated, and a host back on its old slot is known to have
-// fallen back) and a failure (answered again until the desired image
-// changes).
+// fallen back), the NIC flash (staged on the BMC, applied at the reset
+// that followed) and a failure (answered again until the desired image
+// or firmware changes).
 const (
-	RebootAnnotation = "inplace.upgradelab.dev/rebooted-into"
-	FailedAnnotation = "inplace.upgradelab.dev/failed"
+	RebootAnnotation   = "inplace.upgradelab.dev/rebooted-into"
+	NICFlashAnnotation = "inplace.upgradelab.dev/nic-flashed"
+	FailedAnnotation   = "inplace.upgradelab.dev/failed"
 )
 
 // Updater performs one machine's update, a step per UpdateMachine call.
@@ -39,11 +42,18 @@ type Updater struct {
 	// AgentHTTP and BMCHTTP carry the extension's client certificate and
 	// trust the site's CA.
 	AgentHTTP, BMCHTTP *http.Client
+	// ReadManifest and ReadFirmware tell the new image's i40e driver and
+	// the wanted NVM's API version, which order the NIC flash.
+	ReadManifest ManifestReader
+	ReadFirmware FirmwareReader
 	// Workloads reaches a cluster's API server.
 	Workloads *Workloads
 	// HealthGrace is how long a freshly booted slot may fail its health
 	// check before the update counts as failed.
 	HealthGrace time.Duration
+	// FlashTimeout is how long a staged NIC flash may take to show on the
+	// NIC before the update counts as failed.
+	FlashTimeout time.Duration
 	// Retry is the RetryAfterSeconds of an update in progress.
 	Retry time.Duration
 
@@ -105,8 +115,9 @@ func (u *Updater) step(ctx context.Context, desired *clusterv1.Machine, desiredB
 	if err := u.Client.Get(ctx, client.ObjectKeyFromObject(desiredBMM), bmm); err != nil {
 		return progress{}, err
 	}
-	want := desiredBMM.Spec.Image
-	if msg, ok := failedFor(bmm, want.Checksum); ok {
+	want, fw := desiredBMM.Spec.Image, desiredBMM.Spec.NICFirmware
+	key := updateKey(want, fw)
+	if msg, ok := failedFor(bmm, key); ok {
 		return progress{failed: true, message: msg}, nil
 	}
 	if !machine.Status.NodeRef.IsDefined() {
@@ -133,19 +144,37 @@ func (u *Updater) step(ctx context.Context, desired *clusterv1.Machine, desiredB
 		return running("host of %s is booting", node.Name), nil
 	}
 	slot := st.Slots[st.OS.Slot]
-	if slot != nil && slot.Checksum == want.Checksum {
-		return u.afterReboot(ctx, machine, bmm, wl, node, ag, st, slot)
+	onNewImage := slot != nil && slot.Checksum == want.Checksum
+	flash, refusal, err := u.nicWork(ctx, st, want, fw, onNewImage)
+	switch {
+	case err != nil:
+		return progress{}, err
+	case refusal != "":
+		return u.recordFailure(ctx, bmm, key, refusal)
+	case flash != nil && flash.plan.order == nicFirst:
+		return u.flashNIC(ctx, bmm, wl, node, flash, key)
+	case onNewImage:
+		return u.afterReboot(ctx, machine, bmm, wl, node, ag, st, slot, flash, key)
 	}
-	return u.beforeReboot(ctx, machine, bmm, wl, node, ag, st, want)
+	return u.beforeReboot(ctx, machine, bmm, wl, node, ag, st, want, key)
+}
+
+// updateKey names what an update brings, so a failure is remembered for
+// it and forgotten when the desired image or firmware changes.
+func updateKey(want infrav1.Image, fw *infrav1.FirmwarePackage) string {
+	if fw == nil {
+		return want.Checksum
+	}
+	return want.Checksum + "+" + fw.URL
 }
 
 // beforeReboot runs on the old image: drain, stage, activate, reboot. A
 // host that already rebooted into the new slot and runs the old one again
 // fell back: the new slot did not boot.
-func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agent.Status, want infrav1.Image) (progress, error) {
+func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agent.Status, want infrav1.Image, key string) (progress, error) {
 	if at, ok := rebootedAt(bmm, want.Checksum); ok && st.OS.BootedAt.After(at) {
 		msg := fmt.Sprintf("%s did not boot: the host fell back to slot %s (%s)", want.URL, st.OS.Slot, st.OS.Image.Name)
-		return u.recordFailure(ctx, bmm, want.Checksum, msg)
+		return u.recordFailure(ctx, bmm, key, msg)
 	} else if ok {
 		return running("rebooting %s into the new slot", node.Name), nil
 	}
@@ -156,7 +185,7 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 	if s := st.Slots[inactive]; s == nil || s.State != disk.Written || s.Checksum != want.Checksum {
 		done, err := u.stage(machine, ag, inactive, want)
 		if err != nil {
-			return u.recordFailure(ctx, bmm, want.Checksum, fmt.Sprintf("writing %s into slot %s: %v", want.URL, inactive, err))
+			return u.recordFailure(ctx, bmm, key, fmt.Sprintf("writing %s into slot %s: %v", want.URL, inactive, err))
 		}
 		if !done {
 			return running("writing %s into slot %s of %s", want.URL, inactive, node.Name), nil
@@ -176,9 +205,10 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 	return running("rebooting %s into slot %s", node.Name, inactive), nil
 }
 
-// afterReboot runs on the new image: health check (commit), uncordon,
-// wait for the Node to report the new kubelet.
-func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agent.Status, slot *disk.Slot) (progress, error) {
+// afterReboot runs on the new image: health check (commit), the NIC
+// flash when it comes after the image, uncordon, wait for the Node to
+// report the new kubelet.
+func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agent.Status, slot *disk.Slot, flash *nicFlash, key string) (progress, error) {
 	if !slot.Good {
 		h, err := ag.Health(ctx)
 		if err != nil {
@@ -189,12 +219,18 @@ func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, b
 				return running("health check of slot %s: %s", st.OS.Slot, h.Reason), nil
 			}
 			msg := fmt.Sprintf("health check of %s in slot %s failed: %s; rebooting into slot %s", st.OS.Image.Name, st.OS.Slot, h.Reason, st.OS.Slot.Other())
-			p, err := u.recordFailure(ctx, bmm, slot.Checksum, msg)
+			p, err := u.recordFailure(ctx, bmm, key, msg)
 			if err == nil {
 				err = u.reboot(ctx, bmm, ag)
 			}
 			return p, err
 		}
+	}
+	if flash != nil {
+		return u.flashNIC(ctx, bmm, wl, node, flash, key)
+	}
+	if msg := linksDown(st.OS.Links); msg != "" && bmm.Spec.NICFirmware != nil {
+		return u.recordFailure(ctx, bmm, key, fmt.Sprintf("after the NVM update of %s: %s", node.Name, msg))
 	}
 	if node.Spec.Unschedulable {
 		patch := client.MergeFrom(node.DeepCopy())
@@ -241,27 +277,36 @@ func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, slot d
 // reboot restarts the host through its BMC, or through its OS when it
 // has none (a registered host).
 func (u *Updater) reboot(ctx context.Context, bmm *infrav1.BareMetalMachine, ag *hostagent.Client) error {
-	host := &metal3.BareMetalHost{}
-	if err := u.Client.Get(ctx, client.ObjectKey{Namespace: bmm.Namespace, Name: bmm.Status.Host}, host); err != nil {
+	bmc, err := u.dialBMC(ctx, bmm)
+	if err != nil {
 		return err
 	}
-	if host.Spec.BMC.Address == "" {
+	if bmc == nil {
 		return ag.Reboot(ctx)
-	}
-	addr, err := redfish.ParseAddress(host.Spec.BMC.Address)
-	if err != nil {
-		return err
-	}
-	secret := &corev1.Secret{}
-	if err := u.Client.Get(ctx, client.ObjectKey{Namespace: host.Namespace, Name: host.Spec.BMC.CredentialsName}, secret); err != nil {
-		return err
-	}
-	bmc, err := redfish.Dial(addr, string(secret.Data["username"]), string(secret.Data["password"]), u.BMCHTTP)
-	if err != nil {
-		return err
 	}
 	defer bmc.Close()
 	return bmc.PowerOn() // a restart when on
+}
+
+// dialBMC connects to the BMC of the machine's host; nil when the host
+// has none.
+func (u *Updater) dialBMC(ctx context.Context, bmm *infrav1.BareMetalMachine) (*redfish.Client, error) {
+	host := &metal3.BareMetalHost{}
+	if err := u.Client.Get(ctx, client.ObjectKey{Namespace: bmm.Namespace, Name: bmm.Status.Host}, host); err != nil {
+		return nil, err
+	}
+	if host.Spec.BMC.Address == "" {
+		return nil, nil
+	}
+	addr, err := redfish.ParseAddress(host.Spec.BMC.Address)
+	if err != nil {
+		return nil, err
+	}
+	secret := &corev1.Secret{}
+	if err := u.Client.Get(ctx, client.ObjectKey{Namespace: host.Namespace, Name: host.Spec.BMC.CredentialsName}, secret); err != nil {
+		return nil, err
+	}
+	return redfish.Dial(addr, string(secret.Data["username"]), string(secret.Data["password"]), u.BMCHTTP)
 }
 
 func (u *Updater) markReboot(ctx context.Context, bmm *infrav1.BareMetalMachine, checksum string) error {
@@ -269,27 +314,29 @@ func (u *Updater) markReboot(ctx context.Context, bmm *infrav1.BareMetalMachine,
 }
 
 func rebootedAt(bmm *infrav1.BareMetalMachine, checksum string) (time.Time, bool) {
-	v := bmm.Annotations[RebootAnnotation]
-	if len(v) < len(checksum)+1 || v[:len(checksum)] != checksum {
+	return annotatedAt(bmm, RebootAnnotation, checksum)
+}
+
+// annotatedAt reads a "WHAT@TIME" annotation for what.
+func annotatedAt(bmm *infrav1.BareMetalMachine, annotation, what string) (time.Time, bool) {
+	v, ok := strings.CutPrefix(bmm.Annotations[annotation], what+"@")
+	if !ok {
 		return time.Time{}, false
 	}
-	t, err := time.Parse(time.RFC3339Nano, v[len(checksum)+1:])
+	t, err := time.Parse(time.RFC3339Nano, v)
 	return t, err == nil
 }
 
-func (u *Updater) recordFailure(ctx context.Context, bmm *infrav1.BareMetalMachine, checksum, msg string) (progress, error) {
-	if err := u.annotate(ctx, bmm, FailedAnnotation, checksum+" "+msg); err != nil {
+func (u *Updater) recordFailure(ctx context.Context, bmm *infrav1.BareMetalMachine, key, msg string) (progress, error) {
+	if err := u.annotate(ctx, bmm, FailedAnnotation, key+" "+msg); err != nil {
 		return progress{}, err
 	}
 	return progress{failed: true, message: msg}, nil
 }
 
-func failedFor(bmm *infrav1.BareMetalMachine, checksum string) (string, bool) {
-	v := bmm.Annotations[FailedAnnotation]
-	if len(v) < len(checksum)+1 || v[:len(checksum)] != checksum {
-		return "", false
-	}
-	return v[len(checksum)+1:], true
+func failedFor(bmm *infrav1.BareMetalMachine, key string) (string, bool) {
+	msg, ok := strings.CutPrefix(bmm.Annotations[FailedAnnotation], key+" ")
+	return msg, ok
 }
 
 func (u *Updater) annotate(ctx context.Context, bmm *infrav1.BareMetalMachine, key, value string) error {

@@ -2,11 +2,14 @@ package image
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/upgradelab/upgradelab/sim/nic"
 )
 
 const shipped = "../../fixtures/images/catalog.yaml"
@@ -52,7 +55,7 @@ func TestPayloadCarriesItsManifest(t *testing.T) {
 
 func TestServerRangeAndChecksumRefusal(t *testing.T) {
 	c, _ := LoadCatalog(shipped)
-	s, err := Serve(c, "127.0.0.1:0")
+	s, err := Serve(c, nil, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,4 +146,33 @@ func FuzzParseCatalog(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestServerDescribesFirmwarePackages(t *testing.T) {
+	c, _ := LoadCatalog(shipped)
+	want := nic.NVMImage{Name: "x710-nvm-9.50", Firmware: "9.50", EETrack: "0x8000f25c", API: nic.APIVersion{Major: 1, Minor: 17}, FlashSeconds: 90}
+	s, err := Serve(c, nic.Catalog{want.Name: want}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	resp, err := http.Get(s.FirmwareURL(want.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got nic.NVMImage
+	err = json.NewDecoder(resp.Body).Decode(&got)
+	resp.Body.Close()
+	if err != nil || got != want {
+		t.Fatalf("package of %s: %+v, %v; want %+v", want.Name, got, err, want)
+	}
+	resp, err = http.Get(s.FirmwareURL("x710-nvm-0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "x710-nvm-0.1") {
+		t.Fatalf("unknown package: %s %q; want 404 naming it", resp.Status, body)
+	}
 }

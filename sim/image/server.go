@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,12 +14,16 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/upgradelab/upgradelab/sim/nic"
 )
 
 // Server serves the catalog's payloads over HTTP on loopback:
-// GET /images/NAME (Range requests work) and GET /images/NAME.sha256.
+// GET /images/NAME (Range requests work) and GET /images/NAME.sha256,
+// and the NIC firmware packages: GET /firmware/NAME.
 type Server struct {
-	catalog *Catalog
+	catalog  *Catalog
+	firmware nic.Catalog
 	srv     *http.Server
 	url     string
 
@@ -26,15 +31,17 @@ type Server struct {
 	payloads map[string][]byte
 }
 
-// Serve starts a server on addr (e.g. "127.0.0.1:0").
-func Serve(catalog *Catalog, addr string) (*Server, error) {
+// Serve starts a server on addr (e.g. "127.0.0.1:0") for the OS images of
+// catalog and the NVM images of firmware.
+func Serve(catalog *Catalog, firmware nic.Catalog, addr string) (*Server, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("image server: %w", err)
 	}
-	s := &Server{catalog: catalog, payloads: map[string][]byte{}, url: "http://" + l.Addr().String()}
+	s := &Server{catalog: catalog, firmware: firmware, payloads: map[string][]byte{}, url: "http://" + l.Addr().String()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /images/{file}", s.serveImage)
+	mux.HandleFunc("GET /firmware/{name}", s.serveFirmware)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go s.srv.Serve(l)
 	return s, nil
@@ -45,6 +52,10 @@ func (s *Server) URL() string { return s.url }
 
 // ImageURL is where an image's payload is served.
 func (s *Server) ImageURL(name string) string { return s.url + "/images/" + name }
+
+// FirmwareURL is where an NVM image's package is served; its last path
+// element is the image's name, which is what the lab's BMCs flash.
+func (s *Server) FirmwareURL(name string) string { return s.url + "/firmware/" + name }
 
 // Close stops the server.
 func (s *Server) Close() error {
@@ -82,6 +93,20 @@ func (s *Server) serveImage(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(p))
+}
+
+// serveFirmware answers with the package's descriptor (the NVM image
+// with its firmware and admin-queue API versions), the part of a real
+// NVM update package a tool reads before flashing. The lab's BMCs flash
+// by name and do not download it.
+func (s *Server) serveFirmware(w http.ResponseWriter, r *http.Request) {
+	img, ok := s.firmware[r.PathValue("name")]
+	if !ok {
+		http.Error(w, fmt.Sprintf("NVM image %q is not in the lab's NVM catalog", r.PathValue("name")), http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(img)
 }
 
 // ErrChecksum is returned when fetched bytes do not hash to the expected sum.

@@ -150,7 +150,7 @@ func (h *Host) osUp(ctx context.Context, target BootTarget, running *RunningOS) 
 		return
 	}
 	for _, p := range h.ports {
-		running.Links = append(running.Links, PortLink{Port: p.Name, Link: h.lab.def.NICRules.Evaluate(p, driver)})
+		running.Links = append(running.Links, PortLink{Port: p.Name, Firmware: p.Active.Firmware, API: p.Active.API, Link: h.lab.def.NICRules.Evaluate(p, driver)})
 	}
 	running.BootedAt = time.Now()
 	h.os, h.phase = running, PhaseRunning

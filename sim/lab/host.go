@@ -65,9 +65,13 @@ type RunningOS struct {
 	BootedAt time.Time  `json:"bootedAt"`
 }
 
-// PortLink is one port's link under the running OS's driver.
+// PortLink is one port's link under the running OS's driver, with the
+// NVM the driver found at probe time (what `ethtool -i` and the driver's
+// "fw 9.20 api 1.15" log line tell on a real host).
 type PortLink struct {
-	Port string `json:"port"`
+	Port     string         `json:"port"`
+	Firmware string         `json:"firmware"`
+	API      nic.APIVersion `json:"api"`
 	nic.Link
 }
 

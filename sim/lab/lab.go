@@ -114,7 +114,7 @@ func Up(ctx context.Context, def *Definition, opts Options) (l *Lab, err error) 
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	if l.images, err = image.Serve(def.Catalog, addr); err != nil {
+	if l.images, err = image.Serve(def.Catalog, def.NVMImages, addr); err != nil {
 		return l, err
 	}
 	for _, spec := range def.Spec.Hosts {

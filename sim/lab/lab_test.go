@@ -219,8 +219,8 @@ func TestNICLinkFollowsTheBootedDriverAndFlashes(t *testing.T) {
 	if e.Data["up"] != "false" || !strings.Contains(e.Message, "v2.0 is newer than expected v1.15") {
 		t.Fatalf("NIC event %+v", e)
 	}
-	if l := h.Status().OS.Links[0]; l.Up {
-		t.Fatalf("port up with a newer NVM major: %+v", l)
+	if l := h.Status().OS.Links[0]; l.Up || l.Firmware != "10.0" || l.API.String() != "2.0" {
+		t.Fatalf("port link %+v; want down, showing the NVM 10.0 (API 2.0) the driver found", l)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package redfish is everything the bare-metal provider does to a server's
 // BMC, over Redfish with gofish: power, one-time boot override, virtual
-// media and the hardware inventory. It is the provider's only way to the
+// media, the hardware inventory and firmware updates. It is the provider's only way to the
 // hardware besides the host agent, as Ironic's redfish-virtualmedia
 // driver is Metal3's.
 package redfish
@@ -206,4 +206,26 @@ func (c *Client) Inspect() (Hardware, error) {
 		hw.Firmware[item.ID] = item.Version
 	}
 	return hw, nil
+}
+
+// StageFirmware asks the BMC to apply the package at imageURI to one
+// firmware inventory item (e.g. "NIC.eno1") at the system's next reset
+// (SimpleUpdate with @Redfish.OperationApplyTime OnReset), so the flash
+// happens while no OS drives the device. gofish's SimpleUpdateParameters
+// has no apply time, so the action is posted as Redfish defines it.
+func (c *Client) StageFirmware(imageURI, item string) error {
+	us, err := c.api.Service.UpdateService()
+	if err != nil {
+		return fmt.Errorf("update service: %w", err)
+	}
+	inv := strings.TrimSuffix(us.ODataID, "/") + "/FirmwareInventory/" + item
+	resp, err := c.api.Post(strings.TrimSuffix(us.ODataID, "/")+"/Actions/UpdateService.SimpleUpdate", map[string]any{
+		"ImageURI": imageURI, "Targets": []string{inv},
+		"@Redfish.OperationApplyTime": string(redfish.OnResetOperationApplyTime),
+	})
+	if err != nil {
+		return fmt.Errorf("SimpleUpdate %s with %s: %w", item, imageURI, err)
+	}
+	resp.Body.Close()
+	return nil
 }

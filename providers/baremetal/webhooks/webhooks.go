@@ -7,6 +7,7 @@ import (
 	"context"
 	"net/url"
 	"reflect"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +34,11 @@ func validateSpec(spec infrav1.BareMetalMachineSpec, path *field.Path) field.Err
 	var errs field.ErrorList
 	if u, err := url.Parse(spec.Image.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, field.Invalid(path.Child("image", "url"), spec.Image.URL, "must be an http or https URL"))
+	}
+	if fw := spec.NICFirmware; fw != nil {
+		if u, err := url.Parse(fw.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") == "" {
+			errs = append(errs, field.Invalid(path.Child("nicFirmware", "url"), fw.URL, "must be an http or https URL whose path names the package"))
+		}
 	}
 	if _, err := metav1.LabelSelectorAsSelector(&spec.HostSelector); err != nil {
 		errs = append(errs, field.Invalid(path.Child("hostSelector"), spec.HostSelector, err.Error()))

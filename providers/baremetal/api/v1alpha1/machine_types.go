@@ -44,6 +44,19 @@ type BareMetalMachineSpec struct {
 	// HostSelector picks the pool of hosts this machine may claim.
 	// +optional
 	HostSelector metav1.LabelSelector `json:"hostSelector,omitempty"`
+	// NICFirmware is the NVM every NIC port of the host should run. The
+	// in-place update extension flashes it through the BMC, before or
+	// after the new image so the NIC never stops working; provisioning a
+	// new host does not flash it yet.
+	// +optional
+	NICFirmware *FirmwarePackage `json:"nicFirmware,omitempty"`
+}
+
+// FirmwarePackage is a firmware update package a BMC can fetch.
+type FirmwarePackage struct {
+	// URL serves the package; its last path element names the image.
+	// +kubebuilder:validation:MinLength=1
+	URL string `json:"url"`
 }
 
 // BareMetalMachineStatus follows the v1beta2 InfraMachine contract.
