@@ -45,7 +45,9 @@ func (e *providerEnv) machineIdentities(t *testing.T, ctx context.Context, clust
 // CanUpdateMachineSet, across a kill of the extension mid-update: the
 // same Machines (names, UIDs, provider IDs) on the same hosts end at the
 // new version, each host running the new image from its other slot, with
-// its persistent data kept.
+// its persistent data kept. The new image's i40e driver comes with NVM
+// 9.50, which the old driver would warn about: each host is imaged
+// first and flashed after.
 func TestInPlaceUpgradeKeepsEveryMachine(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -70,7 +72,12 @@ func TestInPlaceUpgradeKeepsEveryMachine(t *testing.T) {
 		}
 	}
 
-	next := e.clusterVars(t, ctx, "ip", "v1.36.3", "ubuntu-24.04-k8s-v1.36.3", "v1-36", 3, 2, 0, false)
+	const newImage = "ubuntu-24.04-k8s-v1.36.3-i40e-2.28"
+	histories := map[string]*hostHistory{}
+	for _, id := range before {
+		histories[id.host] = recordHost(t, e.site.Lab, id.host)
+	}
+	next := e.withNICFirmware(e.clusterVars(t, ctx, "ip", "v1.36.3", newImage, "v1-36", 3, 2, 0, false), "x710-nvm-9.50")
 	next["MD_MAX_SURGE"], next["MD_MAX_UNAVAILABLE"] = "0", "1"
 	e.upgrade(t, ctx, "ip", next)
 	// The extension is killed while a machine updates: the next call of
@@ -102,8 +109,12 @@ func TestInPlaceUpgradeKeepsEveryMachine(t *testing.T) {
 		}
 		h, _ := e.site.Lab.Host(id.host)
 		st := h.Status()
-		if st.OS == nil || st.OS.Source != lab.FromDiskSlot || st.OS.Slot != disk.SlotB || st.OS.Image.Name != "ubuntu-24.04-k8s-v1.36.3" || !st.Disk.Slots[disk.SlotB].Good {
+		if st.OS == nil || st.OS.Source != lab.FromDiskSlot || st.OS.Slot != disk.SlotB || st.OS.Image.Name != newImage || !st.Disk.Slots[disk.SlotB].Good {
 			t.Errorf("host %s after the update: %+v; want the new image committed in slot B", id.host, st.OS)
+		}
+		committed, flashed := histories[id.host].first("SlotCommitted", "", ""), histories[id.host].first("FlashStarted", "nvm", "x710-nvm-9.50")
+		if nvmOf(h) != "9.50" || committed < 0 || flashed < committed {
+			t.Errorf("host %s: NVM %q, slot committed at event %d, flash started at %d; want 9.50 flashed after the image was committed: %s", id.host, nvmOf(h), committed, flashed, histories[id.host])
 		}
 		if got := h.Persistent()["app/marker"]; !strings.Contains(got, id.host) {
 			t.Errorf("host %s lost its persistent data: %q", id.host, got)

@@ -44,8 +44,14 @@ func (e *providerEnv) clusterVars(t *testing.T, ctx context.Context, name, versi
 		"IMAGE_URL": e.site.Lab.ImageServer().ImageURL(img.Name), "IMAGE_CHECKSUM": img.SHA256,
 		"CP_REPLICAS": strconv.Itoa(cpReplicas), "CP_MAX_SURGE": strconv.Itoa(cpSurge),
 		"WORKER_REPLICAS": strconv.Itoa(workers), "MD_MAX_SURGE": "1", "MD_MAX_UNAVAILABLE": "0",
-		"NODE_REUSE": strconv.FormatBool(nodeReuse),
+		"NODE_REUSE": strconv.FormatBool(nodeReuse), "NIC_FIRMWARE": "null",
 	}
+}
+
+// withNICFirmware sets the NVM package every NIC port should run.
+func (e *providerEnv) withNICFirmware(vars map[string]string, nvm string) map[string]string {
+	vars["NIC_FIRMWARE"] = fmt.Sprintf("{url: %q}", e.site.Lab.ImageServer().FirmwareURL(nvm))
+	return vars
 }
 
 func (e *providerEnv) apply(t *testing.T, ctx context.Context, file string, vars map[string]string) {

@@ -76,11 +76,13 @@ func planNIC(oldDriver, newDriver nic.Driver, imageChanges bool, current, wanted
 	case !firstUp && !afterUp:
 		return nicPlan{}, fmt.Errorf("no order keeps the NIC up: flashing first, the running %s; imaging first, the new %s", firstNote, afterNote)
 	case !afterUp:
-		return nicPlan{order: nicFirst, reason: "imaging first, the new " + afterNote}, nil
+		return nicPlan{order: nicFirst, reason: "on the old NVM the new " + afterNote}, nil
 	case !firstUp:
-		return nicPlan{order: nicAfter, reason: "flashing first, the running " + firstNote}, nil
+		return nicPlan{order: nicAfter, reason: "on the new NVM the running " + firstNote}, nil
 	case afterNote != "" && firstNote == "":
-		return nicPlan{order: nicFirst, reason: "imaging first, the new " + afterNote}, nil
+		return nicPlan{order: nicFirst, reason: "on the old NVM the new " + afterNote}, nil
+	case firstNote != "":
+		return nicPlan{order: nicAfter, reason: "on the new NVM the running " + firstNote}, nil
 	}
 	return nicPlan{order: nicAfter, reason: "the new driver runs the old NVM"}, nil
 }
