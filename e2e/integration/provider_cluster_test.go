@@ -150,6 +150,12 @@ func (e *providerEnv) waitRolledOut(t *testing.T, ctx context.Context, cluster s
 				notTrue = append(notTrue, c.Type+": "+c.Message)
 			}
 		}
+		c := &clusterv1.Cluster{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: cluster}, c); err == nil {
+			if tr := meta.FindStatusCondition(c.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition); tr != nil && tr.Status != metav1.ConditionTrue {
+				notTrue = append(notTrue, "Cluster "+tr.Type+": "+tr.Reason+": "+tr.Message)
+			}
+		}
 		return done, fmt.Sprintf("KCP available=%v %v upToDate=%d available=%d; MD upToDate=%d available=%d; machines %s",
 			kcpAvailable, notTrue, deref(kcp.Status.UpToDateReplicas), deref(kcp.Status.AvailableReplicas),
 			deref(md.Status.UpToDateReplicas), deref(md.Status.AvailableReplicas), strings.Join(states, " "))

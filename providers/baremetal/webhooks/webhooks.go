@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/cluster-api/util/topology"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -96,9 +97,15 @@ func (templateValidator) ValidateCreate(_ context.Context, t *infrav1.BareMetalM
 }
 
 // ValidateUpdate refuses any change of the template, as CAPI's contract
-// asks: a rollout is a new template.
-func (templateValidator) ValidateUpdate(_ context.Context, old, t *infrav1.BareMetalMachineTemplate) (admission.Warnings, error) {
-	if !reflect.DeepEqual(old.Spec, t.Spec) {
+// asks: a rollout is a new template. The topology controller's dry-run
+// (it applies its desired template to learn whether it differs, then
+// rotates to a new one) is let through, as the contract allows.
+func (templateValidator) ValidateUpdate(ctx context.Context, old, t *infrav1.BareMetalMachineTemplate) (admission.Warnings, error) {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !reflect.DeepEqual(old.Spec, t.Spec) && !topology.IsDryRunRequest(req, t) {
 		return nil, toError(t, field.ErrorList{field.Forbidden(field.NewPath("spec"), "BareMetalMachineTemplate spec is immutable; create a new template and point the owner at it")})
 	}
 	return nil, nil
