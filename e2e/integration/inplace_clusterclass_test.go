@@ -32,6 +32,20 @@ func (e *providerEnv) topologyVars(t *testing.T, ctx context.Context, name, vers
 	return vars
 }
 
+// upgradeTopology bumps a ClusterClass cluster's version, as a user does.
+func (e *providerEnv) upgradeTopology(t *testing.T, ctx context.Context, cluster, version string) {
+	t.Helper()
+	c := &clusterv1.Cluster{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: cluster}, c); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(c.DeepCopy())
+	c.Spec.Topology.Version = version
+	if err := e.c.Patch(ctx, c, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The in-place upgrade of TestInPlaceUpgradeKeepsEveryMachine, on a
 // ClusterClass cluster: bumping spec.topology.version makes the topology
 // controller rotate the machine templates (the class's patch picks each
@@ -53,15 +67,7 @@ func TestInPlaceUpgradeOfAClusterClassCluster(t *testing.T) {
 	e.waitRolledOut(t, ctx, "cc", 3, 1, "v1.35.3")
 	before := e.machineIdentities(t, ctx, "cc")
 
-	cluster := &clusterv1.Cluster{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "cc"}, cluster); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(cluster.DeepCopy())
-	cluster.Spec.Topology.Version = "v1.36.3"
-	if err := e.c.Patch(ctx, cluster, patch); err != nil {
-		t.Fatal(err)
-	}
+	e.upgradeTopology(t, ctx, "cc", "v1.36.3")
 	e.waitRolledOut(t, ctx, "cc", 3, 1, "v1.36.3")
 
 	after := e.machineIdentities(t, ctx, "cc")

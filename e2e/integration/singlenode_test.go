@@ -81,29 +81,57 @@ func TestPlainKCPWithOneReplicaStallsWithoutASpareHost(t *testing.T) {
 	}
 }
 
-// The shipped way for one node: with the single-node annotation on the
-// KCP, the same Machine (name, UID, providerID, host, Node) ends at the
-// new version through CAPI's own in-place protocol, with its persistent
-// data, KCP upToDateReplicas == 1, and no second Machine ever existing.
+// The shipped way for one node, on a plain and on a ClusterClass
+// cluster: with the single-node annotation on the KCP, the same Machine
+// (name, UID, providerID, host, Node) ends at the new version through
+// CAPI's own in-place protocol, with its persistent data, KCP
+// upToDateReplicas == 1, and no second Machine ever existing.
 func TestSingleNodeControlPlaneUpdatesInPlace(t *testing.T) {
 	t.Parallel()
+	for _, clusterClass := range []bool{false, true} {
+		name := map[bool]string{false: "plain", true: "clusterclass"}[clusterClass]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			singleNodeInPlace(t, clusterClass)
+		})
+	}
+}
+
+func singleNodeInPlace(t *testing.T, clusterClass bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := startEnv(t, ctx, envOptions{lab: "single-node", scale: 0.01, extension: true})
 	if _, err := reference.Enroll(ctx, e.c, e.site, e.ns, nil); err != nil {
 		t.Fatal(err)
 	}
-	vars := e.clusterVars(t, ctx, "one", "v1.35.3", "ubuntu-24.04-k8s-v1.35.3", "v1-35", 1, 0, 1, false)
-	e.apply(t, ctx, "machine-templates.yaml", vars)
-	e.apply(t, ctx, "cluster.yaml", vars)
+	images := map[string]string{"v1.35.3": "ubuntu-24.04-k8s-v1.35.3", "v1.36.3": "ubuntu-24.04-k8s-v1.36.3"}
 	kcp := &controlplanev1.KubeadmControlPlane{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "one-cp"}, kcp); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(kcp.DeepCopy())
-	kcp.Annotations = map[string]string{singlenode.Annotation: "true"}
-	if err := e.c.Patch(ctx, kcp, patch); err != nil {
-		t.Fatal(err)
+	if clusterClass {
+		vars := e.topologyVars(t, ctx, "one", "v1.35.3", images, 1, 0, 1)
+		e.apply(t, ctx, "clusterclass.yaml", vars)
+		e.apply(t, ctx, "cluster-topology.yaml", vars)
+		// Topology metadata reaches the KCP.
+		cluster := &clusterv1.Cluster{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "one"}, cluster); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(cluster.DeepCopy())
+		cluster.Spec.Topology.ControlPlane.Metadata.Annotations = map[string]string{singlenode.Annotation: "true"}
+		if err := e.c.Patch(ctx, cluster, patch); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		vars := e.clusterVars(t, ctx, "one", "v1.35.3", images["v1.35.3"], "v1-35", 1, 0, 1, false)
+		e.apply(t, ctx, "machine-templates.yaml", vars)
+		e.apply(t, ctx, "cluster.yaml", vars)
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "one-cp"}, kcp); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(kcp.DeepCopy())
+		kcp.Annotations = map[string]string{singlenode.Annotation: "true"}
+		if err := e.c.Patch(ctx, kcp, patch); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e.waitRolledOut(t, ctx, "one", 1, 0, "v1.35.3")
 	before := e.machineIdentities(t, ctx, "one")
@@ -117,7 +145,11 @@ func TestSingleNodeControlPlaneUpdatesInPlace(t *testing.T) {
 	}
 	seen := e.watchMachineNames(ctx, "one")
 
-	e.upgrade(t, ctx, "one", e.clusterVars(t, ctx, "one", "v1.36.3", "ubuntu-24.04-k8s-v1.36.3", "v1-36", 1, 0, 1, false))
+	if clusterClass {
+		e.upgradeTopology(t, ctx, "one", "v1.36.3")
+	} else {
+		e.upgrade(t, ctx, "one", e.clusterVars(t, ctx, "one", "v1.36.3", images["v1.36.3"], "v1-36", 1, 0, 1, false))
+	}
 	e.waitRolledOut(t, ctx, "one", 1, 0, "v1.36.3")
 
 	after := e.machineIdentities(t, ctx, "one")
@@ -130,7 +162,7 @@ func TestSingleNodeControlPlaneUpdatesInPlace(t *testing.T) {
 	if got := host.Persistent()["app/marker"]; got != "kept" {
 		t.Fatalf("persistent data after the update: %q", got)
 	}
-	if err := e.c.Get(ctx, client.ObjectKeyFromObject(kcp), kcp); err != nil {
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "one-cp"}, kcp); err != nil {
 		t.Fatal(err)
 	}
 	if deref(kcp.Status.UpToDateReplicas) != 1 {
