@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,8 +24,8 @@ import (
 type Server struct {
 	catalog  *Catalog
 	firmware nic.Catalog
-	srv     *http.Server
-	url     string
+	srv      *http.Server
+	url      string
 
 	mu       sync.Mutex
 	payloads map[string][]byte
