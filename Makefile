@@ -78,6 +78,7 @@ fuzz: deps
 	go test -run '^$$' -fuzz FuzzParseBootstrap -fuzztime $(FUZZTIME) ./sim/agent/
 	go test -run '^$$' -fuzz FuzzParseRegistration -fuzztime $(FUZZTIME) ./providers/baremetal/callback/
 	go test -run '^$$' -fuzz FuzzRenderBytes -fuzztime $(FUZZTIME) ./e2e/clustertemplate/
+	go test -run '^$$' -fuzz FuzzParseScenario -fuzztime $(FUZZTIME) ./e2e/scenario/
 
 clean-cache:
 	rm -rf $(UPGRADELAB_CACHE)

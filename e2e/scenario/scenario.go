@@ -1,0 +1,288 @@
+// Package scenario reads the upgrade scenarios users run (scenarios/*.yaml):
+// which lab, what cluster, from which release to which, by what strategy,
+// and what must hold afterwards. A bad file is an error naming the file,
+// the field and the problem; Load also checks the file against the lab it
+// names (its hosts and image catalog).
+package scenario
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/semver"
+
+	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/specfile"
+)
+
+// Strategy is how the upgrade replaces or keeps machines.
+type Strategy string
+
+const (
+	// InPlace keeps every Machine: the in-place extension rewrites each
+	// host's inactive slot (KCP maxSurge 0, or the single-node controller
+	// for one replica; MachineDeployment maxSurge 0).
+	InPlace Strategy = "in-place"
+	// ScaleIn deletes a control-plane Machine before creating its
+	// replacement (KCP maxSurge 0) on the host it freed (node reuse).
+	ScaleIn Strategy = "scale-in"
+	// Rolling creates each replacement first, on a spare host (KCP and
+	// MachineDeployment maxSurge 1, maxUnavailable 0).
+	Rolling Strategy = "rolling"
+	// Reset is ScaleIn over a registration pool: a freed host resets into
+	// its recovery OS, wipes itself and registers again under a new
+	// identity before it is used again (Elemental's flow).
+	Reset Strategy = "reset"
+)
+
+var strategies = []Strategy{InPlace, ScaleIn, Rolling, Reset}
+
+// Form is how the cluster is described to CAPI.
+type Form string
+
+const (
+	Plain        Form = "plain"        // KubeadmControlPlane + MachineDeployment
+	ClusterClass Form = "clusterclass" // a Cluster with a topology
+)
+
+var forms = []Form{Plain, ClusterClass}
+
+// Scenario is one scenarios/*.yaml file.
+type Scenario struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// Lab is a fixtures/labs file, relative to the scenario file.
+	Lab string `yaml:"lab"`
+	// Forms the scenario runs in (default both).
+	Forms    []Form   `yaml:"forms"`
+	Strategy Strategy `yaml:"strategy"`
+	Cluster  Cluster  `yaml:"cluster"`
+	From     Release  `yaml:"from"`
+	To       Release  `yaml:"to"`
+	Expect   Expect   `yaml:"expect"`
+	// Timeout bounds the whole run (provisioning and upgrade); default 10m.
+	Timeout Duration `yaml:"timeout"`
+
+	path string
+}
+
+// Cluster is the shape of the workload cluster.
+type Cluster struct {
+	ControlPlane ControlPlane `yaml:"controlPlane"`
+	Workers      Workers      `yaml:"workers"`
+}
+
+// ControlPlane is the KubeadmControlPlane.
+type ControlPlane struct {
+	Replicas int `yaml:"replicas"`
+	MaxSurge int `yaml:"maxSurge"`
+}
+
+// Workers is the one MachineDeployment.
+type Workers struct {
+	Replicas       int `yaml:"replicas"`
+	MaxSurge       int `yaml:"maxSurge"`
+	MaxUnavailable int `yaml:"maxUnavailable"`
+}
+
+// Release is a Kubernetes version with the OS image that carries it, and
+// optionally the NIC firmware its hosts should run.
+type Release struct {
+	Version     string `yaml:"version"`
+	Image       string `yaml:"image"`
+	NICFirmware string `yaml:"nicFirmware"`
+}
+
+// Expect is what must hold after the upgrade besides CAPI's own end state
+// (every Machine up to date, Nodes Ready at the new version), which every
+// scenario checks.
+type Expect struct {
+	// SameMachines: no Machine is created or deleted (in place).
+	SameMachines bool `yaml:"sameMachines"`
+	// SameHosts: the cluster ends on the hosts it started on.
+	SameHosts bool `yaml:"sameHosts"`
+	// PersistentData is "kept" (markers written before are still there)
+	// or "wiped" (a host that changed hands has none) or "" (not checked).
+	PersistentData string `yaml:"persistentData"`
+	// SparesLeft is how many hosts labelled spare are unclaimed at the end
+	// (-1 or absent: not checked).
+	SparesLeft *int `yaml:"sparesLeft"`
+}
+
+// Duration is a time.Duration written as "90s" or "5m".
+type Duration struct{ time.Duration }
+
+// UnmarshalText reads a Go duration.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration (e.g. 90s, 5m)", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+var namePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// Parse reads and validates a scenario file's content; name is used in
+// errors.
+func Parse(name string, data []byte) (*Scenario, error) {
+	s := &Scenario{}
+	if err := specfile.Decode(name, data, s); err != nil {
+		return nil, err
+	}
+	if len(s.Forms) == 0 {
+		s.Forms = forms
+	}
+	if s.Timeout.Duration == 0 {
+		s.Timeout.Duration = 10 * time.Minute
+	}
+	if errs := s.validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("%s: %s", name, strings.Join(errs, "; "))
+	}
+	return s, nil
+}
+
+func (s *Scenario) validate() []string {
+	var errs []string
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, field+": "+fmt.Sprintf(format, args...))
+	}
+	if !namePattern.MatchString(s.Name) || len(s.Name) > 40 {
+		bad("name", "%q must be lower-case letters, digits and dashes (at most 40)", s.Name)
+	}
+	if s.Lab == "" {
+		bad("lab", "required (a fixtures/labs file)")
+	}
+	for i, f := range s.Forms {
+		if !slices.Contains(forms, f) {
+			bad(fmt.Sprintf("forms[%d]", i), "%q is not one of %v", f, forms)
+		}
+	}
+	if !slices.Contains(strategies, s.Strategy) {
+		bad("strategy", "%q is not one of %v", s.Strategy, strategies)
+	}
+	cp, w := s.Cluster.ControlPlane, s.Cluster.Workers
+	if cp.Replicas < 1 || cp.Replicas%2 == 0 {
+		bad("cluster.controlPlane.replicas", "%d: KCP with stacked etcd needs an odd count, at least 1", cp.Replicas)
+	}
+	if cp.MaxSurge < 0 || cp.MaxSurge > 1 {
+		bad("cluster.controlPlane.maxSurge", "%d: KCP allows 0 or 1", cp.MaxSurge)
+	}
+	if cp.MaxSurge == 0 && cp.Replicas < 3 {
+		bad("cluster.controlPlane.maxSurge", "0 needs at least 3 replicas (KCP refuses it below; one replica is updated in place by the single-node controller)")
+	}
+	if (s.Strategy == ScaleIn || s.Strategy == Reset) && cp.MaxSurge != 0 {
+		bad("cluster.controlPlane.maxSurge", "%d: strategy %s scales in (maxSurge 0)", cp.MaxSurge, s.Strategy)
+	}
+	if w.Replicas < 0 || w.MaxSurge < 0 || w.MaxUnavailable < 0 {
+		bad("cluster.workers", "replicas, maxSurge and maxUnavailable must not be negative")
+	}
+	if w.Replicas > 0 && w.MaxSurge == 0 && w.MaxUnavailable == 0 {
+		bad("cluster.workers", "maxSurge and maxUnavailable cannot both be 0 (the MachineDeployment could never roll)")
+	}
+	for _, r := range []struct {
+		field string
+		rel   Release
+	}{{"from", s.From}, {"to", s.To}} {
+		if !semver.IsValid(r.rel.Version) || semver.Prerelease(r.rel.Version) != "" || strings.Count(r.rel.Version, ".") != 2 {
+			bad(r.field+".version", "%q is not a Kubernetes version like v1.36.3", r.rel.Version)
+		}
+		if r.rel.Image == "" {
+			bad(r.field+".image", "required (an image of the lab's catalog)")
+		}
+	}
+	if semver.IsValid(s.From.Version) && semver.IsValid(s.To.Version) && semver.Compare(s.From.Version, s.To.Version) >= 0 {
+		bad("to.version", "%s is not newer than from.version %s", s.To.Version, s.From.Version)
+	}
+	if s.From.NICFirmware != "" {
+		bad("from.nicFirmware", "the lab's NICs start on the NVM the lab file gives; name the wanted one in to.nicFirmware")
+	}
+	if s.Expect.SameMachines && s.Strategy != InPlace {
+		bad("expect.sameMachines", "only an in-place upgrade keeps every Machine (strategy %s replaces them)", s.Strategy)
+	}
+	if s.To.NICFirmware != "" && s.Strategy != InPlace {
+		bad("to.nicFirmware", "only in-place updates flash NIC firmware")
+	}
+	switch s.Expect.PersistentData {
+	case "", "kept", "wiped":
+	default:
+		bad("expect.persistentData", "%q is not kept or wiped", s.Expect.PersistentData)
+	}
+	if s.Timeout.Duration < 0 {
+		bad("timeout", "%s is negative", s.Timeout.Duration)
+	}
+	return errs
+}
+
+// Load reads a scenario file and checks it against its lab: the lab file
+// loads, the images are in its catalog and carry the versions, the NIC
+// firmware is in its NVM catalog, and the lab has hosts enough.
+func Load(path string) (*Scenario, *lab.Definition, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := Parse(path, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.path = path
+	def, err := lab.Load(s.LabPath())
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: lab: %w", path, err)
+	}
+	var errs []string
+	for _, r := range []struct {
+		field string
+		rel   Release
+	}{{"from", s.From}, {"to", s.To}} {
+		img, err := def.Catalog.Get(r.rel.Image)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Sprintf("%s.image: %v", r.field, err))
+		case img.KubernetesVersion != r.rel.Version:
+			errs = append(errs, fmt.Sprintf("%s.image: %s carries Kubernetes %s, not %s", r.field, img.Name, img.KubernetesVersion, r.rel.Version))
+		}
+	}
+	if fw := s.To.NICFirmware; fw != "" {
+		if _, ok := def.NVMImages[fw]; !ok {
+			errs = append(errs, fmt.Sprintf("to.nicFirmware: %q is not in the lab's NVM catalog", fw))
+		}
+	}
+	if need, have := s.HostsNeeded(), len(def.Spec.Hosts); need > have {
+		errs = append(errs, fmt.Sprintf("cluster: needs %d hosts during the upgrade, lab %s has %d", need, def.Spec.Name, have))
+	}
+	if len(errs) > 0 {
+		return nil, nil, fmt.Errorf("%s: %s", path, strings.Join(errs, "; "))
+	}
+	return s, def, nil
+}
+
+// LabPath is the lab file, resolved against the scenario's folder.
+func (s *Scenario) LabPath() string {
+	if filepath.IsAbs(s.Lab) || s.path == "" {
+		return s.Lab
+	}
+	return filepath.Join(filepath.Dir(s.path), s.Lab)
+}
+
+// HostsNeeded is how many hosts the upgrade needs to make progress: every
+// replica, plus one surge machine at a time (a second surge machine
+// waits for a freed host); none in place.
+func (s *Scenario) HostsNeeded() int {
+	cp, w := s.Cluster.ControlPlane, s.Cluster.Workers
+	n := cp.Replicas + w.Replicas
+	if s.Strategy == InPlace {
+		return n
+	}
+	if w.Replicas == 0 {
+		return n + cp.MaxSurge
+	}
+	return n + max(cp.MaxSurge, w.MaxSurge)
+}

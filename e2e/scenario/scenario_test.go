@@ -1,0 +1,114 @@
+package scenario
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestShippedScenariosLoad(t *testing.T) {
+	paths, _ := filepath.Glob("../../scenarios/*.yaml")
+	if len(paths) < 4 {
+		t.Fatalf("found %d scenarios, want the four", len(paths))
+	}
+	seen := map[Strategy]bool{}
+	for _, p := range paths {
+		s, def, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[s.Strategy] = true
+		if len(s.Forms) != 2 || def.Spec.Name == "" {
+			t.Errorf("%s: forms %v, lab %q; want both forms on a named lab", p, s.Forms, def.Spec.Name)
+		}
+	}
+	for _, st := range strategies {
+		if !seen[st] {
+			t.Errorf("no shipped scenario uses strategy %s", st)
+		}
+	}
+}
+
+const good = `name: x
+lab: ../fixtures/labs/three-node.yaml
+strategy: scale-in
+cluster:
+  controlPlane: {replicas: 3, maxSurge: 0}
+from: {version: v1.35.3, image: ubuntu-24.04-k8s-v1.35.3}
+to: {version: v1.36.3, image: ubuntu-24.04-k8s-v1.36.3}
+`
+
+// Each mistake names the file, the field and what is wrong with it.
+func TestParseNamesFileFieldAndProblem(t *testing.T) {
+	if _, err := Parse("s.yaml", []byte(good)); err != nil {
+		t.Fatalf("the good scenario: %v", err)
+	}
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"unknown field", "strategy: scale-in", "strategy: scale-in\nstratgy: x", `s.yaml: line 4: unknown field "stratgy"`},
+		{"strategy", "strategy: scale-in", "strategy: sideways", `strategy: "sideways" is not one of`},
+		{"even replicas", "replicas: 3", "replicas: 2", "cluster.controlPlane.replicas: 2: KCP with stacked etcd needs an odd count"},
+		{"surge 0 below 3", "replicas: 3, maxSurge: 0", "replicas: 1, maxSurge: 0", "cluster.controlPlane.maxSurge: 0 needs at least 3 replicas"},
+		{"version", "version: v1.36.3", "version: 1.36", `to.version: "1.36" is not a Kubernetes version`},
+		{"downgrade", "version: v1.36.3", "version: v1.34.0", "to.version: v1.34.0 is not newer than from.version v1.35.3"},
+		{"same machines on scale-in", "strategy: scale-in", "strategy: scale-in\nexpect: {sameMachines: true}", "expect.sameMachines: only an in-place upgrade"},
+		{"timeout", "strategy: scale-in", "strategy: scale-in\ntimeout: soon", `"soon" is not a duration`},
+		{"form", "strategy: scale-in", "strategy: scale-in\nforms: [helm]", `forms[0]: "helm" is not one of`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("s.yaml", []byte(strings.Replace(good, tc.from, tc.to, 1)))
+			if err == nil || !strings.HasPrefix(err.Error(), "s.yaml: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v; want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Load checks the file against its lab.
+func TestLoadChecksTheLab(t *testing.T) {
+	dir := t.TempDir()
+	write := func(body string) string {
+		p := filepath.Join(dir, "s.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	abs, _ := filepath.Abs("../../fixtures/labs")
+	base := strings.Replace(good, "../fixtures/labs", abs, 1)
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"image not in the catalog", "image: ubuntu-24.04-k8s-v1.36.3", "image: ubuntu-99", `to.image: `},
+		{"image of another version", "image: ubuntu-24.04-k8s-v1.36.3", "image: ubuntu-24.04-k8s-v1.35.3", "to.image: ubuntu-24.04-k8s-v1.35.3 carries Kubernetes v1.35.3, not v1.36.3"},
+		{"too few hosts", "replicas: 3, maxSurge: 0}", "replicas: 3, maxSurge: 0}\n  workers: {replicas: 2, maxSurge: 1}", "cluster: needs 6 hosts during the upgrade, lab three-node has 3"},
+		{"missing lab", "three-node.yaml", "four-node.yaml", "lab: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Load(write(strings.Replace(base, tc.from, tc.to, 1)))
+			if err == nil || !strings.Contains(err.Error(), "s.yaml: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v; want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzParseScenario(f *testing.F) {
+	f.Add([]byte(good))
+	paths, _ := filepath.Glob("../../scenarios/*.yaml")
+	for _, p := range paths {
+		b, _ := os.ReadFile(p)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.yaml: ") {
+				t.Fatalf("error without the file name: %v", err)
+			}
+			return
+		}
+		// What parses is valid: parsing it again agrees.
+		if errs := s.validate(); len(errs) > 0 {
+			t.Fatalf("accepted an invalid scenario: %v", errs)
+		}
+	})
+}
