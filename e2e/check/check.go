@@ -1,0 +1,125 @@
+package check
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/e2e/timeline"
+)
+
+// Violation is one broken rule at one moment.
+type Violation struct {
+	Time    time.Time `json:"time"`
+	Rule    string    `json:"rule"`
+	Objects []string  `json:"objects"`
+	Message string    `json:"message"`
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("%s %s: %s [%s]", v.Time.UTC().Format("15:04:05.000"), v.Rule, v.Message, strings.Join(v.Objects, ", "))
+}
+
+// Params are what the rules need to know of the run.
+type Params struct {
+	Strategy  scenario.Strategy
+	Workers   int
+	ToVersion string
+	Expect    scenario.Expect
+	// HostsVisible: the provider keeps hosts as BareMetalHosts (the
+	// host rules mean nothing for a provider without them).
+	HostsVisible bool
+	// HostData: the runner recorded persistent-data markers.
+	HostData bool
+}
+
+// ParamsFor is the Params of a scenario run against the reference
+// provider.
+func ParamsFor(s *scenario.Scenario) Params {
+	return Params{Strategy: s.Strategy, Workers: s.Cluster.Workers.Replicas, ToVersion: s.To.Version,
+		Expect: s.Expect, HostsVisible: true, HostData: true}
+}
+
+// Rule is one expectation. During judges every moment of the replay,
+// End the final state; either may be nil.
+type Rule struct {
+	Name string
+	// Why is what the rule protects, for the report.
+	Why     string
+	Applies func(Params) bool
+	During  func(*State, Params) []Violation
+	End     func(*State, Params) []Violation
+}
+
+// Status of a rule in one run.
+type Status string
+
+const (
+	Pass          Status = "pass"
+	Fail          Status = "fail"
+	NotApplicable Status = "n/a"
+)
+
+// Result is one rule's verdict.
+type Result struct {
+	Rule       string      `json:"rule"`
+	Why        string      `json:"why"`
+	Status     Status      `json:"status"`
+	Violations []Violation `json:"violations,omitempty"`
+}
+
+// Run replays the timeline through every rule. A rule's violation is
+// reported once per set of objects (the first moment it broke).
+func Run(entries []timeline.Entry, p Params) []Result {
+	sorted := append([]timeline.Entry(nil), entries...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Time.Before(sorted[j].Time) })
+	results := make([]Result, len(Rules))
+	seen := make([]map[string]bool, len(Rules))
+	for i, r := range Rules {
+		results[i] = Result{Rule: r.Name, Why: r.Why, Status: Pass}
+		seen[i] = map[string]bool{}
+		if r.Applies != nil && !r.Applies(p) {
+			results[i].Status = NotApplicable
+		}
+	}
+	add := func(i int, vs []Violation) {
+		for _, v := range vs {
+			v.Rule = Rules[i].Name
+			key := strings.Join(v.Objects, ",")
+			if seen[i][key] {
+				continue
+			}
+			seen[i][key] = true
+			results[i].Violations = append(results[i].Violations, v)
+			results[i].Status = Fail
+		}
+	}
+	s := newState()
+	for _, e := range sorted {
+		s.apply(e)
+		for i, r := range Rules {
+			if r.During != nil && results[i].Status != NotApplicable {
+				add(i, r.During(s, p))
+			}
+		}
+	}
+	for i, r := range Rules {
+		if r.End != nil && results[i].Status != NotApplicable {
+			add(i, r.End(s, p))
+		}
+	}
+	agree(s, results)
+	return results
+}
+
+// Failed is the violations of every failed rule, in time order.
+func Failed(results []Result) []Violation {
+	var out []Violation
+	for _, r := range results {
+		out = append(out, r.Violations...)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
+	return out
+}

@@ -1,0 +1,198 @@
+package check
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/upgradelab/upgradelab/e2e/monitor"
+	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/e2e/timeline"
+)
+
+// history builds a timeline by hand: each call is one observed change.
+type history struct {
+	t       time.Time
+	entries []timeline.Entry
+	last    map[string]map[string]string
+}
+
+func newHistory() *history {
+	return &history{t: time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC), last: map[string]map[string]string{}}
+}
+
+// set records kind/name changing to fields (nil: gone).
+func (h *history) set(kind, name string, fields map[string]string) *history {
+	h.t = h.t.Add(100 * time.Millisecond)
+	key := kind + "/" + name
+	h.entries = append(h.entries, timeline.Entry{Time: h.t, Kind: kind, Name: name, Old: h.last[key], New: fields})
+	h.last[key] = fields
+	return h
+}
+
+func (h *history) step(name string) *history {
+	h.t = h.t.Add(100 * time.Millisecond)
+	h.entries = append(h.entries, timeline.Entry{Time: h.t, Kind: timeline.KindStep, Name: name})
+	return h
+}
+
+func machine(version, uid, infra string, cp bool, upToDate string) map[string]string {
+	m := map[string]string{monitor.FieldVersion: version, monitor.FieldUID: uid, monitor.FieldInfra: infra,
+		monitor.FieldUpToDate: upToDate, monitor.FieldAvailable: "True", monitor.FieldProviderID: "upgradelab://" + infra}
+	if cp {
+		m[monitor.FieldControlPlane] = "true"
+	}
+	return m
+}
+
+func kcp(version, replicas, surge, upToDate string) map[string]string {
+	return map[string]string{monitor.FieldVersion: version, monitor.FieldReplicas: replicas, monitor.FieldMaxSurge: surge,
+		monitor.FieldUpToDateCount: upToDate, monitor.FieldAvailableCount: replicas}
+}
+
+func host(consumer, state string) map[string]string {
+	return map[string]string{monitor.FieldConsumer: consumer, monitor.FieldState: state}
+}
+
+var done = map[string]string{monitor.FieldAvailable: "True", monitor.FieldCPUpToDate: "True", monitor.FieldWorkersUpToDate: "True", monitor.FieldRollingOut: "False"}
+
+// A single-node in-place upgrade as it should go.
+func goodInPlace() *history {
+	h := newHistory()
+	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.35.3", "1", "1", "1"))
+	h.set(monitor.KindMachine, "c-cp-a", machine("v1.35.3", "u1", "c-cp-a", true, "True"))
+	h.set(monitor.KindHost, "node-0", host("c-cp-a", "provisioned"))
+	h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.35.3"})
+	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "written"})
+	h.step(StepUpgrade)
+	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
+	h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
+	h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.36.3"})
+	h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "True"))
+	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "1"))
+	h.set(monitor.KindCluster, "c", done)
+	h.step(StepDone)
+	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "present"})
+	return h
+}
+
+var inPlace = Params{Strategy: scenario.InPlace, ToVersion: "v1.36.3", HostsVisible: true, HostData: true,
+	Expect: scenario.Expect{SameMachines: true, SameHosts: true, PersistentData: "kept"}}
+
+func statuses(results []Result) map[string]Status {
+	out := map[string]Status{}
+	for _, r := range results {
+		out[r.Rule] = r.Status
+	}
+	return out
+}
+
+func TestAGoodRunPassesEveryRuleThatApplies(t *testing.T) {
+	results := Run(goodInPlace().entries, inPlace)
+	for _, r := range results {
+		want := Pass
+		if r.Rule == "md-max-machines" || r.Rule == "md-min-available" || r.Rule == "end-workers" || r.Rule == "spares-left" {
+			want = NotApplicable
+		}
+		if r.Status != want {
+			t.Errorf("%s: %s %v; want %s", r.Rule, r.Status, r.Violations, want)
+		}
+	}
+}
+
+// Each rule broken on purpose fails with the moment, the objects and a
+// message that says what happened.
+func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
+	for _, tc := range []struct {
+		name, rule string
+		params     Params
+		breakIt    func(h *history)
+		objects    []string
+		message    string
+	}{
+		{name: "a host bound twice", rule: "host-bound-once", params: inPlace,
+			breakIt: func(h *history) { h.set(monitor.KindHost, "node-1", host("c-cp-a", "provisioning")) },
+			objects: []string{"BareMetalHost/node-0", "BareMetalHost/node-1"}, message: "bound to 2 hosts"},
+		{name: "KCP above replicas + maxSurge", rule: "kcp-max-machines", params: inPlace,
+			breakIt: func(h *history) {
+				h.set(monitor.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "True"))
+				h.set(monitor.KindMachine, "c-cp-c", machine("v1.36.3", "u3", "c-cp-c", true, "True"))
+			},
+			objects: []string{"KubeadmControlPlane/c-cp", "Machine/c-cp-a", "Machine/c-cp-b", "Machine/c-cp-c"}, message: "3 control-plane Machines, KCP allows 2"},
+		{name: "a Machine created in place", rule: "same-machines", params: inPlace,
+			breakIt: func(h *history) { h.set(monitor.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "True")) },
+			objects: []string{"Machine/c-cp-b"}, message: "created during an in-place upgrade"},
+		{name: "a Machine recreated under its name", rule: "same-machines", params: inPlace,
+			breakIt: func(h *history) { h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u9", "c-cp-a", true, "True")) },
+			objects: []string{"Machine/c-cp-a"}, message: "has UID u9, had u1"},
+		{name: "a host wiped under its Machine", rule: "no-wipe-under-live-machine", params: inPlace,
+			breakIt: func(h *history) { h.set(monitor.KindHost, "node-0", host("", "deprovisioning")) },
+			objects: []string{"BareMetalHost/node-0", "Machine/c-cp-a"}, message: "alive and not deleting"},
+		{name: "two control-plane Machines deleting", rule: "kcp-one-deleting", params: inPlace,
+			breakIt: func(h *history) {
+				a := machine("v1.36.3", "u1", "c-cp-a", true, "True")
+				a[monitor.FieldDeleting] = "true"
+				b := machine("v1.36.3", "u2", "c-cp-b", true, "True")
+				b[monitor.FieldDeleting] = "true"
+				h.set(monitor.KindMachine, "c-cp-a", a).set(monitor.KindMachine, "c-cp-b", b)
+			},
+			objects: []string{"Machine/c-cp-a", "Machine/c-cp-b"}, message: "2 control-plane Machines deleting at once"},
+		{name: "data lost in place", rule: "persistent-data", params: inPlace,
+			breakIt: func(h *history) { h.set(KindHostData, "node-0", map[string]string{FieldMarker: "absent"}) },
+			objects: []string{"HostData/node-0"}, message: "the marker written before the upgrade is absent"},
+		{name: "CAPI says not done", rule: "capi-agrees", params: inPlace,
+			breakIt: func(h *history) {
+				h.set(monitor.KindCluster, "c", map[string]string{monitor.FieldAvailable: "True", monitor.FieldCPUpToDate: "False", monitor.FieldWorkersUpToDate: "True"})
+			},
+			objects: []string{"Cluster/c"}, message: "controlPlaneMachinesUpToDate=False while every end rule passed"},
+		{name: "a Machine not up to date at the end", rule: "end-machines-up-to-date", params: inPlace,
+			breakIt: func(h *history) { h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False")) },
+			objects: []string{"Machine/c-cp-a"}, message: "ends with UpToDate False"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := goodInPlace()
+			tc.breakIt(h)
+			var got *Result
+			for _, r := range Run(h.entries, tc.params) {
+				if r.Rule == tc.rule {
+					got = &r
+				}
+			}
+			if got == nil || got.Status != Fail || len(got.Violations) == 0 {
+				t.Fatalf("rule %s: %+v; want it failed", tc.rule, got)
+			}
+			v := got.Violations[0]
+			if strings.Join(v.Objects, ",") != strings.Join(tc.objects, ",") || !strings.Contains(v.Message, tc.message) || v.Time.IsZero() {
+				t.Fatalf("violation %s; want objects %v and %q", v, tc.objects, tc.message)
+			}
+		})
+	}
+}
+
+// A rolling MachineDeployment with maxUnavailable 0 that lets a Machine
+// go unavailable before its replacement is available breaks its promise;
+// unavailability before the upgrade (provisioning) does not count.
+func TestMachineDeploymentAvailabilityCountsOnlyDuringTheUpgrade(t *testing.T) {
+	md := map[string]string{monitor.FieldReplicas: "2", monitor.FieldMaxSurge: "1", monitor.FieldMaxUnavailable: "0", monitor.FieldVersion: "v1.35.3"}
+	worker := func(name, available string) map[string]string {
+		m := machine("v1.35.3", name, name, false, "True")
+		m[monitor.FieldDeployment], m[monitor.FieldAvailable] = "c-md", available
+		return m
+	}
+	h := newHistory()
+	h.set(monitor.KindMachineDeployment, "c-md", md)
+	h.set(monitor.KindMachine, "w1", worker("w1", "False")) // provisioning: fine
+	h.set(monitor.KindMachine, "w1", worker("w1", "True"))
+	h.set(monitor.KindMachine, "w2", worker("w2", "True"))
+	h.step(StepUpgrade)
+	h.set(monitor.KindMachine, "w3", worker("w3", "False"))
+	h.set(monitor.KindMachine, "w1", worker("w1", "False")) // too early
+	p := Params{Strategy: scenario.Rolling, Workers: 2, ToVersion: "v1.36.3"}
+	st := statuses(Run(h.entries, p))
+	if st["md-min-available"] != Fail {
+		t.Fatalf("md-min-available %s; want fail", st["md-min-available"])
+	}
+	if st["md-max-machines"] != Pass {
+		t.Fatalf("3 machines with replicas 2 + maxSurge 1: md-max-machines %s; want pass", st["md-max-machines"])
+	}
+}

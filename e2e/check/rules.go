@@ -1,0 +1,376 @@
+package check
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/upgradelab/upgradelab/e2e/monitor"
+)
+
+// Kind of the entries the runner writes about a host's persistent data:
+// New["marker"] is "written", then "present" or "absent" at the end.
+const (
+	KindHostData = "HostData"
+	FieldMarker  = "marker"
+)
+
+// Rules is every rule, in report order. docs/CONFORMANCE.md explains each.
+var Rules = []Rule{
+	{Name: "kcp-max-machines", Why: "KCP never has more Machines than replicas + maxSurge",
+		During: kcpMaxMachines},
+	{Name: "kcp-one-deleting", Why: "KCP deletes at most one control-plane Machine at a time (etcd quorum)",
+		During: kcpOneDeleting},
+	{Name: "md-max-machines", Why: "a MachineDeployment never has more Machines than replicas + maxSurge",
+		Applies: func(p Params) bool { return p.Workers > 0 }, During: mdMaxMachines},
+	{Name: "md-min-available", Why: "during the upgrade a MachineDeployment keeps replicas - maxUnavailable Machines available",
+		Applies: func(p Params) bool { return p.Workers > 0 }, During: mdMinAvailable},
+	{Name: "host-bound-once", Why: "no host is bound to two Machines at once",
+		Applies: func(p Params) bool { return p.HostsVisible }, During: hostBoundOnce},
+	{Name: "no-wipe-under-live-machine", Why: "no host is deprovisioned while the Machine it served is alive",
+		Applies: func(p Params) bool { return p.HostsVisible }, During: noWipeUnderLiveMachine},
+	{Name: "same-machines", Why: "an in-place upgrade keeps every Machine (name and UID); none created or deleted",
+		Applies: func(p Params) bool { return p.Expect.SameMachines }, During: sameMachines},
+	{Name: "end-machines-up-to-date", Why: "every Machine ends UpToDate at the new version, no update in progress",
+		End: endMachines},
+	{Name: "end-control-plane", Why: "KCP ends with upToDateReplicas and availableReplicas == replicas at the new version",
+		End: endControlPlane},
+	{Name: "end-workers", Why: "the MachineDeployment ends with upToDateReplicas and availableReplicas == replicas",
+		Applies: func(p Params) bool { return p.Workers > 0 }, End: endWorkers},
+	{Name: "end-nodes-ready", Why: "every Node is Ready with the new kubelet",
+		End: endNodes},
+	{Name: "same-hosts", Why: "the cluster ends on the hosts it started on (node reuse)",
+		Applies: func(p Params) bool { return p.Expect.SameHosts && p.HostsVisible }, End: sameHosts},
+	{Name: "spares-left", Why: "the expected number of spare hosts is free at the end",
+		Applies: func(p Params) bool { return p.Expect.SparesLeft != nil && p.HostsVisible }, End: sparesLeft},
+	{Name: "persistent-data", Why: "data on persistent partitions survives an in-place update and is gone from a host that changed hands",
+		Applies: func(p Params) bool { return p.Expect.PersistentData != "" && p.HostData }, End: persistentData},
+	{Name: "capi-agrees", Why: "CAPI's own Cluster conditions agree with this verdict"},
+}
+
+func violation(s *State, msg string, objects ...string) []Violation {
+	sort.Strings(objects)
+	return []Violation{{Time: s.Now, Objects: objects, Message: msg}}
+}
+
+func objs(kind string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = kind + "/" + n
+	}
+	return out
+}
+
+func kcpMaxMachines(s *State, _ Params) []Violation {
+	var out []Violation
+	for _, name := range s.names(monitor.KindControlPlane) {
+		k := s.get(monitor.KindControlPlane, name)
+		limit := num(k, monitor.FieldReplicas) + num(k, monitor.FieldMaxSurge)
+		cp := s.machines(func(m map[string]string) bool { return m[monitor.FieldControlPlane] == "true" })
+		if len(cp) > limit {
+			out = append(out, violation(s, fmt.Sprintf("%d control-plane Machines, KCP allows %d (replicas %s + maxSurge %s)",
+				len(cp), limit, k[monitor.FieldReplicas], k[monitor.FieldMaxSurge]), append(objs(monitor.KindMachine, cp), monitor.KindControlPlane+"/"+name)...)...)
+		}
+	}
+	return out
+}
+
+func kcpOneDeleting(s *State, _ Params) []Violation {
+	deleting := s.machines(func(m map[string]string) bool {
+		return m[monitor.FieldControlPlane] == "true" && m[monitor.FieldDeleting] == "true"
+	})
+	if len(deleting) > 1 {
+		return violation(s, fmt.Sprintf("%d control-plane Machines deleting at once", len(deleting)), objs(monitor.KindMachine, deleting)...)
+	}
+	return nil
+}
+
+func mdMaxMachines(s *State, _ Params) []Violation {
+	var out []Violation
+	for _, name := range s.names(monitor.KindMachineDeployment) {
+		d := s.get(monitor.KindMachineDeployment, name)
+		limit := num(d, monitor.FieldReplicas) + num(d, monitor.FieldMaxSurge)
+		ms := s.machines(func(m map[string]string) bool { return m[monitor.FieldDeployment] == name })
+		if len(ms) > limit {
+			out = append(out, violation(s, fmt.Sprintf("%d Machines, the MachineDeployment allows %d (replicas %s + maxSurge %s)",
+				len(ms), limit, d[monitor.FieldReplicas], d[monitor.FieldMaxSurge]), append(objs(monitor.KindMachine, ms), monitor.KindMachineDeployment+"/"+name)...)...)
+		}
+	}
+	return out
+}
+
+// mdMinAvailable holds between the "upgrade" and "done" steps: before,
+// the cluster was still being provisioned.
+func mdMinAvailable(s *State, _ Params) []Violation {
+	if s.Before == nil || !s.Steps[StepDone].IsZero() {
+		return nil
+	}
+	var out []Violation
+	for _, name := range s.names(monitor.KindMachineDeployment) {
+		d := s.get(monitor.KindMachineDeployment, name)
+		floor := num(d, monitor.FieldReplicas) - num(d, monitor.FieldMaxUnavailable)
+		available := s.machines(func(m map[string]string) bool {
+			return m[monitor.FieldDeployment] == name && m[monitor.FieldAvailable] == "True" && m[monitor.FieldDeleting] == ""
+		})
+		if len(available) < floor {
+			out = append(out, violation(s, fmt.Sprintf("%d Machines available, the MachineDeployment promises %d (replicas %s - maxUnavailable %s)",
+				len(available), floor, d[monitor.FieldReplicas], d[monitor.FieldMaxUnavailable]), monitor.KindMachineDeployment+"/"+name)...)
+		}
+	}
+	return out
+}
+
+func hostBoundOnce(s *State, _ Params) []Violation {
+	byConsumer := map[string][]string{}
+	for _, h := range s.names(monitor.KindHost) {
+		if c := s.get(monitor.KindHost, h)[monitor.FieldConsumer]; c != "" {
+			byConsumer[c] = append(byConsumer[c], h)
+		}
+	}
+	var out []Violation
+	for c, hosts := range byConsumer {
+		if len(hosts) > 1 {
+			out = append(out, violation(s, fmt.Sprintf("BareMetalMachine %s is bound to %d hosts", c, len(hosts)), objs(monitor.KindHost, hosts)...)...)
+		}
+	}
+	return out
+}
+
+// noWipeUnderLiveMachine judges the moment a host starts deprovisioning:
+// the Machine of the last BareMetalMachine it served must be deleting or
+// gone.
+func noWipeUnderLiveMachine(s *State, _ Params) []Violation {
+	e := s.Entry
+	if e.Kind != monitor.KindHost || e.New[monitor.FieldState] != "deprovisioning" || e.Old[monitor.FieldState] == "deprovisioning" {
+		return nil
+	}
+	consumer := s.LastConsumer[e.Name]
+	live := s.machines(func(m map[string]string) bool {
+		return consumer != "" && m[monitor.FieldInfra] == consumer && m[monitor.FieldDeleting] == ""
+	})
+	if len(live) > 0 {
+		return violation(s, fmt.Sprintf("host deprovisioning while Machine %s (BareMetalMachine %s) is alive and not deleting", live[0], consumer),
+			monitor.KindHost+"/"+e.Name, monitor.KindMachine+"/"+live[0])
+	}
+	return nil
+}
+
+func sameMachines(s *State, _ Params) []Violation {
+	var out []Violation
+	for _, o := range s.Created {
+		if strings.HasPrefix(o, monitor.KindMachine+"/") {
+			out = append(out, violation(s, "a Machine was created during an in-place upgrade", o)...)
+		}
+	}
+	for _, o := range s.Deleted {
+		if strings.HasPrefix(o, monitor.KindMachine+"/") {
+			out = append(out, violation(s, "a Machine was deleted during an in-place upgrade", o)...)
+		}
+	}
+	if s.Before != nil {
+		for name, m := range s.Objects[monitor.KindMachine] {
+			if was, ok := s.Before[monitor.KindMachine][name]; ok && was[monitor.FieldUID] != m[monitor.FieldUID] {
+				out = append(out, violation(s, fmt.Sprintf("Machine %s has UID %s, had %s", name, m[monitor.FieldUID], was[monitor.FieldUID]), monitor.KindMachine+"/"+name)...)
+			}
+			if was, ok := s.Before[monitor.KindMachine][name]; ok && was[monitor.FieldProviderID] != m[monitor.FieldProviderID] && m[monitor.FieldProviderID] != "" {
+				out = append(out, violation(s, fmt.Sprintf("Machine %s has providerID %s, had %s", name, m[monitor.FieldProviderID], was[monitor.FieldProviderID]), monitor.KindMachine+"/"+name)...)
+			}
+		}
+	}
+	return out
+}
+
+func expected(s *State) int {
+	n := 0
+	for _, k := range []string{monitor.KindControlPlane, monitor.KindMachineDeployment} {
+		for _, name := range s.names(k) {
+			n += num(s.get(k, name), monitor.FieldReplicas)
+		}
+	}
+	return n
+}
+
+func endMachines(s *State, p Params) []Violation {
+	var out []Violation
+	for _, name := range s.names(monitor.KindMachine) {
+		m := s.get(monitor.KindMachine, name)
+		var why []string
+		if m[monitor.FieldUpToDate] != "True" {
+			why = append(why, "UpToDate "+or(m[monitor.FieldUpToDate], "absent"))
+		}
+		if m[monitor.FieldVersion] != p.ToVersion {
+			why = append(why, "version "+m[monitor.FieldVersion])
+		}
+		if m[monitor.FieldUpdating] != "" {
+			why = append(why, "an update in progress")
+		}
+		if m[monitor.FieldDeleting] != "" {
+			why = append(why, "deleting")
+		}
+		if len(why) > 0 {
+			out = append(out, violation(s, "Machine "+name+" ends with "+strings.Join(why, ", "), monitor.KindMachine+"/"+name)...)
+		}
+	}
+	if got, want := len(s.names(monitor.KindMachine)), expected(s); got != want {
+		out = append(out, violation(s, fmt.Sprintf("%d Machines at the end, replicas add up to %d", got, want), "Machines")...)
+	}
+	return out
+}
+
+func endControlPlane(s *State, p Params) []Violation {
+	var out []Violation
+	for _, name := range s.names(monitor.KindControlPlane) {
+		k := s.get(monitor.KindControlPlane, name)
+		if k[monitor.FieldUpToDateCount] != k[monitor.FieldReplicas] || k[monitor.FieldAvailableCount] != k[monitor.FieldReplicas] || k[monitor.FieldVersion] != p.ToVersion {
+			out = append(out, violation(s, fmt.Sprintf("KCP ends at %s with upToDateReplicas %s, availableReplicas %s of %s",
+				k[monitor.FieldVersion], k[monitor.FieldUpToDateCount], k[monitor.FieldAvailableCount], k[monitor.FieldReplicas]), monitor.KindControlPlane+"/"+name)...)
+		}
+	}
+	if len(s.names(monitor.KindControlPlane)) == 0 {
+		out = append(out, violation(s, "no KubeadmControlPlane was seen", monitor.KindControlPlane)...)
+	}
+	return out
+}
+
+func endWorkers(s *State, p Params) []Violation {
+	var out []Violation
+	for _, name := range s.names(monitor.KindMachineDeployment) {
+		d := s.get(monitor.KindMachineDeployment, name)
+		if d[monitor.FieldUpToDateCount] != d[monitor.FieldReplicas] || d[monitor.FieldAvailableCount] != d[monitor.FieldReplicas] || d[monitor.FieldVersion] != p.ToVersion {
+			out = append(out, violation(s, fmt.Sprintf("MachineDeployment ends at %s with upToDateReplicas %s, availableReplicas %s of %s",
+				d[monitor.FieldVersion], d[monitor.FieldUpToDateCount], d[monitor.FieldAvailableCount], d[monitor.FieldReplicas]), monitor.KindMachineDeployment+"/"+name)...)
+		}
+	}
+	return out
+}
+
+func endNodes(s *State, p Params) []Violation {
+	var out []Violation
+	ready := 0
+	for _, name := range s.names(monitor.KindNode) {
+		n := s.get(monitor.KindNode, name)
+		if n[monitor.FieldReady] == "True" && n[monitor.FieldKubelet] == p.ToVersion {
+			ready++
+			continue
+		}
+		out = append(out, violation(s, fmt.Sprintf("Node %s ends Ready=%s with kubelet %s", name, or(n[monitor.FieldReady], "absent"), n[monitor.FieldKubelet]), monitor.KindNode+"/"+name)...)
+	}
+	if want := expected(s); ready+len(out) != want {
+		out = append(out, violation(s, fmt.Sprintf("%d Nodes at the end, replicas add up to %d", ready+len(out), want), "Nodes")...)
+	}
+	return out
+}
+
+func boundHosts(objects map[string]map[string]string) []string {
+	var out []string
+	for h, sum := range objects {
+		if sum[monitor.FieldConsumer] != "" {
+			out = append(out, h)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sameHosts(s *State, _ Params) []Violation {
+	if s.Before == nil {
+		return violation(s, "the run never reached the upgrade step", "Step/upgrade")
+	}
+	before, after := boundHosts(s.Before[monitor.KindHost]), boundHosts(s.Objects[monitor.KindHost])
+	if strings.Join(before, ",") != strings.Join(after, ",") {
+		return violation(s, fmt.Sprintf("bound hosts before %v, after %v", before, after), objs(monitor.KindHost, after)...)
+	}
+	return nil
+}
+
+func sparesLeft(s *State, p Params) []Violation {
+	var free []string
+	for _, h := range s.names(monitor.KindHost) {
+		sum := s.get(monitor.KindHost, h)
+		if sum[monitor.FieldSpare] == "true" && sum[monitor.FieldConsumer] == "" {
+			free = append(free, h)
+		}
+	}
+	if len(free) != *p.Expect.SparesLeft {
+		return violation(s, fmt.Sprintf("%d free spare hosts at the end %v, want %d", len(free), free, *p.Expect.SparesLeft), objs(monitor.KindHost, free)...)
+	}
+	return nil
+}
+
+// persistentData compares the markers written before the upgrade with
+// what the hosts hold at the end: kept everywhere, or gone from every
+// host that was deprovisioned.
+func persistentData(s *State, p Params) []Violation {
+	var out []Violation
+	marked := 0
+	for _, h := range s.names(KindHostData) {
+		m := s.get(KindHostData, h)[FieldMarker]
+		marked++
+		switch {
+		case p.Expect.PersistentData == "kept" && m != "present":
+			out = append(out, violation(s, "the marker written before the upgrade is "+m, KindHostData+"/"+h)...)
+		case p.Expect.PersistentData == "wiped" && s.Reprovisioned[h] && m != "absent":
+			out = append(out, violation(s, "the host changed hands but its marker is "+m, KindHostData+"/"+h)...)
+		}
+	}
+	if marked == 0 {
+		out = append(out, violation(s, "no persistent-data markers were recorded", KindHostData)...)
+	}
+	if p.Expect.PersistentData == "wiped" && len(s.Reprovisioned) == 0 {
+		out = append(out, violation(s, "no host was deprovisioned, so nothing shows the data wiped", KindHostData)...)
+	}
+	return out
+}
+
+// agree compares the verdict of the end rules with CAPI's Cluster
+// conditions: both must say the upgrade is done, or both not.
+func agree(s *State, results []Result) {
+	var capi *Result
+	ours := true
+	var failed []string
+	for i := range results {
+		r := &results[i]
+		switch {
+		case r.Rule == "capi-agrees":
+			capi = r
+		case strings.HasPrefix(r.Rule, "end-") && r.Status == Fail:
+			ours = false
+			failed = append(failed, r.Rule)
+		}
+	}
+	if capi == nil {
+		return
+	}
+	var notDone []string
+	for _, name := range s.names(monitor.KindCluster) {
+		c := s.get(monitor.KindCluster, name)
+		for _, f := range []string{monitor.FieldAvailable, monitor.FieldCPUpToDate, monitor.FieldWorkersUpToDate} {
+			if c[f] != "True" {
+				notDone = append(notDone, f+"="+or(c[f], "absent"))
+			}
+		}
+		if c[monitor.FieldRollingOut] == "True" {
+			notDone = append(notDone, "RollingOut=True")
+		}
+	}
+	if len(s.names(monitor.KindCluster)) == 0 {
+		notDone = append(notDone, "no Cluster seen")
+	}
+	theirs := len(notDone) == 0
+	if ours == theirs {
+		return
+	}
+	msg := "CAPI's Cluster says " + strings.Join(notDone, ", ") + " while every end rule passed"
+	if !ours {
+		msg = "CAPI's Cluster says the upgrade is done while " + strings.Join(failed, ", ") + " failed"
+	}
+	capi.Status = Fail
+	capi.Violations = append(capi.Violations, Violation{Time: s.Now, Rule: capi.Rule, Objects: objs(monitor.KindCluster, s.names(monitor.KindCluster)), Message: msg})
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

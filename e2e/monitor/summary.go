@@ -1,0 +1,160 @@
+package monitor
+
+import (
+	"strconv"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+)
+
+// Fields of the summaries, which the checks read. A boolean is "true" or
+// absent; a condition is its status ("True", "False", "Unknown") or
+// absent.
+const (
+	FieldPhase        = "phase"
+	FieldVersion      = "version"
+	FieldNode         = "node"
+	FieldProviderID   = "providerID"
+	FieldUID          = "uid"
+	FieldDeleting     = "deleting"
+	FieldUpdating     = "updating"
+	FieldUpToDate     = "upToDate"
+	FieldAvailable    = "available"
+	FieldControlPlane = "controlPlane"
+	FieldDeployment   = "deployment"
+	FieldInfra        = "infra"
+
+	FieldReplicas       = "replicas"
+	FieldMaxSurge       = "maxSurge"
+	FieldMaxUnavailable = "maxUnavailable"
+	FieldUpToDateCount  = "upToDateReplicas"
+	FieldAvailableCount = "availableReplicas"
+	FieldTotal          = "totalReplicas"
+
+	FieldState    = "state"
+	FieldConsumer = "consumer"
+	FieldSpare    = "spare"
+	FieldPowered  = "poweredOn"
+
+	FieldReady   = "ready"
+	FieldKubelet = "kubelet"
+
+	FieldCPUpToDate      = "controlPlaneMachinesUpToDate"
+	FieldWorkersUpToDate = "workerMachinesUpToDate"
+	FieldRollingOut      = "rollingOut"
+)
+
+// Kinds the monitors watch, as timeline entries name them.
+const (
+	KindMachine           = "Machine"
+	KindControlPlane      = "KubeadmControlPlane"
+	KindMachineDeployment = "MachineDeployment"
+	KindCluster           = "Cluster"
+	KindHost              = "BareMetalHost"
+	KindNode              = "Node"
+)
+
+func set(m map[string]string, k string, ok bool) {
+	if ok {
+		m[k] = "true"
+	}
+}
+
+func condition(m map[string]string, k string, conds []metav1.Condition, t string) {
+	if c := meta.FindStatusCondition(conds, t); c != nil {
+		m[k] = string(c.Status)
+	}
+}
+
+func count(p *int32) string {
+	if p == nil {
+		return "0"
+	}
+	return strconv.Itoa(int(*p))
+}
+
+// MachineSummary is what the checks need of a Machine.
+func MachineSummary(m *clusterv1.Machine) map[string]string {
+	s := map[string]string{
+		FieldPhase: m.Status.Phase, FieldVersion: m.Spec.Version, FieldNode: m.Status.NodeRef.Name,
+		FieldProviderID: m.Spec.ProviderID, FieldUID: string(m.UID), FieldInfra: m.Spec.InfrastructureRef.Name,
+		FieldDeployment: m.Labels[clusterv1.MachineDeploymentNameLabel],
+	}
+	set(s, FieldDeleting, !m.DeletionTimestamp.IsZero())
+	_, updating := m.Annotations[clusterv1.UpdateInProgressAnnotation]
+	set(s, FieldUpdating, updating)
+	_, cp := m.Labels[clusterv1.MachineControlPlaneLabel]
+	set(s, FieldControlPlane, cp)
+	condition(s, FieldUpToDate, m.Status.Conditions, clusterv1.MachineUpToDateCondition)
+	condition(s, FieldAvailable, m.Status.Conditions, clusterv1.MachineAvailableCondition)
+	return s
+}
+
+// ControlPlaneSummary is a KubeadmControlPlane's spec and counts.
+func ControlPlaneSummary(k *controlplanev1.KubeadmControlPlane) map[string]string {
+	s := map[string]string{
+		FieldReplicas: count(k.Spec.Replicas), FieldVersion: k.Spec.Version, FieldMaxSurge: "1",
+		FieldUpToDateCount: count(k.Status.UpToDateReplicas), FieldAvailableCount: count(k.Status.AvailableReplicas),
+		FieldTotal: count(k.Status.Replicas),
+	}
+	if ms := k.Spec.Rollout.Strategy.RollingUpdate.MaxSurge; ms != nil {
+		s[FieldMaxSurge] = ms.String()
+	}
+	condition(s, FieldAvailable, k.Status.Conditions, controlplanev1.KubeadmControlPlaneAvailableCondition)
+	return s
+}
+
+// DeploymentSummary is a MachineDeployment's spec and counts.
+func DeploymentSummary(d *clusterv1.MachineDeployment) map[string]string {
+	s := map[string]string{
+		FieldReplicas: count(d.Spec.Replicas), FieldVersion: d.Spec.Template.Spec.Version,
+		FieldMaxSurge: "1", FieldMaxUnavailable: "0",
+		FieldUpToDateCount: count(d.Status.UpToDateReplicas), FieldAvailableCount: count(d.Status.AvailableReplicas),
+		FieldTotal: count(d.Status.Replicas),
+	}
+	if ru := d.Spec.Rollout.Strategy.RollingUpdate; ru.MaxSurge != nil {
+		s[FieldMaxSurge] = ru.MaxSurge.String()
+	}
+	if ru := d.Spec.Rollout.Strategy.RollingUpdate; ru.MaxUnavailable != nil {
+		s[FieldMaxUnavailable] = ru.MaxUnavailable.String()
+	}
+	return s
+}
+
+// ClusterSummary is CAPI's verdict on a Cluster.
+func ClusterSummary(c *clusterv1.Cluster) map[string]string {
+	s := map[string]string{}
+	condition(s, FieldAvailable, c.Status.Conditions, clusterv1.ClusterAvailableCondition)
+	condition(s, FieldCPUpToDate, c.Status.Conditions, clusterv1.ClusterControlPlaneMachinesUpToDateCondition)
+	condition(s, FieldWorkersUpToDate, c.Status.Conditions, clusterv1.ClusterWorkerMachinesUpToDateCondition)
+	condition(s, FieldRollingOut, c.Status.Conditions, clusterv1.ClusterRollingOutCondition)
+	return s
+}
+
+// HostSummary is a BareMetalHost's state and who holds it.
+func HostSummary(h *metal3.BareMetalHost) map[string]string {
+	s := map[string]string{FieldState: string(h.Status.Provisioning.State)}
+	if h.Spec.ConsumerRef != nil {
+		s[FieldConsumer] = h.Spec.ConsumerRef.Name
+	}
+	set(s, FieldSpare, h.Labels[infrav1.SpareLabel] != "")
+	set(s, FieldPowered, h.Status.PoweredOn)
+	return s
+}
+
+// NodeSummary is a workload Node's readiness and kubelet.
+func NodeSummary(n *corev1.Node) map[string]string {
+	s := map[string]string{FieldKubelet: n.Status.NodeInfo.KubeletVersion}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			s[FieldReady] = string(c.Status)
+		}
+	}
+	return s
+}
