@@ -120,10 +120,14 @@ func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
 			},
 			objects: []string{"KubeadmControlPlane/c-cp", "Machine/c-cp-a", "Machine/c-cp-b", "Machine/c-cp-c"}, message: "3 control-plane Machines, KCP allows 2"},
 		{name: "a Machine created in place", rule: "same-machines", params: inPlace,
-			breakIt: func(h *history) { h.set(monitor.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "True")) },
+			breakIt: func(h *history) {
+				h.set(monitor.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "True"))
+			},
 			objects: []string{"Machine/c-cp-b"}, message: "created during an in-place upgrade"},
 		{name: "a Machine recreated under its name", rule: "same-machines", params: inPlace,
-			breakIt: func(h *history) { h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u9", "c-cp-a", true, "True")) },
+			breakIt: func(h *history) {
+				h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u9", "c-cp-a", true, "True"))
+			},
 			objects: []string{"Machine/c-cp-a"}, message: "has UID u9, had u1"},
 		{name: "a host wiped under its Machine", rule: "no-wipe-under-live-machine", params: inPlace,
 			breakIt: func(h *history) { h.set(monitor.KindHost, "node-0", host("", "deprovisioning")) },
@@ -146,7 +150,9 @@ func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
 			},
 			objects: []string{"Cluster/c"}, message: "controlPlaneMachinesUpToDate=False while every end rule passed"},
 		{name: "a Machine not up to date at the end", rule: "end-machines-up-to-date", params: inPlace,
-			breakIt: func(h *history) { h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False")) },
+			breakIt: func(h *history) {
+				h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
+			},
 			objects: []string{"Machine/c-cp-a"}, message: "ends with UpToDate False"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
