@@ -1,0 +1,192 @@
+package monitor
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/sim/lab"
+)
+
+// Recorder polls the objects of one cluster and records every change of
+// their summaries. Polling (every Interval, 100 ms by default) sees each
+// state that lasts longer than that; CAPI's own steps last seconds.
+type Recorder struct {
+	// Management reads the cluster's namespace.
+	Management client.Client
+	Namespace  string
+	// Workload reaches the workload cluster once it answers (nil before).
+	Workload func(context.Context) (client.Client, error)
+	Timeline *timeline.Timeline
+	Interval time.Duration
+
+	last     map[string]map[string]map[string]string
+	workload client.Client
+}
+
+// Run polls until ctx ends.
+func (r *Recorder) Run(ctx context.Context) {
+	interval := r.Interval
+	if interval == 0 {
+		interval = 100 * time.Millisecond
+	}
+	r.last = map[string]map[string]map[string]string{}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		r.Poll(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Poll records what changed since the last poll; a kind that cannot be
+// listed now is skipped (and its objects kept) until it can.
+func (r *Recorder) Poll(ctx context.Context) {
+	if r.last == nil {
+		r.last = map[string]map[string]map[string]string{}
+	}
+	for _, kind := range []struct {
+		name string
+		list func(context.Context) (map[string]map[string]string, error)
+	}{
+		{KindCluster, r.clusters}, {KindControlPlane, r.controlPlanes}, {KindMachineDeployment, r.deployments},
+		{KindMachine, r.machines}, {KindHost, r.hosts}, {KindNode, r.nodes},
+	} {
+		now, err := kind.list(ctx)
+		if err != nil || now == nil {
+			continue
+		}
+		r.diff(kind.name, now)
+	}
+}
+
+func (r *Recorder) diff(kind string, now map[string]map[string]string) {
+	before := r.last[kind]
+	at := time.Now()
+	for name, sum := range now {
+		if old, ok := before[name]; !ok || !maps.Equal(old, sum) {
+			r.Timeline.Add(timeline.Entry{Time: at, Kind: kind, Name: name, Old: old, New: sum})
+		}
+	}
+	for name, old := range before {
+		if _, ok := now[name]; !ok {
+			r.Timeline.Add(timeline.Entry{Time: at, Kind: kind, Name: name, Old: old})
+		}
+	}
+	r.last[kind] = now
+}
+
+func (r *Recorder) clusters(ctx context.Context) (map[string]map[string]string, error) {
+	l := &clusterv1.ClusterList{}
+	if err := r.Management.List(ctx, l, client.InNamespace(r.Namespace)); err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	for i := range l.Items {
+		out[l.Items[i].Name] = ClusterSummary(&l.Items[i])
+	}
+	return out, nil
+}
+
+func (r *Recorder) controlPlanes(ctx context.Context) (map[string]map[string]string, error) {
+	l := &controlplanev1.KubeadmControlPlaneList{}
+	if err := r.Management.List(ctx, l, client.InNamespace(r.Namespace)); err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	for i := range l.Items {
+		out[l.Items[i].Name] = ControlPlaneSummary(&l.Items[i])
+	}
+	return out, nil
+}
+
+func (r *Recorder) deployments(ctx context.Context) (map[string]map[string]string, error) {
+	l := &clusterv1.MachineDeploymentList{}
+	if err := r.Management.List(ctx, l, client.InNamespace(r.Namespace)); err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	for i := range l.Items {
+		out[l.Items[i].Name] = DeploymentSummary(&l.Items[i])
+	}
+	return out, nil
+}
+
+func (r *Recorder) machines(ctx context.Context) (map[string]map[string]string, error) {
+	l := &clusterv1.MachineList{}
+	if err := r.Management.List(ctx, l, client.InNamespace(r.Namespace)); err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	for i := range l.Items {
+		out[l.Items[i].Name] = MachineSummary(&l.Items[i])
+	}
+	return out, nil
+}
+
+func (r *Recorder) hosts(ctx context.Context) (map[string]map[string]string, error) {
+	l := &metal3.BareMetalHostList{}
+	if err := r.Management.List(ctx, l, client.InNamespace(r.Namespace)); err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	for i := range l.Items {
+		out[l.Items[i].Name] = HostSummary(&l.Items[i])
+	}
+	return out, nil
+}
+
+func (r *Recorder) nodes(ctx context.Context) (map[string]map[string]string, error) {
+	if r.workload == nil {
+		if r.Workload == nil {
+			return nil, nil
+		}
+		c, err := r.Workload(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r.workload = c
+	}
+	l := &corev1.NodeList{}
+	if err := r.workload.List(ctx, l); err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	for i := range l.Items {
+		out[l.Items[i].Name] = NodeSummary(&l.Items[i])
+	}
+	return out, nil
+}
+
+// RecordLab writes the lab's hardware events into the timeline until ctx
+// ends: power, boot, disk and NIC events of each host.
+func RecordLab(ctx context.Context, l *lab.Lab, tl *timeline.Timeline) {
+	events, cancel := l.Subscribe()
+	defer cancel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-events:
+			if !ok {
+				return
+			}
+			fields := map[string]string{"kind": string(e.Kind), "reason": e.Reason, "message": e.Message}
+			for k, v := range e.Data {
+				fields[k] = v
+			}
+			tl.Add(timeline.Entry{Time: e.Time, Kind: timeline.KindLab, Name: e.Host, New: fields})
+		}
+	}
+}

@@ -1,0 +1,169 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strconv"
+
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/upgradelab/upgradelab/e2e/clustertemplate"
+	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/providers/inplace/singlenode"
+)
+
+// Templates is fixtures/clusters/baremetal, relative to the repository.
+const Templates = "fixtures/clusters/baremetal"
+
+// clusterName is the workload cluster's name in every run (each run has
+// its own namespace and plane).
+const clusterName = "sc"
+
+// vars are the template variables of the scenario's cluster at a release.
+func (r *run) vars(ctx context.Context, rel scenario.Release, suffix string) (map[string]string, error) {
+	s, e := r.scenario, r.env
+	vip, err := e.Site.VIP(ctx, e.Namespace+"/"+clusterName)
+	if err != nil {
+		return nil, err
+	}
+	cp, w := s.Cluster.ControlPlane, s.Cluster.Workers
+	v := map[string]string{
+		"NAMESPACE": e.Namespace, "CLUSTER_NAME": clusterName, "VIP_HOST": vip.Host, "VIP_PORT": strconv.Itoa(int(vip.Port)),
+		"KUBERNETES_VERSION": rel.Version, "TEMPLATE_SUFFIX": suffix,
+		"CP_REPLICAS": strconv.Itoa(cp.Replicas), "CP_MAX_SURGE": strconv.Itoa(cp.MaxSurge),
+		"WORKER_REPLICAS": strconv.Itoa(w.Replicas), "MD_MAX_SURGE": strconv.Itoa(w.MaxSurge), "MD_MAX_UNAVAILABLE": strconv.Itoa(w.MaxUnavailable),
+		"NODE_REUSE":   strconv.FormatBool(s.Strategy == scenario.ScaleIn || s.Strategy == scenario.Reset),
+		"NIC_FIRMWARE": "null", "NIC_FIRMWARE_URL": "",
+	}
+	if w.Replicas == 0 { // the MachineDeployment never rolls; the webhook still wants a way
+		v["MD_MAX_SURGE"] = "1"
+	}
+	img, err := e.Site.Lab.Definition().Catalog.Get(rel.Image)
+	if err != nil {
+		return nil, err
+	}
+	v["IMAGE_URL"], v["IMAGE_CHECKSUM"] = e.Site.Lab.ImageServer().ImageURL(img.Name), img.SHA256
+	if rel.NICFirmware != "" {
+		url := e.Site.Lab.ImageServer().FirmwareURL(rel.NICFirmware)
+		v["NIC_FIRMWARE"], v["NIC_FIRMWARE_URL"] = fmt.Sprintf("{url: %q}", url), url
+	}
+	images := map[string]map[string]string{}
+	for _, rel := range []scenario.Release{s.From, s.To} {
+		img, err := e.Site.Lab.Definition().Catalog.Get(rel.Image)
+		if err != nil {
+			return nil, err
+		}
+		images[rel.Version] = map[string]string{"url": e.Site.Lab.ImageServer().ImageURL(img.Name), "checksum": img.SHA256}
+	}
+	b, _ := json.Marshal(images)
+	v["IMAGES"] = string(b)
+	return v, nil
+}
+
+func (r *run) apply(ctx context.Context, file string, vars map[string]string) error {
+	objs, err := clustertemplate.Render(filepath.Join(r.opts.RepoRoot, Templates, file), vars)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if err := r.env.Client.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// createCluster creates the cluster at the scenario's from-release, in
+// the run's form. A one-replica control plane updated in place is opted
+// into the single-node controller.
+func (r *run) createCluster(ctx context.Context) error {
+	v, err := r.vars(ctx, r.scenario.From, "from")
+	if err != nil {
+		return err
+	}
+	singleNode := r.scenario.Strategy == scenario.InPlace && r.scenario.Cluster.ControlPlane.Replicas == 1
+	if r.form == scenario.ClusterClass {
+		if err := r.apply(ctx, "clusterclass.yaml", v); err != nil {
+			return err
+		}
+		if err := r.apply(ctx, "cluster-topology.yaml", v); err != nil {
+			return err
+		}
+		if singleNode {
+			return r.patchCluster(ctx, func(c *clusterv1.Cluster) {
+				c.Spec.Topology.ControlPlane.Metadata.Annotations = map[string]string{singlenode.Annotation: "true"}
+			})
+		}
+		return nil
+	}
+	if err := r.apply(ctx, "machine-templates.yaml", v); err != nil {
+		return err
+	}
+	if err := r.apply(ctx, "cluster.yaml", v); err != nil {
+		return err
+	}
+	if singleNode {
+		kcp := &controlplanev1.KubeadmControlPlane{}
+		if err := r.env.Client.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName + "-cp"}, kcp); err != nil {
+			return err
+		}
+		patch := client.MergeFrom(kcp.DeepCopy())
+		kcp.Annotations = map[string]string{singlenode.Annotation: "true"}
+		return r.env.Client.Patch(ctx, kcp, patch)
+	}
+	return nil
+}
+
+// upgrade moves the cluster to the to-release as a user would: a version
+// bump of the topology, or new machine templates and the KCP and
+// MachineDeployment pointed at them.
+func (r *run) upgrade(ctx context.Context) error {
+	to := r.scenario.To
+	v, err := r.vars(ctx, to, "to")
+	if err != nil {
+		return err
+	}
+	if r.form == scenario.ClusterClass {
+		return r.patchCluster(ctx, func(c *clusterv1.Cluster) {
+			c.Spec.Topology.Version = to.Version
+			for i := range c.Spec.Topology.Variables {
+				if c.Spec.Topology.Variables[i].Name == "nicFirmwareURL" {
+					c.Spec.Topology.Variables[i].Value.Raw, _ = json.Marshal(v["NIC_FIRMWARE_URL"])
+				}
+			}
+		})
+	}
+	if err := r.apply(ctx, "machine-templates.yaml", v); err != nil {
+		return err
+	}
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	if err := r.env.Client.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName + "-cp"}, kcp); err != nil {
+		return err
+	}
+	kcp.Spec.Version = to.Version
+	kcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name = clusterName + "-cp-to"
+	if err := r.env.Client.Update(ctx, kcp); err != nil {
+		return err
+	}
+	md := &clusterv1.MachineDeployment{}
+	if err := r.env.Client.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName + "-md"}, md); err != nil {
+		return err
+	}
+	md.Spec.Template.Spec.Version = to.Version
+	md.Spec.Template.Spec.InfrastructureRef.Name = clusterName + "-md-to"
+	return r.env.Client.Update(ctx, md)
+}
+
+func (r *run) patchCluster(ctx context.Context, change func(*clusterv1.Cluster)) error {
+	c := &clusterv1.Cluster{}
+	if err := r.env.Client.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName}, c); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(c.DeepCopy())
+	change(c)
+	return r.env.Client.Patch(ctx, c, patch)
+}

@@ -1,0 +1,124 @@
+// Package runner runs one scenario (e2e/scenario) in one form on the lab
+// with the real CAPI managers, the reference provider and, for in-place
+// upgrades, the extension: it provisions the cluster, writes data the
+// upgrade must keep or wipe, upgrades, waits, and records everything into
+// the run's timeline, then judges it (e2e/check).
+package runner
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/upgradelab/upgradelab/e2e/mgmt"
+	"github.com/upgradelab/upgradelab/e2e/reference"
+	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/site"
+	"github.com/upgradelab/upgradelab/sim/timescale"
+)
+
+// EnvOptions choose the lab and what runs beside CAPI's managers.
+type EnvOptions struct {
+	Lab *lab.Definition
+	// Dir holds the site's state, the binaries and the plane's logs.
+	Dir   string
+	Scale timescale.Scale
+	// Binaries built before (reference.Build); built into Dir when empty.
+	ProviderBinary, ExtensionBinary string
+	ProviderArgs                    []string
+	// Extension adds the in-place extension with ExtensionArgs.
+	Extension     bool
+	ExtensionArgs []string
+}
+
+// Env is a site, a management plane running CAPI's managers and the
+// reference provider, and a namespace to work in.
+type Env struct {
+	Site      *site.Site
+	Plane     *mgmt.Plane
+	Client    client.Client
+	Namespace string
+	// Callback is the provider's callback URL (registration pools).
+	Callback string
+	stops    []func()
+}
+
+// StartEnv starts it all; Stop ends it.
+func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
+	e := &Env{}
+	defer func() {
+		if err != nil {
+			e.Stop()
+		}
+	}()
+	if e.Site, err = site.Start(ctx, site.Options{Lab: o.Lab, StateDir: filepath.Join(o.Dir, "site"), Scale: o.Scale}); err != nil {
+		return nil, err
+	}
+	e.stops = append(e.stops, e.Site.Stop)
+	bin := o.ProviderBinary
+	if bin == "" {
+		if bin, err = reference.Build(ctx, o.Dir, reference.ProviderCommand); err != nil {
+			return nil, err
+		}
+	}
+	prov, callback, err := reference.Provider(e.Site, reference.Options{Binary: bin, StateDir: o.Dir,
+		Args: append([]string{"--poll=200ms"}, o.ProviderArgs...)})
+	if err != nil {
+		return nil, err
+	}
+	e.Callback = callback
+	providers := []mgmt.Provider{prov}
+	if o.Extension {
+		ext := o.ExtensionBinary
+		if ext == "" {
+			if ext, err = reference.Build(ctx, o.Dir, reference.ExtensionCommand); err != nil {
+				return nil, err
+			}
+		}
+		p, err := reference.Extension(e.Site, ext, filepath.Join(o.Dir, "extension-certs"), o.ExtensionArgs...)
+		if err != nil {
+			return nil, err
+		}
+		providers = append(providers, p)
+	}
+	if e.Plane, err = mgmt.Start(ctx, mgmt.Options{ArtifactsDir: filepath.Join(o.Dir, "mgmt"), Providers: providers}); err != nil {
+		return nil, err
+	}
+	e.stops = append(e.stops, e.Plane.Stop)
+	if e.Client, err = client.New(e.Plane.RESTConfig, client.Options{Scheme: reference.Scheme()}); err != nil {
+		return nil, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "scenario-"}}
+	if err := e.Client.Create(ctx, ns); err != nil {
+		return nil, err
+	}
+	e.Namespace = ns.Name
+	return e, nil
+}
+
+// Stop ends the plane and the site.
+func (e *Env) Stop() {
+	for i := len(e.stops) - 1; i >= 0; i-- {
+		e.stops[i]()
+	}
+	e.stops = nil
+}
+
+// Workload is a client of a workload cluster through the kubeconfig CAPI
+// wrote for it.
+func (e *Env) Workload(ctx context.Context, cluster string) (client.Client, error) {
+	secret := &corev1.Secret{}
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: cluster + "-kubeconfig"}, secret); err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data["value"])
+	if err != nil {
+		return nil, fmt.Errorf("the kubeconfig of %s: %w", cluster, err)
+	}
+	return client.New(cfg, client.Options{})
+}

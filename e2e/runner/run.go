@@ -1,0 +1,199 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/monitor"
+	"github.com/upgradelab/upgradelab/e2e/reference"
+	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/timescale"
+)
+
+// Options are what every run of a suite shares.
+type Options struct {
+	// RepoRoot finds fixtures/.
+	RepoRoot string
+	// Dir is the run's artifacts folder (timeline, logs, results).
+	Dir   string
+	Scale timescale.Scale
+	// Progress receives one line per step and per change of progress.
+	Progress io.Writer
+	// Binaries built once per suite (reference.Build).
+	ProviderBinary, ExtensionBinary string
+}
+
+// Result is one run's outcome.
+type Result struct {
+	Scenario string         `json:"scenario"`
+	Form     scenario.Form  `json:"form"`
+	Strategy string         `json:"strategy"`
+	Started  time.Time      `json:"started"`
+	Duration time.Duration  `json:"duration"`
+	Checks   []check.Result `json:"checks"`
+	// Error is why the run stopped early ("" when it ran to the end).
+	Error string `json:"error,omitempty"`
+	// Timeline is the run's timeline file.
+	Timeline string `json:"timeline"`
+}
+
+// Failed says whether the run broke a rule or stopped early.
+func (r Result) Failed() bool { return r.Error != "" || len(check.Failed(r.Checks)) > 0 }
+
+// marker is the persistent-partition key the runner writes before an
+// upgrade and looks for after it.
+const marker = "upgradelab/scenario-marker"
+
+type run struct {
+	scenario *scenario.Scenario
+	lab      *lab.Definition
+	form     scenario.Form
+	opts     Options
+	env      *Env
+	tl       *timeline.Timeline
+	prefix   string
+}
+
+// Run runs one scenario in one form and judges its timeline. The result
+// is also written to Dir/result.json.
+func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form scenario.Form, o Options) Result {
+	r := &run{scenario: s, lab: def, form: form, opts: o, prefix: fmt.Sprintf("[%s/%s]", s.Name, form)}
+	res := Result{Scenario: s.Name, Form: form, Strategy: string(s.Strategy), Started: time.Now(), Timeline: filepath.Join(o.Dir, "timeline.jsonl")}
+	err := r.execute(ctx)
+	res.Duration = time.Since(res.Started)
+	if err != nil {
+		res.Error = err.Error()
+		r.say("stopped: %v", err)
+	}
+	if r.tl != nil {
+		res.Checks = check.Run(r.tl.Entries(), check.ParamsFor(s))
+		r.tl.Close()
+	}
+	failed := check.Failed(res.Checks)
+	r.say("done in %s: %d rule(s) broken", res.Duration.Round(time.Second), len(failed))
+	if b, err := json.MarshalIndent(res, "", "  "); err == nil {
+		_ = os.WriteFile(filepath.Join(o.Dir, "result.json"), b, 0o644)
+	}
+	return res
+}
+
+func (r *run) say(format string, args ...any) {
+	if r.opts.Progress != nil {
+		fmt.Fprintf(r.opts.Progress, "%s %s %s\n", time.Now().Format("15:04:05"), r.prefix, fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *run) execute(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.scenario.Timeout.Duration)
+	defer cancel()
+	if err := os.MkdirAll(r.opts.Dir, 0o755); err != nil {
+		return err
+	}
+	var err error
+	if r.tl, err = timeline.Create(filepath.Join(r.opts.Dir, "timeline.jsonl")); err != nil {
+		return err
+	}
+	r.say("step 1/6: starting the lab %s, CAPI's managers and the provider", r.lab.Spec.Name)
+	r.env, err = StartEnv(ctx, EnvOptions{Lab: r.lab, Dir: r.opts.Dir, Scale: r.opts.Scale,
+		ProviderBinary: r.opts.ProviderBinary, ExtensionBinary: r.opts.ExtensionBinary,
+		Extension: r.scenario.Strategy == scenario.InPlace})
+	if err != nil {
+		return err
+	}
+	defer r.env.Stop()
+	r.tl.Step("env", "plane and lab up")
+
+	recCtx, stopRecording := context.WithCancel(context.Background())
+	defer stopRecording()
+	rec := &monitor.Recorder{Management: r.env.Client, Namespace: r.env.Namespace, Timeline: r.tl,
+		Workload: func(ctx context.Context) (client.Client, error) { return r.env.Workload(ctx, clusterName) }}
+	go rec.Run(recCtx)
+	go monitor.RecordLab(recCtx, r.env.Site.Lab, r.tl)
+
+	r.say("step 2/6: enrolling the hosts")
+	if err := r.enroll(ctx); err != nil {
+		return err
+	}
+	r.say("step 3/6: creating the %s cluster at %s", r.form, r.scenario.From.Version)
+	if err := r.createCluster(ctx); err != nil {
+		return err
+	}
+	if err := r.waitRolledOut(ctx, r.scenario.From.Version, "provisioning"); err != nil {
+		return err
+	}
+	r.say("step 4/6: writing markers on the persistent partitions")
+	if err := r.writeMarkers(ctx); err != nil {
+		return err
+	}
+	rec.Poll(ctx)
+	r.tl.Step(check.StepUpgrade, fmt.Sprintf("%s -> %s (%s)", r.scenario.From.Version, r.scenario.To.Version, r.scenario.Strategy))
+	r.say("step 5/6: upgrading to %s (%s)", r.scenario.To.Version, r.scenario.Strategy)
+	if err := r.upgrade(ctx); err != nil {
+		return err
+	}
+	if err := r.waitRolledOut(ctx, r.scenario.To.Version, "upgrade"); err != nil {
+		return err
+	}
+	rec.Poll(ctx)
+	r.tl.Step(check.StepDone, "every Machine up to date")
+	r.say("step 6/6: reading the markers back")
+	r.readMarkers()
+	stopRecording()
+	return nil
+}
+
+// enroll registers the lab's hosts with the provider.
+func (r *run) enroll(ctx context.Context) error {
+	if r.scenario.Strategy == scenario.Reset {
+		return fmt.Errorf("strategy reset is not runnable yet: registration-pool clusters are tested only in e2e/integration (TestRegistrationPoolResetsHostsUnderNewIdentities)")
+	}
+	_, err := reference.Enroll(ctx, r.env.Client, r.env.Site, r.env.Namespace, nil)
+	return err
+}
+
+func (r *run) writeMarkers(ctx context.Context) error {
+	hosts := &metal3.BareMetalHostList{}
+	if err := r.env.Client.List(ctx, hosts, client.InNamespace(r.env.Namespace)); err != nil {
+		return err
+	}
+	for _, h := range hosts.Items {
+		if h.Spec.ConsumerRef == nil {
+			continue
+		}
+		lh, err := r.env.Site.Lab.Host(h.Name)
+		if err != nil {
+			return err
+		}
+		if err := lh.SetPersistent(marker, "written before the upgrade on "+h.Name); err != nil {
+			return err
+		}
+		r.tl.Add(timeline.Entry{Kind: check.KindHostData, Name: h.Name, New: map[string]string{check.FieldMarker: "written"}})
+	}
+	return nil
+}
+
+func (r *run) readMarkers() {
+	for _, e := range r.tl.Entries() {
+		if e.Kind != check.KindHostData || e.New[check.FieldMarker] != "written" {
+			continue
+		}
+		h, err := r.env.Site.Lab.Host(e.Name)
+		state := "absent"
+		if err == nil && strings.Contains(h.Persistent()[marker], e.Name) {
+			state = "present"
+		}
+		r.tl.Add(timeline.Entry{Kind: check.KindHostData, Name: e.Name, Old: e.New, New: map[string]string{check.FieldMarker: state}})
+	}
+}

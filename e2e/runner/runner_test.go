@@ -1,0 +1,61 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/reference"
+	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/sim/timescale"
+)
+
+// One scenario end to end in `make test`, so every commit proves the
+// chain from a scenario file to the checks: the single-node in-place
+// upgrade, plain form.
+func TestSingleNodeInPlaceScenarioPassesEveryCheck(t *testing.T) {
+	root, err := reference.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, def, err := scenario.Load(filepath.Join(root, "scenarios", "single-node-in-place.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(0.01), Progress: testWriter{t}})
+	if res.Error != "" {
+		t.Fatalf("the run stopped: %s", res.Error)
+	}
+	for _, r := range res.Checks {
+		if r.Status == check.Fail {
+			t.Errorf("rule %s failed: %v", r.Rule, r.Violations)
+		}
+	}
+	applied := 0
+	for _, r := range res.Checks {
+		if r.Status == check.Pass {
+			applied++
+		}
+	}
+	if applied < 10 {
+		t.Errorf("only %d rules applied to an in-place run: %+v", applied, res.Checks)
+	}
+	entries, err := timeline.Read(res.Timeline)
+	if err != nil || len(entries) < 20 {
+		t.Fatalf("timeline %s: %d entries, %v", res.Timeline, len(entries), err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "result.json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p[:len(p)-1]))
+	return len(p), nil
+}

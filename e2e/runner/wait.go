@@ -1,0 +1,105 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// waitRolledOut waits until every Machine is UpToDate at version with no
+// update in progress, KCP and the MachineDeployment count them so, and
+// every Node is Ready with that kubelet; it prints progress as it moves.
+func (r *run) waitRolledOut(ctx context.Context, version, phase string) error {
+	want := r.scenario.Cluster.ControlPlane.Replicas + r.scenario.Cluster.Workers.Replicas
+	var last string
+	for {
+		done, n, detail, err := r.rolledOut(ctx, version, want)
+		if err == nil {
+			if line := fmt.Sprintf("%s: %d/%d machines up to date at %s", phase, n, want, version); line != last {
+				r.say("%s", line)
+				last = line
+			}
+			if done {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				detail = err.Error()
+			}
+			return fmt.Errorf("%s: %d/%d machines up to date at %s when the run's time was up: %s", phase, n, want, version, detail)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (r *run) rolledOut(ctx context.Context, version string, want int) (done bool, upToDate int, detail string, err error) {
+	c, ns := r.env.Client, r.env.Namespace
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName + "-cp"}, kcp); err != nil {
+		return false, 0, "", err
+	}
+	md := &clusterv1.MachineDeployment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName + "-md"}, md); err != nil {
+		return false, 0, "", err
+	}
+	machines := &clusterv1.MachineList{}
+	if err := c.List(ctx, machines, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: clusterName}); err != nil {
+		return false, 0, "", err
+	}
+	nodes := map[string]*corev1.Node{}
+	if wl, err := r.env.Workload(ctx, clusterName); err == nil {
+		list := &corev1.NodeList{}
+		if err := wl.List(ctx, list); err == nil {
+			for i := range list.Items {
+				nodes[list.Items[i].Name] = &list.Items[i]
+			}
+		}
+	}
+	var states []string
+	for _, m := range machines.Items {
+		cond := meta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineUpToDateCondition)
+		_, updating := m.Annotations[clusterv1.UpdateInProgressAnnotation]
+		n := nodes[m.Status.NodeRef.Name]
+		ok := cond != nil && cond.Status == metav1.ConditionTrue && m.Spec.Version == version && m.DeletionTimestamp.IsZero() && !updating &&
+			n != nil && nodeReady(n) && n.Status.NodeInfo.KubeletVersion == version
+		if ok {
+			upToDate++
+		}
+		states = append(states, fmt.Sprintf("%s(%s %s up-to-date=%v)", m.Name, m.Status.Phase, m.Spec.Version, ok))
+	}
+	sort.Strings(states)
+	cp := int32(r.scenario.Cluster.ControlPlane.Replicas)
+	workers := int32(r.scenario.Cluster.Workers.Replicas)
+	done = meta.IsStatusConditionTrue(kcp.Status.Conditions, controlplanev1.KubeadmControlPlaneAvailableCondition) &&
+		val(kcp.Status.UpToDateReplicas) == cp && val(kcp.Status.AvailableReplicas) == cp &&
+		val(md.Status.UpToDateReplicas) == workers && val(md.Status.AvailableReplicas) == workers &&
+		upToDate == want && len(machines.Items) == want
+	return done, upToDate, strings.Join(states, " "), nil
+}
+
+func val(p *int32) int32 {
+	if p == nil {
+		return -1
+	}
+	return *p
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
