@@ -56,10 +56,14 @@ test: tools lint
 	$(GO_TEST) -count=1 -timeout 25m -parallel 2 ./...
 	$(GO_TEST) -count=1 -race -timeout 20m $(RACE_PKGS)
 
-# The main job: the e2e suite on the embedded management plane.
+# The main job: the e2e suite (every scenario of scenarios/ in each of its
+# forms, on its own lab and plane). GINKGO_LABELS selects, e.g.
+# GINKGO_LABELS=in-place or GINKGO_LABELS='scenario && clusterclass'.
+GINKGO_LABELS ?=
 e2e: tools
-	$(GO_TEST) -v -count=1 -tags e2e -timeout 60m ./e2e/ -args \
+	$(GO_TEST) -v -count=1 -tags e2e -timeout 90m ./e2e/ -args \
 		-ginkgo.v -ginkgo.junit-report=$(ARTIFACTS)/junit.xml \
+		-ginkgo.label-filter='$(GINKGO_LABELS)' \
 		-artifacts=$(ARTIFACTS) -management=$(MANAGEMENT)
 
 # Benchmarks print figures (ns/op and custom metrics such as seconds to ready).

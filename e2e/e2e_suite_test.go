@@ -1,8 +1,10 @@
 //go:build e2e
 
-// The e2e suite: upgrade scenarios against the real CAPI managers. Run it
-// with `make e2e`; flags after -args choose the management cluster and the
-// artifacts folder.
+// The e2e suite: the upgrade scenarios of scenarios/ against the real
+// CAPI managers, each in its forms, plus the plane's and the lab's own
+// promises. Run it with `make e2e`; flags after -args choose the
+// management cluster of the plane spec, the artifacts folder and the time
+// scale. Every scenario run has its own lab and plane.
 package e2e
 
 import (
@@ -17,7 +19,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/upgradelab/upgradelab/e2e/mgmt"
+	"github.com/upgradelab/upgradelab/e2e/reference"
+	"github.com/upgradelab/upgradelab/e2e/report"
 )
 
 var (
@@ -26,8 +29,8 @@ var (
 	timeScaleFlag  = flag.Float64("time-scale", 0.01, "real time per modelled time in the lab (0.01: a modelled minute takes 0.6 s)")
 )
 
-// plane is the management cluster every spec of this run shares.
-var plane *mgmt.Plane
+// binaries are the provider's and the extension's, built once per suite.
+var binaries struct{ provider, extension string }
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -39,15 +42,19 @@ var _ = BeforeSuite(func(ctx context.Context) {
 		*artifactsFlag = filepath.Join("_artifacts", "e2e-"+time.Now().Format("20060102-150405"))
 	}
 	Expect(os.MkdirAll(*artifactsFlag, 0o755)).To(Succeed())
-	target, err := mgmt.ParseTarget(*managementFlag)
+	By("building the reference provider and the in-place extension")
+	bin := filepath.Join(*artifactsFlag, "bin")
+	var err error
+	binaries.provider, err = reference.Build(ctx, bin, reference.ProviderCommand)
 	Expect(err).NotTo(HaveOccurred())
-	By("starting the management plane (" + target.String() + ")")
-	plane, err = mgmt.Start(ctx, mgmt.Options{Target: target, ArtifactsDir: *artifactsFlag, Progress: GinkgoWriter})
+	binaries.extension, err = reference.Build(ctx, bin, reference.ExtensionCommand)
 	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(plane.Stop)
-}, NodeTimeout(5*time.Minute))
+}, NodeTimeout(10*time.Minute))
 
 var _ = ReportAfterSuite("artifacts", func(Report) {
 	abs, _ := filepath.Abs(*artifactsFlag)
-	fmt.Fprintf(os.Stdout, "\nupgradelab e2e artifacts: %s\n", abs)
+	if err := report.Write(abs, scenarioResults()); err != nil {
+		fmt.Fprintf(os.Stdout, "\nwriting the report: %v\n", err)
+	}
+	fmt.Fprintf(os.Stdout, "\nupgradelab e2e artifacts: %s (report.html, junit.xml, one folder per scenario run)\n", abs)
 })

@@ -26,7 +26,7 @@ import (
 // The lab's promise to everything above it: each host is reachable through
 // a Redfish BMC that any client drives, and what the BMC does is what the
 // hardware does.
-var _ = Describe("simulated lab", func() {
+var _ = Describe("simulated lab", Label("lab"), func() {
 	It("boots every host of the cold-spare lab from virtual media through its BMC", func(ctx context.Context) {
 		def, err := lab.Load("../fixtures/labs/cold-spare.yaml")
 		Expect(err).NotTo(HaveOccurred())

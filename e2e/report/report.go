@@ -1,0 +1,232 @@
+// Package report writes a suite's artifacts for people: report.html with
+// the conformance table (each run against each rule) and, per run, a
+// picture of its timeline (machines and hosts over time, coloured by
+// phase), and results.json with the same data for tools.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"html/template"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/monitor"
+	"github.com/upgradelab/upgradelab/e2e/runner"
+	"github.com/upgradelab/upgradelab/e2e/timeline"
+)
+
+// Write writes report.html and results.json into dir.
+func Write(dir string, results []runner.Result) error {
+	b, err := json.MarshalIndent(results, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644); err != nil {
+		return err
+	}
+	page := pageData{Generated: time.Now().UTC().Format(time.RFC3339)}
+	for _, r := range check.Rules {
+		page.Rules = append(page.Rules, ruleHead{Name: r.Name, Why: r.Why})
+	}
+	for _, res := range results {
+		run := runData{Result: res, Name: res.Scenario + " (" + string(res.Form) + ")", Duration: res.Duration.Round(time.Second).String()}
+		byRule := map[string]check.Result{}
+		for _, c := range res.Checks {
+			byRule[c.Rule] = c
+		}
+		for _, r := range check.Rules {
+			c, ok := byRule[r.Name]
+			cell := cellData{Status: string(c.Status)}
+			if !ok {
+				cell.Status = "not run"
+			}
+			if len(c.Violations) > 0 {
+				cell.Title = c.Violations[0].String()
+			}
+			run.Cells = append(run.Cells, cell)
+		}
+		run.Violations = check.Failed(res.Checks)
+		if entries, err := timeline.Read(res.Timeline); err == nil {
+			run.Picture = picture(entries)
+		}
+		page.Runs = append(page.Runs, run)
+	}
+	f, err := os.Create(filepath.Join(dir, "report.html"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pageTemplate.Execute(f, page)
+}
+
+type pageData struct {
+	Generated string
+	Rules     []ruleHead
+	Runs      []runData
+}
+
+type ruleHead struct{ Name, Why string }
+
+type runData struct {
+	runner.Result
+	Name, Duration string
+	Cells          []cellData
+	Violations     []check.Violation
+	Picture        *pictureData
+}
+
+type cellData struct{ Status, Title string }
+
+// pictureData is one SVG: a row per Machine and host, a bar per state.
+type pictureData struct {
+	Width, Height int
+	Rows          []rowData
+	UpgradeX      float64
+	Ticks         []tick
+}
+
+type rowData struct {
+	Label string
+	Y     int
+	Bars  []bar
+}
+
+type bar struct {
+	X, W  float64
+	Color string
+	Title string
+}
+
+type tick struct {
+	X     float64
+	Label string
+}
+
+const (
+	labelWidth = 220
+	plotWidth  = 900
+	rowHeight  = 16
+)
+
+// picture draws Machines (by phase) and BareMetalHosts (by provisioning
+// state) between the run's first and last entry.
+func picture(entries []timeline.Entry) *pictureData {
+	if len(entries) == 0 {
+		return nil
+	}
+	start, end := entries[0].Time, entries[len(entries)-1].Time
+	span := end.Sub(start).Seconds()
+	if span <= 0 {
+		return nil
+	}
+	x := func(t time.Time) float64 { return labelWidth + t.Sub(start).Seconds()/span*plotWidth }
+	type change struct {
+		at    time.Time
+		value string
+	}
+	series := map[string][]change{}
+	p := &pictureData{Width: labelWidth + plotWidth + 10}
+	for _, e := range entries {
+		var field string
+		switch e.Kind {
+		case monitor.KindMachine:
+			field = monitor.FieldPhase
+		case monitor.KindHost:
+			field = monitor.FieldState
+		case timeline.KindStep:
+			if e.Name == check.StepUpgrade {
+				p.UpgradeX = x(e.Time)
+			}
+			continue
+		default:
+			continue
+		}
+		key := e.Kind + "/" + e.Name
+		v := ""
+		if e.New != nil {
+			v = e.New[field]
+			if e.Kind == monitor.KindMachine && e.New[monitor.FieldUpdating] != "" {
+				v = "Updating"
+			}
+		}
+		if s := series[key]; len(s) > 0 && s[len(s)-1].value == v {
+			continue
+		}
+		series[key] = append(series[key], change{e.Time, v})
+	}
+	keys := make([]string, 0, len(series))
+	for k := range series {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		row := rowData{Label: k, Y: 20 + i*rowHeight}
+		s := series[k]
+		for j, c := range s {
+			if c.value == "" {
+				continue
+			}
+			until := end
+			if j+1 < len(s) {
+				until = s[j+1].at
+			}
+			row.Bars = append(row.Bars, bar{X: x(c.at), W: max(x(until)-x(c.at), 1), Color: color(c.value),
+				Title: fmt.Sprintf("%s: %s from %s for %s", k, c.value, c.at.Sub(start).Round(100*time.Millisecond), until.Sub(c.at).Round(100*time.Millisecond))})
+		}
+		p.Rows = append(p.Rows, row)
+	}
+	p.Height = 30 + len(keys)*rowHeight
+	for i := 0; i <= 5; i++ {
+		p.Ticks = append(p.Ticks, tick{X: labelWidth + float64(i)*plotWidth/5, Label: fmt.Sprintf("%.0fs", span*float64(i)/5)})
+	}
+	return p
+}
+
+var fixed = map[string]string{
+	"Running": "#4caf50", "provisioned": "#4caf50", "Provisioning": "#2196f3", "provisioning": "#2196f3",
+	"Provisioned": "#03a9f4", "Updating": "#ff9800", "Deleting": "#f44336", "deprovisioning": "#f44336",
+	"available": "#9e9e9e", "Pending": "#bdbdbd", "registering": "#ce93d8", "inspecting": "#ba68c8",
+}
+
+func color(v string) string {
+	if c, ok := fixed[v]; ok {
+		return c
+	}
+	h := fnv.New32a()
+	h.Write([]byte(v))
+	return fmt.Sprintf("hsl(%d,45%%,60%%)", h.Sum32()%360)
+}
+
+var pageTemplate = template.Must(template.New("report").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>upgradelab e2e report</title>
+<style>
+body{font:14px system-ui,sans-serif;margin:2em}
+table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;font-size:12px}
+th.rule{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap}
+.pass{background:#c8e6c9}.fail{background:#ffcdd2;font-weight:bold}.na{background:#eee;color:#777}
+.v{font-family:monospace;font-size:12px}
+</style></head><body>
+<h1>upgradelab e2e report</h1>
+<p>Generated {{.Generated}}. Each cell is one rule (see docs/CONFORMANCE.md) in one run: pass, fail (hover for the first violation) or n/a (the rule means nothing for that run).</p>
+<table><tr><th>run</th><th>strategy</th><th>time</th>{{range .Rules}}<th class="rule" title="{{.Why}}">{{.Name}}</th>{{end}}</tr>
+{{range .Runs}}<tr><td><a href="#{{.Scenario}}-{{.Form}}">{{.Name}}</a>{{if .Error}} <b>stopped</b>{{end}}</td><td>{{.Strategy}}</td><td>{{.Duration}}</td>
+{{range .Cells}}<td class="{{if eq .Status "pass"}}pass{{else if eq .Status "fail"}}fail{{else}}na{{end}}" title="{{.Title}}">{{.Status}}</td>{{end}}</tr>
+{{end}}</table>
+{{range .Runs}}
+<h2 id="{{.Scenario}}-{{.Form}}">{{.Name}}</h2>
+<p>{{.Strategy}}, {{.Duration}}; timeline: <code>{{.Timeline}}</code></p>
+{{if .Error}}<p class="fail">Stopped early: {{.Error}}</p>{{end}}
+{{if .Violations}}<ul>{{range .Violations}}<li class="v">{{.String}}</li>{{end}}</ul>{{end}}
+{{with .Picture}}{{$h := .Height}}<svg width="{{.Width}}" height="{{.Height}}" xmlns="http://www.w3.org/2000/svg" font-size="11">
+{{range .Ticks}}<line x1="{{.X}}" x2="{{.X}}" y1="12" y2="{{$h}}" stroke="#eee"/><text x="{{.X}}" y="10">{{.Label}}</text>{{end}}
+{{range .Rows}}<text x="0" y="{{.Y}}" dy="11">{{.Label}}</text>{{$y := .Y}}{{range .Bars}}<rect x="{{.X}}" y="{{$y}}" width="{{.W}}" height="13" fill="{{.Color}}"><title>{{.Title}}</title></rect>{{end}}{{end}}
+{{if .UpgradeX}}<line x1="{{.UpgradeX}}" x2="{{.UpgradeX}}" y1="12" y2="{{.Height}}" stroke="black" stroke-dasharray="4"/>{{end}}
+</svg>{{end}}
+{{end}}
+</body></html>
+`))

@@ -1,0 +1,49 @@
+package report
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/monitor"
+	"github.com/upgradelab/upgradelab/e2e/runner"
+	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/e2e/timeline"
+)
+
+func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
+	dir := t.TempDir()
+	tl, err := timeline.Create(filepath.Join(dir, "timeline.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	tl.Add(timeline.Entry{Time: t0, Kind: monitor.KindMachine, Name: "sc-cp-a", New: map[string]string{monitor.FieldPhase: "Provisioning"}})
+	tl.Add(timeline.Entry{Time: t0.Add(time.Second), Kind: timeline.KindStep, Name: check.StepUpgrade})
+	tl.Add(timeline.Entry{Time: t0.Add(2 * time.Second), Kind: monitor.KindMachine, Name: "sc-cp-a", New: map[string]string{monitor.FieldPhase: "Running", monitor.FieldUpdating: "true"}})
+	tl.Add(timeline.Entry{Time: t0.Add(3 * time.Second), Kind: monitor.KindHost, Name: "node-0", New: map[string]string{monitor.FieldState: "provisioned"}})
+	tl.Close()
+	broken := check.Violation{Time: t0, Rule: "host-bound-once", Objects: []string{"BareMetalHost/node-0"}, Message: "bound twice"}
+	res := runner.Result{Scenario: "single-node-in-place", Form: scenario.Plain, Strategy: "in-place", Duration: 90 * time.Second,
+		Timeline: filepath.Join(dir, "timeline.jsonl"),
+		Checks:   []check.Result{{Rule: "host-bound-once", Status: check.Fail, Violations: []check.Violation{broken}}, {Rule: "same-machines", Status: check.Pass}}}
+	if err := Write(dir, []runner.Result{res}); err != nil {
+		t.Fatal(err)
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(html)
+	for _, want := range []string{"single-node-in-place (plain)", `class="fail" title="`, "bound twice", `<rect x=`, "Machine/sc-cp-a", "BareMetalHost/node-0", "stroke-dasharray"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "results.json")); err != nil {
+		t.Fatal(err)
+	}
+}

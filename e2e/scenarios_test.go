@@ -1,0 +1,68 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/runner"
+	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/sim/timescale"
+)
+
+var scenarioFlag = "../scenarios/*.yaml"
+
+var (
+	resultsMu sync.Mutex
+	results   []runner.Result
+)
+
+func scenarioResults() []runner.Result {
+	resultsMu.Lock()
+	defer resultsMu.Unlock()
+	return append([]runner.Result(nil), results...)
+}
+
+// Each scenario file, in each of its forms, is one spec labelled with its
+// name, strategy and form (`make e2e GINKGO_LABELS=in-place` runs only
+// those). A broken rule fails the spec with the moment, the objects and
+// the rule.
+var _ = Describe("upgrade scenarios", Label("scenario"), func() {
+	paths, err := filepath.Glob(scenarioFlag)
+	if err != nil || len(paths) == 0 {
+		panic(fmt.Sprintf("no scenarios at %s: %v", scenarioFlag, err))
+	}
+	for _, path := range paths {
+		s, def, err := scenario.Load(path)
+		if err != nil {
+			panic(err) // a bad scenario file stops the suite before it starts, naming file and field
+		}
+		for _, form := range s.Forms {
+			It(fmt.Sprintf("%s (%s)", s.Name, form), Label(s.Name, string(s.Strategy), string(form)), func(ctx context.Context) {
+				dir, _ := filepath.Abs(filepath.Join(*artifactsFlag, s.Name+"-"+string(form)))
+				res := runner.Run(ctx, s, def, form, runner.Options{
+					RepoRoot: "..", Dir: dir, Scale: timescale.Scale(*timeScaleFlag), Progress: GinkgoWriter,
+					ProviderBinary: binaries.provider, ExtensionBinary: binaries.extension,
+				})
+				resultsMu.Lock()
+				results = append(results, res)
+				resultsMu.Unlock()
+				Expect(res.Error).To(BeEmpty(), "the run stopped early")
+				var broken []string
+				for _, v := range check.Failed(res.Checks) {
+					broken = append(broken, v.String())
+				}
+				Expect(broken).To(BeEmpty(), "broken rules (timeline %s):\n%s", res.Timeline, strings.Join(broken, "\n"))
+			}, SpecTimeout(s.Timeout.Duration+2*time.Minute))
+		}
+	}
+})
