@@ -18,6 +18,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/timescale"
 )
@@ -154,13 +155,56 @@ func (r *run) execute(ctx context.Context) error {
 	return nil
 }
 
-// enroll registers the lab's hosts with the provider.
+// enroll makes the lab's hosts known to the provider: through their BMCs,
+// or (strategy reset) by booting them so they register themselves into
+// a pool, as Elemental's seed image does.
 func (r *run) enroll(ctx context.Context) error {
-	if r.scenario.Strategy == scenario.Reset {
-		return fmt.Errorf("strategy reset is not runnable yet: registration-pool clusters are tested only in e2e/integration (TestRegistrationPoolResetsHostsUnderNewIdentities)")
+	if r.scenario.Strategy != scenario.Reset {
+		_, err := reference.Enroll(ctx, r.env.Client, r.env.Site, r.env.Namespace, nil)
+		return err
 	}
-	_, err := reference.Enroll(ctx, r.env.Client, r.env.Site, r.env.Namespace, nil)
-	return err
+	url := reference.RegistrationURL(r.env.Callback, r.env.Namespace, resetPool)
+	hosts := r.env.Site.Lab.Hosts()
+	for _, h := range hosts {
+		if err := r.env.Site.JoinRegistrationPool(h.Name(), url); err != nil {
+			return err
+		}
+		if err := h.PowerOn(); err != nil {
+			return err
+		}
+	}
+	for {
+		list := &metal3.BareMetalHostList{}
+		if err := r.env.Client.List(ctx, list, client.InNamespace(r.env.Namespace), client.MatchingLabels{callback.PoolLabel: resetPool}); err != nil {
+			return err
+		}
+		n := 0
+		for _, h := range list.Items {
+			if h.Status.Provisioning.State == metal3.StateAvailable {
+				n++
+			}
+		}
+		if n == len(hosts) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("registration: %d of %d hosts registered and available", n, len(hosts))
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// resetPool is the registration pool of a reset scenario.
+const resetPool = "pool"
+
+// labHost is the lab host behind a BareMetalHost: the same name, or the
+// hostname a registered host reported.
+func labHost(h *metal3.BareMetalHost) string {
+	if n := h.Annotations[callback.HostnameAnnotation]; n != "" {
+		return n
+	}
+	return h.Name
 }
 
 func (r *run) writeMarkers(ctx context.Context) error {
@@ -172,14 +216,14 @@ func (r *run) writeMarkers(ctx context.Context) error {
 		if h.Spec.ConsumerRef == nil {
 			continue
 		}
-		lh, err := r.env.Site.Lab.Host(h.Name)
+		lh, err := r.env.Site.Lab.Host(labHost(&h))
 		if err != nil {
 			return err
 		}
 		if err := lh.SetPersistent(marker, "written before the upgrade on "+h.Name); err != nil {
 			return err
 		}
-		r.tl.Add(timeline.Entry{Kind: check.KindHostData, Name: h.Name, New: map[string]string{check.FieldMarker: "written"}})
+		r.tl.Add(timeline.Entry{Kind: check.KindHostData, Name: h.Name, New: map[string]string{check.FieldMarker: "written", "labHost": lh.Name()}})
 	}
 	return nil
 }
@@ -189,7 +233,7 @@ func (r *run) readMarkers() {
 		if e.Kind != check.KindHostData || e.New[check.FieldMarker] != "written" {
 			continue
 		}
-		h, err := r.env.Site.Lab.Host(e.Name)
+		h, err := r.env.Site.Lab.Host(e.New["labHost"])
 		state := "absent"
 		if err == nil && strings.Contains(h.Persistent()[marker], e.Name) {
 			state = "present"
