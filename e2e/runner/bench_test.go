@@ -47,6 +47,7 @@ func BenchmarkScenario(b *testing.B) {
 					b.Fatalf("%s failed: %s %s", s.Name, res.Error, strings.Join(broken, "; "))
 				}
 				b.ReportMetric(res.Duration.Seconds(), "s-wall/op")
+				b.ReportMetric(res.Upgrade.Seconds(), "s-upgrade/op")
 			}
 		})
 	}

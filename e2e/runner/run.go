@@ -43,6 +43,8 @@ type Result struct {
 	Strategy string         `json:"strategy"`
 	Started  time.Time      `json:"started"`
 	Duration time.Duration  `json:"duration"`
+	// Upgrade is the time from the "upgrade" step to "done".
+	Upgrade time.Duration `json:"upgrade"`
 	Checks   []check.Result `json:"checks"`
 	// Error is why the run stopped early ("" when it ran to the end).
 	Error string `json:"error,omitempty"`
@@ -79,8 +81,18 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		r.say("stopped: %v", err)
 	}
 	if r.tl != nil {
-		res.Checks = check.Run(r.tl.Entries(), check.ParamsFor(s))
+		entries := r.tl.Entries()
+		res.Checks = check.Run(entries, check.ParamsFor(s))
 		r.tl.Close()
+		var from time.Time
+		for _, e := range entries {
+			switch {
+			case e.Kind == timeline.KindStep && e.Name == check.StepUpgrade:
+				from = e.Time
+			case e.Kind == timeline.KindStep && e.Name == check.StepDone && !from.IsZero():
+				res.Upgrade = e.Time.Sub(from)
+			}
+		}
 	}
 	failed := check.Failed(res.Checks)
 	r.say("done in %s: %d rule(s) broken", res.Duration.Round(time.Second), len(failed))
