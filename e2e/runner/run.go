@@ -38,14 +38,14 @@ type Options struct {
 
 // Result is one run's outcome.
 type Result struct {
-	Scenario string         `json:"scenario"`
-	Form     scenario.Form  `json:"form"`
-	Strategy string         `json:"strategy"`
-	Started  time.Time      `json:"started"`
-	Duration time.Duration  `json:"duration"`
+	Scenario string        `json:"scenario"`
+	Form     scenario.Form `json:"form"`
+	Strategy string        `json:"strategy"`
+	Started  time.Time     `json:"started"`
+	Duration time.Duration `json:"duration"`
 	// Upgrade is the time from the "upgrade" step to "done".
-	Upgrade time.Duration `json:"upgrade"`
-	Checks   []check.Result `json:"checks"`
+	Upgrade time.Duration  `json:"upgrade"`
+	Checks  []check.Result `json:"checks"`
 	// Error is why the run stopped early ("" when it ran to the end).
 	Error string `json:"error,omitempty"`
 	// Timeline is the run's timeline file.
