@@ -11,6 +11,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log"
 	"os"
 	"path/filepath"
 	"testing"
@@ -42,9 +43,14 @@ var _ = BeforeSuite(func(ctx context.Context) {
 		*artifactsFlag = filepath.Join("_artifacts", "e2e-"+time.Now().Format("20060102-150405"))
 	}
 	Expect(os.MkdirAll(*artifactsFlag, 0o755)).To(Succeed())
+	// net/http's complaints from CAPI's in-memory workload API servers
+	// ("superfluous response.WriteHeader") go to a file, not among the
+	// progress lines.
+	stdlog, err := os.Create(filepath.Join(*artifactsFlag, "stdlog.txt"))
+	Expect(err).NotTo(HaveOccurred())
+	log.SetOutput(stdlog)
 	By("building the reference provider and the in-place extension")
 	bin := filepath.Join(*artifactsFlag, "bin")
-	var err error
 	binaries.provider, err = reference.Build(ctx, bin, reference.ProviderCommand)
 	Expect(err).NotTo(HaveOccurred())
 	binaries.extension, err = reference.Build(ctx, bin, reference.ExtensionCommand)
