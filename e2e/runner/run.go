@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/e2e/check"
@@ -161,10 +162,35 @@ func (r *run) execute(ctx context.Context) error {
 	}
 	rec.Poll(ctx)
 	r.tl.Step(check.StepDone, "every Machine up to date")
-	r.say("step 6/6: reading the markers back")
+	r.say("step 6/6: waiting for CAPI's Cluster conditions to settle, reading the markers back")
+	r.settle(ctx, settleTime)
+	rec.Poll(ctx)
 	r.readMarkers()
 	stopRecording()
 	return nil
+}
+
+// settleTime bounds how long CAPI's Cluster conditions may lag behind
+// the Machines once the upgrade is done (the Cluster controller
+// summarises on its next reconcile).
+const settleTime = time.Minute
+
+// settle waits until CAPI's Cluster says what the runner saw (available,
+// machines up to date, not rolling out), or for at most d; the
+// capi-agrees rule judges what it says then.
+func (r *run) settle(ctx context.Context, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		c := &clusterv1.Cluster{}
+		if err := r.env.Client.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName}, c); err == nil {
+			sum := monitor.ClusterSummary(c)
+			if sum[monitor.FieldAvailable] == "True" && sum[monitor.FieldCPUpToDate] == "True" &&
+				sum[monitor.FieldWorkersUpToDate] == "True" && sum[monitor.FieldRollingOut] != "True" {
+				return
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // enroll makes the lab's hosts known to the provider: through their BMCs,
