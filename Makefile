@@ -18,7 +18,7 @@ RACE_PKGS := ./e2e/mgmt/... ./sim/... ./providers/...
 
 GO_TEST ?= go test
 
-.PHONY: all deps tools test e2e bench fuzz lint build generate clean-cache
+.PHONY: all deps tools test e2e e2e-faults bench fuzz lint build generate clean-cache
 
 all: build
 
@@ -64,6 +64,14 @@ e2e: tools
 	$(GO_TEST) -v -count=1 -tags e2e -timeout 90m ./e2e/ -args \
 		-ginkgo.v -ginkgo.junit-report=$(ARTIFACTS)/junit.xml \
 		-ginkgo.label-filter='$(GINKGO_LABELS)' \
+		-artifacts=$(ARTIFACTS) -management=$(MANAGEMENT)
+
+# The fault variants (scenarios/faults/): each scenario with a failure
+# injected mid-run, judged by the same checks.
+e2e-faults: tools
+	UPGRADELAB_SCENARIOS='../scenarios/faults/*.yaml' $(GO_TEST) -v -count=1 -tags e2e -timeout 90m ./e2e/ -args \
+		-ginkgo.v -ginkgo.junit-report=$(ARTIFACTS)/junit.xml \
+		-ginkgo.label-filter='scenario' \
 		-artifacts=$(ARTIFACTS) -management=$(MANAGEMENT)
 
 # Benchmarks print figures (ns/op and custom metrics such as seconds to ready).

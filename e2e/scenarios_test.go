@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,7 +20,16 @@ import (
 	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
-var scenarioFlag = "../scenarios/*.yaml"
+// scenarioGlob picks the scenario files: UPGRADELAB_SCENARIOS, or every
+// file of scenarios/ (`make e2e-faults` points it at scenarios/faults/).
+// An environment variable, as Ginkgo builds the spec tree before flags
+// are parsed.
+var scenarioGlob = func() string {
+	if g := os.Getenv("UPGRADELAB_SCENARIOS"); g != "" {
+		return g
+	}
+	return "../scenarios/*.yaml"
+}()
 
 var (
 	resultsMu sync.Mutex
@@ -37,9 +47,9 @@ func scenarioResults() []runner.Result {
 // those). A broken rule fails the spec with the moment, the objects and
 // the rule.
 var _ = Describe("upgrade scenarios", Label("scenario"), func() {
-	paths, err := filepath.Glob(scenarioFlag)
+	paths, err := filepath.Glob(scenarioGlob)
 	if err != nil || len(paths) == 0 {
-		panic(fmt.Sprintf("no scenarios at %s: %v", scenarioFlag, err))
+		panic(fmt.Sprintf("no scenarios at %s: %v", scenarioGlob, err))
 	}
 	for _, path := range paths {
 		s, def, err := scenario.Load(path)

@@ -68,6 +68,8 @@ type run struct {
 	env      *Env
 	tl       *timeline.Timeline
 	prefix   string
+	// faultErrs carries faults that could not be injected.
+	faultErrs chan error
 }
 
 // Run runs one scenario in one form and judges its timeline. The result
@@ -127,6 +129,10 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	defer r.env.Stop()
+	r.faultErrs = make(chan error, len(r.scenario.Faults))
+	faultCtx, stopFaults := context.WithCancel(ctx)
+	defer stopFaults()
+	r.injectFaults(faultCtx, r.faultErrs)
 	r.tl.Step("env", "plane and lab up")
 
 	recCtx, stopRecording := context.WithCancel(context.Background())

@@ -38,6 +38,8 @@ func (r *run) waitRolledOut(ctx context.Context, version, phase string) error {
 				detail = err.Error()
 			}
 			return fmt.Errorf("%s: %d/%d machines up to date at %s when the run's time was up: %s", phase, n, want, version, detail)
+		case err := <-r.faultErrs:
+			return err
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

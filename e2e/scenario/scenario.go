@@ -65,6 +65,9 @@ type Scenario struct {
 	From     Release  `yaml:"from"`
 	To       Release  `yaml:"to"`
 	Expect   Expect   `yaml:"expect"`
+	// Faults are injected while the scenario runs; the expectations still
+	// hold (the upgrade recovers).
+	Faults []Fault `yaml:"faults"`
 	// Timeout bounds the whole run (provisioning and upgrade); default 10m.
 	Timeout Duration `yaml:"timeout"`
 
@@ -113,6 +116,35 @@ type Expect struct {
 	// (-1 or absent: not checked).
 	SparesLeft *int `yaml:"sparesLeft"`
 }
+
+// Fault is one injected failure: when, and what. Exactly one action.
+type Fault struct {
+	Name string    `yaml:"name"`
+	When FaultWhen `yaml:"when"`
+	// Restart kills a process of the management plane (SIGKILL, as a
+	// crash) and starts it again: capi, kcp, cabpk, baremetal or inplace.
+	Restart string `yaml:"restart"`
+	// BMC makes every BMC slow and flaky from then on.
+	BMC *BMCFault `yaml:"bmc"`
+}
+
+// FaultWhen is the moment: after a runner step (env or upgrade, the
+// default), at the first lab event with LabEvent as its reason after it
+// (e.g. WriteStarted: an image is being written), then Delay later.
+type FaultWhen struct {
+	AfterStep string   `yaml:"afterStep"`
+	LabEvent  string   `yaml:"labEvent"`
+	Delay     Duration `yaml:"delay"`
+}
+
+// BMCFault is injected on every BMC (sim/bmc.Faults).
+type BMCFault struct {
+	Latency   Duration `yaml:"latency"`
+	ErrorRate float64  `yaml:"errorRate"`
+}
+
+// Processes a Restart fault may name.
+var Processes = []string{"capi", "kcp", "cabpk", "baremetal", "inplace"}
 
 // Duration is a time.Duration written as "90s" or "5m".
 type Duration struct{ time.Duration }
@@ -213,6 +245,30 @@ func (s *Scenario) validate() []string {
 	case "", "kept", "wiped":
 	default:
 		bad("expect.persistentData", "%q is not kept or wiped", s.Expect.PersistentData)
+	}
+	for i, f := range s.Faults {
+		field := fmt.Sprintf("faults[%d]", i)
+		if f.Name == "" {
+			bad(field+".name", "required")
+		}
+		if (f.Restart != "") == (f.BMC != nil) {
+			bad(field, "give exactly one of restart and bmc")
+		}
+		if f.Restart != "" && !slices.Contains(Processes, f.Restart) {
+			bad(field+".restart", "%q is not one of %v", f.Restart, Processes)
+		}
+		if f.Restart == "inplace" && s.Strategy != InPlace {
+			bad(field+".restart", "the in-place extension runs only for strategy in-place")
+		}
+		if f.BMC != nil && (f.BMC.ErrorRate < 0 || f.BMC.ErrorRate > 0.9 || f.BMC.Latency.Duration < 0) {
+			bad(field+".bmc", "errorRate must be within 0..0.9 and latency not negative")
+		}
+		if w := f.When.AfterStep; w != "" && w != "env" && w != "upgrade" {
+			bad(field+".when.afterStep", "%q is not env or upgrade", w)
+		}
+		if f.When.Delay.Duration < 0 {
+			bad(field+".when.delay", "%s is negative", f.When.Delay.Duration)
+		}
 	}
 	if s.Timeout.Duration < 0 {
 		bad("timeout", "%s is negative", s.Timeout.Duration)

@@ -54,6 +54,10 @@ func TestParseNamesFileFieldAndProblem(t *testing.T) {
 		{"same machines on scale-in", "strategy: scale-in", "strategy: scale-in\nexpect: {sameMachines: true}", "expect.sameMachines: only an in-place upgrade"},
 		{"timeout", "strategy: scale-in", "strategy: scale-in\ntimeout: soon", `"soon" is not a duration`},
 		{"form", "strategy: scale-in", "strategy: scale-in\nforms: [helm]", `forms[0]: "helm" is not one of`},
+		{"fault with two actions", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: kcp, bmc: {errorRate: 0.1}}]", "faults[0]: give exactly one of restart and bmc"},
+		{"fault restarting nothing known", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: etcd}]", `faults[0].restart: "etcd" is not one of`},
+		{"fault restarting the extension of another strategy", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: inplace}]", "faults[0].restart: the in-place extension runs only for strategy in-place"},
+		{"fault at an unknown step", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: kcp, when: {afterStep: lunch}}]", `faults[0].when.afterStep: "lunch" is not env or upgrade`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("s.yaml", []byte(strings.Replace(good, tc.from, tc.to, 1)))
@@ -94,7 +98,8 @@ func TestLoadChecksTheLab(t *testing.T) {
 func FuzzParseScenario(f *testing.F) {
 	f.Add([]byte(good))
 	paths, _ := filepath.Glob("../../scenarios/*.yaml")
-	for _, p := range paths {
+	faults, _ := filepath.Glob("../../scenarios/faults/*.yaml")
+	for _, p := range append(paths, faults...) {
 		b, _ := os.ReadFile(p)
 		f.Add(b)
 	}
@@ -111,4 +116,20 @@ func FuzzParseScenario(f *testing.F) {
 			t.Fatalf("accepted an invalid scenario: %v", errs)
 		}
 	})
+}
+
+func TestShippedFaultVariantsLoad(t *testing.T) {
+	paths, _ := filepath.Glob("../../scenarios/faults/*.yaml")
+	if len(paths) == 0 {
+		t.Fatal("no fault variants")
+	}
+	for _, p := range paths {
+		s, _, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.Faults) == 0 {
+			t.Errorf("%s injects no fault", p)
+		}
+	}
 }
