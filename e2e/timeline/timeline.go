@@ -23,15 +23,15 @@ const (
 	KindLab = "LabEvent"
 )
 
-// Entry is one change: Old is nil when the object appeared, New is nil
-// when it went away. Summaries are flat fields (phase, version, ...)
+// Entry is one change: Old is nil (null) when the object appeared, New
+// is nil when it went away; an empty summary is {}, never null. Summaries are flat fields (phase, version, ...)
 // chosen by the monitor of the kind.
 type Entry struct {
 	Time time.Time         `json:"time"`
 	Kind string            `json:"kind"`
 	Name string            `json:"name"`
-	Old  map[string]string `json:"old,omitempty"`
-	New  map[string]string `json:"new,omitempty"`
+	Old  map[string]string `json:"old"`
+	New  map[string]string `json:"new"`
 }
 
 // Object names the entry's object as "Kind/name".
