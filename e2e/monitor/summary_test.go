@@ -1,0 +1,55 @@
+package monitor
+
+import (
+	"testing"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+)
+
+// The summaries carry what the checks read, under the names they read.
+func TestSummariesCarryWhatTheChecksRead(t *testing.T) {
+	now := metav1.Now()
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: "sc-cp-a", UID: "u1", DeletionTimestamp: &now,
+			Labels:      map[string]string{clusterv1.MachineControlPlaneLabel: "", clusterv1.MachineDeploymentNameLabel: ""},
+			Annotations: map[string]string{clusterv1.UpdateInProgressAnnotation: ""}},
+		Spec: clusterv1.MachineSpec{Version: "v1.36.3", ProviderID: "upgradelab://cp-0/sc-cp-a",
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{Name: "sc-cp-a-infra"}},
+		Status: clusterv1.MachineStatus{Phase: "Running", NodeRef: clusterv1.MachineNodeReference{Name: "sc-cp-a"},
+			Conditions: []metav1.Condition{{Type: clusterv1.MachineUpToDateCondition, Status: metav1.ConditionFalse}}},
+	}
+	got := MachineSummary(m)
+	for k, want := range map[string]string{FieldPhase: "Running", FieldVersion: "v1.36.3", FieldUID: "u1", FieldInfra: "sc-cp-a-infra",
+		FieldDeleting: "true", FieldUpdating: "true", FieldControlPlane: "true", FieldUpToDate: "False", FieldNode: "sc-cp-a"} {
+		if got[k] != want {
+			t.Errorf("Machine summary %s = %q, want %q (%v)", k, got[k], want, got)
+		}
+	}
+	if _, ok := got[FieldAvailable]; ok {
+		t.Errorf("a condition the Machine does not have is in its summary: %v", got)
+	}
+
+	surge := intstr.FromInt32(0)
+	k := &controlplanev1.KubeadmControlPlane{Spec: controlplanev1.KubeadmControlPlaneSpec{Replicas: ptr(3), Version: "v1.36.3",
+		Rollout: controlplanev1.KubeadmControlPlaneRolloutSpec{Strategy: controlplanev1.KubeadmControlPlaneRolloutStrategy{
+			RollingUpdate: controlplanev1.KubeadmControlPlaneRolloutStrategyRollingUpdate{MaxSurge: &surge}}}},
+		Status: controlplanev1.KubeadmControlPlaneStatus{UpToDateReplicas: ptr(2)}}
+	if s := ControlPlaneSummary(k); s[FieldReplicas] != "3" || s[FieldMaxSurge] != "0" || s[FieldUpToDateCount] != "2" || s[FieldAvailableCount] != "0" {
+		t.Errorf("KCP summary %v", s)
+	}
+	h := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{infrav1.SpareLabel: "true"}},
+		Spec:   metal3.BareMetalHostSpec{ConsumerRef: &corev1.ObjectReference{Name: "sc-cp-a-infra"}},
+		Status: metal3.BareMetalHostStatus{Provisioning: metal3.ProvisionStatus{State: metal3.StateProvisioned}}}
+	if s := HostSummary(h); s[FieldConsumer] != "sc-cp-a-infra" || s[FieldSpare] != "true" || s[FieldState] != "provisioned" {
+		t.Errorf("host summary %v", s)
+	}
+}
+
+func ptr(v int32) *int32 { return &v }
