@@ -132,6 +132,15 @@ func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
 		{name: "a host wiped under its Machine", rule: "no-wipe-under-live-machine", params: inPlace,
 			breakIt: func(h *history) { h.set(monitor.KindHost, "node-0", host("", "deprovisioning")) },
 			objects: []string{"BareMetalHost/node-0", "Machine/c-cp-a"}, message: "alive and not deleting"},
+		{name: "a host wiped before its etcd member was removed", rule: "etcd-member-removed-first", params: inPlace,
+			breakIt: func(h *history) {
+				a := machine("v1.36.3", "u1", "c-cp-a", true, "True")
+				a[monitor.FieldNode], a[monitor.FieldDeleting] = "c-cp-a", "true"
+				h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a"})
+				h.set(monitor.KindMachine, "c-cp-a", a)
+				h.set(monitor.KindHost, "node-0", host("", "deprovisioning"))
+			},
+			objects: []string{"BareMetalHost/node-0", "EtcdMember/etcd-c-cp-a"}, message: "etcd member on node c-cp-a of Machine c-cp-a is still a member"},
 		{name: "two control-plane Machines deleting", rule: "kcp-one-deleting", params: inPlace,
 			breakIt: func(h *history) {
 				a := machine("v1.36.3", "u1", "c-cp-a", true, "True")
@@ -200,5 +209,19 @@ func TestMachineDeploymentAvailabilityCountsOnlyDuringTheUpgrade(t *testing.T) {
 	}
 	if st["md-max-machines"] != Pass {
 		t.Fatalf("3 machines with replicas 2 + maxSurge 1: md-max-machines %s; want pass", st["md-max-machines"])
+	}
+}
+
+// A member KCP removed before the host went is what CAPI promises.
+func TestEtcdMemberRemovedBeforeTheHostGoesPasses(t *testing.T) {
+	h := goodInPlace()
+	a := machine("v1.36.3", "u1", "c-cp-a", true, "True")
+	a[monitor.FieldNode], a[monitor.FieldDeleting] = "c-cp-a", "true"
+	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a"})
+	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldRemoved: "true"})
+	h.set(monitor.KindMachine, "c-cp-a", a)
+	h.set(monitor.KindHost, "node-0", host("", "deprovisioning"))
+	if st := statuses(Run(h.entries, inPlace)); st["etcd-member-removed-first"] != Pass {
+		t.Fatalf("etcd-member-removed-first %s; want pass", st["etcd-member-removed-first"])
 	}
 }

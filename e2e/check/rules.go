@@ -29,6 +29,8 @@ var Rules = []Rule{
 		Applies: func(p Params) bool { return p.HostsVisible }, During: hostBoundOnce},
 	{Name: "no-wipe-under-live-machine", Why: "no host is deprovisioned while the Machine it served is alive",
 		Applies: func(p Params) bool { return p.HostsVisible }, During: noWipeUnderLiveMachine},
+	{Name: "etcd-member-removed-first", Why: "a control-plane host is deprovisioned only after KCP removed its etcd member",
+		Applies: func(p Params) bool { return p.HostsVisible }, During: etcdMemberRemovedFirst},
 	{Name: "same-machines", Why: "an in-place upgrade keeps every Machine (name and UID); none created or deleted",
 		Applies: func(p Params) bool { return p.Expect.SameMachines }, During: sameMachines},
 	{Name: "end-machines-up-to-date", Why: "every Machine ends UpToDate at the new version, no update in progress",
@@ -153,6 +155,30 @@ func noWipeUnderLiveMachine(s *State, _ Params) []Violation {
 			monitor.KindHost+"/"+e.Name, monitor.KindMachine+"/"+live[0])
 	}
 	return nil
+}
+
+// etcdMemberRemovedFirst judges the moment a host starts deprovisioning:
+// the etcd member on the node of the Machine it served must be removed.
+func etcdMemberRemovedFirst(s *State, _ Params) []Violation {
+	e := s.Entry
+	if e.Kind != monitor.KindHost || e.New[monitor.FieldState] != "deprovisioning" || e.Old[monitor.FieldState] == "deprovisioning" {
+		return nil
+	}
+	consumer := s.LastConsumer[e.Name]
+	var out []Violation
+	for _, m := range s.machines(func(m map[string]string) bool {
+		return consumer != "" && m[monitor.FieldInfra] == consumer && m[monitor.FieldControlPlane] == "true"
+	}) {
+		node := s.get(monitor.KindMachine, m)[monitor.FieldNode]
+		for _, member := range s.names(monitor.KindEtcdMember) {
+			em := s.get(monitor.KindEtcdMember, member)
+			if node != "" && em[monitor.FieldNode] == node && em[monitor.FieldRemoved] == "" {
+				out = append(out, violation(s, fmt.Sprintf("host deprovisioning while the etcd member on node %s of Machine %s is still a member", node, m),
+					monitor.KindHost+"/"+e.Name, monitor.KindEtcdMember+"/"+member)...)
+			}
+		}
+	}
+	return out
 }
 
 func sameMachines(s *State, _ Params) []Violation {

@@ -51,7 +51,9 @@ func (r *Recorder) Run(ctx context.Context) {
 }
 
 // Poll records what changed since the last poll; a kind that cannot be
-// listed now is skipped (and its objects kept) until it can.
+// listed now is skipped (and its objects kept) until it can. Kinds are
+// read in the order changes flow (Machines and etcd before the hosts
+// they free), so two changes seen in one poll keep their real order.
 func (r *Recorder) Poll(ctx context.Context) {
 	if r.last == nil {
 		r.last = map[string]map[string]map[string]string{}
@@ -61,7 +63,7 @@ func (r *Recorder) Poll(ctx context.Context) {
 		list func(context.Context) (map[string]map[string]string, error)
 	}{
 		{KindCluster, r.clusters}, {KindControlPlane, r.controlPlanes}, {KindMachineDeployment, r.deployments},
-		{KindMachine, r.machines}, {KindHost, r.hosts}, {KindNode, r.nodes},
+		{KindMachine, r.machines}, {KindNode, r.nodes}, {KindEtcdMember, r.etcdMembers}, {KindHost, r.hosts},
 	} {
 		now, err := kind.list(ctx)
 		if err != nil || now == nil {
@@ -165,6 +167,23 @@ func (r *Recorder) nodes(ctx context.Context) (map[string]map[string]string, err
 	out := map[string]map[string]string{}
 	for i := range l.Items {
 		out[l.Items[i].Name] = NodeSummary(&l.Items[i])
+	}
+	return out, nil
+}
+
+// etcdMembers lists the etcd members of the workload cluster (once
+// nodes has reached it).
+func (r *Recorder) etcdMembers(ctx context.Context) (map[string]map[string]string, error) {
+	if r.workload == nil {
+		return nil, nil
+	}
+	l := &corev1.PodList{}
+	if err := r.workload.List(ctx, l, client.InNamespace("kube-system"), client.MatchingLabels{"component": "etcd"}); err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	for i := range l.Items {
+		out[l.Items[i].Name] = EtcdMemberSummary(&l.Items[i])
 	}
 	return out, nil
 }

@@ -45,6 +45,8 @@ const (
 	FieldReady   = "ready"
 	FieldKubelet = "kubelet"
 
+	FieldRemoved = "removed"
+
 	FieldCPUpToDate      = "controlPlaneMachinesUpToDate"
 	FieldWorkersUpToDate = "workerMachinesUpToDate"
 	FieldRollingOut      = "rollingOut"
@@ -58,7 +60,12 @@ const (
 	KindCluster           = "Cluster"
 	KindHost              = "BareMetalHost"
 	KindNode              = "Node"
+	KindEtcdMember        = "EtcdMember"
 )
+
+// etcdMemberRemoved is the annotation CAPI's in-memory etcd puts on a
+// member's pod when KCP removes the member (MemberRemove).
+const etcdMemberRemoved = "etcd.inmemory.infrastructure.cluster.x-k8s.io/member-removed"
 
 func set(m map[string]string, k string, ok bool) {
 	if ok {
@@ -156,5 +163,14 @@ func NodeSummary(n *corev1.Node) map[string]string {
 			s[FieldReady] = string(c.Status)
 		}
 	}
+	return s
+}
+
+// EtcdMemberSummary is an etcd member (its static pod in the workload
+// cluster): its node and whether KCP removed it.
+func EtcdMemberSummary(p *corev1.Pod) map[string]string {
+	s := map[string]string{FieldNode: p.Spec.NodeName}
+	_, removed := p.Annotations[etcdMemberRemoved]
+	set(s, FieldRemoved, removed)
 	return s
 }
