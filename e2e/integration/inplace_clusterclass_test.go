@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
 // topologyVars are the variables of cluster-topology.yaml: clusterVars
@@ -70,17 +70,9 @@ func TestInPlaceUpgradeOfAClusterClassCluster(t *testing.T) {
 	e.upgradeTopology(t, ctx, "cc", "v1.36.3")
 	e.waitRolledOut(t, ctx, "cc", 3, 1, "v1.36.3")
 
-	after := e.machineIdentities(t, ctx, "cc")
-	if fmt.Sprint(sortedKeys(after)) != fmt.Sprint(sortedKeys(before)) {
-		t.Fatalf("machines before %v, after %v; an in-place update keeps every Machine", sortedKeys(before), sortedKeys(after))
-	}
-	for name, id := range before {
-		if after[name] != id {
-			t.Errorf("machine %s: before %+v, after %+v", name, id, after[name])
-		}
-		h, _ := e.site.Lab.Host(id.host)
+	e.checkSameMachines(t, ctx, "cc", before, func(id machineIdentity, h *lab.Host) {
 		if st := h.Status(); st.OS == nil || st.OS.Slot != disk.SlotB || st.OS.Image.Name != images["v1.36.3"] || !st.Disk.Slots[disk.SlotB].Good {
 			t.Errorf("host %s after the update: %+v; want the v1.36.3 image committed in slot B", id.host, st.OS)
 		}
-	}
+	})
 }

@@ -8,11 +8,7 @@ import (
 	"testing"
 	"time"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/upgradelab/upgradelab/e2e/reference"
-	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
@@ -155,28 +151,9 @@ func TestInPlaceNICFirmwareKeepsTheLinkUp(t *testing.T) {
 	// touched.
 	history = recordHost(t, e.site.Lab, id.host)
 	e.upgradeWorkers(t, ctx, "nic", workerVars("ubuntu-24.04-k8s-v1.36.3-i40e-3.0-preview", "preview", "x710-nvm-10.0-next"))
-	waitFor(t, ctx, "machine "+worker+" Updating=False with InPlaceUpdateFailed", func() (bool, string) {
-		m := &clusterv1.Machine{}
-		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: worker}, m); err != nil {
-			return false, err.Error()
-		}
-		for _, c := range m.Status.Conditions {
-			if c.Type == clusterv1.MachineUpdatingCondition {
-				return c.Reason == clusterv1.MachineInPlaceUpdateFailedReason, c.Reason + ": " + c.Message
-			}
-		}
-		return false, "no Updating condition"
-	})
-	m, bmm := &clusterv1.Machine{}, &infrav1.BareMetalMachine{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: worker}, m); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: m.Spec.InfrastructureRef.Name}, bmm); err != nil {
-		t.Fatal(err)
-	}
 	// CAPI's condition says only that the hook failed; the why is on the
 	// BareMetalMachine.
-	if why := bmm.Annotations["inplace.upgradelab.dev/failed"]; !strings.Contains(why, "no order keeps the NIC up") || !strings.Contains(why, "nothing was changed") {
+	if why := e.waitUpdateFailed(t, ctx, worker); !strings.Contains(why, "no order keeps the NIC up") || !strings.Contains(why, "nothing was changed") {
 		t.Fatalf("the BareMetalMachine says %q; want the refusal and why", why)
 	}
 	st := host.Status()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -99,15 +100,7 @@ func TestInPlaceUpgradeKeepsEveryMachine(t *testing.T) {
 	}
 	e.waitRolledOut(t, ctx, "ip", 3, 2, "v1.36.3")
 
-	after := e.machineIdentities(t, ctx, "ip")
-	if fmt.Sprint(sortedKeys(after)) != fmt.Sprint(sortedKeys(before)) {
-		t.Fatalf("machines before %v, after %v; an in-place update keeps every Machine", sortedKeys(before), sortedKeys(after))
-	}
-	for name, id := range before {
-		if after[name] != id {
-			t.Errorf("machine %s: before %+v, after %+v", name, id, after[name])
-		}
-		h, _ := e.site.Lab.Host(id.host)
+	e.checkSameMachines(t, ctx, "ip", before, func(id machineIdentity, h *lab.Host) {
 		st := h.Status()
 		if st.OS == nil || st.OS.Source != lab.FromDiskSlot || st.OS.Slot != disk.SlotB || st.OS.Image.Name != newImage || !st.Disk.Slots[disk.SlotB].Good {
 			t.Errorf("host %s after the update: %+v; want the new image committed in slot B", id.host, st.OS)
@@ -119,7 +112,51 @@ func TestInPlaceUpgradeKeepsEveryMachine(t *testing.T) {
 		if got := h.Persistent()["app/marker"]; !strings.Contains(got, id.host) {
 			t.Errorf("host %s lost its persistent data: %q", id.host, got)
 		}
+	})
+}
+
+// checkSameMachines fails unless the cluster's Machines are the ones of
+// before, each on its host under the same UID and providerID; onHost
+// checks each host further.
+func (e *providerEnv) checkSameMachines(t *testing.T, ctx context.Context, cluster string, before map[string]machineIdentity, onHost func(id machineIdentity, h *lab.Host)) {
+	t.Helper()
+	after := e.machineIdentities(t, ctx, cluster)
+	if fmt.Sprint(sortedKeys(after)) != fmt.Sprint(sortedKeys(before)) {
+		t.Fatalf("machines before %v, after %v; an in-place update keeps every Machine", sortedKeys(before), sortedKeys(after))
 	}
+	for name, id := range before {
+		if after[name] != id {
+			t.Errorf("machine %s: before %+v, after %+v", name, id, after[name])
+		}
+		h, err := e.site.Lab.Host(id.host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		onHost(id, h)
+	}
+}
+
+// waitUpdateFailed waits for CAPI to show a machine's in-place update
+// failed and returns what the extension recorded as the reason (CAPI's
+// condition says only that the hook failed).
+func (e *providerEnv) waitUpdateFailed(t *testing.T, ctx context.Context, machine string) string {
+	t.Helper()
+	m := &clusterv1.Machine{}
+	waitFor(t, ctx, "machine "+machine+" Updating=False with InPlaceUpdateFailed", func() (bool, string) {
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: machine}, m); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineUpdatingCondition)
+		if c == nil {
+			return false, "no Updating condition"
+		}
+		return c.Reason == clusterv1.MachineInPlaceUpdateFailedReason, c.Reason + ": " + c.Message
+	})
+	bmm := &infrav1.BareMetalMachine{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: m.Spec.InfrastructureRef.Name}, bmm); err != nil {
+		t.Fatal(err)
+	}
+	return bmm.Annotations["inplace.upgradelab.dev/failed"]
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -165,19 +202,7 @@ func TestInPlaceUpdateWithAFailingHealthCheckFallsBack(t *testing.T) {
 	bad["MD_MAX_SURGE"], bad["MD_MAX_UNAVAILABLE"] = "0", "1"
 	e.upgradeWorkers(t, ctx, "hc", bad)
 
-	waitFor(t, ctx, "machine "+worker+" Updating=False with InPlaceUpdateFailed", func() (bool, string) {
-		m := &clusterv1.Machine{}
-		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: worker}, m); err != nil {
-			return false, err.Error()
-		}
-		for _, c := range m.Status.Conditions {
-			if c.Type == clusterv1.MachineUpdatingCondition {
-				return c.Reason == clusterv1.MachineInPlaceUpdateFailedReason, c.Reason + ": " + c.Message
-			}
-		}
-		return false, "no Updating condition"
-	})
-	bmm := &infrav1.BareMetalMachine{}
+	why := e.waitUpdateFailed(t, ctx, worker)
 	waitFor(t, ctx, "the host back on slot A, Ready at v1.35.3", func() (bool, string) {
 		st := host.Status()
 		ok := st.OS != nil && st.OS.Source == lab.FromDiskSlot && st.OS.Slot == disk.SlotA && st.OS.Image.Name == "ubuntu-24.04-k8s-v1.35.3"
@@ -188,10 +213,7 @@ func TestInPlaceUpdateWithAFailingHealthCheckFallsBack(t *testing.T) {
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: worker}, m); err != nil || string(m.UID) != id.uid {
 		t.Fatalf("machine %s after the failed update: %v (uid %s, was %s); want the same Machine", worker, err, m.UID, id.uid)
 	}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: m.Spec.InfrastructureRef.Name}, bmm); err != nil {
-		t.Fatal(err)
-	}
-	if why := bmm.Annotations["inplace.upgradelab.dev/failed"]; !strings.Contains(why, "health check") || !strings.Contains(why, "link down") {
+	if !strings.Contains(why, "health check") || !strings.Contains(why, "link down") {
 		t.Fatalf("the BareMetalMachine says %q; want the failed health check and its reason", why)
 	}
 	if got := host.Persistent()["app/marker"]; got != "kept" {

@@ -71,6 +71,23 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 	return nil
 }
 
+// faultsFired says which faults never found their moment: a variant whose
+// fault did not happen proves nothing, so its run fails.
+func (r *run) faultsFired() error {
+	fired := map[string]bool{}
+	for _, e := range r.tl.Entries() {
+		if e.Kind == timeline.KindStep {
+			fired[e.Name] = true
+		}
+	}
+	for _, f := range r.scenario.Faults {
+		if !fired["fault:"+f.Name] {
+			return fmt.Errorf("fault %s never fired (when: %+v): the run proves nothing about it", f.Name, f.When)
+		}
+	}
+	return nil
+}
+
 func or(v, def string) string {
 	if v == "" {
 		return def

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -70,6 +71,24 @@ type run struct {
 	prefix   string
 	// faultErrs carries faults that could not be injected.
 	faultErrs chan error
+
+	workloadMu sync.Mutex
+	workload   client.Client
+}
+
+// workloadClient is the workload cluster's client, built once CAPI wrote
+// its kubeconfig and shared by the recorder and the wait loop.
+func (r *run) workloadClient(ctx context.Context) (client.Client, error) {
+	r.workloadMu.Lock()
+	defer r.workloadMu.Unlock()
+	if r.workload == nil {
+		c, err := r.env.Workload(ctx, clusterName)
+		if err != nil {
+			return nil, err
+		}
+		r.workload = c
+	}
+	return r.workload, nil
 }
 
 // Run runs one scenario in one form and judges its timeline. The result
@@ -138,7 +157,7 @@ func (r *run) execute(ctx context.Context) error {
 	recCtx, stopRecording := context.WithCancel(context.Background())
 	defer stopRecording()
 	rec := &monitor.Recorder{Management: r.env.Client, Namespace: r.env.Namespace, Timeline: r.tl,
-		Workload: func(ctx context.Context) (client.Client, error) { return r.env.Workload(ctx, clusterName) }}
+		Workload: r.workloadClient}
 	go rec.Run(recCtx)
 	go monitor.RecordLab(recCtx, r.env.Site.Lab, r.tl)
 
@@ -168,6 +187,9 @@ func (r *run) execute(ctx context.Context) error {
 	}
 	rec.Poll(ctx)
 	r.tl.Step(check.StepDone, "every Machine up to date")
+	if err := r.faultsFired(); err != nil {
+		return err
+	}
 	r.say("step 6/6: waiting for CAPI's Cluster conditions to settle, reading the markers back")
 	r.settle(ctx, settleTime)
 	rec.Poll(ctx)

@@ -60,7 +60,7 @@ func (r *run) rolledOut(ctx context.Context, version string, want int) (done boo
 		return false, 0, "", err
 	}
 	nodes := map[string]*corev1.Node{}
-	if wl, err := r.env.Workload(ctx, clusterName); err == nil {
+	if wl, err := r.workloadClient(ctx); err == nil {
 		list := &corev1.NodeList{}
 		if err := wl.List(ctx, list); err == nil {
 			for i := range list.Items {
