@@ -9,4 +9,6 @@ import (
 	_ "sigs.k8s.io/cluster-api/bootstrap/kubeadm"
 	_ "sigs.k8s.io/cluster-api/controlplane/kubeadm"
 	_ "sigs.k8s.io/cluster-api/core"
+	_ "sigs.k8s.io/cluster-api/test/extension"
+	_ "sigs.k8s.io/cluster-api/test/infrastructure/docker"
 )

@@ -35,6 +35,12 @@ type Provider struct {
 	// so the plane registers an ExtensionConfig for it (named Name) and
 	// waits until CAPI has discovered its handlers.
 	RuntimeExtension bool
+	// FeatureGates: it is built on CAPI's manager scaffolding and takes
+	// CAPI's --feature-gates (CAPD does; ours take none).
+	FeatureGates bool
+	// Env is added to the harness's environment (KEY=VALUE), e.g. CAPD's
+	// POD_IP, where its in-memory backend listens.
+	Env []string
 }
 
 // managerSpec is one manager the plane runs: a real CAPI manager (its
@@ -47,6 +53,7 @@ type managerSpec struct {
 	capi      bool // takes --feature-gates
 	extraArgs []string
 	extension bool
+	env       []string
 }
 
 // capiManagers are CAPI's core, KubeadmControlPlane and kubeadm bootstrap
@@ -65,7 +72,8 @@ func capiManagers(a Assets) []managerSpec {
 }
 
 func (p Provider) spec() managerSpec {
-	return managerSpec{name: p.Name, binary: p.Binary, configDir: p.ConfigDir, extraCRDs: p.ExtraCRDDirs, extraArgs: p.Args, extension: p.RuntimeExtension}
+	return managerSpec{name: p.Name, binary: p.Binary, configDir: p.ConfigDir, extraCRDs: p.ExtraCRDDirs, extraArgs: p.Args,
+		extension: p.RuntimeExtension, capi: p.FeatureGates, env: p.Env}
 }
 
 // managerPorts are the loopback ports of one manager. Every CAPI manager
@@ -121,7 +129,7 @@ func freePorts(n int) ([]int, error) {
 func startManagers(ctx context.Context, managers []managerSpec, kubeconfig string, certs *webhookCerts, logDir string, ports map[string]managerPorts, timeout time.Duration) ([]*process, error) {
 	var procs []*process
 	for _, m := range managers {
-		p, err := startProcess(m.name, m.binary, m.args(kubeconfig, certs.dir, ports[m.name]), logDir)
+		p, err := startProcess(m.name, m.binary, m.args(kubeconfig, certs.dir, ports[m.name]), m.env, logDir)
 		if err != nil {
 			return procs, err
 		}

@@ -313,7 +313,7 @@ func (p *Plane) KillAndRestart(ctx context.Context, name string) error {
 		old := p.procs[i]
 		_ = old.cmd.Process.Kill()
 		<-old.exited
-		proc, err := startProcess(m.name, m.binary, m.args(p.Kubeconfig, p.certDir, p.ports[m.name]), p.LogDir)
+		proc, err := startProcess(m.name, m.binary, m.args(p.Kubeconfig, p.certDir, p.ports[m.name]), m.env, p.LogDir)
 		if err != nil {
 			return err
 		}

@@ -24,7 +24,7 @@ type process struct {
 	waitErr error
 }
 
-func startProcess(name, binary string, args []string, logDir string) (*process, error) {
+func startProcess(name, binary string, args, env []string, logDir string) (*process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -33,6 +33,9 @@ func startProcess(name, binary string, args []string, logDir string) (*process, 
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()

@@ -26,6 +26,9 @@ type Recorder struct {
 	Workload func(context.Context) (client.Client, error)
 	Timeline *timeline.Timeline
 	Interval time.Duration
+	// Hosts: the provider keeps BareMetalHosts (a plane without their CRD
+	// would answer every poll with an error).
+	Hosts bool
 
 	last     map[string]map[string]map[string]string
 	workload client.Client
@@ -65,6 +68,9 @@ func (r *Recorder) Poll(ctx context.Context) {
 		{KindCluster, r.clusters}, {KindControlPlane, r.controlPlanes}, {KindMachineDeployment, r.deployments},
 		{KindMachine, r.machines}, {KindNode, r.nodes}, {KindEtcdMember, r.etcdMembers}, {KindHost, r.hosts},
 	} {
+		if kind.name == KindHost && !r.Hosts {
+			continue
+		}
 		now, err := kind.list(ctx)
 		if err != nil || now == nil {
 			continue

@@ -16,9 +16,6 @@ import (
 	"github.com/upgradelab/upgradelab/providers/inplace/singlenode"
 )
 
-// Templates is fixtures/clusters/baremetal, relative to the repository.
-const Templates = "fixtures/clusters/baremetal"
-
 // clusterName is the workload cluster's name in every run (each run has
 // its own namespace and plane).
 const clusterName = "sc"
@@ -26,25 +23,46 @@ const clusterName = "sc"
 // vars are the template variables of the scenario's cluster at a release.
 func (r *run) vars(ctx context.Context, rel scenario.Release, suffix string) (map[string]string, error) {
 	s, e := r.scenario, r.env
-	vip, err := e.Site.VIP(ctx, e.Namespace+"/"+clusterName)
-	if err != nil {
-		return nil, err
-	}
 	cp, w := s.Cluster.ControlPlane, s.Cluster.Workers
-	v := map[string]string{
-		"NAMESPACE": e.Namespace, "CLUSTER_NAME": clusterName, "VIP_HOST": vip.Host, "VIP_PORT": strconv.Itoa(int(vip.Port)),
+	v := map[string]string{}
+	for k, val := range r.provider.Variables {
+		v[k] = val
+	}
+	for k, val := range map[string]string{
+		"NAMESPACE": e.Namespace, "CLUSTER_NAME": clusterName,
 		"KUBERNETES_VERSION": rel.Version, "TEMPLATE_SUFFIX": suffix,
 		"CP_REPLICAS": strconv.Itoa(cp.Replicas), "CP_MAX_SURGE": strconv.Itoa(cp.MaxSurge),
 		"WORKER_REPLICAS": strconv.Itoa(w.Replicas), "MD_MAX_SURGE": strconv.Itoa(w.MaxSurge), "MD_MAX_UNAVAILABLE": strconv.Itoa(w.MaxUnavailable),
-		"NODE_REUSE":   strconv.FormatBool(s.Strategy == scenario.ScaleIn || s.Strategy == scenario.Reset),
-		"NIC_FIRMWARE": "null", "NIC_FIRMWARE_URL": "",
+		"NODE_REUSE": strconv.FormatBool(s.Strategy == scenario.ScaleIn || s.Strategy == scenario.Reset),
+	} {
+		v[k] = val
 	}
 	if w.Replicas == 0 { // the MachineDeployment never rolls; the webhook still wants a way
 		v["MD_MAX_SURGE"] = "1"
 	}
+	if !r.provider.Lab {
+		return v, nil
+	}
+	if err := r.labVars(ctx, v, rel); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// labVars are the variables of a cluster on the lab: its VIP, the
+// release's image and NIC firmware on the lab's image server, and every
+// release's image for the ClusterClass's images variable.
+func (r *run) labVars(ctx context.Context, v map[string]string, rel scenario.Release) error {
+	s, e := r.scenario, r.env
+	vip, err := e.Site.VIP(ctx, e.Namespace+"/"+clusterName)
+	if err != nil {
+		return err
+	}
+	v["VIP_HOST"], v["VIP_PORT"] = vip.Host, strconv.Itoa(int(vip.Port))
+	v["NIC_FIRMWARE"], v["NIC_FIRMWARE_URL"] = "null", ""
 	img, err := e.Site.Lab.Definition().Catalog.Get(rel.Image)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	v["IMAGE_URL"], v["IMAGE_CHECKSUM"] = e.Site.Lab.ImageServer().ImageURL(img.Name), img.SHA256
 	if rel.NICFirmware != "" {
@@ -55,17 +73,17 @@ func (r *run) vars(ctx context.Context, rel scenario.Release, suffix string) (ma
 	for _, rel := range []scenario.Release{s.From, s.To} {
 		img, err := e.Site.Lab.Definition().Catalog.Get(rel.Image)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		images[rel.Version] = map[string]string{"url": e.Site.Lab.ImageServer().ImageURL(img.Name), "checksum": img.SHA256}
 	}
 	b, _ := json.Marshal(images)
 	v["IMAGES"] = string(b)
-	return v, nil
+	return nil
 }
 
 func (r *run) apply(ctx context.Context, file string, vars map[string]string) error {
-	objs, err := clustertemplate.Render(filepath.Join(r.opts.RepoRoot, Templates, file), vars)
+	objs, err := clustertemplate.Render(filepath.Join(r.provider.TemplatesDir(), file), vars)
 	if err != nil {
 		return err
 	}

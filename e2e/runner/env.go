@@ -16,7 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
+	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
+	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/site"
 	"github.com/upgradelab/upgradelab/sim/timescale"
@@ -24,7 +26,15 @@ import (
 
 // EnvOptions choose the lab and what runs beside CAPI's managers.
 type EnvOptions struct {
-	Lab *lab.Definition
+	// Provider says what runs beside CAPI's managers; nil is the reference
+	// provider (plus the extension when Extension is set), as the
+	// integration tests use it. A provider without the lab gets no site.
+	Provider *provider.Config
+	// Strategy picks the Provider's managers (their onlyFor).
+	Strategy scenario.Strategy
+	// RepoRoot finds go.mod (to build a Provider's managers from modules).
+	RepoRoot string
+	Lab      *lab.Definition
 	// Dir holds the site's state, the binaries and the plane's logs.
 	Dir   string
 	Scale timescale.Scale
@@ -37,8 +47,9 @@ type EnvOptions struct {
 }
 
 // Env is a site, a management plane running CAPI's managers and the
-// reference provider, and a namespace to work in.
+// provider, and a namespace to work in.
 type Env struct {
+	// Site is nil for a provider that brings its own machines.
 	Site      *site.Site
 	Plane     *mgmt.Plane
 	Client    client.Client
@@ -56,35 +67,9 @@ func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 			e.Stop()
 		}
 	}()
-	if e.Site, err = site.Start(ctx, site.Options{Lab: o.Lab, StateDir: filepath.Join(o.Dir, "site"), Scale: o.Scale}); err != nil {
-		return nil, err
-	}
-	e.stops = append(e.stops, e.Site.Stop)
-	bin := o.ProviderBinary
-	if bin == "" {
-		if bin, err = reference.Build(ctx, o.Dir, reference.ProviderCommand); err != nil {
-			return nil, err
-		}
-	}
-	prov, callback, err := reference.Provider(e.Site, reference.Options{Binary: bin, StateDir: o.Dir,
-		Args: append([]string{"--poll=200ms"}, o.ProviderArgs...)})
+	providers, err := e.managers(ctx, o)
 	if err != nil {
 		return nil, err
-	}
-	e.Callback = callback
-	providers := []mgmt.Provider{prov}
-	if o.Extension {
-		ext := o.ExtensionBinary
-		if ext == "" {
-			if ext, err = reference.Build(ctx, o.Dir, reference.ExtensionCommand); err != nil {
-				return nil, err
-			}
-		}
-		p, err := reference.Extension(e.Site, ext, filepath.Join(o.Dir, "extension-certs"), o.ExtensionArgs...)
-		if err != nil {
-			return nil, err
-		}
-		providers = append(providers, p)
 	}
 	if e.Plane, err = mgmt.Start(ctx, mgmt.Options{ArtifactsDir: filepath.Join(o.Dir, "mgmt"), Providers: providers}); err != nil {
 		return nil, err
@@ -99,6 +84,66 @@ func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 	}
 	e.Namespace = ns.Name
 	return e, nil
+}
+
+// managers starts the site when the provider drives the lab, and
+// describes the provider's managers to the plane.
+func (e *Env) managers(ctx context.Context, o EnvOptions) (_ []mgmt.Provider, err error) {
+	cfg := o.Provider
+	if cfg == nil {
+		cfg = &provider.Config{Lab: true, Managers: []provider.Manager{{Name: "baremetal", Reference: "baremetal"}}}
+		if o.Extension {
+			cfg.Managers = append(cfg.Managers, provider.Manager{Name: "inplace", Reference: "inplace"})
+		}
+	}
+	if cfg.Lab {
+		if e.Site, err = site.Start(ctx, site.Options{Lab: o.Lab, StateDir: filepath.Join(o.Dir, "site"), Scale: o.Scale}); err != nil {
+			return nil, err
+		}
+		e.stops = append(e.stops, e.Site.Stop)
+	}
+	var out []mgmt.Provider
+	for _, m := range cfg.ManagersFor(o.Strategy) {
+		var p mgmt.Provider
+		switch m.Reference {
+		case "baremetal":
+			p, err = e.referenceProvider(ctx, o)
+		case "inplace":
+			p, err = e.referenceExtension(ctx, o)
+		default:
+			p, err = cfg.Process(ctx, m, o.RepoRoot, mgmt.CacheDir())
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (e *Env) referenceProvider(ctx context.Context, o EnvOptions) (mgmt.Provider, error) {
+	bin := o.ProviderBinary
+	if bin == "" {
+		var err error
+		if bin, err = reference.Build(ctx, o.Dir, reference.ProviderCommand); err != nil {
+			return mgmt.Provider{}, err
+		}
+	}
+	prov, callback, err := reference.Provider(e.Site, reference.Options{Binary: bin, StateDir: o.Dir,
+		Args: append([]string{"--poll=200ms"}, o.ProviderArgs...)})
+	e.Callback = callback
+	return prov, err
+}
+
+func (e *Env) referenceExtension(ctx context.Context, o EnvOptions) (mgmt.Provider, error) {
+	bin := o.ExtensionBinary
+	if bin == "" {
+		var err error
+		if bin, err = reference.Build(ctx, o.Dir, reference.ExtensionCommand); err != nil {
+			return mgmt.Provider{}, err
+		}
+	}
+	return reference.Extension(e.Site, bin, filepath.Join(o.Dir, "extension-certs"), o.ExtensionArgs...)
 }
 
 // Stop ends the plane and the site.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/monitor"
+	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
@@ -36,10 +37,18 @@ type Options struct {
 	Progress io.Writer
 	// Binaries built once per suite (reference.Build).
 	ProviderBinary, ExtensionBinary string
+	// Provider is what the scenario runs against (fixtures/providers);
+	// nil is the reference provider's config.
+	Provider *provider.Config
 }
+
+// DefaultProvider is the reference provider's config, relative to the
+// repository.
+const DefaultProvider = "fixtures/providers/baremetal.yaml"
 
 // Result is one run's outcome.
 type Result struct {
+	Provider string        `json:"provider"`
 	Scenario string        `json:"scenario"`
 	Form     scenario.Form `json:"form"`
 	Strategy string        `json:"strategy"`
@@ -62,6 +71,7 @@ func (r Result) Failed() bool { return r.Error != "" || len(check.Failed(r.Check
 const marker = "upgradelab/scenario-marker"
 
 type run struct {
+	provider *provider.Config
 	scenario *scenario.Scenario
 	lab      *lab.Definition
 	form     scenario.Form
@@ -94,9 +104,19 @@ func (r *run) workloadClient(ctx context.Context) (client.Client, error) {
 // Run runs one scenario in one form and judges its timeline. The result
 // is also written to Dir/result.json.
 func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form scenario.Form, o Options) Result {
-	r := &run{scenario: s, lab: def, form: form, opts: o, prefix: fmt.Sprintf("[%s/%s]", s.Name, form)}
+	r := &run{provider: o.Provider, scenario: s, lab: def, form: form, opts: o}
 	res := Result{Scenario: s.Name, Form: form, Strategy: string(s.Strategy), Started: time.Now(), Timeline: filepath.Join(o.Dir, "timeline.jsonl")}
-	err := r.execute(ctx)
+	var err error
+	if r.provider == nil {
+		r.provider, err = provider.Load(filepath.Join(o.RepoRoot, DefaultProvider))
+	}
+	if r.provider != nil {
+		res.Provider = r.provider.Name
+		r.prefix = fmt.Sprintf("[%s %s/%s]", r.provider.Name, s.Name, form)
+	}
+	if err == nil {
+		err = r.execute(ctx)
+	}
 	res.Duration = time.Since(res.Started)
 	if err != nil {
 		res.Error = err.Error()
@@ -104,7 +124,9 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 	}
 	if r.tl != nil {
 		entries := r.tl.Entries()
-		res.Checks = check.Run(entries, check.ParamsFor(s))
+		p := check.ParamsFor(s)
+		p.HostsVisible, p.HostData = r.provider.Lab, r.provider.Lab
+		res.Checks = check.Run(entries, p)
 		r.tl.Close()
 		var from time.Time
 		for _, e := range entries {
@@ -136,14 +158,26 @@ func (r *run) execute(ctx context.Context) error {
 	if err := os.MkdirAll(r.opts.Dir, 0o755); err != nil {
 		return err
 	}
+	if !r.provider.Supports(r.scenario.Strategy) {
+		return fmt.Errorf("provider %s does not support strategy %s (its strategies: %v)", r.provider.Name, r.scenario.Strategy, r.provider.Strategies)
+	}
+	for _, f := range r.scenario.Faults {
+		if f.BMC != nil && !r.provider.Lab {
+			return fmt.Errorf("fault %s acts on BMCs, which provider %s does not use", f.Name, r.provider.Name)
+		}
+	}
 	var err error
 	if r.tl, err = timeline.Create(filepath.Join(r.opts.Dir, "timeline.jsonl")); err != nil {
 		return err
 	}
-	r.say("step 1/6: starting the lab %s, CAPI's managers and the provider", r.lab.Spec.Name)
-	r.env, err = StartEnv(ctx, EnvOptions{Lab: r.lab, Dir: r.opts.Dir, Scale: r.opts.Scale,
-		ProviderBinary: r.opts.ProviderBinary, ExtensionBinary: r.opts.ExtensionBinary,
-		Extension: r.scenario.Strategy == scenario.InPlace})
+	if r.provider.Lab {
+		r.say("step 1/6: starting the lab %s, CAPI's managers and the provider", r.lab.Spec.Name)
+	} else {
+		r.say("step 1/6: starting CAPI's managers and the provider")
+	}
+	r.env, err = StartEnv(ctx, EnvOptions{Provider: r.provider, Strategy: r.scenario.Strategy, RepoRoot: r.opts.RepoRoot,
+		Lab: r.lab, Dir: r.opts.Dir, Scale: r.opts.Scale,
+		ProviderBinary: r.opts.ProviderBinary, ExtensionBinary: r.opts.ExtensionBinary})
 	if err != nil {
 		return err
 	}
@@ -157,24 +191,31 @@ func (r *run) execute(ctx context.Context) error {
 	recCtx, stopRecording := context.WithCancel(context.Background())
 	defer stopRecording()
 	rec := &monitor.Recorder{Management: r.env.Client, Namespace: r.env.Namespace, Timeline: r.tl,
-		Workload: r.workloadClient}
+		Workload: r.workloadClient, Hosts: r.provider.Lab}
 	go rec.Run(recCtx)
-	go monitor.RecordLab(recCtx, r.env.Site.Lab, r.tl)
-
-	r.say("step 2/6: enrolling the hosts")
-	if err := r.enroll(ctx); err != nil {
-		return err
+	if r.provider.Lab {
+		go monitor.RecordLab(recCtx, r.env.Site.Lab, r.tl)
+		r.say("step 2/6: enrolling the hosts")
+		if err := r.enroll(ctx); err != nil {
+			return err
+		}
+	} else {
+		r.say("step 2/6: no hosts to enroll (provider %s brings its own machines)", r.provider.Name)
 	}
 	r.say("step 3/6: creating the %s cluster at %s", r.form, r.scenario.From.Version)
 	if err := r.createCluster(ctx); err != nil {
 		return err
 	}
-	if err := r.waitRolledOut(ctx, r.scenario.From.Version, "provisioning"); err != nil {
+	if err := r.waitRolledOut(ctx, r.scenario.From.Version, "provisioning", r.provider.Intervals.Provision.Duration); err != nil {
 		return err
 	}
-	r.say("step 4/6: writing markers on the persistent partitions")
-	if err := r.writeMarkers(ctx); err != nil {
-		return err
+	if r.provider.Lab {
+		r.say("step 4/6: writing markers on the persistent partitions")
+		if err := r.writeMarkers(ctx); err != nil {
+			return err
+		}
+	} else {
+		r.say("step 4/6: no persistent partitions to mark (provider %s)", r.provider.Name)
 	}
 	rec.Poll(ctx)
 	r.tl.Step(check.StepUpgrade, fmt.Sprintf("%s -> %s (%s)", r.scenario.From.Version, r.scenario.To.Version, r.scenario.Strategy))
@@ -182,7 +223,7 @@ func (r *run) execute(ctx context.Context) error {
 	if err := r.upgrade(ctx); err != nil {
 		return err
 	}
-	if err := r.waitRolledOut(ctx, r.scenario.To.Version, "upgrade"); err != nil {
+	if err := r.waitRolledOut(ctx, r.scenario.To.Version, "upgrade", r.provider.Intervals.Upgrade.Duration); err != nil {
 		return err
 	}
 	rec.Poll(ctx)
@@ -193,7 +234,9 @@ func (r *run) execute(ctx context.Context) error {
 	r.say("step 6/6: waiting for CAPI's Cluster conditions to settle, reading the markers back")
 	r.settle(ctx, settleTime)
 	rec.Poll(ctx)
-	r.readMarkers()
+	if r.provider.Lab {
+		r.readMarkers()
+	}
 	stopRecording()
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
@@ -58,4 +59,52 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p[:len(p)-1]))
 	return len(p), nil
+}
+
+// The suite against a provider nobody here wrote: CAPI's in-memory
+// provider (CAPD, built from the pinned test module) runs the 3-node
+// scale-in scenario. CAPI's rules apply and pass; the rules about hosts
+// and their disks are reported as not applicable, never as passed.
+func TestInMemoryProviderRunsTheScaleInScenario(t *testing.T) {
+	root, err := reference.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, def, err := scenario.Load(filepath.Join(root, "scenarios", "three-node-scale-in.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := provider.Load(filepath.Join(root, "fixtures", "providers", "inmemory.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if d := os.Getenv("KEEP_DIR"); d != "" {
+		dir = d
+	}
+	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(0.01),
+		Progress: testWriter{t}, Provider: cfg})
+	if res.Error != "" {
+		t.Fatalf("the run stopped: %s", res.Error)
+	}
+	if res.Provider != "inmemory" {
+		t.Errorf("result names provider %q", res.Provider)
+	}
+	status := map[string]check.Status{}
+	for _, r := range res.Checks {
+		status[r.Rule] = r.Status
+		if r.Status == check.Fail {
+			t.Errorf("rule %s failed: %v", r.Rule, r.Violations)
+		}
+	}
+	for _, rule := range []string{"host-bound-once", "no-wipe-under-live-machine", "same-hosts", "etcd-member-removed-first"} {
+		if status[rule] != check.NotApplicable {
+			t.Errorf("rule %s is %q for a provider without hosts, want n/a", rule, status[rule])
+		}
+	}
+	for _, rule := range []string{"kcp-max-machines", "kcp-one-deleting", "end-machines-up-to-date", "end-control-plane", "end-nodes-ready", "capi-agrees"} {
+		if status[rule] != check.Pass {
+			t.Errorf("rule %s is %q, want pass", rule, status[rule])
+		}
+	}
 }

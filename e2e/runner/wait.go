@@ -18,7 +18,9 @@ import (
 // waitRolledOut waits until every Machine is UpToDate at version with no
 // update in progress, KCP and the MachineDeployment count them so, and
 // every Node is Ready with that kubelet; it prints progress as it moves.
-func (r *run) waitRolledOut(ctx context.Context, version, phase string) error {
+func (r *run) waitRolledOut(ctx context.Context, version, phase string, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
 	want := r.scenario.Cluster.ControlPlane.Replicas + r.scenario.Cluster.Workers.Replicas
 	var last string
 	for {
@@ -37,7 +39,7 @@ func (r *run) waitRolledOut(ctx context.Context, version, phase string) error {
 			if err != nil {
 				detail = err.Error()
 			}
-			return fmt.Errorf("%s: %d/%d machines up to date at %s when the run's time was up: %s", phase, n, want, version, detail)
+			return fmt.Errorf("%s: %d/%d machines up to date at %s when its time (%s, or the run's) was up: %s", phase, n, want, version, limit, detail)
 		case err := <-r.faultErrs:
 			return err
 		case <-time.After(500 * time.Millisecond):

@@ -1,0 +1,236 @@
+// Package provider reads provider configs (fixtures/providers/*.yaml): which
+// infrastructure provider the scenarios run against, how its managers are
+// built and started beside CAPI's, which cluster templates describe a
+// cluster on it, and which upgrade strategies it supports. The shape follows
+// CAPI's own E2EConfig (providers, their manager commands, templates,
+// variables, intervals) so a provider team can point the suite at theirs
+// by writing one file.
+package provider
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/sim/specfile"
+)
+
+// Config is one fixtures/providers file.
+type Config struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// Lab: the provider drives the lab's hosts (enrolled as BareMetalHosts
+	// through their BMCs, images from the lab's image server). Without it
+	// the provider brings its own machines and the rules about hosts,
+	// their disks and persistent data are reported as not applicable.
+	Lab      bool      `yaml:"lab"`
+	Managers []Manager `yaml:"managers"`
+	// Templates is a folder (relative to this file) with cluster.yaml and
+	// machine-templates.yaml (the plain form) and clusterclass.yaml and
+	// cluster-topology.yaml (the ClusterClass form); see CONFORMANCE.md for
+	// the variables the runner gives them.
+	Templates string `yaml:"clusterTemplates"`
+	// Strategies the provider supports; scenarios of other strategies are
+	// not run against it.
+	Strategies []scenario.Strategy `yaml:"strategies"`
+	// Variables are added to every template's variables.
+	Variables map[string]string `yaml:"variables"`
+	Intervals Intervals         `yaml:"intervals"`
+
+	path string
+}
+
+// Intervals bound the waits of a run (each within the scenario's timeout).
+type Intervals struct {
+	// Provision: the cluster at the from-version, every Machine up to date.
+	Provision scenario.Duration `yaml:"provision"`
+	// Upgrade: from the upgrade step to every Machine up to date.
+	Upgrade scenario.Duration `yaml:"upgrade"`
+}
+
+// Manager is one process beside CAPI's managers.
+type Manager struct {
+	Name string `yaml:"name"`
+	// Reference is one of upgradelab's own, wired to the lab by the
+	// harness: "baremetal" (the provider) or "inplace" (the extension).
+	Reference string `yaml:"reference"`
+	// Module and Package: a main package (Package, inside Module) built
+	// from this repository's go.mod at the version it pins, cached per
+	// module version. Config is then relative to the module's folder.
+	Module  string `yaml:"module"`
+	Package string `yaml:"package"`
+	// Binary is a prebuilt executable, relative to this file.
+	Binary string `yaml:"binary"`
+	// Config is a folder in kubebuilder's layout: crd/bases (with
+	// crd/kustomization.yaml's labels) and webhook/manifests.yaml.
+	Config string `yaml:"config"`
+	// FeatureGates: built on CAPI's manager scaffolding, takes CAPI's
+	// --feature-gates.
+	FeatureGates bool `yaml:"featureGates"`
+	// RuntimeExtension: serves Runtime SDK hooks (an ExtensionConfig is
+	// registered for it).
+	RuntimeExtension bool              `yaml:"runtimeExtension"`
+	Env              map[string]string `yaml:"env"`
+	Args             []string          `yaml:"args"`
+	// OnlyFor limits it to runs of these strategies (default: every run).
+	OnlyFor []scenario.Strategy `yaml:"onlyFor"`
+}
+
+// References are the managers the harness knows how to wire to the lab.
+var References = []string{"baremetal", "inplace"}
+
+var namePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// TemplateFiles are the files every clusterTemplates folder holds.
+var TemplateFiles = []string{"cluster.yaml", "machine-templates.yaml", "clusterclass.yaml", "cluster-topology.yaml"}
+
+// Parse reads and validates a config's content; name is used in errors.
+func Parse(name string, data []byte) (*Config, error) {
+	c := &Config{}
+	if err := specfile.Decode(name, data, c); err != nil {
+		return nil, err
+	}
+	if c.Intervals.Provision.Duration == 0 {
+		c.Intervals.Provision.Duration = 5 * time.Minute
+	}
+	if c.Intervals.Upgrade.Duration == 0 {
+		c.Intervals.Upgrade.Duration = 10 * time.Minute
+	}
+	if errs := c.validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("%s: %s", name, strings.Join(errs, "; "))
+	}
+	return c, nil
+}
+
+func (c *Config) validate() []string {
+	var errs []string
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, field+": "+fmt.Sprintf(format, args...))
+	}
+	if !namePattern.MatchString(c.Name) || len(c.Name) > 30 {
+		bad("name", "%q must be lower-case letters, digits and dashes (at most 30)", c.Name)
+	}
+	if c.Templates == "" {
+		bad("clusterTemplates", "required (a folder with %s)", strings.Join(TemplateFiles, ", "))
+	}
+	if len(c.Strategies) == 0 {
+		bad("strategies", "required (some of in-place, scale-in, rolling, reset)")
+	}
+	for i, s := range c.Strategies {
+		if !slices.Contains([]scenario.Strategy{scenario.InPlace, scenario.ScaleIn, scenario.Rolling, scenario.Reset}, s) {
+			bad(fmt.Sprintf("strategies[%d]", i), "%q is not in-place, scale-in, rolling or reset", s)
+		}
+		if s == scenario.Reset && !c.Lab {
+			bad(fmt.Sprintf("strategies[%d]", i), "reset needs the lab (hosts that reset and register themselves)")
+		}
+	}
+	if len(c.Managers) == 0 {
+		bad("managers", "required (at least the infrastructure provider's manager)")
+	}
+	seen := map[string]bool{}
+	extension := false
+	for i, m := range c.Managers {
+		field := fmt.Sprintf("managers[%d]", i)
+		if !namePattern.MatchString(m.Name) || slices.Contains([]string{"capi", "kcp", "cabpk"}, m.Name) {
+			bad(field+".name", "%q must be lower-case letters, digits and dashes, and not capi, kcp or cabpk", m.Name)
+		}
+		if seen[m.Name] {
+			bad(field+".name", "%q appears twice", m.Name)
+		}
+		seen[m.Name] = true
+		kinds := 0
+		for _, set := range []bool{m.Reference != "", m.Package != "", m.Binary != ""} {
+			if set {
+				kinds++
+			}
+		}
+		if kinds != 1 {
+			bad(field, "give exactly one of reference, package (with module) and binary")
+		}
+		if m.Reference != "" && !slices.Contains(References, m.Reference) {
+			bad(field+".reference", "%q is not one of %v", m.Reference, References)
+		}
+		if m.Reference != "" && !c.Lab {
+			bad(field+".reference", "upgradelab's own managers drive the lab: set lab: true")
+		}
+		if m.Package != "" && m.Module == "" {
+			bad(field+".module", "required with package (the Go module that holds it)")
+		}
+		for k := range m.Env {
+			if k == "" || strings.ContainsAny(k, "= ") {
+				bad(field+".env", "%q is not a variable name", k)
+			}
+		}
+		for j, s := range m.OnlyFor {
+			if !slices.Contains(c.Strategies, s) {
+				bad(fmt.Sprintf("%s.onlyFor[%d]", field, j), "%q is not one of the provider's strategies %v", s, c.Strategies)
+			}
+		}
+		if m.RuntimeExtension || m.Reference == "inplace" {
+			extension = true
+		}
+	}
+	if slices.Contains(c.Strategies, scenario.InPlace) && !extension {
+		bad("strategies", "in-place needs a manager with runtimeExtension: true (CAPI calls its in-place hooks)")
+	}
+	if c.Intervals.Provision.Duration < 0 || c.Intervals.Upgrade.Duration < 0 {
+		bad("intervals", "must not be negative")
+	}
+	return errs
+}
+
+// Load reads a config file and checks that its template folder holds
+// every template.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	c.path = path
+	var missing []string
+	for _, f := range TemplateFiles {
+		if _, err := os.Stat(filepath.Join(c.TemplatesDir(), f)); err != nil {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%s: clusterTemplates: %s lacks %s", path, c.TemplatesDir(), strings.Join(missing, ", "))
+	}
+	return c, nil
+}
+
+// Path is the file the config was loaded from.
+func (c *Config) Path() string { return c.path }
+
+// TemplatesDir is the template folder, resolved against the file's folder.
+func (c *Config) TemplatesDir() string { return c.resolve(c.Templates) }
+
+func (c *Config) resolve(p string) string {
+	if filepath.IsAbs(p) || c.path == "" {
+		return p
+	}
+	return filepath.Join(filepath.Dir(c.path), p)
+}
+
+// Supports says whether the provider runs scenarios of strategy s.
+func (c *Config) Supports(s scenario.Strategy) bool { return slices.Contains(c.Strategies, s) }
+
+// ManagersFor are the managers a run of strategy s starts.
+func (c *Config) ManagersFor(s scenario.Strategy) []Manager {
+	var out []Manager
+	for _, m := range c.Managers {
+		if len(m.OnlyFor) == 0 || slices.Contains(m.OnlyFor, s) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
