@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/runner"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/sim/timescale"
@@ -31,6 +32,30 @@ var scenarioGlob = func() string {
 	return "../scenarios/*.yaml"
 }()
 
+// providerConfigs are the providers the scenarios run against:
+// UPGRADELAB_PROVIDERS (config files relative to the repository, separated
+// by commas or spaces), or the reference provider and CAPI's in-memory
+// provider, so the conformance table shows a provider nobody here wrote
+// beside ours.
+var providerConfigs = func() []*provider.Config {
+	list := os.Getenv("UPGRADELAB_PROVIDERS")
+	if list == "" {
+		list = "fixtures/providers/baremetal.yaml fixtures/providers/inmemory.yaml"
+	}
+	var out []*provider.Config
+	for _, p := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' }) {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join("..", p)
+		}
+		c, err := provider.Load(p)
+		if err != nil {
+			panic(err) // a bad provider config stops the suite before it starts, naming file and field
+		}
+		out = append(out, c)
+	}
+	return out
+}()
+
 var (
 	resultsMu sync.Mutex
 	results   []runner.Result
@@ -42,10 +67,11 @@ func scenarioResults() []runner.Result {
 	return append([]runner.Result(nil), results...)
 }
 
-// Each scenario file, in each of its forms, is one spec labelled with its
-// name, strategy and form (`make e2e GINKGO_LABELS=in-place` runs only
-// those). A broken rule fails the spec with the moment, the objects and
-// the rule.
+// Each scenario file, in each of its forms, against each provider that
+// supports its strategy, is one spec labelled with the provider, the
+// scenario's name, strategy and form (`make e2e GINKGO_LABELS=in-place`
+// runs only those). A broken rule fails the spec with the moment, the
+// objects and the rule.
 var _ = Describe("upgrade scenarios", Label("scenario"), func() {
 	paths, err := filepath.Glob(scenarioGlob)
 	if err != nil || len(paths) == 0 {
@@ -56,23 +82,28 @@ var _ = Describe("upgrade scenarios", Label("scenario"), func() {
 		if err != nil {
 			panic(err) // a bad scenario file stops the suite before it starts, naming file and field
 		}
-		for _, form := range s.Forms {
-			It(fmt.Sprintf("%s (%s)", s.Name, form), Label(s.Name, string(s.Strategy), string(form)), func(ctx context.Context) {
-				dir, _ := filepath.Abs(filepath.Join(*artifactsFlag, s.Name+"-"+string(form)))
-				res := runner.Run(ctx, s, def, form, runner.Options{
-					RepoRoot: "..", Dir: dir, Scale: timescale.Scale(*timeScaleFlag), Progress: GinkgoWriter,
-					ProviderBinary: binaries.provider, ExtensionBinary: binaries.extension,
-				})
-				resultsMu.Lock()
-				results = append(results, res)
-				resultsMu.Unlock()
-				Expect(res.Error).To(BeEmpty(), "the run stopped early")
-				var broken []string
-				for _, v := range check.Failed(res.Checks) {
-					broken = append(broken, v.String())
-				}
-				Expect(broken).To(BeEmpty(), "broken rules (timeline %s):\n%s", res.Timeline, strings.Join(broken, "\n"))
-			}, SpecTimeout(s.Timeout.Duration+2*time.Minute))
+		for _, prov := range providerConfigs {
+			if ok, _ := prov.Runs(s); !ok {
+				continue // not a spec: the table shows only what a provider can run
+			}
+			for _, form := range s.Forms {
+				It(fmt.Sprintf("%s (%s) on %s", s.Name, form, prov.Name), Label(prov.Name, s.Name, string(s.Strategy), string(form)), func(ctx context.Context) {
+					dir, _ := filepath.Abs(filepath.Join(*artifactsFlag, prov.Name+"-"+s.Name+"-"+string(form)))
+					res := runner.Run(ctx, s, def, form, runner.Options{
+						RepoRoot: "..", Dir: dir, Scale: timescale.Scale(*timeScaleFlag), Progress: GinkgoWriter,
+						ProviderBinary: binaries.provider, ExtensionBinary: binaries.extension, Provider: prov,
+					})
+					resultsMu.Lock()
+					results = append(results, res)
+					resultsMu.Unlock()
+					Expect(res.Error).To(BeEmpty(), "the run stopped early")
+					var broken []string
+					for _, v := range check.Failed(res.Checks) {
+						broken = append(broken, v.String())
+					}
+					Expect(broken).To(BeEmpty(), "broken rules (timeline %s):\n%s", res.Timeline, strings.Join(broken, "\n"))
+				}, SpecTimeout(s.Timeout.Duration+2*time.Minute))
+			}
 		}
 	}
 })

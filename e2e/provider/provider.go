@@ -234,3 +234,25 @@ func (c *Config) ManagersFor(s scenario.Strategy) []Manager {
 	}
 	return out
 }
+
+// Runs says whether a scenario can run against the provider, and if not,
+// why: its strategy is not supported, or a fault acts on something the
+// provider does not have (BMCs without the lab, a manager it does not run).
+func (c *Config) Runs(s *scenario.Scenario) (bool, string) {
+	if !c.Supports(s.Strategy) {
+		return false, fmt.Sprintf("provider %s does not support strategy %s (its strategies: %v)", c.Name, s.Strategy, c.Strategies)
+	}
+	running := []string{"capi", "kcp", "cabpk"}
+	for _, m := range c.ManagersFor(s.Strategy) {
+		running = append(running, m.Name)
+	}
+	for _, f := range s.Faults {
+		if f.BMC != nil && !c.Lab {
+			return false, fmt.Sprintf("fault %s acts on BMCs, which provider %s does not use", f.Name, c.Name)
+		}
+		if f.Restart != "" && !slices.Contains(running, f.Restart) {
+			return false, fmt.Sprintf("fault %s restarts %s, which does not run for provider %s (running: %v)", f.Name, f.Restart, c.Name, running)
+		}
+	}
+	return true, ""
+}

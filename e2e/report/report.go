@@ -33,8 +33,22 @@ func Write(dir string, results []runner.Result) error {
 	for _, r := range check.Rules {
 		page.Rules = append(page.Rules, ruleHead{Name: r.Name, Why: r.Why})
 	}
-	for _, res := range results {
-		run := runData{Result: res, Name: res.Scenario + " (" + string(res.Form) + ")", Duration: res.Duration.Round(time.Second).String()}
+	// Runs of one scenario and form sit together, one row per provider,
+	// so a provider's results read beside the reference's.
+	sorted := append([]runner.Result(nil), results...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if a.Scenario != b.Scenario {
+			return a.Scenario < b.Scenario
+		}
+		if a.Form != b.Form {
+			return a.Form < b.Form
+		}
+		return a.Provider < b.Provider
+	})
+	for _, res := range sorted {
+		run := runData{Result: res, Name: res.Scenario + " (" + string(res.Form) + ")", Duration: res.Duration.Round(time.Second).String(),
+			Anchor: res.Provider + "-" + res.Scenario + "-" + string(res.Form)}
 		byRule := map[string]check.Result{}
 		for _, c := range res.Checks {
 			byRule[c.Rule] = c
@@ -74,7 +88,7 @@ type ruleHead struct{ Name, Why string }
 
 type runData struct {
 	runner.Result
-	Name, Duration string
+	Name, Duration, Anchor string
 	Cells          []cellData
 	Violations     []check.Violation
 	Picture        *pictureData
@@ -213,12 +227,12 @@ th.rule{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap}
 </style></head><body>
 <h1>upgradelab e2e report</h1>
 <p>Generated {{.Generated}}. Each cell is one rule (see docs/CONFORMANCE.md) in one run: pass, fail (hover for the first violation) or n/a (the rule means nothing for that run).</p>
-<table><tr><th>run</th><th>strategy</th><th>time</th>{{range .Rules}}<th class="rule" title="{{.Why}}">{{.Name}}</th>{{end}}</tr>
-{{range .Runs}}<tr><td><a href="#{{.Scenario}}-{{.Form}}">{{.Name}}</a>{{if .Error}} <b>stopped</b>{{end}}</td><td>{{.Strategy}}</td><td>{{.Duration}}</td>
+<table><tr><th>run</th><th>provider</th><th>strategy</th><th>time</th>{{range .Rules}}<th class="rule" title="{{.Why}}">{{.Name}}</th>{{end}}</tr>
+{{range .Runs}}<tr><td><a href="#{{.Anchor}}">{{.Name}}</a>{{if .Error}} <b>stopped</b>{{end}}</td><td>{{.Provider}}</td><td>{{.Strategy}}</td><td>{{.Duration}}</td>
 {{range .Cells}}<td class="{{if eq .Status "pass"}}pass{{else if eq .Status "fail"}}fail{{else}}na{{end}}" title="{{.Title}}">{{.Status}}</td>{{end}}</tr>
 {{end}}</table>
 {{range .Runs}}
-<h2 id="{{.Scenario}}-{{.Form}}">{{.Name}}</h2>
+<h2 id="{{.Anchor}}">{{.Name}} on {{.Provider}}</h2>
 <p>{{.Strategy}}, {{.Duration}}; timeline: <code>{{.Timeline}}</code></p>
 {{if .Error}}<p class="fail">Stopped early: {{.Error}}</p>{{end}}
 {{if .Violations}}<ul>{{range .Violations}}<li class="v">{{.String}}</li>{{end}}</ul>{{end}}

@@ -27,10 +27,13 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 	tl.Add(timeline.Entry{Time: t0.Add(3 * time.Second), Kind: monitor.KindHost, Name: "node-0", New: map[string]string{monitor.FieldState: "provisioned"}})
 	tl.Close()
 	broken := check.Violation{Time: t0, Rule: "host-bound-once", Objects: []string{"BareMetalHost/node-0"}, Message: "bound twice"}
-	res := runner.Result{Scenario: "single-node-in-place", Form: scenario.Plain, Strategy: "in-place", Duration: 90 * time.Second,
+	res := runner.Result{Provider: "baremetal", Scenario: "single-node-in-place", Form: scenario.Plain, Strategy: "in-place", Duration: 90 * time.Second,
 		Timeline: filepath.Join(dir, "timeline.jsonl"),
 		Checks:   []check.Result{{Rule: "host-bound-once", Status: check.Fail, Violations: []check.Violation{broken}}, {Rule: "same-machines", Status: check.Pass}}}
-	if err := Write(dir, []runner.Result{res}); err != nil {
+	theirs := runner.Result{Provider: "inmemory", Scenario: "single-node-in-place", Form: scenario.Plain, Strategy: "in-place",
+		Timeline: filepath.Join(dir, "missing.jsonl"),
+		Checks:   []check.Result{{Rule: "host-bound-once", Status: check.NotApplicable}, {Rule: "same-machines", Status: check.Pass}}}
+	if err := Write(dir, []runner.Result{theirs, res}); err != nil {
 		t.Fatal(err)
 	}
 	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
@@ -45,5 +48,16 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "results.json")); err != nil {
 		t.Fatal(err)
+	}
+	// A provider's run sits beside the reference's, its inapplicable rule
+	// shown as n/a, not as passed.
+	ours, other := strings.Index(page, "<td>baremetal</td>"), strings.Index(page, "<td>inmemory</td>")
+	if ours < 0 || other < ours {
+		t.Fatalf("want the baremetal row, then the inmemory row: %d, %d", ours, other)
+	}
+	row := page[other:]
+	row = row[:strings.Index(row, "</tr>")]
+	if !strings.Contains(row, `class="na" title="">n/a</td>`) || strings.Count(row, `class="pass"`) != 1 {
+		t.Errorf("inmemory row should show host-bound-once n/a and one pass: %s", row)
 	}
 }

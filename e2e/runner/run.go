@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -158,13 +159,8 @@ func (r *run) execute(ctx context.Context) error {
 	if err := os.MkdirAll(r.opts.Dir, 0o755); err != nil {
 		return err
 	}
-	if !r.provider.Supports(r.scenario.Strategy) {
-		return fmt.Errorf("provider %s does not support strategy %s (its strategies: %v)", r.provider.Name, r.scenario.Strategy, r.provider.Strategies)
-	}
-	for _, f := range r.scenario.Faults {
-		if f.BMC != nil && !r.provider.Lab {
-			return fmt.Errorf("fault %s acts on BMCs, which provider %s does not use", f.Name, r.provider.Name)
-		}
+	if ok, why := r.provider.Runs(r.scenario); !ok {
+		return errors.New(why)
 	}
 	var err error
 	if r.tl, err = timeline.Create(filepath.Join(r.opts.Dir, "timeline.jsonl")); err != nil {

@@ -121,8 +121,9 @@ type Expect struct {
 type Fault struct {
 	Name string    `yaml:"name"`
 	When FaultWhen `yaml:"when"`
-	// Restart kills a process of the management plane (SIGKILL, as a
-	// crash) and starts it again: capi, kcp, cabpk, baremetal or inplace.
+	// Restart kills a manager of the management plane (SIGKILL, as a
+	// crash) and starts it again: capi, kcp, cabpk, or a manager of the
+	// provider config (the reference's are baremetal and inplace).
 	Restart string `yaml:"restart"`
 	// BMC makes every BMC slow and flaky from then on.
 	BMC *BMCFault `yaml:"bmc"`
@@ -142,9 +143,6 @@ type BMCFault struct {
 	Latency   Duration `yaml:"latency"`
 	ErrorRate float64  `yaml:"errorRate"`
 }
-
-// Processes a Restart fault may name.
-var Processes = []string{"capi", "kcp", "cabpk", "baremetal", "inplace"}
 
 // Duration is a time.Duration written as "90s" or "5m".
 type Duration struct{ time.Duration }
@@ -254,8 +252,8 @@ func (s *Scenario) validate() []string {
 		if (f.Restart != "") == (f.BMC != nil) {
 			bad(field, "give exactly one of restart and bmc")
 		}
-		if f.Restart != "" && !slices.Contains(Processes, f.Restart) {
-			bad(field+".restart", "%q is not one of %v", f.Restart, Processes)
+		if f.Restart != "" && !namePattern.MatchString(f.Restart) {
+			bad(field+".restart", "%q is not a manager's name (capi, kcp, cabpk or one of the provider config's)", f.Restart)
 		}
 		if f.Restart == "inplace" && s.Strategy != InPlace {
 			bad(field+".restart", "the in-place extension runs only for strategy in-place")

@@ -55,7 +55,7 @@ func TestParseNamesFileFieldAndProblem(t *testing.T) {
 		{"timeout", "strategy: scale-in", "strategy: scale-in\ntimeout: soon", `"soon" is not a duration`},
 		{"form", "strategy: scale-in", "strategy: scale-in\nforms: [helm]", `forms[0]: "helm" is not one of`},
 		{"fault with two actions", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: kcp, bmc: {errorRate: 0.1}}]", "faults[0]: give exactly one of restart and bmc"},
-		{"fault restarting nothing known", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: etcd}]", `faults[0].restart: "etcd" is not one of`},
+		{"fault restarting no manager name", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: \"Etcd Server\"}]", `faults[0].restart: "Etcd Server" is not a manager's name`},
 		{"fault restarting the extension of another strategy", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: inplace}]", "faults[0].restart: the in-place extension runs only for strategy in-place"},
 		{"fault at an unknown step", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: kcp, when: {afterStep: lunch}}]", `faults[0].when.afterStep: "lunch" is not env or upgrade`},
 	} {

@@ -1,0 +1,159 @@
+package provider
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/upgradelab/upgradelab/e2e/scenario"
+)
+
+func TestShippedConfigsLoad(t *testing.T) {
+	for _, name := range []string{"baremetal", "inmemory"} {
+		c, err := Load(filepath.Join("..", "..", "fixtures", "providers", name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Name != name || len(c.Managers) == 0 {
+			t.Errorf("%s: %+v", name, c)
+		}
+	}
+	bm, _ := Load("../../fixtures/providers/baremetal.yaml")
+	if got := len(bm.ManagersFor(scenario.ScaleIn)); got != 1 {
+		t.Errorf("a scale-in run of the reference starts %d managers, want the provider alone", got)
+	}
+	if got := len(bm.ManagersFor(scenario.InPlace)); got != 2 {
+		t.Errorf("an in-place run starts %d managers, want provider and extension", got)
+	}
+	mem, _ := Load("../../fixtures/providers/inmemory.yaml")
+	if mem.Lab || mem.Supports(scenario.InPlace) || !mem.Supports(scenario.Rolling) {
+		t.Errorf("inmemory: lab %v, strategies %v", mem.Lab, mem.Strategies)
+	}
+}
+
+const good = `
+name: theirs
+managers:
+- name: capx
+  binary: bin/manager
+  config: config
+clusterTemplates: templates
+strategies: [scale-in]
+`
+
+func TestBadConfigsNameTheField(t *testing.T) {
+	for _, tc := range []struct{ edit, want string }{
+		{"name: theirs\n", "name: \"\" must be"},
+		{"strategies: [scale-in]\n", "strategies: required"},
+		{"  binary: bin/manager\n", "managers[0]: give exactly one of reference, package"},
+		{"clusterTemplates: templates\n", "clusterTemplates: required"},
+	} {
+		_, err := Parse("providers/theirs.yaml", []byte(strings.Replace(good, tc.edit, "", 1)))
+		if err == nil || !strings.Contains(err.Error(), "providers/theirs.yaml: ") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("without %q: %v, want %q", tc.edit, err, tc.want)
+		}
+	}
+	for _, tc := range []struct{ doc, want string }{
+		{good + "colour: red\n", `unknown field "colour"`},
+		{strings.Replace(good, "[scale-in]", "[in-place]", 1), "in-place needs a manager with runtimeExtension"},
+		{strings.Replace(good, "[scale-in]", "[reset]", 1), "strategies[0]: reset needs the lab"},
+		{strings.Replace(good, "[scale-in]", "[sideways]", 1), `strategies[0]: "sideways" is not`},
+		{strings.Replace(good, "name: capx", "name: kcp", 1), `managers[0].name: "kcp"`},
+		{strings.Replace(good, "binary: bin/manager", "package: cmd/manager", 1), "managers[0].module: required with package"},
+		{strings.Replace(good, "binary: bin/manager", "reference: baremetal", 1), "managers[0].reference: upgradelab's own managers drive the lab"},
+		{strings.Replace(good, "binary: bin/manager", "binary: x\n  onlyFor: [rolling]", 1), `managers[0].onlyFor[0]: "rolling" is not one of the provider's strategies`},
+		{good + "intervals: {upgrade: soon}\n", "not a duration"},
+	} {
+		_, err := Parse("providers/theirs.yaml", []byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s\n=> %v, want %q", tc.doc, err, tc.want)
+		}
+	}
+	if _, err := Parse("providers/theirs.yaml", []byte(good)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadWantsEveryTemplate(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "theirs.yaml"), []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(dir, "templates"), 0o755)
+	os.WriteFile(filepath.Join(dir, "templates", "cluster.yaml"), nil, 0o644)
+	_, err := Load(filepath.Join(dir, "theirs.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "lacks machine-templates.yaml, clusterclass.yaml, cluster-topology.yaml") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestProcessFindsTheBinaryAndConfig(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "theirs.yaml"), []byte(good), 0o644)
+	c, err := Parse(filepath.Join(dir, "theirs.yaml"), []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.path = filepath.Join(dir, "theirs.yaml")
+	if _, err := c.Process(t.Context(), c.Managers[0], dir, dir); err == nil || !strings.Contains(err.Error(), "managers capx: binary") {
+		t.Fatalf("a missing binary: %v", err)
+	}
+	os.MkdirAll(filepath.Join(dir, "bin"), 0o755)
+	os.WriteFile(filepath.Join(dir, "bin", "manager"), []byte("#!/bin/sh\n"), 0o755)
+	if _, err := c.Process(t.Context(), c.Managers[0], dir, dir); err == nil || !strings.Contains(err.Error(), "has no crd/bases") {
+		t.Fatalf("a config folder without CRDs: %v", err)
+	}
+	os.MkdirAll(filepath.Join(dir, "config", "crd", "bases"), 0o755)
+	c.Managers[0].Env = map[string]string{"POD_IP": "127.0.0.1"}
+	p, err := c.Process(t.Context(), c.Managers[0], dir, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Binary != filepath.Join(dir, "bin", "manager") || p.ConfigDir != filepath.Join(dir, "config") || len(p.Env) != 1 || p.Env[0] != "POD_IP=127.0.0.1" {
+		t.Errorf("got %+v", p)
+	}
+}
+
+func FuzzParseProvider(f *testing.F) {
+	f.Add([]byte(good))
+	for _, name := range []string{"baremetal", "inmemory"} {
+		if b, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "providers", name+".yaml")); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.yaml: ") {
+				t.Fatalf("error without the file name: %v", err)
+			}
+			return
+		}
+		if c.Name == "" || len(c.Managers) == 0 || len(c.Strategies) == 0 || c.Intervals.Upgrade.Duration <= 0 {
+			t.Fatalf("accepted an incomplete config: %+v", c)
+		}
+	})
+}
+
+func TestRunsSaysWhyAScenarioDoesNotApply(t *testing.T) {
+	mem, err := Load("../../fixtures/providers/inmemory.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		s    scenario.Scenario
+		want string
+	}{
+		{scenario.Scenario{Strategy: scenario.ScaleIn}, ""},
+		{scenario.Scenario{Strategy: scenario.ScaleIn, Faults: []scenario.Fault{{Name: "f", Restart: "capd"}}}, ""},
+		{scenario.Scenario{Strategy: scenario.InPlace}, "does not support strategy in-place"},
+		{scenario.Scenario{Strategy: scenario.ScaleIn, Faults: []scenario.Fault{{Name: "f", Restart: "baremetal"}}}, "fault f restarts baremetal, which does not run for provider inmemory"},
+		{scenario.Scenario{Strategy: scenario.Rolling, Faults: []scenario.Fault{{Name: "f", BMC: &scenario.BMCFault{}}}}, "fault f acts on BMCs"},
+	} {
+		ok, why := mem.Runs(&tc.s)
+		if ok != (tc.want == "") || !strings.Contains(why, tc.want) {
+			t.Errorf("%+v: %v %q, want %q", tc.s, ok, why, tc.want)
+		}
+	}
+}
