@@ -89,9 +89,9 @@ type ruleHead struct{ Name, Why string }
 type runData struct {
 	runner.Result
 	Name, Duration, Anchor string
-	Cells          []cellData
-	Violations     []check.Violation
-	Picture        *pictureData
+	Cells                  []cellData
+	Violations             []check.Violation
+	Picture                *pictureData
 }
 
 type cellData struct{ Status, Title string }
