@@ -57,9 +57,14 @@ test: tools lint
 	$(GO_TEST) -count=1 -race -timeout 20m $(RACE_PKGS)
 
 # The main job: the e2e suite (every scenario of scenarios/ in each of its
-# forms, on its own lab and plane). GINKGO_LABELS selects, e.g.
-# GINKGO_LABELS=in-place or GINKGO_LABELS='scenario && clusterclass'.
+# forms, against each provider of PROVIDERS that supports its strategy, on
+# its own plane). GINKGO_LABELS selects, e.g. GINKGO_LABELS=in-place or
+# GINKGO_LABELS='scenario && clusterclass' or GINKGO_LABELS=inmemory.
+# PROVIDERS are provider configs (docs/PROVIDERS.md): the reference
+# provider and CAPI's own in-memory provider by default.
 GINKGO_LABELS ?=
+PROVIDERS ?= fixtures/providers/baremetal.yaml fixtures/providers/inmemory.yaml
+export UPGRADELAB_PROVIDERS = $(PROVIDERS)
 e2e: tools
 	$(GO_TEST) -v -count=1 -tags e2e -timeout 90m ./e2e/ -args \
 		-ginkgo.v -ginkgo.junit-report=$(ARTIFACTS)/junit.xml \
@@ -92,6 +97,7 @@ fuzz: deps
 	go test -run '^$$' -fuzz FuzzParseRegistration -fuzztime $(FUZZTIME) ./providers/baremetal/callback/
 	go test -run '^$$' -fuzz FuzzRenderBytes -fuzztime $(FUZZTIME) ./e2e/clustertemplate/
 	go test -run '^$$' -fuzz FuzzParseScenario -fuzztime $(FUZZTIME) ./e2e/scenario/
+	go test -run '^$$' -fuzz FuzzParseProvider -fuzztime $(FUZZTIME) ./e2e/provider/
 
 clean-cache:
 	rm -rf $(UPGRADELAB_CACHE)

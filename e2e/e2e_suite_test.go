@@ -20,6 +20,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/report"
 )
@@ -55,6 +56,16 @@ var _ = BeforeSuite(func(ctx context.Context) {
 	Expect(err).NotTo(HaveOccurred())
 	binaries.extension, err = reference.Build(ctx, bin, reference.ExtensionCommand)
 	Expect(err).NotTo(HaveOccurred())
+	for _, prov := range providerConfigs {
+		for _, m := range prov.Managers {
+			if m.Package == "" {
+				continue
+			}
+			By(fmt.Sprintf("building %s's manager %s from %s (cached per module version)", prov.Name, m.Name, m.Module))
+			_, err := prov.Process(ctx, m, "..", mgmt.CacheDir())
+			Expect(err).NotTo(HaveOccurred())
+		}
+	}
 }, NodeTimeout(10*time.Minute))
 
 var _ = ReportAfterSuite("artifacts", func(Report) {

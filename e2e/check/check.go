@@ -24,10 +24,11 @@ func (v Violation) String() string {
 
 // Params are what the rules need to know of the run.
 type Params struct {
-	Strategy  scenario.Strategy
-	Workers   int
-	ToVersion string
-	Expect    scenario.Expect
+	Strategy    scenario.Strategy
+	Workers     int
+	FromVersion string
+	ToVersion   string
+	Expect      scenario.Expect
 	// HostsVisible: the provider keeps hosts as BareMetalHosts (the
 	// host rules mean nothing for a provider without them).
 	HostsVisible bool
@@ -38,7 +39,7 @@ type Params struct {
 // ParamsFor is the Params of a scenario run against the reference
 // provider.
 func ParamsFor(s *scenario.Scenario) Params {
-	return Params{Strategy: s.Strategy, Workers: s.Cluster.Workers.Replicas, ToVersion: s.To.Version,
+	return Params{Strategy: s.Strategy, Workers: s.Cluster.Workers.Replicas, FromVersion: s.From.Version, ToVersion: s.To.Version,
 		Expect: s.Expect, HostsVisible: true, HostData: true}
 }
 
@@ -110,7 +111,7 @@ func Run(entries []timeline.Entry, p Params) []Result {
 			add(i, r.End(s, p))
 		}
 	}
-	agree(s, results)
+	agree(s, p, results)
 	return results
 }
 

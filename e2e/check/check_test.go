@@ -91,7 +91,7 @@ func TestAGoodRunPassesEveryRuleThatApplies(t *testing.T) {
 	results := Run(goodInPlace().entries, inPlace)
 	for _, r := range results {
 		want := Pass
-		if r.Rule == "md-max-machines" || r.Rule == "md-min-available" || r.Rule == "end-workers" || r.Rule == "spares-left" {
+		if r.Rule == "md-max-machines" || r.Rule == "md-min-available" || r.Rule == "end-workers" || r.Rule == "spares-left" || r.Rule == "end-rolled-back" {
 			want = NotApplicable
 		}
 		if r.Status != want {
@@ -157,7 +157,7 @@ func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
 			breakIt: func(h *history) {
 				h.set(monitor.KindCluster, "c", map[string]string{monitor.FieldAvailable: "True", monitor.FieldCPUpToDate: "False", monitor.FieldWorkersUpToDate: "True"})
 			},
-			objects: []string{"Cluster/c"}, message: "controlPlaneMachinesUpToDate=False while every end rule passed"},
+			objects: []string{"Cluster/c"}, message: "controlPlaneMachinesUpToDate=False, workerMachinesUpToDate=True, rollingOut=absent, not that the upgrade is done, while every end rule passed"},
 		{name: "a Machine not up to date at the end", rule: "end-machines-up-to-date", params: inPlace,
 			breakIt: func(h *history) {
 				h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
@@ -223,5 +223,79 @@ func TestEtcdMemberRemovedBeforeTheHostGoesPasses(t *testing.T) {
 	h.set(monitor.KindHost, "node-0", host("", "deprovisioning"))
 	if st := statuses(Run(h.entries, inPlace)); st["etcd-member-removed-first"] != Pass {
 		t.Fatalf("etcd-member-removed-first %s; want pass", st["etcd-member-removed-first"])
+	}
+}
+
+// An in-place update that fails its health check: the host falls back,
+// CAPI reports the failed update on the Machine, the Node stays at the
+// old version.
+func rolledBack() *history {
+	h := newHistory()
+	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.35.3", "1", "1", "1"))
+	h.set(monitor.KindMachine, "c-cp-a", machine("v1.35.3", "u1", "c-cp-a", true, "True"))
+	h.set(monitor.KindHost, "node-0", host("c-cp-a", "provisioned"))
+	h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.35.3"})
+	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "written"})
+	h.step(StepUpgrade)
+	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
+	failed := machine("v1.36.3", "u1", "c-cp-a", true, "False")
+	failed[monitor.FieldUpdateFailed] = "true"
+	h.set(monitor.KindMachine, "c-cp-a", failed)
+	h.set(monitor.KindCluster, "c", map[string]string{monitor.FieldAvailable: "True", monitor.FieldCPUpToDate: "False", monitor.FieldWorkersUpToDate: "True"})
+	h.step(StepDone)
+	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "present"})
+	return h
+}
+
+var rollback = func() Params {
+	p := inPlace
+	p.FromVersion = "v1.35.3"
+	p.Expect.Outcome = scenario.RolledBack
+	return p
+}()
+
+func TestARollbackIsJudgedByItsOwnEnd(t *testing.T) {
+	st := statuses(Run(rolledBack().entries, rollback))
+	for rule, want := range map[string]Status{"end-rolled-back": Pass, "end-nodes-ready": Pass, "capi-agrees": Pass, "same-machines": Pass,
+		"persistent-data": Pass, "end-machines-up-to-date": NotApplicable, "end-control-plane": NotApplicable} {
+		if st[rule] != want {
+			t.Errorf("%s: %s, want %s", rule, st[rule], want)
+		}
+	}
+	// The same timeline judged as an upgrade fails: nothing is up to date.
+	if st := statuses(Run(rolledBack().entries, inPlace)); st["end-machines-up-to-date"] != Fail || st["end-nodes-ready"] != Fail || st["end-rolled-back"] != NotApplicable {
+		t.Errorf("a rollback judged as an upgrade: %v", st)
+	}
+	for _, tc := range []struct {
+		name, rule, message string
+		breakIt             func(h *history)
+	}{
+		{"no failure reported", "end-rolled-back", "no Machine's Updating condition says the in-place update failed", func(h *history) {
+			h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
+		}},
+		{"the Machine deleted on the way back", "end-rolled-back", "Machine c-cp-a is deleting after the rollback", func(h *history) {
+			m := machine("v1.36.3", "u1", "c-cp-a", true, "False")
+			m[monitor.FieldUpdateFailed], m[monitor.FieldDeleting] = "true", "true"
+			h.set(monitor.KindMachine, "c-cp-a", m)
+		}},
+		{"the Node left at the new version", "end-nodes-ready", "Node c-cp-a ends Ready=True with kubelet v1.36.3", func(h *history) {
+			h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.36.3"})
+		}},
+		{"CAPI says the upgrade is done", "capi-agrees", "not that the cluster is available and not up to date", func(h *history) {
+			h.set(monitor.KindCluster, "c", done)
+		}},
+	} {
+		h := rolledBack()
+		tc.breakIt(h)
+		var got *Result
+		results := Run(h.entries, rollback)
+		for i := range results {
+			if results[i].Rule == tc.rule {
+				got = &results[i]
+			}
+		}
+		if got == nil || got.Status != Fail || len(got.Violations) == 0 || !strings.Contains(got.Violations[0].Message, tc.message) {
+			t.Errorf("%s: %+v; want %s to fail with %q", tc.name, got, tc.rule, tc.message)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/upgradelab/upgradelab/e2e/monitor"
+	"github.com/upgradelab/upgradelab/e2e/scenario"
 )
 
 // Kind of the entries the runner writes about a host's persistent data:
@@ -34,12 +35,14 @@ var Rules = []Rule{
 	{Name: "same-machines", Why: "an in-place upgrade keeps every Machine (name and UID); none created or deleted",
 		Applies: func(p Params) bool { return p.Expect.SameMachines }, During: sameMachines},
 	{Name: "end-machines-up-to-date", Why: "every Machine ends UpToDate at the new version, no update in progress",
-		End: endMachines},
+		Applies: upgraded, End: endMachines},
 	{Name: "end-control-plane", Why: "KCP ends with upToDateReplicas and availableReplicas == replicas at the new version",
-		End: endControlPlane},
+		Applies: upgraded, End: endControlPlane},
 	{Name: "end-workers", Why: "the MachineDeployment ends with upToDateReplicas and availableReplicas == replicas",
-		Applies: func(p Params) bool { return p.Workers > 0 }, End: endWorkers},
-	{Name: "end-nodes-ready", Why: "every Node is Ready with the new kubelet",
+		Applies: func(p Params) bool { return p.Workers > 0 && upgraded(p) }, End: endWorkers},
+	{Name: "end-rolled-back", Why: "a failed in-place update is reported by CAPI on the Machine, which is kept, none deleting",
+		Applies: func(p Params) bool { return !upgraded(p) }, End: endRolledBack},
+	{Name: "end-nodes-ready", Why: "every Node is Ready with the new kubelet (after a rollback: the old one)",
 		End: endNodes},
 	{Name: "same-hosts", Why: "the cluster ends on the hosts it started on (node reuse)",
 		Applies: func(p Params) bool { return p.Expect.SameHosts && p.HostsVisible }, End: sameHosts},
@@ -49,6 +52,8 @@ var Rules = []Rule{
 		Applies: func(p Params) bool { return p.Expect.PersistentData != "" && p.HostData }, End: persistentData},
 	{Name: "capi-agrees", Why: "CAPI's own Cluster conditions agree with this verdict"},
 }
+
+func upgraded(p Params) bool { return p.Expect.Outcome != scenario.RolledBack }
 
 func violation(s *State, msg string, objects ...string) []Violation {
 	sort.Strings(objects)
@@ -270,12 +275,39 @@ func endWorkers(s *State, p Params) []Violation {
 	return out
 }
 
+// endRolledBack: the update failed where CAPI shows it, and nothing
+// was replaced on the way back.
+func endRolledBack(s *State, _ Params) []Violation {
+	var out []Violation
+	failed := 0
+	for _, name := range s.names(monitor.KindMachine) {
+		m := s.get(monitor.KindMachine, name)
+		if m[monitor.FieldUpdateFailed] != "" {
+			failed++
+		}
+		if m[monitor.FieldDeleting] != "" {
+			out = append(out, violation(s, "Machine "+name+" is deleting after the rollback", monitor.KindMachine+"/"+name)...)
+		}
+	}
+	if failed == 0 {
+		out = append(out, violation(s, "no Machine's Updating condition says the in-place update failed", objs(monitor.KindMachine, s.names(monitor.KindMachine))...)...)
+	}
+	if got, want := len(s.names(monitor.KindMachine)), expected(s); got != want {
+		out = append(out, violation(s, fmt.Sprintf("%d Machines at the end, replicas add up to %d", got, want), "Machines")...)
+	}
+	return out
+}
+
 func endNodes(s *State, p Params) []Violation {
 	var out []Violation
 	ready := 0
+	version := p.ToVersion
+	if !upgraded(p) {
+		version = p.FromVersion
+	}
 	for _, name := range s.names(monitor.KindNode) {
 		n := s.get(monitor.KindNode, name)
-		if n[monitor.FieldReady] == "True" && n[monitor.FieldKubelet] == p.ToVersion {
+		if n[monitor.FieldReady] == "True" && n[monitor.FieldKubelet] == version {
 			ready++
 			continue
 		}
@@ -348,9 +380,22 @@ func persistentData(s *State, p Params) []Violation {
 	return out
 }
 
+// CAPISays whether a Cluster's summary says what the outcome means to
+// CAPI: upgraded is Available, both machine sets UpToDate and not
+// RollingOut; rolled back is Available with machines not up to date
+// (the failed update is still what the spec asks for).
+func CAPISays(c map[string]string, outcome scenario.Outcome) bool {
+	available := c[monitor.FieldAvailable] == "True"
+	upToDate := c[monitor.FieldCPUpToDate] == "True" && c[monitor.FieldWorkersUpToDate] == "True"
+	if outcome == scenario.RolledBack {
+		return available && !upToDate
+	}
+	return available && upToDate && c[monitor.FieldRollingOut] != "True"
+}
+
 // agree compares the verdict of the end rules with CAPI's Cluster
-// conditions: both must say the upgrade is done, or both not.
-func agree(s *State, results []Result) {
+// conditions: both must say the outcome happened, or both not.
+func agree(s *State, p Params, results []Result) {
 	var capi *Result
 	ours := true
 	var failed []string
@@ -367,28 +412,27 @@ func agree(s *State, results []Result) {
 	if capi == nil {
 		return
 	}
-	var notDone []string
+	theirs, says := true, []string{}
 	for _, name := range s.names(monitor.KindCluster) {
 		c := s.get(monitor.KindCluster, name)
-		for _, f := range []string{monitor.FieldAvailable, monitor.FieldCPUpToDate, monitor.FieldWorkersUpToDate} {
-			if c[f] != "True" {
-				notDone = append(notDone, f+"="+or(c[f], "absent"))
-			}
-		}
-		if c[monitor.FieldRollingOut] == "True" {
-			notDone = append(notDone, "RollingOut=True")
+		theirs = theirs && CAPISays(c, p.Expect.Outcome)
+		for _, f := range []string{monitor.FieldAvailable, monitor.FieldCPUpToDate, monitor.FieldWorkersUpToDate, monitor.FieldRollingOut} {
+			says = append(says, f+"="+or(c[f], "absent"))
 		}
 	}
 	if len(s.names(monitor.KindCluster)) == 0 {
-		notDone = append(notDone, "no Cluster seen")
+		theirs, says = false, []string{"no Cluster seen"}
 	}
-	theirs := len(notDone) == 0
 	if ours == theirs {
 		return
 	}
-	msg := "CAPI's Cluster says " + strings.Join(notDone, ", ") + " while every end rule passed"
+	want := "the upgrade is done"
+	if !upgraded(p) {
+		want = "the cluster is available and not up to date (the update failed)"
+	}
+	msg := "CAPI's Cluster says " + strings.Join(says, ", ") + ", not that " + want + ", while every end rule passed"
 	if !ours {
-		msg = "CAPI's Cluster says the upgrade is done while " + strings.Join(failed, ", ") + " failed"
+		msg = "CAPI's Cluster says " + strings.Join(says, ", ") + " (" + want + ") while " + strings.Join(failed, ", ") + " failed"
 	}
 	capi.Status = Fail
 	capi.Violations = append(capi.Violations, Violation{Time: s.Now, Rule: capi.Rule, Objects: objs(monitor.KindCluster, s.names(monitor.KindCluster)), Message: msg})

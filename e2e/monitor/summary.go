@@ -17,13 +17,16 @@ import (
 // absent; a condition is its status ("True", "False", "Unknown") or
 // absent.
 const (
-	FieldPhase        = "phase"
-	FieldVersion      = "version"
-	FieldNode         = "node"
-	FieldProviderID   = "providerID"
-	FieldUID          = "uid"
-	FieldDeleting     = "deleting"
-	FieldUpdating     = "updating"
+	FieldPhase      = "phase"
+	FieldVersion    = "version"
+	FieldNode       = "node"
+	FieldProviderID = "providerID"
+	FieldUID        = "uid"
+	FieldDeleting   = "deleting"
+	FieldUpdating   = "updating"
+	// FieldUpdateFailed: CAPI's Updating condition says the in-place
+	// update failed (the extension refused or the host fell back).
+	FieldUpdateFailed = "updateFailed"
 	FieldUpToDate     = "upToDate"
 	FieldAvailable    = "available"
 	FieldControlPlane = "controlPlane"
@@ -96,6 +99,9 @@ func MachineSummary(m *clusterv1.Machine) map[string]string {
 	set(s, FieldDeleting, !m.DeletionTimestamp.IsZero())
 	_, updating := m.Annotations[clusterv1.UpdateInProgressAnnotation]
 	set(s, FieldUpdating, updating)
+	if c := meta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineUpdatingCondition); c != nil {
+		set(s, FieldUpdateFailed, c.Reason == clusterv1.MachineInPlaceUpdateFailedReason)
+	}
 	_, cp := m.Labels[clusterv1.MachineControlPlaneLabel]
 	set(s, FieldControlPlane, cp)
 	condition(s, FieldUpToDate, m.Status.Conditions, clusterv1.MachineUpToDateCondition)

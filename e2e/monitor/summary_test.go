@@ -35,6 +35,14 @@ func TestSummariesCarryWhatTheChecksRead(t *testing.T) {
 	if _, ok := got[FieldAvailable]; ok {
 		t.Errorf("a condition the Machine does not have is in its summary: %v", got)
 	}
+	if _, ok := got[FieldUpdateFailed]; ok {
+		t.Errorf("a Machine without an Updating condition is summarised as failed: %v", got)
+	}
+	m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: clusterv1.MachineUpdatingCondition, Status: metav1.ConditionFalse,
+		Reason: clusterv1.MachineInPlaceUpdateFailedReason})
+	if got := MachineSummary(m); got[FieldUpdateFailed] != "true" {
+		t.Errorf("a failed in-place update is not in the summary: %v", got)
+	}
 
 	surge := intstr.FromInt32(0)
 	k := &controlplanev1.KubeadmControlPlane{Spec: controlplanev1.KubeadmControlPlaneSpec{Replicas: ptr(3), Version: "v1.36.3",

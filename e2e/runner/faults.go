@@ -61,6 +61,16 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 		r.say("fault %s: killing %s (host %s)", f.Name, f.Restart, or(host, "-"))
 		r.tl.Step("fault:"+f.Name, "kill and restart "+f.Restart)
 		return r.env.Plane.KillAndRestart(ctx, f.Restart)
+	case f.PowerLoss != nil:
+		return r.powerLoss(ctx, f, host)
+	case f.BMC != nil && f.BMC.Offline.Duration > 0:
+		b, ok := r.env.Site.BMCs.BMCs[host]
+		if !ok {
+			return fmt.Errorf("host %s has no BMC", host)
+		}
+		r.say("fault %s: the BMC of %s goes offline for %s", f.Name, host, f.BMC.Offline.Duration)
+		r.tl.Step("fault:"+f.Name, fmt.Sprintf("BMC of %s offline for %s", host, f.BMC.Offline.Duration))
+		b.Unreachable(f.BMC.Offline.Duration)
 	case f.BMC != nil:
 		r.say("fault %s: every BMC answers after %s, %.0f%% with 503", f.Name, f.BMC.Latency.Duration, f.BMC.ErrorRate*100)
 		r.tl.Step("fault:"+f.Name, fmt.Sprintf("BMC latency %s, error rate %.2f", f.BMC.Latency.Duration, f.BMC.ErrorRate))
@@ -69,6 +79,26 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 		}
 	}
 	return nil
+}
+
+// powerLoss cuts the host's power at once and restores it later, as a
+// PDU outlet switched off and on would.
+func (r *run) powerLoss(ctx context.Context, f scenario.Fault, host string) error {
+	h, err := r.env.Site.Lab.Host(host)
+	if err != nil {
+		return err
+	}
+	r.say("fault %s: power cut on %s, back in %s", f.Name, host, f.PowerLoss.RestoreAfter.Duration)
+	r.tl.Step("fault:"+f.Name, fmt.Sprintf("power cut on %s for %s", host, f.PowerLoss.RestoreAfter.Duration))
+	if err := h.PowerOff(); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(f.PowerLoss.RestoreAfter.Duration):
+	}
+	return h.PowerOn()
 }
 
 // faultsFired says which faults never found their moment: a variant whose

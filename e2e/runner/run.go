@@ -219,16 +219,24 @@ func (r *run) execute(ctx context.Context) error {
 	if err := r.upgrade(ctx); err != nil {
 		return err
 	}
-	if err := r.waitRolledOut(ctx, r.scenario.To.Version, "upgrade", r.provider.Intervals.Upgrade.Duration); err != nil {
-		return err
+	if r.scenario.Expect.Outcome == scenario.RolledBack {
+		if err := r.waitRolledBack(ctx, r.provider.Intervals.Upgrade.Duration); err != nil {
+			return err
+		}
+		rec.Poll(ctx)
+		r.tl.Step(check.StepDone, "the update failed and every Node is back at "+r.scenario.From.Version)
+	} else {
+		if err := r.waitRolledOut(ctx, r.scenario.To.Version, "upgrade", r.provider.Intervals.Upgrade.Duration); err != nil {
+			return err
+		}
+		rec.Poll(ctx)
+		r.tl.Step(check.StepDone, "every Machine up to date")
 	}
-	rec.Poll(ctx)
-	r.tl.Step(check.StepDone, "every Machine up to date")
 	if err := r.faultsFired(); err != nil {
 		return err
 	}
 	r.say("step 6/6: waiting for CAPI's Cluster conditions to settle, reading the markers back")
-	r.settle(ctx, settleTime)
+	r.settle(ctx, settleTime, r.scenario.Expect.Outcome)
 	rec.Poll(ctx)
 	if r.provider.Lab {
 		r.readMarkers()
@@ -243,16 +251,15 @@ func (r *run) execute(ctx context.Context) error {
 const settleTime = time.Minute
 
 // settle waits until CAPI's Cluster says what the runner saw (available,
-// machines up to date, not rolling out), or for at most d; the
-// capi-agrees rule judges what it says then.
-func (r *run) settle(ctx context.Context, d time.Duration) {
+// and machines up to date and not rolling out, or for a rollback not up
+// to date), or for at most d; the capi-agrees rule judges what it says
+// then.
+func (r *run) settle(ctx context.Context, d time.Duration, outcome scenario.Outcome) {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		c := &clusterv1.Cluster{}
 		if err := r.env.Client.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName}, c); err == nil {
-			sum := monitor.ClusterSummary(c)
-			if sum[monitor.FieldAvailable] == "True" && sum[monitor.FieldCPUpToDate] == "True" &&
-				sum[monitor.FieldWorkersUpToDate] == "True" && sum[monitor.FieldRollingOut] != "True" {
+			if check.CAPISays(monitor.ClusterSummary(c), outcome) {
 				return
 			}
 		}

@@ -107,3 +107,67 @@ func nodeReady(n *corev1.Node) bool {
 	}
 	return false
 }
+
+// waitRolledBack waits for the end of an upgrade that must fail safely:
+// CAPI reports the in-place update of a Machine failed, and every Machine
+// is there, not deleting, its Node Ready with the from-version's kubelet.
+func (r *run) waitRolledBack(ctx context.Context, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	from := r.scenario.From.Version
+	want := r.scenario.Cluster.ControlPlane.Replicas + r.scenario.Cluster.Workers.Replicas
+	var last string
+	for {
+		failed, ready, detail, err := r.rolledBack(ctx, from)
+		if err == nil {
+			if line := fmt.Sprintf("rollback: %d Machine(s) report the update failed, %d/%d Nodes Ready at %s", failed, ready, want, from); line != last {
+				r.say("%s", line)
+				last = line
+			}
+			if failed > 0 && ready == want {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				detail = err.Error()
+			}
+			return fmt.Errorf("rollback: no failed update reported with every Node back at %s within %s: %s", from, limit, detail)
+		case err := <-r.faultErrs:
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (r *run) rolledBack(ctx context.Context, version string) (failed, ready int, detail string, err error) {
+	machines := &clusterv1.MachineList{}
+	if err := r.env.Client.List(ctx, machines, client.InNamespace(r.env.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: clusterName}); err != nil {
+		return 0, 0, "", err
+	}
+	wl, err := r.workloadClient(ctx)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	var states []string
+	for _, m := range machines.Items {
+		c := meta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineUpdatingCondition)
+		if c != nil && c.Reason == clusterv1.MachineInPlaceUpdateFailedReason {
+			failed++
+		}
+		n := &corev1.Node{}
+		ok := m.DeletionTimestamp.IsZero() && wl.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, n) == nil &&
+			nodeReady(n) && n.Status.NodeInfo.KubeletVersion == version
+		if ok {
+			ready++
+		}
+		reason := ""
+		if c != nil {
+			reason = c.Reason
+		}
+		states = append(states, fmt.Sprintf("%s(updating=%s node-ready-at-%s=%v)", m.Name, reason, version, ok))
+	}
+	sort.Strings(states)
+	return failed, ready, strings.Join(states, " "), nil
+}

@@ -105,6 +105,12 @@ type Release struct {
 // (every Machine up to date, Nodes Ready at the new version), which every
 // scenario checks.
 type Expect struct {
+	// Outcome is "upgraded" (the default: every Machine up to date at the
+	// to-version) or "rolled-back": the in-place update fails (an image
+	// that fails its health check, a NIC change no order makes safe) and
+	// every host is back on, or never left, the from-release with nothing
+	// lost, its Machine kept and CAPI reporting the failed update.
+	Outcome Outcome `yaml:"outcome"`
 	// SameMachines: no Machine is created or deleted (in place).
 	SameMachines bool `yaml:"sameMachines"`
 	// SameHosts: the cluster ends on the hosts it started on.
@@ -117,6 +123,14 @@ type Expect struct {
 	SparesLeft *int `yaml:"sparesLeft"`
 }
 
+// Outcome is how an upgrade ends.
+type Outcome string
+
+const (
+	Upgraded   Outcome = "upgraded"
+	RolledBack Outcome = "rolled-back"
+)
+
 // Fault is one injected failure: when, and what. Exactly one action.
 type Fault struct {
 	Name string    `yaml:"name"`
@@ -125,8 +139,12 @@ type Fault struct {
 	// crash) and starts it again: capi, kcp, cabpk, or a manager of the
 	// provider config (the reference's are baremetal and inplace).
 	Restart string `yaml:"restart"`
-	// BMC makes every BMC slow and flaky from then on.
+	// BMC makes every BMC slow and flaky from then on, or takes the BMC of
+	// the lab event's host offline for a while.
 	BMC *BMCFault `yaml:"bmc"`
+	// PowerLoss cuts the power of the lab event's host at once (a write or
+	// flash under way is lost) and restores it after RestoreAfter.
+	PowerLoss *PowerLossFault `yaml:"powerLoss"`
 }
 
 // FaultWhen is the moment: after a runner step (env or upgrade, the
@@ -138,10 +156,18 @@ type FaultWhen struct {
 	Delay     Duration `yaml:"delay"`
 }
 
-// BMCFault is injected on every BMC (sim/bmc.Faults).
+// BMCFault is injected on every BMC (sim/bmc.Faults), or with Offline
+// on the lab event's host's BMC only (it stops answering, as a BMC
+// rebooting does, and comes back on the same address).
 type BMCFault struct {
 	Latency   Duration `yaml:"latency"`
 	ErrorRate float64  `yaml:"errorRate"`
+	Offline   Duration `yaml:"offline"`
+}
+
+// PowerLossFault is a power cut (a PDU outlet, a tripped breaker).
+type PowerLossFault struct {
+	RestoreAfter Duration `yaml:"restoreAfter"`
 }
 
 // Duration is a time.Duration written as "90s" or "5m".
@@ -168,6 +194,9 @@ func Parse(name string, data []byte) (*Scenario, error) {
 	}
 	if len(s.Forms) == 0 {
 		s.Forms = forms
+	}
+	if s.Expect.Outcome == "" {
+		s.Expect.Outcome = Upgraded
 	}
 	if s.Timeout.Duration == 0 {
 		s.Timeout.Duration = 10 * time.Minute
@@ -239,6 +268,15 @@ func (s *Scenario) validate() []string {
 	if s.To.NICFirmware != "" && s.Strategy != InPlace {
 		bad("to.nicFirmware", "only in-place updates flash NIC firmware")
 	}
+	switch s.Expect.Outcome {
+	case Upgraded:
+	case RolledBack:
+		if s.Strategy != InPlace {
+			bad("expect.outcome", "rolled-back needs strategy in-place (only an in-place update falls back to the slot it left)")
+		}
+	default:
+		bad("expect.outcome", "%q is not upgraded or rolled-back", s.Expect.Outcome)
+	}
 	switch s.Expect.PersistentData {
 	case "", "kept", "wiped":
 	default:
@@ -249,8 +287,23 @@ func (s *Scenario) validate() []string {
 		if f.Name == "" {
 			bad(field+".name", "required")
 		}
-		if (f.Restart != "") == (f.BMC != nil) {
-			bad(field, "give exactly one of restart and bmc")
+		actions := 0
+		for _, set := range []bool{f.Restart != "", f.BMC != nil, f.PowerLoss != nil} {
+			if set {
+				actions++
+			}
+		}
+		if actions != 1 {
+			bad(field, "give exactly one of restart, bmc and powerLoss")
+		}
+		if f.PowerLoss != nil && f.When.LabEvent == "" {
+			bad(field+".when.labEvent", "powerLoss needs a lab event (it cuts the power of that event's host)")
+		}
+		if f.BMC != nil && f.BMC.Offline.Duration != 0 && f.When.LabEvent == "" {
+			bad(field+".when.labEvent", "bmc.offline needs a lab event (it takes that event's host's BMC offline)")
+		}
+		if f.BMC != nil && f.BMC.Offline.Duration < 0 || f.PowerLoss != nil && f.PowerLoss.RestoreAfter.Duration < 0 {
+			bad(field, "durations must not be negative")
 		}
 		if f.Restart != "" && !namePattern.MatchString(f.Restart) {
 			bad(field+".restart", "%q is not a manager's name (capi, kcp, cabpk or one of the provider config's)", f.Restart)

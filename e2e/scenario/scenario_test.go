@@ -54,9 +54,13 @@ func TestParseNamesFileFieldAndProblem(t *testing.T) {
 		{"same machines on scale-in", "strategy: scale-in", "strategy: scale-in\nexpect: {sameMachines: true}", "expect.sameMachines: only an in-place upgrade"},
 		{"timeout", "strategy: scale-in", "strategy: scale-in\ntimeout: soon", `"soon" is not a duration`},
 		{"form", "strategy: scale-in", "strategy: scale-in\nforms: [helm]", `forms[0]: "helm" is not one of`},
-		{"fault with two actions", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: kcp, bmc: {errorRate: 0.1}}]", "faults[0]: give exactly one of restart and bmc"},
+		{"fault with two actions", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: kcp, bmc: {errorRate: 0.1}}]", "faults[0]: give exactly one of restart, bmc and powerLoss"},
 		{"fault restarting no manager name", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: \"Etcd Server\"}]", `faults[0].restart: "Etcd Server" is not a manager's name`},
 		{"fault restarting the extension of another strategy", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: inplace}]", "faults[0].restart: the in-place extension runs only for strategy in-place"},
+		{"power loss at no event", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, powerLoss: {restoreAfter: 5s}}]", "faults[0].when.labEvent: powerLoss needs a lab event"},
+		{"BMC offline at no event", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, bmc: {offline: 30s}}]", "faults[0].when.labEvent: bmc.offline needs a lab event"},
+		{"outcome", "strategy: scale-in", "strategy: scale-in\nexpect: {outcome: sideways}", `expect.outcome: "sideways" is not upgraded or rolled-back`},
+		{"rolled back by scale-in", "strategy: scale-in", "strategy: scale-in\nexpect: {outcome: rolled-back}", "expect.outcome: rolled-back needs strategy in-place"},
 		{"fault at an unknown step", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: kcp, when: {afterStep: lunch}}]", `faults[0].when.afterStep: "lunch" is not env or upgrade`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,8 +132,11 @@ func TestShippedFaultVariantsLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(s.Faults) == 0 {
-			t.Errorf("%s injects no fault", p)
+		// A variant injects a fault, or its upgrade is itself the fault
+		// (a bad image, a NIC change no order makes safe) and it expects
+		// the rollback.
+		if len(s.Faults) == 0 && s.Expect.Outcome != RolledBack {
+			t.Errorf("%s injects no fault and expects a plain upgrade", p)
 		}
 	}
 }
