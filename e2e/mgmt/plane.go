@@ -69,6 +69,9 @@ type Plane struct {
 	reaper   *reaper
 	webhooks []client.Object
 	progress io.Writer
+	// apiServer is the kube-apiserver RestartAPIServer started (nil while
+	// envtest's first one runs).
+	apiServer *process
 }
 
 // Scheme knows the kinds the harness reads and writes on the plane.
@@ -344,6 +347,10 @@ func (p *Plane) Stop() {
 		cancel()
 	}
 	p.webhooks = nil
+	if p.apiServer != nil {
+		p.apiServer.stop(10 * time.Second)
+		p.apiServer = nil
+	}
 	if p.env != nil {
 		if err := p.env.Stop(); err != nil {
 			fmt.Fprintf(p.progress, "mgmt: stopping the API server: %v\n", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +125,41 @@ func TestPlaneRunsCAPIWebhooksAndControllers(t *testing.T) {
 		if kind != "KubeadmControlPlane" {
 			t.Fatalf("v1beta1 spec.controlPlaneRef.kind = %q, want KubeadmControlPlane", kind)
 		}
+	})
+
+	t.Run("after a kube-apiserver crash and restart, objects stay and the managers work on", func(t *testing.T) {
+		before, _, _, err := p.apiServerProcess()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.RestartAPIServer(ctx); err != nil {
+			t.Fatal(err)
+		}
+		after, _, _, _ := p.apiServerProcess()
+		if after == before {
+			t.Fatalf("kube-apiserver pid %d before and after the restart", before)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{}); err != nil {
+			t.Fatalf("the Cluster after the restart: %v", err)
+		}
+		second := cluster.DeepCopy()
+		second.ResourceVersion, second.UID, second.Name = "", "", "plane-2"
+		second.Spec.ControlPlaneRef.Name = "plane-2-cp"
+		kcp2 := newKCP(ns.Name, "plane-2-cp", 3)
+		kcp2.Spec.Version = "v1.36.0"
+		if err := c.Create(ctx, kcp2); err != nil {
+			t.Fatalf("create KCP after the restart (KCP's webhooks): %v", err)
+		}
+		if err := c.Create(ctx, second); err != nil {
+			t.Fatalf("create Cluster after the restart: %v", err)
+		}
+		waitFor(t, ctx, "the core controller's finalizer on a Cluster created after the restart", func() (bool, string) {
+			got := &clusterv1.Cluster{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(second), got); err != nil {
+				return false, err.Error()
+			}
+			return slices.Contains(got.Finalizers, clusterv1.ClusterFinalizer), strings.Join(got.Finalizers, ",")
+		})
 	})
 }
 

@@ -242,11 +242,14 @@ func (c *Config) Runs(s *scenario.Scenario) (bool, string) {
 	if !c.Supports(s.Strategy) {
 		return false, fmt.Sprintf("provider %s does not support strategy %s (its strategies: %v)", c.Name, s.Strategy, c.Strategies)
 	}
-	running := []string{"capi", "kcp", "cabpk"}
+	running := []string{"apiserver", "capi", "kcp", "cabpk"}
 	for _, m := range c.ManagersFor(s.Strategy) {
 		running = append(running, m.Name)
 	}
 	for _, f := range s.Faults {
+		if (f.When.LabEvent != "" || f.PowerLoss != nil) && !c.Lab {
+			return false, fmt.Sprintf("fault %s waits for a lab event or acts on a lab host, and provider %s does not use the lab", f.Name, c.Name)
+		}
 		if f.BMC != nil && !c.Lab {
 			return false, fmt.Sprintf("fault %s acts on BMCs, which provider %s does not use", f.Name, c.Name)
 		}

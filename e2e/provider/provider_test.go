@@ -147,6 +147,8 @@ func TestRunsSaysWhyAScenarioDoesNotApply(t *testing.T) {
 	}{
 		{scenario.Scenario{Strategy: scenario.ScaleIn}, ""},
 		{scenario.Scenario{Strategy: scenario.ScaleIn, Faults: []scenario.Fault{{Name: "f", Restart: "capd"}}}, ""},
+		{scenario.Scenario{Strategy: scenario.ScaleIn, Faults: []scenario.Fault{{Name: "f", Restart: "apiserver"}}}, ""},
+		{scenario.Scenario{Strategy: scenario.ScaleIn, Faults: []scenario.Fault{{Name: "f", Restart: "kcp", When: scenario.FaultWhen{LabEvent: "WriteStarted"}}}}, "waits for a lab event"},
 		{scenario.Scenario{Strategy: scenario.InPlace}, "does not support strategy in-place"},
 		{scenario.Scenario{Strategy: scenario.ScaleIn, Faults: []scenario.Fault{{Name: "f", Restart: "baremetal"}}}, "fault f restarts baremetal, which does not run for provider inmemory"},
 		{scenario.Scenario{Strategy: scenario.Rolling, Faults: []scenario.Fault{{Name: "f", BMC: &scenario.BMCFault{}}}}, "fault f acts on BMCs"},

@@ -57,6 +57,10 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 	case <-time.After(f.When.Delay.Duration):
 	}
 	switch {
+	case f.Restart == "apiserver":
+		r.say("fault %s: killing the management kube-apiserver", f.Name)
+		r.tl.Step("fault:"+f.Name, "kill and restart the management kube-apiserver")
+		return r.env.Plane.RestartAPIServer(ctx)
 	case f.Restart != "":
 		r.say("fault %s: killing %s (host %s)", f.Name, f.Restart, or(host, "-"))
 		r.tl.Step("fault:"+f.Name, "kill and restart "+f.Restart)

@@ -135,9 +135,11 @@ const (
 type Fault struct {
 	Name string    `yaml:"name"`
 	When FaultWhen `yaml:"when"`
-	// Restart kills a manager of the management plane (SIGKILL, as a
-	// crash) and starts it again: capi, kcp, cabpk, or a manager of the
-	// provider config (the reference's are baremetal and inplace).
+	// Restart kills a process of the management plane (SIGKILL, as a
+	// crash) and starts it again: apiserver (the management
+	// kube-apiserver; etcd and every object stay), capi, kcp, cabpk, or a
+	// manager of the provider config (the reference's are baremetal and
+	// inplace).
 	Restart string `yaml:"restart"`
 	// BMC makes every BMC slow and flaky from then on, or takes the BMC of
 	// the lab event's host offline for a while.

@@ -1,0 +1,102 @@
+package mgmt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/discovery"
+)
+
+// RestartAPIServer kills the embedded kube-apiserver (SIGKILL, as a crash
+// or an OOM kill would) and starts it again with the same command line,
+// certificates and etcd, so every object and credential stays. It returns
+// once the API server answers again. Only the embedded plane has an API
+// server of its own to restart.
+func (p *Plane) RestartAPIServer(ctx context.Context) error {
+	if p.env == nil {
+		return errors.New("mgmt: only the embedded plane's API server can be restarted")
+	}
+	pid, binary, args, err := p.apiServerProcess()
+	if err != nil {
+		return err
+	}
+	if p.apiServer != nil {
+		_ = p.apiServer.cmd.Process.Kill()
+		<-p.apiServer.exited
+	} else {
+		proc, err := os.FindProcess(pid)
+		if err != nil {
+			return err
+		}
+		_ = proc.Kill()
+		waitGone(pid)
+	}
+	restarted, err := startProcess("kube-apiserver-restarted", binary, args, nil, p.LogDir)
+	if err != nil {
+		return err
+	}
+	p.apiServer = restarted
+	_ = p.reaper.record(restarted.pid())
+	fmt.Fprintf(p.progress, "mgmt: kube-apiserver killed (pid %d) and restarted (pid %d)\n", pid, restarted.pid())
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	dc := p.discovery()
+	for {
+		if _, err := dc.ServerVersion(); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kube-apiserver did not answer after its restart: %w (log %s)", ctx.Err(), restarted.logPath)
+		case <-restarted.exited:
+			return fmt.Errorf("the restarted kube-apiserver exited: %v (log %s)", restarted.waitErr, restarted.logPath)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// apiServerProcess finds the running kube-apiserver: the one this plane
+// restarted, or envtest's child.
+func (p *Plane) apiServerProcess() (pid int, binary string, args []string, err error) {
+	if p.apiServer != nil {
+		pid = p.apiServer.pid()
+	} else {
+		for _, c := range childrenOf(os.Getpid()) {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c)); strings.TrimSpace(string(comm)) == "kube-apiserver" {
+				pid = c
+			}
+		}
+	}
+	if pid == 0 {
+		return 0, "", nil, errors.New("mgmt: no kube-apiserver process found among the harness's children")
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return 0, "", nil, err
+	}
+	argv := strings.Split(string(bytes.TrimRight(cmdline, "\x00")), "\x00")
+	return pid, argv[0], argv[1:], nil
+}
+
+// waitGone waits (up to 10 s) until a killed process that is not our
+// own child has been reaped by its parent's Wait.
+func waitGone(pid int) {
+	for range 100 {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			return
+		}
+		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(stat), ") Z ") {
+			return // a zombie: dead, its port released
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (p *Plane) discovery() *discovery.DiscoveryClient {
+	return discovery.NewDiscoveryClientForConfigOrDie(p.RESTConfig)
+}
