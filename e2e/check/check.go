@@ -24,11 +24,12 @@ func (v Violation) String() string {
 
 // Params are what the rules need to know of the run.
 type Params struct {
-	Strategy    scenario.Strategy
-	Workers     int
-	FromVersion string
-	ToVersion   string
-	Expect      scenario.Expect
+	Strategy             scenario.Strategy
+	ControlPlaneReplicas int
+	Workers              int
+	FromVersion          string
+	ToVersion            string
+	Expect               scenario.Expect
 	// HostsVisible: the provider keeps hosts as BareMetalHosts (the
 	// host rules mean nothing for a provider without them).
 	HostsVisible bool
@@ -39,7 +40,7 @@ type Params struct {
 // ParamsFor is the Params of a scenario run against the reference
 // provider.
 func ParamsFor(s *scenario.Scenario) Params {
-	return Params{Strategy: s.Strategy, Workers: s.Cluster.Workers.Replicas, FromVersion: s.From.Version, ToVersion: s.To.Version,
+	return Params{Strategy: s.Strategy, ControlPlaneReplicas: s.Cluster.ControlPlane.Replicas, Workers: s.Cluster.Workers.Replicas, FromVersion: s.From.Version, ToVersion: s.To.Version,
 		Expect: s.Expect, HostsVisible: true, HostData: true}
 }
 

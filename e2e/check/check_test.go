@@ -91,7 +91,7 @@ func TestAGoodRunPassesEveryRuleThatApplies(t *testing.T) {
 	results := Run(goodInPlace().entries, inPlace)
 	for _, r := range results {
 		want := Pass
-		if r.Rule == "md-max-machines" || r.Rule == "md-min-available" || r.Rule == "end-workers" || r.Rule == "spares-left" || r.Rule == "end-rolled-back" {
+		if r.Rule == "md-max-machines" || r.Rule == "md-min-available" || r.Rule == "end-workers" || r.Rule == "spares-left" || r.Rule == "end-rolled-back" || r.Rule == "etcd-quorum" {
 			want = NotApplicable
 		}
 		if r.Status != want {
@@ -297,5 +297,62 @@ func TestARollbackIsJudgedByItsOwnEnd(t *testing.T) {
 		if got == nil || got.Status != Fail || len(got.Violations) == 0 || !strings.Contains(got.Violations[0].Message, tc.message) {
 			t.Errorf("%s: %+v; want %s to fail with %q", tc.name, got, tc.rule, tc.message)
 		}
+	}
+}
+
+// Three control-plane Machines, each with its etcd member on a Ready node,
+// into the upgrade.
+func threeMembers() *history {
+	h := newHistory()
+	for _, n := range []string{"a", "b", "c"} {
+		h.set(monitor.KindMachine, "c-cp-"+n, machine("v1.35.3", "u-"+n, "c-cp-"+n, true, "True"))
+		h.set(monitor.KindNode, "c-cp-"+n, map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.35.3"})
+		h.set(monitor.KindEtcdMember, "etcd-c-cp-"+n, map[string]string{monitor.FieldNode: "c-cp-" + n})
+	}
+	h.step(StepUpgrade)
+	return h
+}
+
+var scaleIn = Params{Strategy: scenario.ScaleIn, ControlPlaneReplicas: 3, FromVersion: "v1.35.3", ToVersion: "v1.36.3"}
+
+func TestEtcdQuorumAndDeletionOrder(t *testing.T) {
+	results := func(h *history) map[string]Result {
+		out := map[string]Result{}
+		for _, r := range Run(h.entries, scaleIn) {
+			out[r.Rule] = r
+		}
+		return out
+	}
+	h := threeMembers()
+	notReady := map[string]string{monitor.FieldReady: "False", monitor.FieldKubelet: "v1.35.3"}
+	h.set(monitor.KindNode, "c-cp-a", notReady) // one of three down: quorum kept
+	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldRemoved: "true"})
+	h.set(monitor.KindNode, "c-cp-b", notReady) // a removed member and one down of two: 1 of 2 is no majority
+	got := results(h)["etcd-quorum"]
+	if got.Status != Fail || len(got.Violations) != 1 || !strings.Contains(got.Violations[0].Message, "1 of 2 members on Ready nodes") ||
+		strings.Join(got.Violations[0].Objects, ",") != "EtcdMember/etcd-c-cp-b" {
+		t.Errorf("etcd-quorum: %+v", got)
+	}
+	if r := results(threeMembers().set(monitor.KindNode, "c-cp-a", notReady))["etcd-quorum"]; r.Status != Pass {
+		t.Errorf("one member of three down is still a quorum: %+v", r)
+	}
+	if r := Run(threeMembers().entries, Params{ControlPlaneReplicas: 1}); statuses(r)["etcd-quorum"] != NotApplicable {
+		t.Errorf("a single-member etcd has no quorum to keep, want n/a: %v", statuses(r))
+	}
+
+	h = threeMembers()
+	h.set(monitor.KindMachine, "c-cp-d", machine("v1.36.3", "u-d", "c-cp-d", true, "True"))
+	oldGoes := machine("v1.35.3", "u-a", "c-cp-a", true, "False")
+	oldGoes[monitor.FieldDeleting] = "true"
+	h.set(monitor.KindMachine, "c-cp-a", oldGoes)
+	if r := results(h)["deletion-order"]; r.Status != Pass {
+		t.Errorf("an outdated Machine deleted first: %+v", r)
+	}
+	newGoes := machine("v1.36.3", "u-d", "c-cp-d", true, "True")
+	newGoes[monitor.FieldDeleting] = "true"
+	h.set(monitor.KindMachine, "c-cp-d", newGoes)
+	got = results(h)["deletion-order"]
+	if got.Status != Fail || len(got.Violations) != 2 || !strings.Contains(got.Violations[0].Message, "Machine c-cp-d at v1.36.3 deleted while c-cp-b of the control plane is still at v1.35.3") {
+		t.Errorf("deletion-order: %+v", got)
 	}
 }

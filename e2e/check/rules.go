@@ -32,6 +32,10 @@ var Rules = []Rule{
 		Applies: func(p Params) bool { return p.HostsVisible }, During: noWipeUnderLiveMachine},
 	{Name: "etcd-member-removed-first", Why: "a control-plane host is deprovisioned only after KCP removed its etcd member",
 		Applies: func(p Params) bool { return p.HostsVisible }, During: etcdMemberRemovedFirst},
+	{Name: "etcd-quorum", Why: "during the upgrade more than half of the etcd members are on Ready nodes at every moment",
+		Applies: func(p Params) bool { return p.ControlPlaneReplicas >= 3 }, During: etcdQuorum},
+	{Name: "deletion-order", Why: "a Machine at the new version is never deleted while one of the same owner is still at the old version",
+		During: deletionOrder},
 	{Name: "same-machines", Why: "an in-place upgrade keeps every Machine (name and UID); none created or deleted",
 		Applies: func(p Params) bool { return p.Expect.SameMachines }, During: sameMachines},
 	{Name: "end-machines-up-to-date", Why: "every Machine ends UpToDate at the new version, no update in progress",
@@ -160,6 +164,58 @@ func noWipeUnderLiveMachine(s *State, _ Params) []Violation {
 			monitor.KindHost+"/"+e.Name, monitor.KindMachine+"/"+live[0])
 	}
 	return nil
+}
+
+// etcdQuorum counts, between the upgrade and done steps, the etcd members
+// KCP has not removed and how many of them sit on a Ready node. A node
+// that reboots shows NotReady only once the kubelet's silence is
+// noticed, so a short outage can go unseen; one that is seen is real.
+func etcdQuorum(s *State, _ Params) []Violation {
+	if s.Before == nil || !s.Steps[StepDone].IsZero() {
+		return nil
+	}
+	var members, down []string
+	for _, name := range s.names(monitor.KindEtcdMember) {
+		em := s.get(monitor.KindEtcdMember, name)
+		if em[monitor.FieldRemoved] != "" {
+			continue
+		}
+		members = append(members, name)
+		if n := s.get(monitor.KindNode, em[monitor.FieldNode]); n == nil || n[monitor.FieldReady] != "True" {
+			down = append(down, name)
+		}
+	}
+	if len(members) == 0 || 2*(len(members)-len(down)) > len(members) {
+		return nil
+	}
+	return violation(s, fmt.Sprintf("etcd quorum lost: %d of %d members on Ready nodes", len(members)-len(down), len(members)),
+		objs(monitor.KindEtcdMember, down)...)
+}
+
+// deletionOrder judges the moment a Machine starts deleting: no Machine
+// of the same owner (the control plane, or the same MachineDeployment)
+// may still be at another version when one at the new version goes.
+func deletionOrder(s *State, p Params) []Violation {
+	e := s.Entry
+	if e.Kind != monitor.KindMachine || e.New == nil || e.New[monitor.FieldDeleting] == "" || e.Old[monitor.FieldDeleting] != "" ||
+		e.New[monitor.FieldVersion] != p.ToVersion || s.Before == nil {
+		return nil
+	}
+	owner := func(m map[string]string) string {
+		if m[monitor.FieldControlPlane] != "" {
+			return "control plane"
+		}
+		return "MachineDeployment " + m[monitor.FieldDeployment]
+	}
+	mine := owner(e.New)
+	var out []Violation
+	for _, other := range s.machines(func(m map[string]string) bool {
+		return owner(m) == mine && m[monitor.FieldVersion] != p.ToVersion && m[monitor.FieldDeleting] == ""
+	}) {
+		out = append(out, violation(s, fmt.Sprintf("Machine %s at %s deleted while %s of the %s is still at %s", e.Name, p.ToVersion, other, mine,
+			s.get(monitor.KindMachine, other)[monitor.FieldVersion]), monitor.KindMachine+"/"+e.Name, monitor.KindMachine+"/"+other)...)
+	}
+	return out
 }
 
 // etcdMemberRemovedFirst judges the moment a host starts deprovisioning:
