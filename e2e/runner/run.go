@@ -235,7 +235,11 @@ func (r *run) execute(ctx context.Context) error {
 	if err := r.faultsFired(); err != nil {
 		return err
 	}
-	r.say("step 6/6: waiting for CAPI's Cluster conditions to settle, reading the markers back")
+	if r.provider.Lab {
+		r.say("step 6/6: waiting for CAPI's Cluster conditions to settle, reading the markers back")
+	} else {
+		r.say("step 6/6: waiting for CAPI's Cluster conditions to settle")
+	}
 	r.settle(ctx, settleTime, r.scenario.Expect.Outcome)
 	rec.Poll(ctx)
 	if r.provider.Lab {
