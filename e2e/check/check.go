@@ -35,13 +35,16 @@ type Params struct {
 	HostsVisible bool
 	// HostData: the runner recorded persistent-data markers.
 	HostData bool
+	// WorkloadData: the runner recorded objects it wrote into the
+	// workload cluster.
+	WorkloadData bool
 }
 
 // ParamsFor is the Params of a scenario run against the reference
 // provider.
 func ParamsFor(s *scenario.Scenario) Params {
 	return Params{Strategy: s.Strategy, ControlPlaneReplicas: s.Cluster.ControlPlane.Replicas, Workers: s.Cluster.Workers.Replicas, FromVersion: s.From.Version, ToVersion: s.To.Version,
-		Expect: s.Expect, HostsVisible: true, HostData: true}
+		Expect: s.Expect, HostsVisible: true, HostData: true, WorkloadData: true}
 }
 
 // Rule is one expectation. During judges every moment of the replay,

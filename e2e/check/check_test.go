@@ -91,7 +91,7 @@ func TestAGoodRunPassesEveryRuleThatApplies(t *testing.T) {
 	results := Run(goodInPlace().entries, inPlace)
 	for _, r := range results {
 		want := Pass
-		if r.Rule == "md-max-machines" || r.Rule == "md-min-available" || r.Rule == "end-workers" || r.Rule == "spares-left" || r.Rule == "end-rolled-back" || r.Rule == "etcd-quorum" {
+		if r.Rule == "md-max-machines" || r.Rule == "md-min-available" || r.Rule == "end-workers" || r.Rule == "spares-left" || r.Rule == "end-rolled-back" || r.Rule == "etcd-quorum" || r.Rule == "workload-data" {
 			want = NotApplicable
 		}
 		if r.Status != want {
@@ -354,5 +354,26 @@ func TestEtcdQuorumAndDeletionOrder(t *testing.T) {
 	got = results(h)["deletion-order"]
 	if got.Status != Fail || len(got.Violations) != 2 || !strings.Contains(got.Violations[0].Message, "Machine c-cp-d at v1.36.3 deleted while c-cp-b of the control plane is still at v1.35.3") {
 		t.Errorf("deletion-order: %+v", got)
+	}
+}
+
+func TestWorkloadDataMustSurvive(t *testing.T) {
+	p := inPlace
+	p.WorkloadData = true
+	h := goodInPlace()
+	h.set(KindWorkloadData, "ConfigMap/default/m", map[string]string{FieldMarker: "written"})
+	h.set(KindWorkloadData, "ConfigMap/default/m", map[string]string{FieldMarker: "present"})
+	if st := statuses(Run(h.entries, p)); st["workload-data"] != Pass {
+		t.Errorf("kept object: %v", st["workload-data"])
+	}
+	h.set(KindWorkloadData, "ConfigMap/default/m", map[string]string{FieldMarker: "absent"})
+	for _, r := range Run(h.entries, p) {
+		if r.Rule == "workload-data" && (r.Status != Fail || !strings.Contains(r.Violations[0].Message, "the object written before the upgrade is absent") ||
+			r.Violations[0].Objects[0] != "WorkloadData/ConfigMap/default/m") {
+			t.Errorf("lost object: %+v", r)
+		}
+	}
+	if st := statuses(Run(goodInPlace().entries, p)); st["workload-data"] != Fail {
+		t.Errorf("a run that recorded no workload object: %v", st["workload-data"])
 	}
 }

@@ -9,11 +9,14 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 )
 
-// Kind of the entries the runner writes about a host's persistent data:
-// New["marker"] is "written", then "present" or "absent" at the end.
+// Kinds of the entries the runner writes about the data it left before
+// the upgrade, on a host's persistent partition or as an object in the
+// workload cluster: New["marker"] is "written", then "present" or
+// "absent" at the end.
 const (
-	KindHostData = "HostData"
-	FieldMarker  = "marker"
+	KindHostData     = "HostData"
+	KindWorkloadData = "WorkloadData"
+	FieldMarker      = "marker"
 )
 
 // Rules is every rule, in report order. docs/CONFORMANCE.md explains each.
@@ -54,6 +57,8 @@ var Rules = []Rule{
 		Applies: func(p Params) bool { return p.Expect.SparesLeft != nil && p.HostsVisible }, End: sparesLeft},
 	{Name: "persistent-data", Why: "data on persistent partitions survives an in-place update and is gone from a host that changed hands",
 		Applies: func(p Params) bool { return p.Expect.PersistentData != "" && p.HostData }, End: persistentData},
+	{Name: "workload-data", Why: "objects written into the workload cluster before the upgrade are still there after it",
+		Applies: func(p Params) bool { return p.WorkloadData }, End: workloadData},
 	{Name: "capi-agrees", Why: "CAPI's own Cluster conditions agree with this verdict"},
 }
 
@@ -447,6 +452,22 @@ func CAPISays(c map[string]string, outcome scenario.Outcome) bool {
 		return available && !upToDate
 	}
 	return available && upToDate && c[monitor.FieldRollingOut] != "True"
+}
+
+// workloadData: every upgrade, whatever it replaces, keeps the cluster's
+// etcd and so every object in it.
+func workloadData(s *State, _ Params) []Violation {
+	var out []Violation
+	names := s.names(KindWorkloadData)
+	for _, n := range names {
+		if m := s.get(KindWorkloadData, n)[FieldMarker]; m != "present" {
+			out = append(out, violation(s, "the object written before the upgrade is "+m, KindWorkloadData+"/"+n)...)
+		}
+	}
+	if len(names) == 0 {
+		out = append(out, violation(s, "no workload objects were recorded", KindWorkloadData)...)
+	}
+	return out
 }
 
 // agree compares the verdict of the end rules with CAPI's Cluster

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -66,10 +65,6 @@ type Result struct {
 
 // Failed says whether the run broke a rule or stopped early.
 func (r Result) Failed() bool { return r.Error != "" || len(check.Failed(r.Checks)) > 0 }
-
-// marker is the persistent-partition key the runner writes before an
-// upgrade and looks for after it.
-const marker = "upgradelab/scenario-marker"
 
 type run struct {
 	provider *provider.Config
@@ -206,12 +201,12 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	if r.provider.Lab {
-		r.say("step 4/6: writing markers on the persistent partitions")
-		if err := r.writeMarkers(ctx); err != nil {
-			return err
-		}
+		r.say("step 4/6: writing data: a ConfigMap in the workload cluster, markers on the persistent partitions")
 	} else {
-		r.say("step 4/6: no persistent partitions to mark (provider %s)", r.provider.Name)
+		r.say("step 4/6: writing data: a ConfigMap in the workload cluster")
+	}
+	if err := r.writeData(ctx); err != nil {
+		return err
 	}
 	rec.Poll(ctx)
 	r.tl.Step(check.StepUpgrade, fmt.Sprintf("%s -> %s (%s)", r.scenario.From.Version, r.scenario.To.Version, r.scenario.Strategy))
@@ -235,16 +230,10 @@ func (r *run) execute(ctx context.Context) error {
 	if err := r.faultsFired(); err != nil {
 		return err
 	}
-	if r.provider.Lab {
-		r.say("step 6/6: waiting for CAPI's Cluster conditions to settle, reading the markers back")
-	} else {
-		r.say("step 6/6: waiting for CAPI's Cluster conditions to settle")
-	}
+	r.say("step 6/6: waiting for CAPI's Cluster conditions to settle, reading the data back")
 	r.settle(ctx, settleTime, r.scenario.Expect.Outcome)
 	rec.Poll(ctx)
-	if r.provider.Lab {
-		r.readMarkers()
-	}
+	r.readData(ctx)
 	stopRecording()
 	return nil
 }
@@ -321,39 +310,4 @@ func labHost(h *metal3.BareMetalHost) string {
 		return n
 	}
 	return h.Name
-}
-
-func (r *run) writeMarkers(ctx context.Context) error {
-	hosts := &metal3.BareMetalHostList{}
-	if err := r.env.Client.List(ctx, hosts, client.InNamespace(r.env.Namespace)); err != nil {
-		return err
-	}
-	for _, h := range hosts.Items {
-		if h.Spec.ConsumerRef == nil {
-			continue
-		}
-		lh, err := r.env.Site.Lab.Host(labHost(&h))
-		if err != nil {
-			return err
-		}
-		if err := lh.SetPersistent(marker, "written before the upgrade on "+h.Name); err != nil {
-			return err
-		}
-		r.tl.Add(timeline.Entry{Kind: check.KindHostData, Name: h.Name, New: map[string]string{check.FieldMarker: "written", "labHost": lh.Name()}})
-	}
-	return nil
-}
-
-func (r *run) readMarkers() {
-	for _, e := range r.tl.Entries() {
-		if e.Kind != check.KindHostData || e.New[check.FieldMarker] != "written" {
-			continue
-		}
-		h, err := r.env.Site.Lab.Host(e.New["labHost"])
-		state := "absent"
-		if err == nil && strings.Contains(h.Persistent()[marker], e.Name) {
-			state = "present"
-		}
-		r.tl.Add(timeline.Entry{Kind: check.KindHostData, Name: e.Name, Old: e.New, New: map[string]string{check.FieldMarker: state}})
-	}
 }

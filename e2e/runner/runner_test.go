@@ -97,12 +97,12 @@ func TestInMemoryProviderRunsTheScaleInScenario(t *testing.T) {
 			t.Errorf("rule %s failed: %v", r.Rule, r.Violations)
 		}
 	}
-	for _, rule := range []string{"host-bound-once", "no-wipe-under-live-machine", "same-hosts", "etcd-member-removed-first"} {
+	for _, rule := range []string{"host-bound-once", "no-wipe-under-live-machine", "same-hosts", "etcd-member-removed-first", "persistent-data"} {
 		if status[rule] != check.NotApplicable {
 			t.Errorf("rule %s is %q for a provider without hosts, want n/a", rule, status[rule])
 		}
 	}
-	for _, rule := range []string{"kcp-max-machines", "kcp-one-deleting", "end-machines-up-to-date", "end-control-plane", "end-nodes-ready", "capi-agrees"} {
+	for _, rule := range []string{"kcp-max-machines", "kcp-one-deleting", "etcd-quorum", "deletion-order", "end-machines-up-to-date", "end-control-plane", "end-nodes-ready", "workload-data", "capi-agrees"} {
 		if status[rule] != check.Pass {
 			t.Errorf("rule %s is %q, want pass", rule, status[rule])
 		}
