@@ -21,8 +21,9 @@ import (
 	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
-// scenarioGlob picks the scenario files: UPGRADELAB_SCENARIOS, or every
-// file of scenarios/ (`make e2e-faults` points it at scenarios/faults/).
+// scenarioGlob picks the scenario files: UPGRADELAB_SCENARIOS (globs
+// separated by spaces), or every file of scenarios/ (`make e2e-faults`
+// points it at scenarios/faults/).
 // An environment variable, as Ginkgo builds the spec tree before flags
 // are parsed.
 var scenarioGlob = func() string {
@@ -73,9 +74,16 @@ func scenarioResults() []runner.Result {
 // runs only those). A broken rule fails the spec with the moment, the
 // objects and the rule.
 var _ = Describe("upgrade scenarios", Label("scenario"), func() {
-	paths, err := filepath.Glob(scenarioGlob)
-	if err != nil || len(paths) == 0 {
-		panic(fmt.Sprintf("no scenarios at %s: %v", scenarioGlob, err))
+	var paths []string
+	for _, g := range strings.Fields(scenarioGlob) {
+		found, err := filepath.Glob(g)
+		if err != nil {
+			panic(fmt.Sprintf("scenarios %s: %v", g, err))
+		}
+		paths = append(paths, found...)
+	}
+	if len(paths) == 0 {
+		panic(fmt.Sprintf("no scenarios at %s", scenarioGlob))
 	}
 	for _, path := range paths {
 		s, def, err := scenario.Load(path)
