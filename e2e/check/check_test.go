@@ -241,7 +241,10 @@ func rolledBack() *history {
 	failed := machine("v1.36.3", "u1", "c-cp-a", true, "False")
 	failed[monitor.FieldUpdateFailed] = "true"
 	h.set(monitor.KindMachine, "c-cp-a", failed)
-	h.set(monitor.KindCluster, "c", map[string]string{monitor.FieldAvailable: "True", monitor.FieldCPUpToDate: "False", monitor.FieldWorkersUpToDate: "True"})
+	// As CAPI v1.14 reports it: the spec is up to date, the Machine (its
+	// Ready counts the failed Updating) is not ready.
+	h.set(monitor.KindCluster, "c", map[string]string{monitor.FieldAvailable: "True", monitor.FieldCPUpToDate: "True", monitor.FieldWorkersUpToDate: "True",
+		monitor.FieldCPMachinesReady: "False", monitor.FieldWorkerMachinesReady: "True"})
 	h.step(StepDone)
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "present"})
 	return h
@@ -281,8 +284,12 @@ func TestARollbackIsJudgedByItsOwnEnd(t *testing.T) {
 		{"the Node left at the new version", "end-nodes-ready", "Node c-cp-a ends Ready=True with kubelet v1.36.3", func(h *history) {
 			h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.36.3"})
 		}},
-		{"CAPI says the upgrade is done", "capi-agrees", "not that the cluster is available and not up to date", func(h *history) {
-			h.set(monitor.KindCluster, "c", done)
+		{"CAPI says everything is fine", "capi-agrees", "not that the cluster is available with machines not ready or not up to date", func(h *history) {
+			fine := map[string]string{monitor.FieldCPMachinesReady: "True", monitor.FieldWorkerMachinesReady: "True"}
+			for k, v := range done {
+				fine[k] = v
+			}
+			h.set(monitor.KindCluster, "c", fine)
 		}},
 	} {
 		h := rolledBack()

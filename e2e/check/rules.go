@@ -443,13 +443,16 @@ func persistentData(s *State, p Params) []Violation {
 
 // CAPISays whether a Cluster's summary says what the outcome means to
 // CAPI: upgraded is Available, both machine sets UpToDate and not
-// RollingOut; rolled back is Available with machines not up to date
-// (the failed update is still what the spec asks for).
+// RollingOut; rolled back is Available with some machines not Ready or
+// not up to date. (CAPI's UpToDate is about the spec: a Machine whose
+// in-place update failed already has the new spec and stays UpToDate;
+// its Ready, which counts Updating, is what turns False.)
 func CAPISays(c map[string]string, outcome scenario.Outcome) bool {
 	available := c[monitor.FieldAvailable] == "True"
 	upToDate := c[monitor.FieldCPUpToDate] == "True" && c[monitor.FieldWorkersUpToDate] == "True"
 	if outcome == scenario.RolledBack {
-		return available && !upToDate
+		ready := c[monitor.FieldCPMachinesReady] == "True" && c[monitor.FieldWorkerMachinesReady] == "True"
+		return available && !(upToDate && ready)
 	}
 	return available && upToDate && c[monitor.FieldRollingOut] != "True"
 }
@@ -493,7 +496,11 @@ func agree(s *State, p Params, results []Result) {
 	for _, name := range s.names(monitor.KindCluster) {
 		c := s.get(monitor.KindCluster, name)
 		theirs = theirs && CAPISays(c, p.Expect.Outcome)
-		for _, f := range []string{monitor.FieldAvailable, monitor.FieldCPUpToDate, monitor.FieldWorkersUpToDate, monitor.FieldRollingOut} {
+		fields := []string{monitor.FieldAvailable, monitor.FieldCPUpToDate, monitor.FieldWorkersUpToDate, monitor.FieldRollingOut}
+		if !upgraded(p) {
+			fields = append(fields, monitor.FieldCPMachinesReady, monitor.FieldWorkerMachinesReady)
+		}
+		for _, f := range fields {
 			says = append(says, f+"="+or(c[f], "absent"))
 		}
 	}
@@ -505,7 +512,7 @@ func agree(s *State, p Params, results []Result) {
 	}
 	want := "the upgrade is done"
 	if !upgraded(p) {
-		want = "the cluster is available and not up to date (the update failed)"
+		want = "the cluster is available with machines not ready or not up to date (the update failed)"
 	}
 	msg := "CAPI's Cluster says " + strings.Join(says, ", ") + ", not that " + want + ", while every end rule passed"
 	if !ours {

@@ -53,6 +53,11 @@ const (
 	FieldCPUpToDate      = "controlPlaneMachinesUpToDate"
 	FieldWorkersUpToDate = "workerMachinesUpToDate"
 	FieldRollingOut      = "rollingOut"
+	// Ready aggregates each Machine's Ready, which a failed in-place
+	// update (Updating, negative polarity) makes False, while UpToDate
+	// is about the spec and stays True.
+	FieldCPMachinesReady     = "controlPlaneMachinesReady"
+	FieldWorkerMachinesReady = "workerMachinesReady"
 )
 
 // Kinds the monitors watch, as timeline entries name them.
@@ -147,6 +152,8 @@ func ClusterSummary(c *clusterv1.Cluster) map[string]string {
 	condition(s, FieldCPUpToDate, c.Status.Conditions, clusterv1.ClusterControlPlaneMachinesUpToDateCondition)
 	condition(s, FieldWorkersUpToDate, c.Status.Conditions, clusterv1.ClusterWorkerMachinesUpToDateCondition)
 	condition(s, FieldRollingOut, c.Status.Conditions, clusterv1.ClusterRollingOutCondition)
+	condition(s, FieldCPMachinesReady, c.Status.Conditions, clusterv1.ClusterControlPlaneMachinesReadyCondition)
+	condition(s, FieldWorkerMachinesReady, c.Status.Conditions, clusterv1.ClusterWorkerMachinesReadyCondition)
 	return s
 }
 
