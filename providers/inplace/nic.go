@@ -3,6 +3,7 @@ package inplace
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -117,6 +118,28 @@ type nicFlash struct {
 	nvm   nic.NVMImage
 	ports []string
 	plan  nicPlan
+	// recovery are the ports whose driver reports the NIC's recovery
+	// firmware: a flash of them was cut short (power lost while it was
+	// written) and only a complete one brings them back. bootedAt is when
+	// the OS that reports them booted.
+	recovery []string
+	bootedAt time.Time
+}
+
+// maxFlashes bounds how often one NVM is staged on a host: a flash cut
+// short is tried again, a NIC that stays in recovery is a Failure.
+const maxFlashes = 3
+
+// inRecovery says which ports the i40e driver found in firmware recovery
+// mode (its "Firmware recovery mode detected" message).
+func inRecovery(links []lab.PortLink) []string {
+	var out []string
+	for _, l := range links {
+		if strings.Contains(strings.ToLower(l.Message), "recovery mode") {
+			out = append(out, l.Port)
+		}
+	}
+	return out
 }
 
 // nicWork finds what the NICs still need: nil when no firmware is wanted
@@ -151,7 +174,7 @@ func (u *Updater) nicWork(ctx context.Context, st agent.Status, want infrav1.Ima
 	if err != nil {
 		return nil, fmt.Sprintf("NVM %s with %s: %v; nothing was changed", nvm.Firmware, want.URL, err), nil
 	}
-	return &nicFlash{url: fw.URL, nvm: nvm, ports: ports, plan: plan}, "", nil
+	return &nicFlash{url: fw.URL, nvm: nvm, ports: ports, plan: plan, recovery: inRecovery(st.OS.Links), bootedAt: st.OS.BootedAt}, "", nil
 }
 
 // flashNIC stages the NVM on every port that needs it through the BMC
@@ -159,9 +182,19 @@ func (u *Updater) nicWork(ctx context.Context, st agent.Status, want infrav1.Ima
 // node first and resets the host. The BMC resets the host once more when
 // the flash is written, so the NIC comes up on the new NVM.
 func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, wl client.Client, node *corev1.Node, f *nicFlash, key string) (progress, error) {
-	if at, ok := annotatedAt(bmm, NICFlashAnnotation, f.nvm.Firmware); ok {
-		if time.Since(at) > u.FlashTimeout {
-			return u.recordFailure(ctx, bmm, key, fmt.Sprintf("NVM %s staged %s ago is still not active on %s of %s", f.nvm.Firmware, time.Since(at).Round(time.Second), strings.Join(f.ports, ", "), node.Name))
+	attempts := flashAttempts(bmm, f.nvm.Firmware)
+	staged, wasStaged := annotatedAt(bmm, NICFlashAnnotation, f.nvm.Firmware)
+	// A port in recovery under an OS booted after the flash was staged:
+	// that flash was cut short.
+	cut := wasStaged && len(f.recovery) > 0 && f.bootedAt.After(staged)
+	switch {
+	case cut && attempts >= maxFlashes:
+		return u.recordFailure(ctx, bmm, key, fmt.Sprintf("NIC ports %s of %s stay in firmware recovery mode after %d flashes of NVM %s",
+			strings.Join(f.recovery, ", "), node.Name, attempts, f.nvm.Firmware))
+	case cut: // stage it again below
+	case wasStaged:
+		if time.Since(staged) > u.FlashTimeout {
+			return u.recordFailure(ctx, bmm, key, fmt.Sprintf("NVM %s staged %s ago is still not active on %s of %s", f.nvm.Firmware, time.Since(staged).Round(time.Second), strings.Join(f.ports, ", "), node.Name))
 		}
 		return running("flashing NVM %s on %s of %s (%s: %s)", f.nvm.Firmware, strings.Join(f.ports, ", "), node.Name, f.plan.order, f.plan.reason), nil
 	}
@@ -181,6 +214,9 @@ func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, w
 			return progress{}, err
 		}
 	}
+	if err := u.annotate(ctx, bmm, NICFlashAttemptsAnnotation, fmt.Sprintf("%s:%d", f.nvm.Firmware, attempts+1)); err != nil {
+		return progress{}, err
+	}
 	if err := u.annotate(ctx, bmm, NICFlashAnnotation, f.nvm.Firmware+"@"+time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
 		return progress{}, err
 	}
@@ -188,6 +224,16 @@ func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, w
 		return progress{}, err
 	}
 	return running("staged NVM %s on %s of %s and reset the host (%s: %s)", f.nvm.Firmware, strings.Join(f.ports, ", "), node.Name, f.plan.order, f.plan.reason), nil
+}
+
+// flashAttempts is how often NVM firmware was staged on the host.
+func flashAttempts(bmm *infrav1.BareMetalMachine, firmware string) int {
+	v, ok := strings.CutPrefix(bmm.Annotations[NICFlashAttemptsAnnotation], firmware+":")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(v)
+	return n
 }
 
 // linksDown says which ports of the running OS have no link, and why.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/upgradelab/upgradelab/sim/image"
+	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/nic"
 )
 
@@ -83,5 +84,32 @@ func TestDriverLinkAgreesWithTheLabsRules(t *testing.T) {
 				t.Errorf("%s on %s: extension says up=%v %q; the lab's rule %s says up=%v level %q", image, nvm.Name, up, note, lab.Rule, lab.Up, lab.Level)
 			}
 		}
+	}
+}
+
+// The lab's driver rules, for a port whose flash was cut, log what the
+// extension looks for to flash it again.
+func TestInRecoveryFindsACutFlash(t *testing.T) {
+	rules, err := nic.LoadRules("../../fixtures/nic/i40e-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := nic.LoadCatalog("../../fixtures/nic/nvm-images.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	driver := nic.Driver{Version: "2.28.9", API: nic.APIVersion{Major: 1, Minor: 17}, MinAPIMinor: 15}
+	cut := &nic.Port{Name: "eno1", Active: cat["x710-nvm-9.20"]}
+	if err := cut.BeginFlash(cat["x710-nvm-9.50"]); err != nil {
+		t.Fatal(err)
+	}
+	cut.PowerLoss()
+	fine := &nic.Port{Name: "eno2", Active: cat["x710-nvm-9.50"]}
+	links := []lab.PortLink{
+		{Port: "eno1", Firmware: cut.Active.Firmware, Link: rules.Evaluate(cut, driver)},
+		{Port: "eno2", Firmware: fine.Active.Firmware, Link: rules.Evaluate(fine, driver)},
+	}
+	if got := inRecovery(links); len(got) != 1 || got[0] != "eno1" {
+		t.Fatalf("inRecovery = %v, want [eno1] (links %+v)", got, links)
 	}
 }

@@ -32,7 +32,10 @@ import (
 const (
 	RebootAnnotation   = "inplace.upgradelab.dev/rebooted-into"
 	NICFlashAnnotation = "inplace.upgradelab.dev/nic-flashed"
-	FailedAnnotation   = "inplace.upgradelab.dev/failed"
+	// NICFlashAttemptsAnnotation counts the flashes of one NVM
+	// ("FIRMWARE:N"): one cut short is staged again, up to maxFlashes.
+	NICFlashAttemptsAnnotation = "inplace.upgradelab.dev/nic-flash-attempts"
+	FailedAnnotation           = "inplace.upgradelab.dev/failed"
 )
 
 // Updater performs one machine's update, a step per UpdateMachine call.
