@@ -192,6 +192,18 @@ func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, w
 		return u.recordFailure(ctx, bmm, key, fmt.Sprintf("NIC ports %s of %s stay in firmware recovery mode after %d flashes of NVM %s",
 			strings.Join(f.recovery, ", "), node.Name, attempts, f.nvm.Firmware))
 	case cut: // stage it again below
+	case wasStaged && !f.bootedAt.After(staged) && time.Since(staged) > rebootRetry:
+		// The OS that ran when the flash was staged is still up: the
+		// reset that applies it never reached the host. Ask again.
+		bmc, err := u.dialBMC(ctx, bmm)
+		if err != nil || bmc == nil {
+			return progress{}, fmt.Errorf("resetting %s to apply NVM %s: %v", node.Name, f.nvm.Firmware, err)
+		}
+		defer bmc.Close()
+		if err := bmc.PowerOn(); err != nil {
+			return progress{}, err
+		}
+		return running("reset %s again to apply NVM %s", node.Name, f.nvm.Firmware), nil
 	case wasStaged:
 		if time.Since(staged) > u.FlashTimeout {
 			return u.recordFailure(ctx, bmm, key, fmt.Sprintf("NVM %s staged %s ago is still not active on %s of %s", f.nvm.Firmware, time.Since(staged).Round(time.Second), strings.Join(f.ports, ", "), node.Name))

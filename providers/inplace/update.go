@@ -171,6 +171,10 @@ func updateKey(want infrav1.Image, fw *infrav1.FirmwarePackage) string {
 	return want.Checksum + "+" + fw.URL
 }
 
+// rebootRetry is how long the old OS may stay up after the reboot into
+// the new slot was asked for before it is asked for again.
+const rebootRetry = 30 * time.Second
+
 // beforeReboot runs on the old image: drain, stage, activate, reboot. A
 // host that already rebooted into the new slot and runs the old one again
 // fell back: the new slot did not boot.
@@ -179,6 +183,17 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 		msg := fmt.Sprintf("%s did not boot: the host fell back to slot %s (%s)", want.URL, st.OS.Slot, st.OS.Image.Name)
 		return u.recordFailure(ctx, bmm, key, msg)
 	} else if ok {
+		if time.Since(at) > rebootRetry {
+			// The OS that ran before the reboot is still up: the reset
+			// never reached the host (a BMC that did not answer). Ask
+			// again.
+			if err := u.reboot(ctx, bmm, ag); err != nil {
+				return progress{}, err
+			}
+			if err := u.markReboot(ctx, bmm, want.Checksum); err != nil {
+				return progress{}, err
+			}
+		}
 		return running("rebooting %s into the new slot", node.Name), nil
 	}
 	if err := cordonAndDrain(ctx, wl, node); err != nil {
