@@ -203,6 +203,9 @@ func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, w
 		if err := bmc.PowerOn(); err != nil {
 			return progress{}, err
 		}
+		if err := u.annotate(ctx, bmm, NICFlashAnnotation, f.nvm.Firmware+"@"+time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+			return progress{}, err
+		}
 		return running("reset %s again to apply NVM %s", node.Name, f.nvm.Firmware), nil
 	case wasStaged:
 		if time.Since(staged) > u.FlashTimeout {
