@@ -64,11 +64,18 @@ type Updater struct {
 	staging map[string]*staging
 }
 
+// staging is one machine's image write in the background. attempts
+// counts the writes of this checksum: one the host's restart cut short
+// is started again, up to maxWrites.
 type staging struct {
 	checksum string
+	started  time.Time
+	attempts int
 	done     bool
 	err      error
 }
+
+const maxWrites = 3
 
 // progress is one step's outcome.
 type progress struct {
@@ -201,7 +208,7 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 	}
 	inactive := st.OS.Slot.Other()
 	if s := st.Slots[inactive]; s == nil || s.State != disk.Written || s.Checksum != want.Checksum {
-		done, err := u.stage(machine, ag, inactive, want)
+		done, err := u.stage(machine, ag, st, inactive, want)
 		if err != nil {
 			return u.recordFailure(ctx, bmm, key, fmt.Sprintf("writing %s into slot %s: %v", want.URL, inactive, err))
 		}
@@ -265,21 +272,32 @@ func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, b
 
 // stage writes the image in the background (a hook call must answer in
 // seconds); done reports when it has finished.
-func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, slot disk.SlotName, want infrav1.Image) (done bool, err error) {
+// stage writes want into slot in the background and reports whether it
+// is written. A write that failed because the host restarted under it
+// (the running OS booted after the write started: power lost, a reset)
+// is started again, up to maxWrites; any other failure is returned.
+func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, st agent.Status, slot disk.SlotName, want infrav1.Image) (done bool, err error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.staging == nil {
 		u.staging = map[string]*staging{}
 	}
 	key := string(machine.UID)
-	s, ok := u.staging[key]
-	if ok && s.checksum == want.Checksum {
-		if s.done {
+	attempts := 0
+	if s, ok := u.staging[key]; ok && s.checksum == want.Checksum {
+		switch {
+		case !s.done:
+			return false, nil
+		case s.err == nil:
 			delete(u.staging, key)
+			return true, nil
+		case !st.OS.BootedAt.After(s.started) || s.attempts >= maxWrites:
+			delete(u.staging, key)
+			return false, s.err
 		}
-		return s.done && s.err == nil, s.err
+		attempts = s.attempts // cut short by a restart: write again
 	}
-	s = &staging{checksum: want.Checksum}
+	s := &staging{checksum: want.Checksum, started: time.Now(), attempts: attempts + 1}
 	u.staging[key] = s
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
