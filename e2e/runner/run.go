@@ -148,6 +148,7 @@ func (r *run) say(format string, args ...any) {
 	}
 }
 
+// execute runs the six steps; each phase function is one step.
 func (r *run) execute(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, r.scenario.Timeout.Duration)
 	defer cancel()
@@ -161,21 +162,13 @@ func (r *run) execute(ctx context.Context) error {
 	if r.tl, err = timeline.Create(filepath.Join(r.opts.Dir, "timeline.jsonl")); err != nil {
 		return err
 	}
-	if r.provider.Lab {
-		r.say("step 1/6: starting the lab %s, CAPI's managers and the provider", r.lab.Spec.Name)
-	} else {
-		r.say("step 1/6: starting CAPI's managers and the provider")
-	}
-	r.env, err = StartEnv(ctx, EnvOptions{Provider: r.provider, Strategy: r.scenario.Strategy, RepoRoot: r.opts.RepoRoot,
-		Lab: r.lab, Dir: r.opts.Dir, Scale: r.opts.Scale,
-		ProviderBinary: r.opts.ProviderBinary, ExtensionBinary: r.opts.ExtensionBinary})
-	if err != nil {
+	if err := r.start(ctx); err != nil {
 		return err
 	}
 	defer r.env.Stop()
-	r.faultErrs = make(chan error, len(r.scenario.Faults))
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
+	r.faultErrs = make(chan error, len(r.scenario.Faults))
 	r.injectFaults(faultCtx, r.faultErrs)
 	r.tl.Step("env", "plane and lab up")
 
@@ -186,47 +179,18 @@ func (r *run) execute(ctx context.Context) error {
 	go rec.Run(recCtx)
 	if r.provider.Lab {
 		go monitor.RecordLab(recCtx, r.env.Site.Lab, r.tl)
-		r.say("step 2/6: enrolling the hosts")
-		if err := r.enroll(ctx); err != nil {
+	}
+	for _, phase := range []func(context.Context) error{r.enrollHosts, r.provision, r.writeDataStep} {
+		if err := phase(ctx); err != nil {
 			return err
 		}
-	} else {
-		r.say("step 2/6: no hosts to enroll (provider %s brings its own machines)", r.provider.Name)
 	}
-	r.say("step 3/6: creating the %s cluster at %s", r.form, r.scenario.From.Version)
-	if err := r.createCluster(ctx); err != nil {
-		return err
-	}
-	if err := r.waitRolledOut(ctx, r.scenario.From.Version, "provisioning", r.provider.Intervals.Provision.Duration); err != nil {
-		return err
-	}
-	if r.provider.Lab {
-		r.say("step 4/6: writing data: a ConfigMap in the workload cluster, markers on the persistent partitions")
-	} else {
-		r.say("step 4/6: writing data: a ConfigMap in the workload cluster")
-	}
-	if err := r.writeData(ctx); err != nil {
+	rec.Poll(ctx)
+	if err := r.upgradeAndWait(ctx); err != nil {
 		return err
 	}
 	rec.Poll(ctx)
-	r.tl.Step(check.StepUpgrade, fmt.Sprintf("%s -> %s (%s)", r.scenario.From.Version, r.scenario.To.Version, r.scenario.Strategy))
-	r.say("step 5/6: upgrading to %s (%s)", r.scenario.To.Version, r.scenario.Strategy)
-	if err := r.upgrade(ctx); err != nil {
-		return err
-	}
-	if r.scenario.Expect.Outcome == scenario.RolledBack {
-		if err := r.waitRolledBack(ctx, r.provider.Intervals.Upgrade.Duration); err != nil {
-			return err
-		}
-		rec.Poll(ctx)
-		r.tl.Step(check.StepDone, "the update failed and every Node is back at "+r.scenario.From.Version)
-	} else {
-		if err := r.waitRolledOut(ctx, r.scenario.To.Version, "upgrade", r.provider.Intervals.Upgrade.Duration); err != nil {
-			return err
-		}
-		rec.Poll(ctx)
-		r.tl.Step(check.StepDone, "every Machine up to date")
-	}
+	r.tl.Step(check.StepDone, r.doneDetail())
 	if err := r.faultsFired(); err != nil {
 		return err
 	}
@@ -234,8 +198,70 @@ func (r *run) execute(ctx context.Context) error {
 	r.settle(ctx, settleTime, r.scenario.Expect.Outcome)
 	rec.Poll(ctx)
 	r.readData(ctx)
-	stopRecording()
 	return nil
+}
+
+// start is step 1: the site (lab providers), the plane and the managers.
+func (r *run) start(ctx context.Context) (err error) {
+	if r.provider.Lab {
+		r.say("step 1/6: starting the lab %s, CAPI's managers and the provider", r.lab.Spec.Name)
+	} else {
+		r.say("step 1/6: starting CAPI's managers and the provider")
+	}
+	r.env, err = StartEnv(ctx, EnvOptions{Provider: r.provider, Strategy: r.scenario.Strategy, RepoRoot: r.opts.RepoRoot,
+		Lab: r.lab, Dir: r.opts.Dir, Scale: r.opts.Scale,
+		ProviderBinary: r.opts.ProviderBinary, ExtensionBinary: r.opts.ExtensionBinary})
+	return err
+}
+
+// enrollHosts is step 2.
+func (r *run) enrollHosts(ctx context.Context) error {
+	if !r.provider.Lab {
+		r.say("step 2/6: no hosts to enroll (provider %s brings its own machines)", r.provider.Name)
+		return nil
+	}
+	r.say("step 2/6: enrolling the hosts")
+	return r.enroll(ctx)
+}
+
+// provision is step 3: the cluster at the from-release, rolled out.
+func (r *run) provision(ctx context.Context) error {
+	r.say("step 3/6: creating the %s cluster at %s", r.form, r.scenario.From.Version)
+	if err := r.createCluster(ctx); err != nil {
+		return err
+	}
+	return r.waitRolledOut(ctx, r.scenario.From.Version, "provisioning", r.provider.Intervals.Provision.Duration)
+}
+
+// writeDataStep is step 4.
+func (r *run) writeDataStep(ctx context.Context) error {
+	if r.provider.Lab {
+		r.say("step 4/6: writing data: a ConfigMap in the workload cluster, markers on the persistent partitions")
+	} else {
+		r.say("step 4/6: writing data: a ConfigMap in the workload cluster")
+	}
+	return r.writeData(ctx)
+}
+
+// upgradeAndWait is step 5: the upgrade as a user makes it, then the
+// wait for the scenario's outcome.
+func (r *run) upgradeAndWait(ctx context.Context) error {
+	r.tl.Step(check.StepUpgrade, fmt.Sprintf("%s -> %s (%s)", r.scenario.From.Version, r.scenario.To.Version, r.scenario.Strategy))
+	r.say("step 5/6: upgrading to %s (%s)", r.scenario.To.Version, r.scenario.Strategy)
+	if err := r.upgrade(ctx); err != nil {
+		return err
+	}
+	if r.scenario.Expect.Outcome == scenario.RolledBack {
+		return r.waitRolledBack(ctx, r.provider.Intervals.Upgrade.Duration)
+	}
+	return r.waitRolledOut(ctx, r.scenario.To.Version, "upgrade", r.provider.Intervals.Upgrade.Duration)
+}
+
+func (r *run) doneDetail() string {
+	if r.scenario.Expect.Outcome == scenario.RolledBack {
+		return "the update failed and every Node is back at " + r.scenario.From.Version
+	}
+	return "every Machine up to date"
 }
 
 // settleTime bounds how long CAPI's Cluster conditions may lag behind
