@@ -247,7 +247,7 @@ func (c *Config) Runs(s *scenario.Scenario) (bool, string) {
 		running = append(running, m.Name)
 	}
 	for _, f := range s.Faults {
-		if (f.When.LabEvent != "" || f.PowerLoss != nil) && !c.Lab {
+		if (f.When.LabEvent != "" || f.PowerLoss != nil || f.AgentCrash != nil) && !c.Lab {
 			return false, fmt.Sprintf("fault %s waits for a lab event or acts on a lab host, and provider %s does not use the lab", f.Name, c.Name)
 		}
 		if f.BMC != nil && !c.Lab {

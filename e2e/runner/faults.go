@@ -67,6 +67,10 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 		return r.env.Plane.KillAndRestart(ctx, f.Restart)
 	case f.PowerLoss != nil:
 		return r.powerLoss(ctx, f, host)
+	case f.AgentCrash != nil:
+		r.say("fault %s: the agent of %s crashes, back in %s", f.Name, host, f.AgentCrash.RestartAfter.Duration)
+		r.tl.Step("fault:"+f.Name, fmt.Sprintf("agent of %s crashed for %s", host, f.AgentCrash.RestartAfter.Duration))
+		return r.env.Site.CrashAgent(host, f.AgentCrash.RestartAfter.Duration)
 	case f.BMC != nil && f.BMC.Offline.Duration > 0:
 		b, ok := r.env.Site.BMCs.BMCs[host]
 		if !ok {

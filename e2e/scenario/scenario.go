@@ -147,6 +147,15 @@ type Fault struct {
 	// PowerLoss cuts the power of the lab event's host at once (a write or
 	// flash under way is lost) and restores it after RestoreAfter.
 	PowerLoss *PowerLossFault `yaml:"powerLoss"`
+	// AgentCrash kills the host agent of the lab event's host (its API
+	// drops every connection; the OS, kubelet and disk stay) and its
+	// service manager starts it again after RestartAfter.
+	AgentCrash *AgentCrashFault `yaml:"agentCrash"`
+}
+
+// AgentCrashFault is the host agent process dying.
+type AgentCrashFault struct {
+	RestartAfter Duration `yaml:"restartAfter"`
 }
 
 // FaultWhen is the moment: after a runner step (env or upgrade, the
@@ -290,21 +299,25 @@ func (s *Scenario) validate() []string {
 			bad(field+".name", "required")
 		}
 		actions := 0
-		for _, set := range []bool{f.Restart != "", f.BMC != nil, f.PowerLoss != nil} {
+		for _, set := range []bool{f.Restart != "", f.BMC != nil, f.PowerLoss != nil, f.AgentCrash != nil} {
 			if set {
 				actions++
 			}
 		}
 		if actions != 1 {
-			bad(field, "give exactly one of restart, bmc and powerLoss")
+			bad(field, "give exactly one of restart, bmc, powerLoss and agentCrash")
 		}
 		if f.PowerLoss != nil && f.When.LabEvent == "" {
 			bad(field+".when.labEvent", "powerLoss needs a lab event (it cuts the power of that event's host)")
 		}
+		if f.AgentCrash != nil && f.When.LabEvent == "" {
+			bad(field+".when.labEvent", "agentCrash needs a lab event (it crashes that event's host's agent)")
+		}
 		if f.BMC != nil && f.BMC.Offline.Duration != 0 && f.When.LabEvent == "" {
 			bad(field+".when.labEvent", "bmc.offline needs a lab event (it takes that event's host's BMC offline)")
 		}
-		if f.BMC != nil && f.BMC.Offline.Duration < 0 || f.PowerLoss != nil && f.PowerLoss.RestoreAfter.Duration < 0 {
+		if f.BMC != nil && f.BMC.Offline.Duration < 0 || f.PowerLoss != nil && f.PowerLoss.RestoreAfter.Duration < 0 ||
+			f.AgentCrash != nil && f.AgentCrash.RestartAfter.Duration < 0 {
 			bad(field, "durations must not be negative")
 		}
 		if f.Restart != "" && !namePattern.MatchString(f.Restart) {

@@ -2,6 +2,7 @@ package inplace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -273,9 +274,8 @@ func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, b
 // stage writes the image in the background (a hook call must answer in
 // seconds); done reports when it has finished.
 // stage writes want into slot in the background and reports whether it
-// is written. A write that failed because the host restarted under it
-// (the running OS booted after the write started: power lost, a reset)
-// is started again, up to maxWrites; any other failure is returned.
+// is written. A write cut short (see cutShort) is started again, up to
+// maxWrites; a failure the agent reported is returned.
 func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, st agent.Status, slot disk.SlotName, want infrav1.Image) (done bool, err error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -291,7 +291,7 @@ func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, st age
 		case s.err == nil:
 			delete(u.staging, key)
 			return true, nil
-		case !st.OS.BootedAt.After(s.started) || s.attempts >= maxWrites:
+		case !cutShort(s, st) || s.attempts >= maxWrites:
 			delete(u.staging, key)
 			return false, s.err
 		}
@@ -308,6 +308,15 @@ func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, st age
 		u.mu.Unlock()
 	}()
 	return false, nil
+}
+
+// cutShort says whether a failed write was cut off rather than refused:
+// the host restarted under it (the running OS booted after it began:
+// power lost, a reset), or the call got no reply at all (the agent or
+// the host went away mid-call).
+func cutShort(s *staging, st agent.Status) bool {
+	var refused *hostagent.Error
+	return st.OS.BootedAt.After(s.started) || !errors.As(s.err, &refused)
 }
 
 // reboot restarts the host through its BMC, or through its OS when it

@@ -282,3 +282,25 @@ func nodeReadyOf(conds []corev1.NodeCondition) bool {
 	}
 	return false
 }
+
+func TestAgentCrashDropsTheAPIAndComesBackOnTheSameAddress(t *testing.T) {
+	w := newWorld(t)
+	w.install(t)
+	w.expect(t, "KubeletRunning")
+	c := w.apiClient(t)
+	w.api.Crash(300 * time.Millisecond)
+	w.expect(t, "AgentCrashed")
+	if resp, err := c.Get(w.api.URL() + "/v1/status"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a crashed agent answered: %s", resp.Status)
+	}
+	w.expect(t, "AgentRestarted")
+	resp, err := c.Get(w.api.URL() + "/v1/status")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the restarted agent at %s: %v %v", w.api.URL(), resp, err)
+	}
+	resp.Body.Close()
+	if s := w.host.Status(); s.OS == nil || s.OS.Slot != disk.SlotA {
+		t.Fatalf("the host's OS after an agent crash: %+v", s.OS)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/upgradelab/upgradelab/sim/disk"
@@ -21,8 +22,13 @@ import (
 // with a certificate from the lab CA get in (mutual TLS).
 type API struct {
 	agent *Agent
-	srv   *http.Server
 	addr  string
+	tls   *tls.Config
+	mux   *http.ServeMux
+
+	mu     sync.Mutex
+	srv    *http.Server
+	closed bool
 }
 
 // Status is GET /v1/status.
@@ -42,8 +48,8 @@ func ServeAPI(a *Agent, cert tls.Certificate, clientCAs *x509.CertPool, addr str
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", a.host.Name(), err)
 	}
-	api := &API{agent: a, addr: l.Addr().String()}
 	mux := http.NewServeMux()
+	api := &API{agent: a, addr: l.Addr().String(), mux: mux}
 	mux.HandleFunc("GET /v1/status", api.status)
 	mux.HandleFunc("POST /v1/stage", api.stage)
 	mux.HandleFunc("POST /v1/activate", api.activate)
@@ -54,12 +60,11 @@ func ServeAPI(a *Agent, cert tls.Certificate, clientCAs *x509.CertPool, addr str
 	mux.HandleFunc("POST /v1/reboot", api.reboot)
 	mux.HandleFunc("GET /v1/persistent", api.getPersistent)
 	mux.HandleFunc("PUT /v1/persistent/{name}", api.putPersistent)
-	api.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	tl := tls.NewListener(l, &tls.Config{
+	api.tls = &tls.Config{
 		Certificates: []tls.Certificate{cert}, ClientCAs: clientCAs,
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
-	})
-	go api.srv.Serve(tl)
+	}
+	api.serve(l)
 	a.mu.Lock()
 	a.apiURL = api.URL()
 	a.mu.Unlock()
@@ -69,11 +74,51 @@ func ServeAPI(a *Agent, cert tls.Certificate, clientCAs *x509.CertPool, addr str
 // URL is the API's base URL.
 func (api *API) URL() string { return "https://" + api.addr }
 
+func (api *API) serve(l net.Listener) {
+	srv := &http.Server{Handler: api.mux, ReadHeaderTimeout: 10 * time.Second}
+	api.mu.Lock()
+	api.srv = srv
+	api.mu.Unlock()
+	go srv.Serve(tls.NewListener(l, api.tls))
+}
+
 // Close stops the API.
 func (api *API) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return api.srv.Shutdown(ctx)
+	api.mu.Lock()
+	srv := api.srv
+	api.closed = true
+	api.mu.Unlock()
+	return srv.Shutdown(ctx)
+}
+
+// Crash is the agent process dying: every connection drops at once (a
+// call in progress, such as an image write, is cut off and its slot left
+// unusable), nothing answers, and after down (real time) the service
+// manager has started it again on the same address. The host's OS, its
+// kubelet and its disk stay as they are.
+func (api *API) Crash(down time.Duration) {
+	api.mu.Lock()
+	srv := api.srv
+	api.mu.Unlock()
+	srv.Close()
+	api.agent.record("AgentCrashed", fmt.Sprintf("the agent's API stopped; back in %s", down))
+	time.AfterFunc(down, func() {
+		api.mu.Lock()
+		closed := api.closed
+		api.mu.Unlock()
+		if closed {
+			return
+		}
+		l, err := net.Listen("tcp", api.addr)
+		if err != nil {
+			api.agent.record("AgentRestartFailed", err.Error())
+			return
+		}
+		api.serve(l)
+		api.agent.record("AgentRestarted", "the agent's API answers again")
+	})
 }
 
 func reply(w http.ResponseWriter, status int, body any) {

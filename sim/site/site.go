@@ -42,7 +42,7 @@ type Site struct {
 	CAFile string
 
 	agents map[string]*agent.Agent
-	apis   []*agent.API
+	apis   map[string]*agent.API
 	unsubs []func()
 	cancel context.CancelFunc
 }
@@ -54,7 +54,7 @@ func Start(ctx context.Context, opts Options) (s *Site, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s = &Site{CA: ca, agents: map[string]*agent.Agent{}}
+	s = &Site{CA: ca, agents: map[string]*agent.Agent{}, apis: map[string]*agent.API{}}
 	defer func() {
 		if err != nil {
 			s.Stop()
@@ -92,7 +92,7 @@ func Start(ctx context.Context, opts Options) (s *Site, err error) {
 		if err != nil {
 			return s, err
 		}
-		s.apis = append(s.apis, api)
+		s.apis[h.Name()] = api
 		events, unsubscribe := s.Lab.Subscribe()
 		s.unsubs = append(s.unsubs, unsubscribe)
 		go a.Run(runCtx, events)
@@ -108,6 +108,17 @@ func (s *Site) Agent(host string) (*agent.Agent, error) {
 		return nil, fmt.Errorf("site: no host %q", host)
 	}
 	return a, nil
+}
+
+// CrashAgent makes host's agent crash and come back after down (see
+// agent.API.Crash).
+func (s *Site) CrashAgent(host string, down time.Duration) error {
+	api, ok := s.apis[host]
+	if !ok {
+		return fmt.Errorf("site: no host %q", host)
+	}
+	api.Crash(down)
+	return nil
 }
 
 // JoinRegistrationPool bakes a registration URL into host's recovery
