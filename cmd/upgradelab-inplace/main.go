@@ -119,12 +119,13 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	workloads := &inplace.Workloads{Management: direct, Scheme: s}
 	handlers := inplace.NewHandlers(
 		serializer.NewCodecFactory(s).UniversalDecoder(infrav1.GroupVersion, bootstrapv1.GroupVersion),
 		&inplace.Updater{
 			Client: direct, AgentHTTP: httpClient, BMCHTTP: httpClient,
 			ReadManifest: manifestReader(httpClient), ReadFirmware: firmwareReader(httpClient),
-			Workloads:   &inplace.Workloads{Management: direct, Scheme: s},
+			Workloads:   workloads,
 			HealthGrace: o.healthGrace, FlashTimeout: o.flashTimeout, Retry: o.retry,
 		})
 	for _, h := range []server.ExtensionHandler{
@@ -139,7 +140,7 @@ func run(o options) error {
 	if err := mgr.Add(srv); err != nil {
 		return err
 	}
-	if err := (&singlenode.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&singlenode.Reconciler{Client: mgr.GetClient(), Workloads: workloads}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -70,6 +70,7 @@ func goodInPlace() *history {
 	h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.36.3"})
 	h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "True"))
 	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "1"))
+	h.set(monitor.KindAddon, "kube-proxy", map[string]string{monitor.FieldImage: "registry.k8s.io/kube-proxy:v1.36.3"})
 	h.set(monitor.KindCluster, "c", done)
 	h.step(StepDone)
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "present"})
@@ -153,6 +154,11 @@ func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
 		{name: "data lost in place", rule: "persistent-data", params: inPlace,
 			breakIt: func(h *history) { h.set(KindHostData, "node-0", map[string]string{FieldMarker: "absent"}) },
 			objects: []string{"HostData/node-0"}, message: "the marker written before the upgrade is absent"},
+		{name: "kube-proxy left behind", rule: "end-kube-proxy", params: inPlace,
+			breakIt: func(h *history) {
+				h.set(monitor.KindAddon, "kube-proxy", map[string]string{monitor.FieldImage: "registry.k8s.io/kube-proxy:v1.35.3"})
+			},
+			objects: []string{"Addon/kube-proxy"}, message: "kube-proxy ends on registry.k8s.io/kube-proxy:v1.35.3, not the image of v1.36.3"},
 		{name: "CAPI says not done", rule: "capi-agrees", params: inPlace,
 			breakIt: func(h *history) {
 				h.set(monitor.KindCluster, "c", map[string]string{monitor.FieldAvailable: "True", monitor.FieldCPUpToDate: "False", monitor.FieldWorkersUpToDate: "True"})

@@ -47,6 +47,8 @@ var Rules = []Rule{
 		Applies: upgraded, End: endControlPlane},
 	{Name: "end-workers", Why: "the MachineDeployment ends with upToDateReplicas and availableReplicas == replicas",
 		Applies: func(p Params) bool { return p.Workers > 0 && upgraded(p) }, End: endWorkers},
+	{Name: "end-kube-proxy", Why: "KCP moved the kube-proxy DaemonSet to the new version's image",
+		Applies: upgraded, End: endKubeProxy},
 	{Name: "end-rolled-back", Why: "a failed in-place update is reported by CAPI on the Machine, which is kept, none deleting",
 		Applies: func(p Params) bool { return !upgraded(p) }, End: endRolledBack},
 	{Name: "end-nodes-ready", Why: "every Node is Ready with the new kubelet (after a rollback: the old one)",
@@ -334,6 +336,19 @@ func endWorkers(s *State, p Params) []Violation {
 		}
 	}
 	return out
+}
+
+// endKubeProxy: kubeadm's kube-proxy runs the image of the control
+// plane's version, which KCP sets during an upgrade.
+func endKubeProxy(s *State, p Params) []Violation {
+	kp := s.get(monitor.KindAddon, "kube-proxy")
+	if kp == nil {
+		return violation(s, "no kube-proxy DaemonSet was seen in the workload cluster", monitor.KindAddon+"/kube-proxy")
+	}
+	if !strings.HasSuffix(kp[monitor.FieldImage], ":"+p.ToVersion) {
+		return violation(s, "kube-proxy ends on "+kp[monitor.FieldImage]+", not the image of "+p.ToVersion, monitor.KindAddon+"/kube-proxy")
+	}
+	return nil
 }
 
 // endRolledBack: the update failed where CAPI shows it, and nothing

@@ -6,7 +6,10 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,7 +69,8 @@ func (r *Recorder) Poll(ctx context.Context) {
 		list func(context.Context) (map[string]map[string]string, error)
 	}{
 		{KindCluster, r.clusters}, {KindControlPlane, r.controlPlanes}, {KindMachineDeployment, r.deployments},
-		{KindMachine, r.machines}, {KindNode, r.nodes}, {KindEtcdMember, r.etcdMembers}, {KindHost, r.hosts},
+		{KindMachineSet, r.machineSets}, {KindMachine, r.machines}, {KindNode, r.nodes}, {KindEtcdMember, r.etcdMembers},
+		{KindAddon, r.addons}, {KindHost, r.hosts},
 	} {
 		if kind.name == KindHost && !r.Hosts {
 			continue
@@ -127,6 +131,40 @@ func (r *Recorder) deployments(ctx context.Context) (map[string]map[string]strin
 	out := map[string]map[string]string{}
 	for i := range l.Items {
 		out[l.Items[i].Name] = DeploymentSummary(&l.Items[i])
+	}
+	return out, nil
+}
+
+func (r *Recorder) machineSets(ctx context.Context) (map[string]map[string]string, error) {
+	l := &clusterv1.MachineSetList{}
+	if err := r.Management.List(ctx, l, client.InNamespace(r.Namespace)); err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	for i := range l.Items {
+		out[l.Items[i].Name] = MachineSetSummary(&l.Items[i])
+	}
+	return out, nil
+}
+
+// addons reads kube-proxy and CoreDNS in the workload cluster (once it
+// answers), by the names kubeadm gives them.
+func (r *Recorder) addons(ctx context.Context) (map[string]map[string]string, error) {
+	if r.workload == nil {
+		return nil, nil
+	}
+	out := map[string]map[string]string{}
+	ds := &appsv1.DaemonSet{}
+	if err := r.workload.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "kube-proxy"}, ds); err == nil {
+		out["kube-proxy"] = AddonSummary(ds.Spec.Template.Spec.Containers)
+	} else if !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	dep := &appsv1.Deployment{}
+	if err := r.workload.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "coredns"}, dep); err == nil {
+		out["coredns"] = AddonSummary(dep.Spec.Template.Spec.Containers)
+	} else if !apierrors.IsNotFound(err) {
+		return nil, err
 	}
 	return out, nil
 }

@@ -49,6 +49,7 @@ const (
 	FieldKubelet = "kubelet"
 
 	FieldRemoved = "removed"
+	FieldImage   = "image"
 
 	FieldCPUpToDate      = "controlPlaneMachinesUpToDate"
 	FieldWorkersUpToDate = "workerMachinesUpToDate"
@@ -69,6 +70,10 @@ const (
 	KindHost              = "BareMetalHost"
 	KindNode              = "Node"
 	KindEtcdMember        = "EtcdMember"
+	KindMachineSet        = "MachineSet"
+	// KindAddon is a kubeadm add-on KCP keeps at the cluster's version:
+	// the kube-proxy DaemonSet and the CoreDNS Deployment.
+	KindAddon = "Addon"
 )
 
 // etcdMemberRemoved is the annotation CAPI's in-memory etcd puts on a
@@ -155,6 +160,23 @@ func ClusterSummary(c *clusterv1.Cluster) map[string]string {
 	condition(s, FieldCPMachinesReady, c.Status.Conditions, clusterv1.ClusterControlPlaneMachinesReadyCondition)
 	condition(s, FieldWorkerMachinesReady, c.Status.Conditions, clusterv1.ClusterWorkerMachinesReadyCondition)
 	return s
+}
+
+// MachineSetSummary is a MachineSet's owner, version and counts.
+func MachineSetSummary(m *clusterv1.MachineSet) map[string]string {
+	return map[string]string{
+		FieldDeployment: m.Labels[clusterv1.MachineDeploymentNameLabel], FieldVersion: m.Spec.Template.Spec.Version,
+		FieldReplicas: count(m.Spec.Replicas), FieldAvailableCount: count(m.Status.AvailableReplicas),
+		FieldUpToDateCount: count(m.Status.UpToDateReplicas),
+	}
+}
+
+// AddonSummary is the image of an add-on's first container.
+func AddonSummary(containers []corev1.Container) map[string]string {
+	if len(containers) == 0 {
+		return map[string]string{}
+	}
+	return map[string]string{FieldImage: containers[0].Image}
 }
 
 // HostSummary is a BareMetalHost's state and who holds it.

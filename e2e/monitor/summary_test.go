@@ -44,6 +44,15 @@ func TestSummariesCarryWhatTheChecksRead(t *testing.T) {
 		t.Errorf("a failed in-place update is not in the summary: %v", got)
 	}
 
+	ms := &clusterv1.MachineSet{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{clusterv1.MachineDeploymentNameLabel: "sc-md"}},
+		Spec: clusterv1.MachineSetSpec{Replicas: ptr(2), Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{Version: "v1.36.3"}}}}
+	if s := MachineSetSummary(ms); s[FieldDeployment] != "sc-md" || s[FieldVersion] != "v1.36.3" || s[FieldReplicas] != "2" {
+		t.Errorf("MachineSet summary %v", s)
+	}
+	if s := AddonSummary([]corev1.Container{{Image: "registry.k8s.io/kube-proxy:v1.36.3"}}); s[FieldImage] != "registry.k8s.io/kube-proxy:v1.36.3" {
+		t.Errorf("add-on summary %v", s)
+	}
+
 	surge := intstr.FromInt32(0)
 	k := &controlplanev1.KubeadmControlPlane{Spec: controlplanev1.KubeadmControlPlaneSpec{Replicas: ptr(3), Version: "v1.36.3",
 		Rollout: controlplanev1.KubeadmControlPlaneRolloutSpec{Strategy: controlplanev1.KubeadmControlPlaneRolloutStrategy{

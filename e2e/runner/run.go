@@ -8,10 +8,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -271,19 +273,34 @@ const settleTime = time.Minute
 
 // settle waits until CAPI's Cluster says what the runner saw (available,
 // and machines up to date and not rolling out, or for a rollback not up
-// to date), or for at most d; the capi-agrees rule judges what it says
-// then.
+// to date) and, after an upgrade, KCP has moved kube-proxy (its last
+// step, once every Machine is up to date), or for at most d; the
+// capi-agrees and end-kube-proxy rules judge what is there then.
 func (r *run) settle(ctx context.Context, d time.Duration, outcome scenario.Outcome) {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		c := &clusterv1.Cluster{}
 		if err := r.env.Client.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName}, c); err == nil {
-			if check.CAPISays(monitor.ClusterSummary(c), outcome) {
+			if check.CAPISays(monitor.ClusterSummary(c), outcome) && (outcome == scenario.RolledBack || r.kubeProxyAt(ctx, r.scenario.To.Version)) {
 				return
 			}
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// kubeProxyAt says whether the workload cluster's kube-proxy runs the
+// image of version.
+func (r *run) kubeProxyAt(ctx context.Context, version string) bool {
+	wl, err := r.workloadClient(ctx)
+	if err != nil {
+		return false
+	}
+	ds := &appsv1.DaemonSet{}
+	if err := wl.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kube-proxy"}, ds); err != nil {
+		return false
+	}
+	return strings.HasSuffix(monitor.AddonSummary(ds.Spec.Template.Spec.Containers)[monitor.FieldImage], ":"+version)
 }
 
 // enroll makes the lab's hosts known to the provider: through their BMCs,

@@ -102,7 +102,7 @@ func TestInMemoryProviderRunsTheScaleInScenario(t *testing.T) {
 			t.Errorf("rule %s is %q for a provider without hosts, want n/a", rule, status[rule])
 		}
 	}
-	for _, rule := range []string{"kcp-max-machines", "kcp-one-deleting", "etcd-quorum", "deletion-order", "end-machines-up-to-date", "end-control-plane", "end-nodes-ready", "workload-data", "capi-agrees"} {
+	for _, rule := range []string{"kcp-max-machines", "kcp-one-deleting", "etcd-quorum", "deletion-order", "end-machines-up-to-date", "end-control-plane", "end-nodes-ready", "end-kube-proxy", "workload-data", "capi-agrees"} {
 		if status[rule] != check.Pass {
 			t.Errorf("rule %s is %q, want pass", rule, status[rule])
 		}

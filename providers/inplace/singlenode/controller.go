@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -49,6 +51,14 @@ const kcpManager = "capi-kubeadmcontrolplane"
 // Reconciler drives opted-in KubeadmControlPlanes.
 type Reconciler struct {
 	Client client.Client
+	// Workloads reaches a workload cluster (to see that KCP finished its
+	// work there before pausing it).
+	Workloads Workloads
+}
+
+// Workloads gives a client of a workload cluster.
+type Workloads interface {
+	Client(ctx context.Context, namespace, cluster string) (client.Client, error)
 }
 
 // SetupWithManager watches KCPs and their Machines.
@@ -95,7 +105,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	switch {
 	case updating:
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, r.hold(ctx, kcp)
-	case upToDate && steady(kcp):
+	case upToDate && steady(kcp) && r.addonsDone(ctx, cluster, kcp):
 		return ctrl.Result{}, r.hold(ctx, kcp) // keep KCP from surging on the next change
 	case upToDate:
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, r.release(ctx, kcp) // let KCP see the Machine up to date
@@ -124,6 +134,31 @@ func steady(kcp *controlplanev1.KubeadmControlPlane) bool {
 		controlplanev1.KubeadmControlPlaneControlPlaneComponentsHealthyCondition,
 	} {
 		if !meta.IsStatusConditionTrue(kcp.Status.Conditions, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// addonsDone: KCP's last work after an upgrade, in the workload cluster,
+// is done: kube-proxy runs the image of KCP's version (KCP updates it only
+// once every Machine is up to date, in a reconcile that a pause set too
+// early would never let run). A cluster without kube-proxy has nothing to
+// wait for; one that cannot be reached yet is not done.
+func (r *Reconciler) addonsDone(ctx context.Context, cluster *clusterv1.Cluster, kcp *controlplanev1.KubeadmControlPlane) bool {
+	if r.Workloads == nil {
+		return true
+	}
+	wl, err := r.Workloads.Client(ctx, cluster.Namespace, cluster.Name)
+	if err != nil {
+		return false
+	}
+	ds := &appsv1.DaemonSet{}
+	if err := wl.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "kube-proxy"}, ds); err != nil {
+		return apierrors.IsNotFound(err)
+	}
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == "kube-proxy" && !strings.HasSuffix(c.Image, ":"+kcp.Spec.Version) {
 			return false
 		}
 	}
