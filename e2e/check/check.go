@@ -79,7 +79,16 @@ type Result struct {
 // reported once per set of objects (the first moment it broke).
 func Run(entries []timeline.Entry, p Params) []Result {
 	sorted := append([]timeline.Entry(nil), entries...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Time.Before(sorted[j].Time) })
+	// Changes seen in one poll share a time and their real order is
+	// unknown: objects gone come first, so the replay never shows a
+	// deleted Machine beside its replacement (see monitor.Recorder.diff).
+	sort.SliceStable(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if !a.Time.Equal(b.Time) {
+			return a.Time.Before(b.Time)
+		}
+		return gone(a) && !gone(b)
+	})
 	results := make([]Result, len(Rules))
 	seen := make([]map[string]bool, len(Rules))
 	for i, r := range Rules {
@@ -118,6 +127,8 @@ func Run(entries []timeline.Entry, p Params) []Result {
 	agree(s, p, results)
 	return results
 }
+
+func gone(e timeline.Entry) bool { return e.New == nil && e.Old != nil }
 
 // Failed is the violations of every failed rule, in time order.
 func Failed(results []Result) []Violation {

@@ -390,3 +390,22 @@ func TestWorkloadDataMustSurvive(t *testing.T) {
 		t.Errorf("a run that recorded no workload object: %v", st["workload-data"])
 	}
 }
+
+// A deletion and a creation seen in one poll (same time) replay deletion
+// first, whatever order the timeline lists them in: no phantom surge.
+func TestOnePollsChangesReplayDeletionsFirst(t *testing.T) {
+	h := threeMembers()
+	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "3", "0", "0"))
+	at := h.t.Add(time.Second)
+	h.entries = append(h.entries,
+		timeline.Entry{Time: at, Kind: monitor.KindMachine, Name: "c-cp-d", New: machine("v1.36.3", "u-d", "c-cp-d", true, "True")},
+		timeline.Entry{Time: at, Kind: monitor.KindMachine, Name: "c-cp-a", Old: machine("v1.35.3", "u-a", "c-cp-a", true, "False")})
+	if st := statuses(Run(h.entries, scaleIn)); st["kcp-max-machines"] != Pass {
+		t.Errorf("kcp-max-machines: %s", st["kcp-max-machines"])
+	}
+	// Seen a moment apart, the same two changes are a real surge.
+	h.entries[len(h.entries)-1].Time = at.Add(time.Millisecond)
+	if st := statuses(Run(h.entries, scaleIn)); st["kcp-max-machines"] != Fail {
+		t.Errorf("a replacement created before the deletion: kcp-max-machines %s", st["kcp-max-machines"])
+	}
+}

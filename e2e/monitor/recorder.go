@@ -3,6 +3,7 @@ package monitor
 import (
 	"context"
 	"maps"
+	"slices"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -83,17 +84,21 @@ func (r *Recorder) Poll(ctx context.Context) {
 	}
 }
 
+// diff records what one poll saw change. Objects gone are recorded before
+// objects new or changed: one poll cannot tell their order, and a Machine
+// deleted and its replacement created between two polls (KCP's scale-in
+// waits for the deletion) must not replay as both existing at once.
 func (r *Recorder) diff(kind string, now map[string]map[string]string) {
 	before := r.last[kind]
 	at := time.Now()
-	for name, sum := range now {
-		if old, ok := before[name]; !ok || !maps.Equal(old, sum) {
-			r.Timeline.Add(timeline.Entry{Time: at, Kind: kind, Name: name, Old: old, New: sum})
+	for _, name := range slices.Sorted(maps.Keys(before)) {
+		if _, ok := now[name]; !ok {
+			r.Timeline.Add(timeline.Entry{Time: at, Kind: kind, Name: name, Old: before[name]})
 		}
 	}
-	for name, old := range before {
-		if _, ok := now[name]; !ok {
-			r.Timeline.Add(timeline.Entry{Time: at, Kind: kind, Name: name, Old: old})
+	for _, name := range slices.Sorted(maps.Keys(now)) {
+		if old, ok := before[name]; !ok || !maps.Equal(old, now[name]) {
+			r.Timeline.Add(timeline.Entry{Time: at, Kind: kind, Name: name, Old: old, New: now[name]})
 		}
 	}
 	r.last[kind] = now
