@@ -34,24 +34,31 @@ var (
 // binaries are the provider's and the extension's, built once per suite.
 var binaries struct{ provider, extension string }
 
+// artifactsDir is -artifacts, or a new folder under _artifacts chosen on
+// first use: the report always lands in the run's folder, even when
+// BeforeSuite did not run (a dry run), never in the package directory.
+func artifactsDir() string {
+	if *artifactsFlag == "" {
+		*artifactsFlag = filepath.Join("_artifacts", "e2e-"+time.Now().Format("20060102-150405"))
+	}
+	return *artifactsFlag
+}
+
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "upgradelab e2e")
 }
 
 var _ = BeforeSuite(func(ctx context.Context) {
-	if *artifactsFlag == "" {
-		*artifactsFlag = filepath.Join("_artifacts", "e2e-"+time.Now().Format("20060102-150405"))
-	}
-	Expect(os.MkdirAll(*artifactsFlag, 0o755)).To(Succeed())
+	Expect(os.MkdirAll(artifactsDir(), 0o755)).To(Succeed())
 	// net/http's complaints from CAPI's in-memory workload API servers
 	// ("superfluous response.WriteHeader") go to a file, not among the
 	// progress lines.
-	stdlog, err := os.Create(filepath.Join(*artifactsFlag, "stdlog.txt"))
+	stdlog, err := os.Create(filepath.Join(artifactsDir(), "stdlog.txt"))
 	Expect(err).NotTo(HaveOccurred())
 	log.SetOutput(stdlog)
 	By("building the reference provider and the in-place extension")
-	bin := filepath.Join(*artifactsFlag, "bin")
+	bin := filepath.Join(artifactsDir(), "bin")
 	binaries.provider, err = reference.Build(ctx, bin, reference.ProviderCommand)
 	Expect(err).NotTo(HaveOccurred())
 	binaries.extension, err = reference.Build(ctx, bin, reference.ExtensionCommand)
@@ -69,7 +76,7 @@ var _ = BeforeSuite(func(ctx context.Context) {
 }, NodeTimeout(10*time.Minute))
 
 var _ = ReportAfterSuite("artifacts", func(Report) {
-	abs, _ := filepath.Abs(*artifactsFlag)
+	abs, _ := filepath.Abs(artifactsDir())
 	if err := report.Write(abs, scenarioResults()); err != nil {
 		fmt.Fprintf(os.Stdout, "\nwriting the report: %v\n", err)
 	}

@@ -30,7 +30,7 @@ var _ = Describe("simulated lab", Label("lab"), func() {
 	It("boots every host of the cold-spare lab from virtual media through its BMC", func(ctx context.Context) {
 		def, err := lab.Load("../fixtures/labs/cold-spare.yaml")
 		Expect(err).NotTo(HaveOccurred())
-		l, err := lab.Up(ctx, def, lab.Options{StateDir: filepath.Join(*artifactsFlag, "lab-cold-spare"), Scale: timescale.Scale(*timeScaleFlag)})
+		l, err := lab.Up(ctx, def, lab.Options{StateDir: filepath.Join(artifactsDir(), "lab-cold-spare"), Scale: timescale.Scale(*timeScaleFlag)})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(l.Down)
 		fleet, err := bmc.StartFleet(l, nil)

@@ -24,7 +24,7 @@ var _ = Describe("management plane", Label("plane"), func() {
 		target, err := mgmt.ParseTarget(*managementFlag)
 		Expect(err).NotTo(HaveOccurred())
 		By("starting the management plane (" + target.String() + ")")
-		plane, err := mgmt.Start(ctx, mgmt.Options{Target: target, ArtifactsDir: filepath.Join(*artifactsFlag, "plane"), Progress: GinkgoWriter})
+		plane, err := mgmt.Start(ctx, mgmt.Options{Target: target, ArtifactsDir: filepath.Join(artifactsDir(), "plane"), Progress: GinkgoWriter})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(plane.Stop)
 

@@ -96,7 +96,7 @@ var _ = Describe("upgrade scenarios", Label("scenario"), func() {
 			}
 			for _, form := range s.Forms {
 				It(fmt.Sprintf("%s (%s) on %s", s.Name, form, prov.Name), Label(prov.Name, s.Name, string(s.Strategy), string(form)), func(ctx context.Context) {
-					dir, _ := filepath.Abs(filepath.Join(*artifactsFlag, prov.Name+"-"+s.Name+"-"+string(form)))
+					dir, _ := filepath.Abs(filepath.Join(artifactsDir(), prov.Name+"-"+s.Name+"-"+string(form)))
 					res := runner.Run(ctx, s, def, form, runner.Options{
 						RepoRoot: "..", Dir: dir, Scale: timescale.Scale(*timeScaleFlag), Progress: GinkgoWriter,
 						ProviderBinary: binaries.provider, ExtensionBinary: binaries.extension, Provider: prov,
