@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -84,7 +83,9 @@ type Manager struct {
 // References are the managers the harness knows how to wire to the lab.
 var References = []string{"baremetal", "inplace"}
 
-var namePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+// capiProcesses are the processes of every plane whatever the provider:
+// names a provider's manager cannot take and faults can always restart.
+var capiProcesses = []string{"apiserver", "capi", "kcp", "cabpk"}
 
 // TemplateFiles are the files every clusterTemplates folder holds.
 var TemplateFiles = []string{"cluster.yaml", "machine-templates.yaml", "clusterclass.yaml", "cluster-topology.yaml"}
@@ -112,7 +113,7 @@ func (c *Config) validate() []string {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, field+": "+fmt.Sprintf(format, args...))
 	}
-	if !namePattern.MatchString(c.Name) || len(c.Name) > 30 {
+	if !scenario.ValidName(c.Name) || len(c.Name) > 30 {
 		bad("name", "%q must be lower-case letters, digits and dashes (at most 30)", c.Name)
 	}
 	if c.Templates == "" {
@@ -122,7 +123,7 @@ func (c *Config) validate() []string {
 		bad("strategies", "required (some of in-place, scale-in, rolling, reset)")
 	}
 	for i, s := range c.Strategies {
-		if !slices.Contains([]scenario.Strategy{scenario.InPlace, scenario.ScaleIn, scenario.Rolling, scenario.Reset}, s) {
+		if !slices.Contains(scenario.Strategies, s) {
 			bad(fmt.Sprintf("strategies[%d]", i), "%q is not in-place, scale-in, rolling or reset", s)
 		}
 		if s == scenario.Reset && !c.Lab {
@@ -136,8 +137,8 @@ func (c *Config) validate() []string {
 	extension := false
 	for i, m := range c.Managers {
 		field := fmt.Sprintf("managers[%d]", i)
-		if !namePattern.MatchString(m.Name) || slices.Contains([]string{"capi", "kcp", "cabpk"}, m.Name) {
-			bad(field+".name", "%q must be lower-case letters, digits and dashes, and not capi, kcp or cabpk", m.Name)
+		if !scenario.ValidName(m.Name) || slices.Contains(capiProcesses, m.Name) {
+			bad(field+".name", "%q must be lower-case letters, digits and dashes, and not one of %v", m.Name, capiProcesses)
 		}
 		if seen[m.Name] {
 			bad(field+".name", "%q appears twice", m.Name)
@@ -242,7 +243,7 @@ func (c *Config) Runs(s *scenario.Scenario) (bool, string) {
 	if !c.Supports(s.Strategy) {
 		return false, fmt.Sprintf("provider %s does not support strategy %s (its strategies: %v)", c.Name, s.Strategy, c.Strategies)
 	}
-	running := []string{"apiserver", "capi", "kcp", "cabpk"}
+	running := slices.Clone(capiProcesses)
 	for _, m := range c.ManagersFor(s.Strategy) {
 		running = append(running, m.Name)
 	}

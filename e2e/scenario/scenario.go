@@ -40,7 +40,8 @@ const (
 	Reset Strategy = "reset"
 )
 
-var strategies = []Strategy{InPlace, ScaleIn, Rolling, Reset}
+// Strategies are every strategy, in the order docs list them.
+var Strategies = []Strategy{InPlace, ScaleIn, Rolling, Reset}
 
 // Form is how the cluster is described to CAPI.
 type Form string
@@ -196,6 +197,11 @@ func (d *Duration) UnmarshalText(b []byte) error {
 
 var namePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
+// ValidName says whether name is lower-case letters, digits and dashes,
+// starting and ending with a letter or digit: what the suite uses as
+// labels and folder names (scenarios, providers, managers).
+func ValidName(name string) bool { return namePattern.MatchString(name) }
+
 // Parse reads and validates a scenario file's content; name is used in
 // errors.
 func Parse(name string, data []byte) (*Scenario, error) {
@@ -234,8 +240,8 @@ func (s *Scenario) validate() []string {
 			bad(fmt.Sprintf("forms[%d]", i), "%q is not one of %v", f, forms)
 		}
 	}
-	if !slices.Contains(strategies, s.Strategy) {
-		bad("strategy", "%q is not one of %v", s.Strategy, strategies)
+	if !slices.Contains(Strategies, s.Strategy) {
+		bad("strategy", "%q is not one of %v", s.Strategy, Strategies)
 	}
 	cp, w := s.Cluster.ControlPlane, s.Cluster.Workers
 	if cp.Replicas < 1 || cp.Replicas%2 == 0 {

@@ -23,7 +23,7 @@ func TestShippedScenariosLoad(t *testing.T) {
 			t.Errorf("%s: forms %v, lab %q; want both forms on a named lab", p, s.Forms, def.Spec.Name)
 		}
 	}
-	for _, st := range strategies {
+	for _, st := range Strategies {
 		if !seen[st] {
 			t.Errorf("no shipped scenario uses strategy %s", st)
 		}
