@@ -7,6 +7,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/e2e/timeline"
 )
 
 // Kinds of the entries the runner writes about the data it left before
@@ -154,12 +155,18 @@ func hostBoundOnce(s *State, _ Params) []Violation {
 	return out
 }
 
+// startsDeprovisioning: the entry is a host entering deprovisioning (the
+// moment its disk starts being wiped).
+func startsDeprovisioning(e timeline.Entry) bool {
+	return e.Kind == monitor.KindHost && e.New[monitor.FieldState] == "deprovisioning" && e.Old[monitor.FieldState] != "deprovisioning"
+}
+
 // noWipeUnderLiveMachine judges the moment a host starts deprovisioning:
 // the Machine of the last BareMetalMachine it served must be deleting or
 // gone.
 func noWipeUnderLiveMachine(s *State, _ Params) []Violation {
 	e := s.Entry
-	if e.Kind != monitor.KindHost || e.New[monitor.FieldState] != "deprovisioning" || e.Old[monitor.FieldState] == "deprovisioning" {
+	if !startsDeprovisioning(e) {
 		return nil
 	}
 	consumer := s.LastConsumer[e.Name]
@@ -229,7 +236,7 @@ func deletionOrder(s *State, p Params) []Violation {
 // the etcd member on the node of the Machine it served must be removed.
 func etcdMemberRemovedFirst(s *State, _ Params) []Violation {
 	e := s.Entry
-	if e.Kind != monitor.KindHost || e.New[monitor.FieldState] != "deprovisioning" || e.Old[monitor.FieldState] == "deprovisioning" {
+	if !startsDeprovisioning(e) {
 		return nil
 	}
 	consumer := s.LastConsumer[e.Name]

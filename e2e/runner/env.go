@@ -122,12 +122,9 @@ func (e *Env) managers(ctx context.Context, o EnvOptions) (_ []mgmt.Provider, er
 }
 
 func (e *Env) referenceProvider(ctx context.Context, o EnvOptions) (mgmt.Provider, error) {
-	bin := o.ProviderBinary
-	if bin == "" {
-		var err error
-		if bin, err = reference.Build(ctx, o.Dir, reference.ProviderCommand); err != nil {
-			return mgmt.Provider{}, err
-		}
+	bin, err := builtOr(ctx, o.ProviderBinary, o.Dir, reference.ProviderCommand)
+	if err != nil {
+		return mgmt.Provider{}, err
 	}
 	prov, callback, err := reference.Provider(e.Site, reference.Options{Binary: bin, StateDir: o.Dir,
 		Args: append([]string{"--poll=200ms"}, o.ProviderArgs...)})
@@ -136,14 +133,20 @@ func (e *Env) referenceProvider(ctx context.Context, o EnvOptions) (mgmt.Provide
 }
 
 func (e *Env) referenceExtension(ctx context.Context, o EnvOptions) (mgmt.Provider, error) {
-	bin := o.ExtensionBinary
-	if bin == "" {
-		var err error
-		if bin, err = reference.Build(ctx, o.Dir, reference.ExtensionCommand); err != nil {
-			return mgmt.Provider{}, err
-		}
+	bin, err := builtOr(ctx, o.ExtensionBinary, o.Dir, reference.ExtensionCommand)
+	if err != nil {
+		return mgmt.Provider{}, err
 	}
 	return reference.Extension(e.Site, bin, filepath.Join(o.Dir, "extension-certs"), o.ExtensionArgs...)
+}
+
+// builtOr is binary when the suite built it already, or command built
+// into dir.
+func builtOr(ctx context.Context, binary, dir, command string) (string, error) {
+	if binary != "" {
+		return binary, nil
+	}
+	return reference.Build(ctx, dir, command)
 }
 
 // Stop ends the plane and the site.

@@ -9,6 +9,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
 	"github.com/upgradelab/upgradelab/sim/bmc"
+	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
 // injectFaults arms the scenario's faults: each waits on the timeline
@@ -56,32 +57,36 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 		return ctx.Err()
 	case <-time.After(f.When.Delay.Duration):
 	}
+	announce := func(what string) {
+		r.say("fault %s: %s", f.Name, what)
+		r.tl.Step("fault:"+f.Name, what)
+	}
 	switch {
 	case f.Restart == "apiserver":
-		r.say("fault %s: killing the management kube-apiserver", f.Name)
-		r.tl.Step("fault:"+f.Name, "kill and restart the management kube-apiserver")
+		announce("kill and restart the management kube-apiserver")
 		return r.env.Plane.RestartAPIServer(ctx)
 	case f.Restart != "":
-		r.say("fault %s: killing %s (host %s)", f.Name, f.Restart, or(host, "-"))
-		r.tl.Step("fault:"+f.Name, "kill and restart "+f.Restart)
+		announce(fmt.Sprintf("kill and restart %s (host %s)", f.Restart, or(host, "-")))
 		return r.env.Plane.KillAndRestart(ctx, f.Restart)
 	case f.PowerLoss != nil:
-		return r.powerLoss(ctx, f, host)
+		h, err := r.env.Site.Lab.Host(host)
+		if err != nil {
+			return err
+		}
+		announce(fmt.Sprintf("power cut on %s, back in %s", host, f.PowerLoss.RestoreAfter.Duration))
+		return powerLoss(ctx, h, f.PowerLoss.RestoreAfter.Duration)
 	case f.AgentCrash != nil:
-		r.say("fault %s: the agent of %s crashes, back in %s", f.Name, host, f.AgentCrash.RestartAfter.Duration)
-		r.tl.Step("fault:"+f.Name, fmt.Sprintf("agent of %s crashed for %s", host, f.AgentCrash.RestartAfter.Duration))
+		announce(fmt.Sprintf("the agent of %s crashes, back in %s", host, f.AgentCrash.RestartAfter.Duration))
 		return r.env.Site.CrashAgent(host, f.AgentCrash.RestartAfter.Duration)
 	case f.BMC != nil && f.BMC.Offline.Duration > 0:
 		b, ok := r.env.Site.BMCs.BMCs[host]
 		if !ok {
 			return fmt.Errorf("host %s has no BMC", host)
 		}
-		r.say("fault %s: the BMC of %s goes offline for %s", f.Name, host, f.BMC.Offline.Duration)
-		r.tl.Step("fault:"+f.Name, fmt.Sprintf("BMC of %s offline for %s", host, f.BMC.Offline.Duration))
+		announce(fmt.Sprintf("the BMC of %s goes offline for %s", host, f.BMC.Offline.Duration))
 		b.Unreachable(f.BMC.Offline.Duration)
 	case f.BMC != nil:
-		r.say("fault %s: every BMC answers after %s, %.0f%% with 503", f.Name, f.BMC.Latency.Duration, f.BMC.ErrorRate*100)
-		r.tl.Step("fault:"+f.Name, fmt.Sprintf("BMC latency %s, error rate %.2f", f.BMC.Latency.Duration, f.BMC.ErrorRate))
+		announce(fmt.Sprintf("every BMC answers after %s, %.0f%% with 503", f.BMC.Latency.Duration, f.BMC.ErrorRate*100))
 		for _, b := range r.env.Site.BMCs.BMCs {
 			b.SetFaults(bmc.Faults{Latency: f.BMC.Latency.Duration, ErrorRate: f.BMC.ErrorRate})
 		}
@@ -91,20 +96,14 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 
 // powerLoss cuts the host's power at once and restores it later, as a
 // PDU outlet switched off and on would.
-func (r *run) powerLoss(ctx context.Context, f scenario.Fault, host string) error {
-	h, err := r.env.Site.Lab.Host(host)
-	if err != nil {
-		return err
-	}
-	r.say("fault %s: power cut on %s, back in %s", f.Name, host, f.PowerLoss.RestoreAfter.Duration)
-	r.tl.Step("fault:"+f.Name, fmt.Sprintf("power cut on %s for %s", host, f.PowerLoss.RestoreAfter.Duration))
+func powerLoss(ctx context.Context, h *lab.Host, restoreAfter time.Duration) error {
 	if err := h.PowerOff(); err != nil {
 		return err
 	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(f.PowerLoss.RestoreAfter.Duration):
+	case <-time.After(restoreAfter):
 	}
 	return h.PowerOn()
 }

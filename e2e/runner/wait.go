@@ -13,38 +13,60 @@ import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/upgradelab/upgradelab/e2e/monitor"
 )
 
-// waitRolledOut waits until every Machine is UpToDate at version with no
-// update in progress, KCP and the MachineDeployment count them so, and
-// every Node is Ready with that kubelet; it prints progress as it moves.
-func (r *run) waitRolledOut(ctx context.Context, version, phase string, limit time.Duration) error {
+// progress is one look at the cluster during a wait: whether the wait is
+// over, the line to print when it changed, and what to say if time runs
+// out.
+type progress struct {
+	done         bool
+	line, detail string
+}
+
+// wait polls look every 500 ms, printing its line when it changes, until
+// it is done, limit (or the run's time) is up, or a fault could not be
+// injected.
+func (r *run) wait(ctx context.Context, limit time.Duration, look func(context.Context) (progress, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	want := r.scenario.Cluster.ControlPlane.Replicas + r.scenario.Cluster.Workers.Replicas
-	var last string
+	var last progress
 	for {
-		done, n, detail, err := r.rolledOut(ctx, version, want)
+		p, err := look(ctx)
 		if err == nil {
-			if line := fmt.Sprintf("%s: %d/%d machines up to date at %s", phase, n, want, version); line != last {
-				r.say("%s", line)
-				last = line
+			if p.line != last.line {
+				r.say("%s", p.line)
 			}
-			if done {
+			if p.done {
 				return nil
 			}
+			last = p
+		} else {
+			last.detail = err.Error()
 		}
 		select {
 		case <-ctx.Done():
-			if err != nil {
-				detail = err.Error()
+			if last.line == "" {
+				last.line = "nothing could be read"
 			}
-			return fmt.Errorf("%s: %d/%d machines up to date at %s when its time (%s, or the run's) was up: %s", phase, n, want, version, limit, detail)
+			return fmt.Errorf("%s when its time (%s, or the run's) was up: %s", last.line, limit, last.detail)
 		case err := <-r.faultErrs:
 			return err
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// waitRolledOut waits until every Machine is UpToDate at version with no
+// update in progress, KCP and the MachineDeployment count them so, and
+// every Node is Ready with that kubelet.
+func (r *run) waitRolledOut(ctx context.Context, version, phase string, limit time.Duration) error {
+	want := r.scenario.Cluster.ControlPlane.Replicas + r.scenario.Cluster.Workers.Replicas
+	return r.wait(ctx, limit, func(ctx context.Context) (progress, error) {
+		done, n, detail, err := r.rolledOut(ctx, version, want)
+		return progress{done: done, line: fmt.Sprintf("%s: %d/%d machines up to date at %s", phase, n, want, version), detail: detail}, err
+	})
 }
 
 func (r *run) rolledOut(ctx context.Context, version string, want int) (done bool, upToDate int, detail string, err error) {
@@ -112,33 +134,13 @@ func nodeReady(n *corev1.Node) bool {
 // CAPI reports the in-place update of a Machine failed, and every Machine
 // is there, not deleting, its Node Ready with the from-version's kubelet.
 func (r *run) waitRolledBack(ctx context.Context, limit time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
 	from := r.scenario.From.Version
 	want := r.scenario.Cluster.ControlPlane.Replicas + r.scenario.Cluster.Workers.Replicas
-	var last string
-	for {
+	return r.wait(ctx, limit, func(ctx context.Context) (progress, error) {
 		failed, ready, detail, err := r.rolledBack(ctx, from)
-		if err == nil {
-			if line := fmt.Sprintf("rollback: %d Machine(s) report the update failed, %d/%d Nodes Ready at %s", failed, ready, want, from); line != last {
-				r.say("%s", line)
-				last = line
-			}
-			if failed > 0 && ready == want {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			if err != nil {
-				detail = err.Error()
-			}
-			return fmt.Errorf("rollback: no failed update reported with every Node back at %s within %s: %s", from, limit, detail)
-		case err := <-r.faultErrs:
-			return err
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+		return progress{done: failed > 0 && ready == want, detail: detail,
+			line: fmt.Sprintf("rollback: %d Machine(s) report the update failed, %d/%d Nodes Ready at %s", failed, ready, want, from)}, err
+	})
 }
 
 func (r *run) rolledBack(ctx context.Context, version string) (failed, ready int, detail string, err error) {
@@ -152,8 +154,8 @@ func (r *run) rolledBack(ctx context.Context, version string) (failed, ready int
 	}
 	var states []string
 	for _, m := range machines.Items {
-		c := meta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineUpdatingCondition)
-		if c != nil && c.Reason == clusterv1.MachineInPlaceUpdateFailedReason {
+		updateFailed := monitor.MachineSummary(&m)[monitor.FieldUpdateFailed] != ""
+		if updateFailed {
 			failed++
 		}
 		n := &corev1.Node{}
@@ -162,11 +164,7 @@ func (r *run) rolledBack(ctx context.Context, version string) (failed, ready int
 		if ok {
 			ready++
 		}
-		reason := ""
-		if c != nil {
-			reason = c.Reason
-		}
-		states = append(states, fmt.Sprintf("%s(updating=%s node-ready-at-%s=%v)", m.Name, reason, version, ok))
+		states = append(states, fmt.Sprintf("%s(update-failed=%v node-ready-at-%s=%v)", m.Name, updateFailed, version, ok))
 	}
 	sort.Strings(states)
 	return failed, ready, strings.Join(states, " "), nil
