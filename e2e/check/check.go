@@ -29,7 +29,13 @@ type Params struct {
 	Workers              int
 	FromVersion          string
 	ToVersion            string
-	Expect               scenario.Expect
+	// ToCoreDNS is the CoreDNS tag KCP is asked for at the end (its
+	// dns.imageTag; "": KCP leaves CoreDNS alone and end-coredns is n/a);
+	// ToEtcd the etcd tag the new version's kubeadm runs, "" where etcd
+	// members carry no image (CAPI's in-memory provider): end-etcd is
+	// then n/a.
+	ToCoreDNS, ToEtcd string
+	Expect            scenario.Expect
 	// HostsVisible: the provider keeps hosts as BareMetalHosts (the
 	// host rules mean nothing for a provider without them).
 	HostsVisible bool

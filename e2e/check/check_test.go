@@ -63,21 +63,25 @@ func goodInPlace() *history {
 	h.set(monitor.KindMachine, "c-cp-a", machine("v1.35.3", "u1", "c-cp-a", true, "True"))
 	h.set(monitor.KindHost, "node-0", host("c-cp-a", "provisioned"))
 	h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.35.3"})
+	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
+	h.set(monitor.KindAddon, "coredns", map[string]string{monitor.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "written"})
 	h.step(StepUpgrade)
 	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
 	h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
 	h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.36.3"})
+	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldImage: "registry.k8s.io/etcd:3.6.5-0"})
 	h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "True"))
 	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "1"))
 	h.set(monitor.KindAddon, "kube-proxy", map[string]string{monitor.FieldImage: "registry.k8s.io/kube-proxy:v1.36.3"})
+	h.set(monitor.KindAddon, "coredns", map[string]string{monitor.FieldImage: "registry.k8s.io/coredns/coredns:v1.13.1"})
 	h.set(monitor.KindCluster, "c", done)
 	h.step(StepDone)
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "present"})
 	return h
 }
 
-var inPlace = Params{Strategy: scenario.InPlace, ToVersion: "v1.36.3", HostsVisible: true, HostData: true,
+var inPlace = Params{Strategy: scenario.InPlace, ToVersion: "v1.36.3", ToCoreDNS: "v1.13.1", ToEtcd: "3.6.5-0", HostsVisible: true, HostData: true,
 	Expect: scenario.Expect{SameMachines: true, SameHosts: true, PersistentData: "kept"}}
 
 func statuses(results []Result) map[string]Status {
@@ -86,6 +90,16 @@ func statuses(results []Result) map[string]Status {
 		out[r.Rule] = r.Status
 	}
 	return out
+}
+
+// Etcd members without an image (CAPI's in-memory provider) leave
+// end-etcd n/a, never passed.
+func TestEtcdVersionsAreNotJudgedWithoutImages(t *testing.T) {
+	p := inPlace
+	p.ToEtcd = ""
+	if st := statuses(Run(goodInPlace().entries, p)); st["end-etcd"] != NotApplicable || st["end-coredns"] != Pass {
+		t.Errorf("end-etcd %s, end-coredns %s; want n/a and pass", st["end-etcd"], st["end-coredns"])
+	}
 }
 
 func TestAGoodRunPassesEveryRuleThatApplies(t *testing.T) {
@@ -159,6 +173,16 @@ func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
 				h.set(monitor.KindAddon, "kube-proxy", map[string]string{monitor.FieldImage: "registry.k8s.io/kube-proxy:v1.35.3"})
 			},
 			objects: []string{"Addon/kube-proxy"}, message: "kube-proxy ends on registry.k8s.io/kube-proxy:v1.35.3, not the image of v1.36.3"},
+		{name: "CoreDNS left behind", rule: "end-coredns", params: inPlace,
+			breakIt: func(h *history) {
+				h.set(monitor.KindAddon, "coredns", map[string]string{monitor.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
+			},
+			objects: []string{"Addon/coredns"}, message: "CoreDNS ends on registry.k8s.io/coredns/coredns:v1.12.1, not v1.13.1"},
+		{name: "etcd not upgraded on the node", rule: "end-etcd", params: inPlace,
+			breakIt: func(h *history) {
+				h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
+			},
+			objects: []string{"EtcdMember/etcd-c-cp-a"}, message: `etcd member on c-cp-a ends on "registry.k8s.io/etcd:3.6.4-0", not etcd 3.6.5-0`},
 		{name: "CAPI says not done", rule: "capi-agrees", params: inPlace,
 			breakIt: func(h *history) {
 				h.set(monitor.KindCluster, "c", map[string]string{monitor.FieldAvailable: "True", monitor.FieldCPUpToDate: "False", monitor.FieldWorkersUpToDate: "True"})
@@ -241,6 +265,8 @@ func rolledBack() *history {
 	h.set(monitor.KindMachine, "c-cp-a", machine("v1.35.3", "u1", "c-cp-a", true, "True"))
 	h.set(monitor.KindHost, "node-0", host("c-cp-a", "provisioned"))
 	h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.35.3"})
+	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
+	h.set(monitor.KindAddon, "coredns", map[string]string{monitor.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "written"})
 	h.step(StepUpgrade)
 	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
@@ -266,7 +292,8 @@ var rollback = func() Params {
 func TestARollbackIsJudgedByItsOwnEnd(t *testing.T) {
 	st := statuses(Run(rolledBack().entries, rollback))
 	for rule, want := range map[string]Status{"end-rolled-back": Pass, "end-nodes-ready": Pass, "capi-agrees": Pass, "same-machines": Pass,
-		"persistent-data": Pass, "end-machines-up-to-date": NotApplicable, "end-control-plane": NotApplicable} {
+		"persistent-data": Pass, "end-machines-up-to-date": NotApplicable, "end-control-plane": NotApplicable,
+		"end-coredns": NotApplicable, "end-etcd": NotApplicable} {
 		if st[rule] != want {
 			t.Errorf("%s: %s, want %s", rule, st[rule], want)
 		}

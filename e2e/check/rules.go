@@ -50,6 +50,10 @@ var Rules = []Rule{
 		Applies: func(p Params) bool { return p.Workers > 0 && upgraded(p) }, End: endWorkers},
 	{Name: "end-kube-proxy", Why: "KCP moved the kube-proxy DaemonSet to the new version's image",
 		Applies: upgraded, End: endKubeProxy},
+	{Name: "end-coredns", Why: "KCP moved CoreDNS to the tag its spec asks for at the new version",
+		Applies: func(p Params) bool { return upgraded(p) && p.ToCoreDNS != "" }, End: endCoreDNS},
+	{Name: "end-etcd", Why: "every etcd member runs the new version's etcd (kubeadm on a new or upgraded node)",
+		Applies: func(p Params) bool { return upgraded(p) && p.ToEtcd != "" }, End: endEtcd},
 	{Name: "end-rolled-back", Why: "a failed in-place update is reported by CAPI on the Machine, which is kept, none deleting",
 		Applies: func(p Params) bool { return !upgraded(p) }, End: endRolledBack},
 	{Name: "end-nodes-ready", Why: "every Node is Ready with the new kubelet (after a rollback: the old one)",
@@ -356,6 +360,38 @@ func endKubeProxy(s *State, p Params) []Violation {
 		return violation(s, "kube-proxy ends on "+kp[monitor.FieldImage]+", not the image of "+p.ToVersion, monitor.KindAddon+"/kube-proxy")
 	}
 	return nil
+}
+
+// endCoreDNS: KCP's last upgrade step rewrote the CoreDNS Deployment to
+// the tag its ClusterConfiguration names.
+func endCoreDNS(s *State, p Params) []Violation {
+	dns := s.get(monitor.KindAddon, "coredns")
+	if dns == nil {
+		return violation(s, "no CoreDNS Deployment was seen in the workload cluster", monitor.KindAddon+"/coredns")
+	}
+	if !strings.HasSuffix(dns[monitor.FieldImage], ":"+p.ToCoreDNS) {
+		return violation(s, "CoreDNS ends on "+dns[monitor.FieldImage]+", not "+p.ToCoreDNS, monitor.KindAddon+"/coredns")
+	}
+	return nil
+}
+
+// endEtcd: no etcd member is left on the old release's etcd.
+func endEtcd(s *State, p Params) []Violation {
+	var out []Violation
+	members := s.names(monitor.KindEtcdMember)
+	if len(members) == 0 {
+		return violation(s, "no etcd member was seen in the workload cluster", monitor.KindEtcdMember)
+	}
+	for _, name := range members {
+		m := s.get(monitor.KindEtcdMember, name)
+		if m[monitor.FieldRemoved] == "true" {
+			continue
+		}
+		if !strings.HasSuffix(m[monitor.FieldImage], ":"+p.ToEtcd) {
+			out = append(out, violation(s, fmt.Sprintf("etcd member on %s ends on %q, not etcd %s", m[monitor.FieldNode], m[monitor.FieldImage], p.ToEtcd), monitor.KindEtcdMember+"/"+name)...)
+		}
+	}
+	return out
 }
 
 // endRolledBack: the update failed where CAPI shows it, and nothing

@@ -19,16 +19,18 @@ import (
 func (e *providerEnv) topologyVars(t *testing.T, ctx context.Context, name, version string, images map[string]string, cpReplicas, workers, cpSurge int) map[string]string {
 	t.Helper()
 	vars := e.clusterVars(t, ctx, name, version, images[version], "", cpReplicas, workers, cpSurge, false)
-	byVersion := map[string]map[string]string{}
+	byVersion, coreDNS := map[string]map[string]string{}, map[string]string{}
 	for v, imageName := range images {
 		img, err := e.site.Lab.Definition().Catalog.Get(imageName)
 		if err != nil {
 			t.Fatal(err)
 		}
 		byVersion[v] = map[string]string{"url": e.site.Lab.ImageServer().ImageURL(img.Name), "checksum": img.SHA256}
+		coreDNS[v] = img.CoreDNS
 	}
 	b, _ := json.Marshal(byVersion)
-	vars["IMAGES"], vars["NIC_FIRMWARE_URL"] = string(b), ""
+	c, _ := json.Marshal(coreDNS)
+	vars["IMAGES"], vars["NIC_FIRMWARE_URL"], vars["COREDNS_VERSIONS"] = string(b), "", string(c)
 	return vars
 }
 

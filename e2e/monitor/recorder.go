@@ -23,8 +23,9 @@ import (
 // their summaries. Polling (every Interval, 100 ms by default) sees each
 // state that lasts longer than that; CAPI's own steps last seconds.
 type Recorder struct {
-	// Management reads the cluster's namespace.
-	Management client.Client
+	// Management reads the cluster's namespace (WatchedReader, or any
+	// client).
+	Management client.Reader
 	Namespace  string
 	// Workload reaches the workload cluster once it answers (nil before).
 	Workload func(context.Context) (client.Client, error)

@@ -50,6 +50,9 @@ const (
 
 	FieldRemoved = "removed"
 	FieldImage   = "image"
+	// FieldCoreDNS is KCP's clusterConfiguration.dns.imageTag: the CoreDNS
+	// KCP is asked to run ("" leaves CoreDNS alone).
+	FieldCoreDNS = "coreDNS"
 
 	FieldCPUpToDate      = "controlPlaneMachinesUpToDate"
 	FieldWorkersUpToDate = "workerMachinesUpToDate"
@@ -129,6 +132,9 @@ func ControlPlaneSummary(k *controlplanev1.KubeadmControlPlane) map[string]strin
 	if ms := k.Spec.Rollout.Strategy.RollingUpdate.MaxSurge; ms != nil {
 		s[FieldMaxSurge] = ms.String()
 	}
+	if tag := k.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag; tag != "" {
+		s[FieldCoreDNS] = tag
+	}
 	condition(s, FieldAvailable, k.Status.Conditions, controlplanev1.KubeadmControlPlaneAvailableCondition)
 	return s
 }
@@ -202,9 +208,13 @@ func NodeSummary(n *corev1.Node) map[string]string {
 }
 
 // EtcdMemberSummary is an etcd member (its static pod in the workload
-// cluster): its node and whether KCP removed it.
+// cluster): its node, its image (when the pod names one) and whether KCP
+// removed it.
 func EtcdMemberSummary(p *corev1.Pod) map[string]string {
 	s := map[string]string{FieldNode: p.Spec.NodeName}
+	if len(p.Spec.Containers) > 0 {
+		s[FieldImage] = p.Spec.Containers[0].Image
+	}
 	_, removed := p.Annotations[etcdMemberRemoved]
 	set(s, FieldRemoved, removed)
 	return s

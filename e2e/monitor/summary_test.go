@@ -53,13 +53,25 @@ func TestSummariesCarryWhatTheChecksRead(t *testing.T) {
 		t.Errorf("add-on summary %v", s)
 	}
 
+	etcd := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Image: "registry.k8s.io/etcd:3.6.5-0"}}}}
+	if s := EtcdMemberSummary(etcd); s[FieldNode] != "n1" || s[FieldImage] != "registry.k8s.io/etcd:3.6.5-0" {
+		t.Errorf("etcd member summary %v", s)
+	}
+	if s := EtcdMemberSummary(&corev1.Pod{}); s[FieldImage] != "" {
+		t.Errorf("an etcd member without containers (CAPI's in-memory etcd) has no image, got %v", s)
+	}
+
 	surge := intstr.FromInt32(0)
 	k := &controlplanev1.KubeadmControlPlane{Spec: controlplanev1.KubeadmControlPlaneSpec{Replicas: ptr(3), Version: "v1.36.3",
 		Rollout: controlplanev1.KubeadmControlPlaneRolloutSpec{Strategy: controlplanev1.KubeadmControlPlaneRolloutStrategy{
 			RollingUpdate: controlplanev1.KubeadmControlPlaneRolloutStrategyRollingUpdate{MaxSurge: &surge}}}},
 		Status: controlplanev1.KubeadmControlPlaneStatus{UpToDateReplicas: ptr(2)}}
-	if s := ControlPlaneSummary(k); s[FieldReplicas] != "3" || s[FieldMaxSurge] != "0" || s[FieldUpToDateCount] != "2" || s[FieldAvailableCount] != "0" {
+	if s := ControlPlaneSummary(k); s[FieldReplicas] != "3" || s[FieldMaxSurge] != "0" || s[FieldUpToDateCount] != "2" || s[FieldAvailableCount] != "0" || s[FieldCoreDNS] != "" {
 		t.Errorf("KCP summary %v", s)
+	}
+	k.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag = "v1.13.1"
+	if s := ControlPlaneSummary(k); s[FieldCoreDNS] != "v1.13.1" {
+		t.Errorf("KCP summary %v: want the dns.imageTag KCP is asked for", s)
 	}
 	h := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{infrav1.SpareLabel: "true"}},
 		Spec:   metal3.BareMetalHostSpec{ConsumerRef: &corev1.ObjectReference{Name: "sc-cp-a-infra"}},

@@ -37,6 +37,9 @@ func (r *run) vars(ctx context.Context, rel scenario.Release, suffix string) (ma
 	} {
 		v[k] = val
 	}
+	if err := r.coreDNSVars(v, rel); err != nil {
+		return nil, err
+	}
 	if w.Replicas == 0 { // the MachineDeployment never rolls; the webhook still wants a way
 		v["MD_MAX_SURGE"] = "1"
 	}
@@ -47,6 +50,22 @@ func (r *run) vars(ctx context.Context, rel scenario.Release, suffix string) (ma
 		return nil, err
 	}
 	return v, nil
+}
+
+// coreDNSVars are the CoreDNS tag of rel (KCP's dns.imageTag) and of
+// every release of the scenario, from the image catalog.
+func (r *run) coreDNSVars(v map[string]string, rel scenario.Release) error {
+	versions := map[string]string{}
+	for _, each := range []scenario.Release{r.scenario.From, r.scenario.To} {
+		img, err := r.lab.Catalog.Get(each.Image)
+		if err != nil {
+			return err
+		}
+		versions[each.Version] = img.CoreDNS
+	}
+	b, _ := json.Marshal(versions)
+	v["COREDNS_VERSION"], v["COREDNS_VERSIONS"] = versions[rel.Version], string(b)
+	return nil
 }
 
 // labVars are the variables of a cluster on the lab: its VIP, the
@@ -163,6 +182,9 @@ func (r *run) upgrade(ctx context.Context) error {
 		return err
 	}
 	kcp.Spec.Version = to.Version
+	if kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag != "" { // the templates have KCP manage CoreDNS
+		kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag = v["COREDNS_VERSION"]
+	}
 	kcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name = clusterName + "-cp-to"
 	if err := r.env.Client.Update(ctx, kcp); err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -124,6 +125,10 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		entries := r.tl.Entries()
 		p := check.ParamsFor(s)
 		p.HostsVisible, p.HostData = r.provider.Lab, r.provider.Lab
+		p.ToCoreDNS = coreDNSAsked(entries)
+		if to, err := def.Catalog.Get(s.To.Image); err == nil && r.provider.Lab { // CAPI's in-memory etcd members carry no image
+			p.ToEtcd = to.Etcd
+		}
 		res.Checks = check.Run(entries, p)
 		r.tl.Close()
 		var from time.Time
@@ -176,7 +181,11 @@ func (r *run) execute(ctx context.Context) error {
 
 	recCtx, stopRecording := context.WithCancel(context.Background())
 	defer stopRecording()
-	rec := &monitor.Recorder{Management: r.env.Client, Namespace: r.env.Namespace, Timeline: r.tl,
+	watched, err := monitor.WatchedReader(recCtx, r.env.Plane.RESTConfig, reference.Scheme(), r.env.Namespace)
+	if err != nil {
+		return err
+	}
+	rec := &monitor.Recorder{Management: watched, Namespace: r.env.Namespace, Timeline: r.tl,
 		Workload: r.workloadClient, Hosts: r.provider.Lab}
 	go rec.Run(recCtx)
 	if r.provider.Lab {
@@ -266,6 +275,19 @@ func (r *run) doneDetail() string {
 	return "every Machine up to date"
 }
 
+// coreDNSAsked is the CoreDNS tag the KCP's spec names last in the
+// timeline: what KCP must have moved CoreDNS to ("" when the templates
+// leave CoreDNS to the cluster).
+func coreDNSAsked(entries []timeline.Entry) string {
+	tag := ""
+	for _, e := range entries {
+		if e.Kind == monitor.KindControlPlane && e.New != nil {
+			tag = e.New[monitor.FieldCoreDNS]
+		}
+	}
+	return tag
+}
+
 // settleTime bounds how long CAPI's Cluster conditions may lag behind
 // the Machines once the upgrade is done (the Cluster controller
 // summarises on its next reconcile).
@@ -273,15 +295,15 @@ const settleTime = time.Minute
 
 // settle waits until CAPI's Cluster says what the runner saw (available,
 // and machines up to date and not rolling out, or for a rollback not up
-// to date) and, after an upgrade, KCP has moved kube-proxy (its last
-// step, once every Machine is up to date), or for at most d; the
-// capi-agrees and end-kube-proxy rules judge what is there then.
+// to date) and, after an upgrade, KCP has moved kube-proxy and CoreDNS
+// (its last steps, once every Machine is up to date), or for at most d;
+// the capi-agrees and end-* addon rules judge what is there then.
 func (r *run) settle(ctx context.Context, d time.Duration, outcome scenario.Outcome) {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		c := &clusterv1.Cluster{}
 		if err := r.env.Client.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName}, c); err == nil {
-			if check.CAPISays(monitor.ClusterSummary(c), outcome) && (outcome == scenario.RolledBack || r.kubeProxyAt(ctx, r.scenario.To.Version)) {
+			if check.CAPISays(monitor.ClusterSummary(c), outcome) && (outcome == scenario.RolledBack || r.addonsMoved(ctx)) {
 				return
 			}
 		}
@@ -289,18 +311,25 @@ func (r *run) settle(ctx context.Context, d time.Duration, outcome scenario.Outc
 	}
 }
 
-// kubeProxyAt says whether the workload cluster's kube-proxy runs the
-// image of version.
-func (r *run) kubeProxyAt(ctx context.Context, version string) bool {
+// addonsMoved says whether the workload cluster's kube-proxy runs the
+// to-version's image and CoreDNS the tag KCP is asked for.
+func (r *run) addonsMoved(ctx context.Context) bool {
 	wl, err := r.workloadClient(ctx)
 	if err != nil {
 		return false
 	}
-	ds := &appsv1.DaemonSet{}
-	if err := wl.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kube-proxy"}, ds); err != nil {
+	ds, dns := &appsv1.DaemonSet{}, &appsv1.Deployment{}
+	if wl.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kube-proxy"}, ds) != nil ||
+		wl.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "coredns"}, dns) != nil {
 		return false
 	}
-	return strings.HasSuffix(monitor.AddonSummary(ds.Spec.Template.Spec.Containers)[monitor.FieldImage], ":"+version)
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	if r.env.Client.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName + "-cp"}, kcp) != nil {
+		return false
+	}
+	tag := kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag
+	return strings.HasSuffix(monitor.AddonSummary(ds.Spec.Template.Spec.Containers)[monitor.FieldImage], ":"+r.scenario.To.Version) &&
+		(tag == "" || strings.HasSuffix(monitor.AddonSummary(dns.Spec.Template.Spec.Containers)[monitor.FieldImage], ":"+tag))
 }
 
 // enroll makes the lab's hosts known to the provider: through their BMCs,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/image"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/timescale"
 	"github.com/upgradelab/upgradelab/sim/workload"
@@ -55,8 +56,8 @@ type Machine interface {
 // *workload.Clusters is one.
 type Workload interface {
 	ByEndpoint(hostPort string) (string, bool)
-	JoinControlPlane(ctx context.Context, cluster, node, version string, clusterCA, etcdCA workload.CA) error
-	InitObjects(ctx context.Context, cluster, version, clusterConfiguration string) error
+	JoinControlPlane(ctx context.Context, cluster, node string, rel workload.Release, clusterCA, etcdCA workload.CA) error
+	InitObjects(ctx context.Context, cluster string, rel workload.Release, clusterConfiguration string) error
 	SetNode(ctx context.Context, cluster string, n workload.NodeInfo) error
 	SetNodeNotReady(ctx context.Context, cluster, name, reason string) error
 	NodeReady(ctx context.Context, cluster, name string) (bool, string, error)
@@ -258,14 +259,14 @@ func (a *Agent) kubeadm(ctx context.Context, b *Bootstrap, status lab.HostStatus
 	if err := a.scale.Sleep(ctx, wait); err != nil {
 		return err
 	}
-	version := status.OS.Image.KubernetesVersion
+	rel := release(status.OS.Image)
 	if b.Action != JoinWorker {
-		if err := a.clusters.JoinControlPlane(ctx, cluster, b.NodeName, version, *b.ClusterCA, *b.EtcdCA); err != nil {
+		if err := a.clusters.JoinControlPlane(ctx, cluster, b.NodeName, rel, *b.ClusterCA, *b.EtcdCA); err != nil {
 			return err
 		}
 	}
 	if b.Action == Init {
-		if err := a.clusters.InitObjects(ctx, cluster, version, b.ClusterConfiguration); err != nil {
+		if err := a.clusters.InitObjects(ctx, cluster, rel, b.ClusterConfiguration); err != nil {
 			return err
 		}
 	}
@@ -291,7 +292,7 @@ func (a *Agent) rejoin(ctx context.Context, b *Bootstrap, status lab.HostStatus)
 	img := status.OS.Image
 	if b.Action != JoinWorker {
 		// kubeadm upgrade node moves the static pods to the booted version.
-		if err := a.clusters.JoinControlPlane(ctx, a.cluster, b.NodeName, img.KubernetesVersion, *b.ClusterCA, *b.EtcdCA); err != nil {
+		if err := a.clusters.JoinControlPlane(ctx, a.cluster, b.NodeName, release(img), *b.ClusterCA, *b.EtcdCA); err != nil {
 			return err
 		}
 	}
@@ -384,4 +385,9 @@ func (a *Agent) CheckHealth(ctx context.Context) (Health, error) {
 		a.record("HealthCheckFailed", h.Reason)
 	}
 	return h, nil
+}
+
+// release is what the booted image's kubeadm installs.
+func release(m image.Manifest) workload.Release {
+	return workload.Release{Kubernetes: m.KubernetesVersion, Etcd: m.Etcd, CoreDNS: m.CoreDNS}
 }

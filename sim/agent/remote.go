@@ -59,11 +59,13 @@ type (
 		Data    map[string]string `json:"data"`
 	}
 	hwJoin struct {
-		Cluster, Node, Version string
-		ClusterCA, EtcdCA      pemCA
+		Cluster, Node     string
+		Release           workload.Release
+		ClusterCA, EtcdCA pemCA
 	}
 	hwInit struct {
-		Cluster, Version, ClusterConfiguration string
+		Cluster, ClusterConfiguration string
+		Release                       workload.Release
 	}
 	hwSetNode struct {
 		Cluster string
@@ -188,13 +190,13 @@ func (s *HardwareServer) call(ctx context.Context, call string, body io.Reader) 
 		if err != nil {
 			return nil, err
 		}
-		return nil, wl.JoinControlPlane(ctx, a.Cluster, a.Node, a.Version, cca, eca)
+		return nil, wl.JoinControlPlane(ctx, a.Cluster, a.Node, a.Release, cca, eca)
 	case "init-objects":
 		var a hwInit
 		if err := decodeInto(body, &a); err != nil {
 			return nil, err
 		}
-		return nil, wl.InitObjects(ctx, a.Cluster, a.Version, a.ClusterConfiguration)
+		return nil, wl.InitObjects(ctx, a.Cluster, a.Release, a.ClusterConfiguration)
 	case "set-node":
 		var a hwSetNode
 		if err := decodeInto(body, &a); err != nil {
@@ -417,13 +419,13 @@ func (r *Remote) ByEndpoint(hostPort string) (string, bool) {
 }
 
 // JoinControlPlane implements Workload.
-func (r *Remote) JoinControlPlane(ctx context.Context, cluster, node, version string, clusterCA, etcdCA workload.CA) error {
-	return r.do(ctx, "join-control-plane", hwJoin{Cluster: cluster, Node: node, Version: version, ClusterCA: toPEM(clusterCA), EtcdCA: toPEM(etcdCA)}, nil)
+func (r *Remote) JoinControlPlane(ctx context.Context, cluster, node string, rel workload.Release, clusterCA, etcdCA workload.CA) error {
+	return r.do(ctx, "join-control-plane", hwJoin{Cluster: cluster, Node: node, Release: rel, ClusterCA: toPEM(clusterCA), EtcdCA: toPEM(etcdCA)}, nil)
 }
 
 // InitObjects implements Workload.
-func (r *Remote) InitObjects(ctx context.Context, cluster, version, clusterConfiguration string) error {
-	return r.do(ctx, "init-objects", hwInit{Cluster: cluster, Version: version, ClusterConfiguration: clusterConfiguration}, nil)
+func (r *Remote) InitObjects(ctx context.Context, cluster string, rel workload.Release, clusterConfiguration string) error {
+	return r.do(ctx, "init-objects", hwInit{Cluster: cluster, Release: rel, ClusterConfiguration: clusterConfiguration}, nil)
 }
 
 // SetNode implements Workload.

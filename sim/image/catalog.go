@@ -30,11 +30,17 @@ type Bundle struct {
 	Name string `yaml:"name" json:"name"`
 	Role Role   `yaml:"role" json:"role"`
 	// KubernetesVersion is the kubelet and kubeadm version it ships.
-	KubernetesVersion string     `yaml:"kubernetesVersion" json:"kubernetesVersion"`
-	Containerd        string     `yaml:"containerd" json:"containerd"`
-	Kernel            string     `yaml:"kernel" json:"kernel"`
-	OSImage           string     `yaml:"osImage" json:"osImage"`
-	I40e              nic.Driver `yaml:"i40e" json:"i40e"`
+	KubernetesVersion string `yaml:"kubernetesVersion" json:"kubernetesVersion"`
+	Containerd        string `yaml:"containerd" json:"containerd"`
+	// Etcd and CoreDNS are the versions the image's kubeadm installs when
+	// the ClusterConfiguration does not name one (etcd.local.imageTag,
+	// dns.imageTag): the etcd a control-plane node runs after a join or a
+	// `kubeadm upgrade node`, and the CoreDNS of a cluster it inits.
+	Etcd    string     `yaml:"etcd" json:"etcd"`
+	CoreDNS string     `yaml:"coreDNS" json:"coreDNS"`
+	Kernel  string     `yaml:"kernel" json:"kernel"`
+	OSImage string     `yaml:"osImage" json:"osImage"`
+	I40e    nic.Driver `yaml:"i40e" json:"i40e"`
 	// SizeMiB is the modelled size: the write time follows it.
 	SizeMiB int `yaml:"sizeMiB" json:"sizeMiB"`
 	// SHA256 is the checksum of the payload the image server serves.
@@ -63,6 +69,8 @@ var (
 	sha256Hex   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	kubeVersion = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
 	imageName   = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`)
+	// etcdTag is kubeadm's etcd image tag: a version and a build suffix.
+	etcdTag = regexp.MustCompile(`^\d+\.\d+\.\d+-\d+$`)
 )
 
 // ParseCatalog reads and validates catalog content; name is used in errors.
@@ -111,6 +119,10 @@ func validate(b Bundle) error {
 		return fmt.Errorf("role: %q is not os, deploy or recovery", b.Role)
 	case !kubeVersion.MatchString(b.KubernetesVersion) && b.Role == OS:
 		return fmt.Errorf("kubernetesVersion: %q is not a version like v1.35.0", b.KubernetesVersion)
+	case b.Role == OS && !etcdTag.MatchString(b.Etcd):
+		return fmt.Errorf("etcd: %q is not an etcd image tag like 3.6.4-0", b.Etcd)
+	case b.Role == OS && !kubeVersion.MatchString(b.CoreDNS):
+		return fmt.Errorf("coreDNS: %q is not a CoreDNS image tag like v1.12.1", b.CoreDNS)
 	case b.I40e.Version == "":
 		return fmt.Errorf("i40e.version: required (the driver the image ships)")
 	case b.I40e.API.Major < 1:

@@ -104,7 +104,7 @@ func TestServerRangeAndChecksumRefusal(t *testing.T) {
 }
 
 func TestCatalogValidationNamesFileImageAndField(t *testing.T) {
-	good := "- name: os-1\n  role: os\n  kubernetesVersion: v1.35.0\n  i40e: {version: 2.25.7, api: {major: 1, minor: 15}, minApiMinor: 12}\n  sizeMiB: 10\n  sha256: " + strings.Repeat("a", 64) + "\n"
+	good := "- name: os-1\n  role: os\n  kubernetesVersion: v1.35.0\n  etcd: 3.6.4-0\n  coreDNS: v1.12.1\n  i40e: {version: 2.25.7, api: {major: 1, minor: 15}, minApiMinor: 12}\n  sizeMiB: 10\n  sha256: " + strings.Repeat("a", 64) + "\n"
 	tests := []struct{ yaml, want string }{
 		{"images:\n" + good, ""},
 		{"images:\n" + strings.Replace(good, "v1.35.0", "1.35", 1), `c.yaml: images[0] (os-1).kubernetesVersion: "1.35" is not a version`},
@@ -112,7 +112,9 @@ func TestCatalogValidationNamesFileImageAndField(t *testing.T) {
 		{"images:\n" + strings.Replace(good, strings.Repeat("a", 64), "abc", 1), `images[0] (os-1).sha256: "abc"`},
 		{"images:\n" + strings.Replace(good, "role: os", "role: firmware", 1), `role: "firmware" is not os, deploy or recovery`},
 		{"images:\n" + good + good, "images[1] (os-1).name: duplicate"},
-		{"images:\n" + strings.Replace(good, "sizeMiB", "sizeMB", 1), `c.yaml: line 6: unknown field "sizeMB"`},
+		{"images:\n" + strings.Replace(good, "sizeMiB", "sizeMB", 1), `c.yaml: line 8: unknown field "sizeMB"`},
+		{"images:\n" + strings.Replace(good, "3.6.4-0", "v3.6.4", 1), `images[0] (os-1).etcd: "v3.6.4" is not an etcd image tag`},
+		{"images:\n" + strings.Replace(good, "  coreDNS: v1.12.1\n", "", 1), `images[0] (os-1).coreDNS: "" is not a CoreDNS image tag`},
 		{"images: []\n", "the catalog is empty"},
 	}
 	for _, tt := range tests {
@@ -130,7 +132,7 @@ func TestCatalogValidationNamesFileImageAndField(t *testing.T) {
 }
 
 func FuzzParseCatalog(f *testing.F) {
-	f.Add([]byte("images:\n- name: os-1\n  role: os\n  kubernetesVersion: v1.35.0\n  i40e: {version: a, api: {major: 1, minor: 1}}\n  sizeMiB: 1\n  sha256: " + strings.Repeat("a", 64) + "\n"))
+	f.Add([]byte("images:\n- name: os-1\n  role: os\n  kubernetesVersion: v1.35.0\n  etcd: 3.6.4-0\n  coreDNS: v1.12.1\n  i40e: {version: a, api: {major: 1, minor: 1}}\n  sizeMiB: 1\n  sha256: " + strings.Repeat("a", 64) + "\n"))
 	f.Add([]byte("images: [{name: x}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ParseCatalog("fuzz.yaml", data)

@@ -27,6 +27,8 @@ type Manifest struct {
 	Role              Role   `json:"role"`
 	KubernetesVersion string `json:"kubernetesVersion"`
 	Containerd        string `json:"containerd"`
+	Etcd              string `json:"etcd,omitempty"`
+	CoreDNS           string `json:"coreDNS,omitempty"`
 	Kernel            string `json:"kernel"`
 	OSImage           string `json:"osImage"`
 	I40e              struct {
@@ -39,7 +41,7 @@ type Manifest struct {
 
 func manifestOf(b Bundle) Manifest {
 	m := Manifest{Name: b.Name, Role: b.Role, KubernetesVersion: b.KubernetesVersion,
-		Containerd: b.Containerd, Kernel: b.Kernel, OSImage: b.OSImage}
+		Containerd: b.Containerd, Etcd: b.Etcd, CoreDNS: b.CoreDNS, Kernel: b.Kernel, OSImage: b.OSImage}
 	m.I40e.Version = b.I40e.Version
 	m.I40e.APIMajor, m.I40e.APIMinor, m.I40e.MinAPIMinor = b.I40e.API.Major, b.I40e.API.Minor, b.I40e.MinAPIMinor
 	return m

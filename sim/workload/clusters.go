@@ -64,7 +64,7 @@ func Start(ctx context.Context) (*Clusters, error) {
 			return nil, err
 		}
 	}
-	manager := inmemoryruntime.NewManager(scheme)
+	manager := unconditionalUpdates{inmemoryruntime.NewManager(scheme)}
 	if err := manager.Start(ctx); err != nil {
 		return nil, fmt.Errorf("workload clusters: in-memory runtime: %w", err)
 	}

@@ -11,14 +11,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/cluster-api/util/container"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
 // InitObjects writes what `kubeadm init` leaves in a new cluster and KCP
 // later reads and updates: the kubeadm-config ConfigMap (with the
 // ClusterConfiguration the init used), the kube-proxy DaemonSet and
-// CoreDNS. Existing objects are kept: a second init changes nothing.
-func (c *Clusters) InitObjects(ctx context.Context, cluster, version, clusterConfiguration string) error {
+// CoreDNS (the ClusterConfiguration's dns.imageTag, or rel's). Existing
+// objects are kept: a second init changes nothing.
+func (c *Clusters) InitObjects(ctx context.Context, cluster string, rel Release, clusterConfiguration string) error {
 	cl := c.client(cluster)
+	version, coreDNS := rel.Kubernetes, rel.CoreDNS
+	if tag := dnsImageTag(clusterConfiguration); tag != "" {
+		coreDNS = tag
+	}
 	objs := []client.Object{
 		&rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:get-nodes"},
@@ -46,7 +52,7 @@ func (c *Clusters) InitObjects(ctx context.Context, cluster, version, clusterCon
 		&appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "coredns", Labels: map[string]string{"k8s-app": "kube-dns"}},
 			Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "coredns", Image: "registry.k8s.io/coredns/coredns:v1.12.1",
+				Name: "coredns", Image: "registry.k8s.io/coredns/coredns:" + coreDNS,
 			}}}}},
 		},
 	}
@@ -56,6 +62,20 @@ func (c *Clusters) InitObjects(ctx context.Context, cluster, version, clusterCon
 		}
 	}
 	return nil
+}
+
+// dnsImageTag is the CoreDNS tag a ClusterConfiguration (kubeadm's YAML,
+// as CABPK writes it) asks for, or "".
+func dnsImageTag(clusterConfiguration string) string {
+	var cc struct {
+		DNS struct {
+			ImageTag string `json:"imageTag"`
+		} `json:"dns"`
+	}
+	if err := yaml.Unmarshal([]byte(clusterConfiguration), &cc); err != nil {
+		return ""
+	}
+	return cc.DNS.ImageTag
 }
 
 // ByEndpoint names the cluster whose API server answers at host:port, as

@@ -127,18 +127,26 @@ func staticPod(component, node, version string) *corev1.Pod {
 	}
 }
 
-// JoinControlPlane makes node a control-plane member: its static pods at
-// version, an API server instance serving with the cluster CA, and an etcd
-// member (serving with the etcd CA) that the emulation lists to KCP.
-func (c *Clusters) JoinControlPlane(ctx context.Context, cluster, node, version string, clusterCA, etcdCA CA) error {
+// Release is what a booted image's kubeadm installs: the Kubernetes
+// version of its static pods and kubelet, the etcd it runs on a
+// control-plane node, and the CoreDNS it deploys when it inits a cluster.
+type Release struct {
+	Kubernetes, Etcd, CoreDNS string
+}
+
+// JoinControlPlane makes node a control-plane member, or moves it to
+// another release as `kubeadm upgrade node` does: its static pods at
+// rel's versions, an API server instance serving with the cluster CA, and
+// an etcd member (serving with the etcd CA) that the emulation lists to
+// KCP. An existing etcd member keeps its identity and gets the new image.
+func (c *Clusters) JoinControlPlane(ctx context.Context, cluster, node string, rel Release, clusterCA, etcdCA CA) error {
 	cl := c.client(cluster)
-	etcdVersion := "3.6.4-0"
 	for _, component := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		if err := createOrUpdate(ctx, cl, staticPod(component, node, version)); err != nil {
+		if err := createOrUpdate(ctx, cl, staticPod(component, node, rel.Kubernetes)); err != nil {
 			return fmt.Errorf("workload cluster %s: %s: %w", cluster, component, err)
 		}
 	}
-	etcd := staticPod("etcd", node, etcdVersion)
+	etcd := staticPod("etcd", node, rel.Etcd)
 	existing := &corev1.Pod{}
 	switch err := cl.Get(ctx, client.ObjectKeyFromObject(etcd), existing); {
 	case apierrors.IsNotFound(err):
@@ -156,6 +164,11 @@ func (c *Clusters) JoinControlPlane(ctx context.Context, cluster, node, version 
 		}
 	case err != nil:
 		return err
+	case len(existing.Spec.Containers) > 0 && existing.Spec.Containers[0].Image != etcd.Spec.Containers[0].Image:
+		existing.Spec.Containers[0].Image = etcd.Spec.Containers[0].Image
+		if err := cl.Update(ctx, existing); err != nil {
+			return fmt.Errorf("workload cluster %s: etcd member %s to %s: %w", cluster, node, rel.Etcd, err)
+		}
 	}
 	if !c.mux.HasEtcdMember(cluster, etcd.Name) {
 		if err := c.mux.AddEtcdMember(cluster, etcd.Name, etcdCA.Cert, etcdCA.Key); err != nil {

@@ -6,13 +6,17 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	cloudv1 "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/cloud/api/v1alpha1"
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	"sigs.k8s.io/cluster-api/util/secret"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // casLikeCAPI generates the cluster and etcd CAs the way CAPI does for a
@@ -52,7 +56,7 @@ func TestAControlPlaneNodeIsReachableWithCAPIsKubeconfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.JoinControlPlane(ctx, "default/wl", "cp-0", "v1.35.3", clusterCA, etcdCA); err != nil {
+	if err := c.JoinControlPlane(ctx, "default/wl", "cp-0", Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0", CoreDNS: "v1.12.1"}, clusterCA, etcdCA); err != nil {
 		t.Fatal(err)
 	}
 	node := NodeInfo{Name: "cp-0", ProviderID: "upgradelab://lab/cp-0", ControlPlane: true, KubeletVersion: "v1.35.3",
@@ -100,6 +104,53 @@ func TestAControlPlaneNodeIsReachableWithCAPIsKubeconfig(t *testing.T) {
 	if got.Status.NodeInfo.KubeletVersion != "v1.36.3" || !ready(got) {
 		t.Fatalf("after the reboot: %+v", got.Status.NodeInfo)
 	}
+
+	// kubeadm upgrade node on the new slot: the etcd member keeps its
+	// identity and runs the new release's etcd.
+	before, err := cs.CoreV1().Pods("kube-system").Get(ctx, "etcd-cp-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.JoinControlPlane(ctx, "default/wl", "cp-0", Release{Kubernetes: "v1.36.3", Etcd: "3.6.5-0", CoreDNS: "v1.13.1"}, clusterCA, etcdCA); err != nil {
+		t.Fatal(err)
+	}
+	after, err := cs.CoreV1().Pods("kube-system").Get(ctx, "etcd-cp-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Spec.Containers[0].Image != "registry.k8s.io/etcd:3.6.5-0" || after.Annotations[cloudv1.EtcdMemberIDAnnotationName] != before.Annotations[cloudv1.EtcdMemberIDAnnotationName] {
+		t.Fatalf("etcd after the upgrade: image %s, member %s (was %s)", after.Spec.Containers[0].Image,
+			after.Annotations[cloudv1.EtcdMemberIDAnnotationName], before.Annotations[cloudv1.EtcdMemberIDAnnotationName])
+	}
+}
+
+func TestInitDeploysTheCoreDNSTheClusterConfigurationNames(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background())
+	rel := Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0", CoreDNS: "v1.12.1"}
+	for _, tc := range []struct{ cluster, clusterConfiguration, want string }{
+		{"default/by-image", "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n", "registry.k8s.io/coredns/coredns:v1.12.1"},
+		{"default/by-tag", "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\ndns:\n  imageTag: v1.12.3\n", "registry.k8s.io/coredns/coredns:v1.12.3"},
+	} {
+		if _, err := c.Create(ctx, tc.cluster); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.InitObjects(ctx, tc.cluster, rel, tc.clusterConfiguration); err != nil {
+			t.Fatal(err)
+		}
+		dep := &appsv1.Deployment{}
+		if err := c.client(tc.cluster).Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "coredns"}, dep); err != nil {
+			t.Fatal(err)
+		}
+		if got := dep.Spec.Template.Spec.Containers[0].Image; got != tc.want {
+			t.Errorf("%s: CoreDNS %s, want %s", tc.cluster, got, tc.want)
+		}
+	}
 }
 
 func ready(n *corev1.Node) bool {
@@ -109,4 +160,57 @@ func ready(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// KCP rewrites the CoreDNS ConfigMap with an update that carries no
+// resourceVersion; kube-apiserver accepts it, so the workload clusters
+// must too. A stale resourceVersion is still a conflict.
+func TestAnUpdateWithoutResourceVersionReplacesTheObject(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background())
+	ep, err := c.Create(ctx, "default/wl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterData, etcdData := casLikeCAPI(t)
+	clusterCA, _ := CAFromSecretData(clusterData)
+	etcdCA, _ := CAFromSecretData(etcdData)
+	rel := Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0", CoreDNS: "v1.12.1"}
+	if err := c.JoinControlPlane(ctx, "default/wl", "cp-0", rel, clusterCA, etcdCA); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.InitObjects(ctx, "default/wl", rel, ""); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := kubeconfig.New("wl", fmt.Sprintf("https://%s:%d", ep.Host, ep.Port), clusterCA.Cert, clusterCA.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.NewDefaultClientConfig(*kc, nil).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps("kube-system")
+	stale, err := cms.Get(ctx, "coredns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unconditional := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: "kube-system"},
+		Data: map[string]string{"Corefile": "migrated", "Corefile-backup": stale.Data["Corefile"]}}
+	if _, err := cms.Update(ctx, unconditional, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("an update without resourceVersion, as KCP's CoreDNS upgrade makes: %v", err)
+	}
+	got, _ := cms.Get(ctx, "coredns", metav1.GetOptions{})
+	if got.Data["Corefile"] != "migrated" || got.Data["Corefile-backup"] == "" {
+		t.Fatalf("after the update: %v", got.Data)
+	}
+	stale.Data["Corefile"] = "lost update"
+	if _, err := cms.Update(ctx, stale, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		t.Fatalf("an update with a stale resourceVersion: %v, want a conflict", err)
+	}
 }
