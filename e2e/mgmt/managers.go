@@ -33,8 +33,10 @@ type Provider struct {
 	Args []string
 	// RuntimeExtension: it serves Runtime SDK hooks on its webhook port,
 	// so the plane registers an ExtensionConfig for it (named Name) and
-	// waits until CAPI has discovered its handlers.
-	RuntimeExtension bool
+	// waits until CAPI has discovered its handlers. ExtensionSettings are
+	// the ExtensionConfig's spec.settings.
+	RuntimeExtension  bool
+	ExtensionSettings map[string]string
 	// FeatureGates: it is built on CAPI's manager scaffolding and takes
 	// CAPI's --feature-gates (CAPD does; ours take none).
 	FeatureGates bool
@@ -53,6 +55,7 @@ type managerSpec struct {
 	capi      bool // takes --feature-gates
 	extraArgs []string
 	extension bool
+	settings  map[string]string // the ExtensionConfig's, for an extension
 	env       []string
 }
 
@@ -73,7 +76,7 @@ func capiManagers(a Assets) []managerSpec {
 
 func (p Provider) spec() managerSpec {
 	return managerSpec{name: p.Name, binary: p.Binary, configDir: p.ConfigDir, extraCRDs: p.ExtraCRDDirs, extraArgs: p.Args,
-		extension: p.RuntimeExtension, capi: p.FeatureGates, env: p.Env}
+		extension: p.RuntimeExtension, settings: p.ExtensionSettings, capi: p.FeatureGates, env: p.Env}
 }
 
 // managerPorts are the loopback ports of one manager. Every CAPI manager

@@ -282,7 +282,7 @@ func (p *Plane) registerExtensions(ctx context.Context, caPEM []byte, host strin
 			ObjectMeta: metav1.ObjectMeta{Name: m.name},
 			Spec: runtimev1.ExtensionConfigSpec{ClientConfig: runtimev1.ClientConfig{
 				URL: "https://" + host + ":" + strconv.Itoa(p.ports[m.name].webhook), CABundle: caPEM,
-			}},
+			}, Settings: m.settings},
 		}
 		if err := createOrReplace(ctx, p.Client, ec); err != nil {
 			return fmt.Errorf("ExtensionConfig %s: %w", m.name, err)

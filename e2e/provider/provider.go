@@ -72,8 +72,10 @@ type Manager struct {
 	// --feature-gates.
 	FeatureGates bool `yaml:"featureGates"`
 	// RuntimeExtension: serves Runtime SDK hooks (an ExtensionConfig is
-	// registered for it).
+	// registered for it, with Settings as its spec.settings: what CAPI
+	// passes to every hook call).
 	RuntimeExtension bool              `yaml:"runtimeExtension"`
+	Settings         map[string]string `yaml:"settings"`
 	Env              map[string]string `yaml:"env"`
 	Args             []string          `yaml:"args"`
 	// OnlyFor limits it to runs of these strategies (default: every run).
@@ -174,6 +176,9 @@ func (c *Config) validate() []string {
 		}
 		if m.RuntimeExtension || m.Reference == "inplace" {
 			extension = true
+		}
+		if len(m.Settings) > 0 && !m.RuntimeExtension {
+			bad(field+".settings", "only a runtimeExtension has settings (they go to its ExtensionConfig)")
 		}
 	}
 	if slices.Contains(c.Strategies, scenario.InPlace) && !extension {

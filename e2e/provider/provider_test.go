@@ -30,6 +30,13 @@ func TestShippedConfigsLoad(t *testing.T) {
 	if mem.Lab || mem.Supports(scenario.InPlace) || !mem.Supports(scenario.Rolling) {
 		t.Errorf("inmemory: lab %v, strategies %v", mem.Lab, mem.Strategies)
 	}
+	ext, err := Load("../../fixtures/providers/inmemory-testextension.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms := ext.ManagersFor(scenario.InPlace); len(ms) != 2 || !ms[1].RuntimeExtension || ms[1].Settings["extensionConfigName"] != ms[1].Name {
+		t.Errorf("inmemory-testextension: in-place managers %+v, want CAPD and CAPI's test extension with its settings", ms)
+	}
 }
 
 const good = `
@@ -64,6 +71,7 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{strings.Replace(good, "binary: bin/manager", "reference: baremetal", 1), "managers[0].reference: upgradelab's own managers drive the lab"},
 		{strings.Replace(good, "binary: bin/manager", "binary: x\n  onlyFor: [rolling]", 1), `managers[0].onlyFor[0]: "rolling" is not one of the provider's strategies`},
 		{good + "intervals: {upgrade: soon}\n", "not a duration"},
+		{strings.Replace(good, "binary: bin/manager", "binary: x\n  settings: {a: b}", 1), "managers[0].settings: only a runtimeExtension has settings"},
 	} {
 		_, err := Parse("providers/theirs.yaml", []byte(tc.doc))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -39,12 +39,19 @@ func BenchmarkScenario(b *testing.B) {
 	}
 }
 
-// BenchmarkFourScenariosTogether runs every shipped scenario (plain form)
-// at once, each on its own lab and plane, as a suite run in parallel
-// would: s-all/op is the wall time until the last is judged, the figure
-// the 3-minute goal is about.
+// theFour are the scenarios the 3-minute goal is about, one per strategy.
+var theFour = []string{"single-node-in-place", "three-node-scale-in", "cold-spare-rolling", "reset-reprovisioning"}
+
+// BenchmarkFourScenariosTogether runs the four scenarios (plain form) at
+// once, each on its own lab and plane, as a suite run in parallel would:
+// s-all/op is the wall time until the last is judged, the figure the
+// 3-minute goal is about.
 func BenchmarkFourScenariosTogether(b *testing.B) {
-	root, paths, provider, extension := benchSetup(b)
+	root, _, provider, extension := benchSetup(b)
+	var paths []string
+	for _, name := range theFour {
+		paths = append(paths, filepath.Join(root, "scenarios", name+".yaml"))
+	}
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
 		var wg sync.WaitGroup

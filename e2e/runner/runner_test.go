@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/upgradelab/upgradelab/e2e/check"
@@ -97,14 +98,61 @@ func TestInMemoryProviderRunsTheScaleInScenario(t *testing.T) {
 			t.Errorf("rule %s failed: %v", r.Rule, r.Violations)
 		}
 	}
-	for _, rule := range []string{"host-bound-once", "no-wipe-under-live-machine", "same-hosts", "etcd-member-removed-first", "persistent-data"} {
+	for _, rule := range []string{"host-bound-once", "no-wipe-under-live-machine", "same-hosts", "etcd-member-removed-first", "persistent-data", "end-etcd", "end-coredns"} {
 		if status[rule] != check.NotApplicable {
-			t.Errorf("rule %s is %q for a provider without hosts, want n/a", rule, status[rule])
+			t.Errorf("rule %s is %q for a provider without hosts, etcd images or a CoreDNS tag, want n/a", rule, status[rule])
 		}
 	}
 	for _, rule := range []string{"kcp-max-machines", "kcp-one-deleting", "etcd-quorum", "deletion-order", "end-machines-up-to-date", "end-control-plane", "end-nodes-ready", "end-kube-proxy", "workload-data", "capi-agrees"} {
 		if status[rule] != check.Pass {
 			t.Errorf("rule %s is %q, want pass", rule, status[rule])
 		}
+	}
+}
+
+// In place on a provider and an extension nobody here wrote: CAPI's
+// in-memory provider with CAPI's test runtime extension. The extension
+// cannot change the kubeadm feature gates KCP sets per version, so KCP
+// rolls the Machines out instead of updating them, and same-machines
+// must say so, Machine by Machine, while CAPI's own end state holds.
+func TestCAPIsTestExtensionCannotUpdateTheseVersionsInPlace(t *testing.T) {
+	root, err := reference.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, def, err := scenario.Load(filepath.Join(root, "scenarios", "three-node-in-place.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := provider.Load(filepath.Join(root, "fixtures", "providers", "inmemory-testextension.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: t.TempDir(), Scale: timescale.Scale(0.01),
+		Progress: testWriter{t}, Provider: cfg})
+	if res.Error != "" {
+		t.Fatalf("the run stopped: %s", res.Error)
+	}
+	deleted, created := 0, 0
+	for _, r := range res.Checks {
+		switch {
+		case r.Rule == "same-machines":
+			if r.Status != check.Fail {
+				t.Fatalf("same-machines %s: KCP replaced the Machines and the rule did not see it", r.Status)
+			}
+			for _, v := range r.Violations {
+				switch {
+				case strings.Contains(v.Message, "was deleted during an in-place upgrade"):
+					deleted++
+				case strings.Contains(v.Message, "was created during an in-place upgrade"):
+					created++
+				}
+			}
+		case r.Status == check.Fail:
+			t.Errorf("rule %s failed: %v (only same-machines should)", r.Rule, r.Violations)
+		}
+	}
+	if deleted != 3 || created != 3 {
+		t.Errorf("same-machines named %d deleted and %d created Machines, want each of the 3 replaced", deleted, created)
 	}
 }
