@@ -352,25 +352,24 @@ func endWorkers(s *State, p Params) []Violation {
 // endKubeProxy: kubeadm's kube-proxy runs the image of the control
 // plane's version, which KCP sets during an upgrade.
 func endKubeProxy(s *State, p Params) []Violation {
-	kp := s.get(monitor.KindAddon, "kube-proxy")
-	if kp == nil {
-		return violation(s, "no kube-proxy DaemonSet was seen in the workload cluster", monitor.KindAddon+"/kube-proxy")
-	}
-	if !strings.HasSuffix(kp[monitor.FieldImage], ":"+p.ToVersion) {
-		return violation(s, "kube-proxy ends on "+kp[monitor.FieldImage]+", not the image of "+p.ToVersion, monitor.KindAddon+"/kube-proxy")
-	}
-	return nil
+	return addonEndsOn(s, "kube-proxy", "kube-proxy", "DaemonSet", p.ToVersion, "the image of "+p.ToVersion)
 }
 
 // endCoreDNS: KCP's last upgrade step rewrote the CoreDNS Deployment to
 // the tag its ClusterConfiguration names.
 func endCoreDNS(s *State, p Params) []Violation {
-	dns := s.get(monitor.KindAddon, "coredns")
-	if dns == nil {
-		return violation(s, "no CoreDNS Deployment was seen in the workload cluster", monitor.KindAddon+"/coredns")
+	return addonEndsOn(s, "coredns", "CoreDNS", "Deployment", p.ToCoreDNS, p.ToCoreDNS)
+}
+
+// addonEndsOn: the add-on recorded as name (label, a kind of workload)
+// ends on an image tagged tag; want says that tag in the message.
+func addonEndsOn(s *State, name, label, kind, tag, want string) []Violation {
+	a := s.get(monitor.KindAddon, name)
+	if a == nil {
+		return violation(s, "no "+label+" "+kind+" was seen in the workload cluster", monitor.KindAddon+"/"+name)
 	}
-	if !strings.HasSuffix(dns[monitor.FieldImage], ":"+p.ToCoreDNS) {
-		return violation(s, "CoreDNS ends on "+dns[monitor.FieldImage]+", not "+p.ToCoreDNS, monitor.KindAddon+"/coredns")
+	if !strings.HasSuffix(a[monitor.FieldImage], ":"+tag) {
+		return violation(s, label+" ends on "+a[monitor.FieldImage]+", not "+want, monitor.KindAddon+"/"+name)
 	}
 	return nil
 }

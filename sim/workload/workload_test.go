@@ -34,38 +34,30 @@ func casLikeCAPI(t *testing.T) (cluster, etcd map[string][]byte) {
 	return data(secret.ClusterCA), data(secret.EtcdCA)
 }
 
-func TestAControlPlaneNodeIsReachableWithCAPIsKubeconfig(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+// controlPlaneCluster starts the workload clusters with one cluster,
+// default/wl, whose node cp-0 joined as control plane at rel, and returns
+// a client of it through the kubeconfig CAPI writes from the CA.
+func controlPlaneCluster(t *testing.T, ctx context.Context, rel Release) (c *Clusters, clusterCA, etcdCA CA, cs *kubernetes.Clientset) {
+	t.Helper()
 	c, err := Start(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Stop(context.Background())
-
+	t.Cleanup(func() { c.Stop(context.Background()) })
 	ep, err := c.Create(ctx, "default/wl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	clusterData, etcdData := casLikeCAPI(t)
-	clusterCA, err := CAFromSecretData(clusterData)
-	if err != nil {
+	if clusterCA, err = CAFromSecretData(clusterData); err != nil {
 		t.Fatal(err)
 	}
-	etcdCA, err := CAFromSecretData(etcdData)
-	if err != nil {
+	if etcdCA, err = CAFromSecretData(etcdData); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.JoinControlPlane(ctx, "default/wl", "cp-0", Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0", CoreDNS: "v1.12.1"}, clusterCA, etcdCA); err != nil {
+	if err := c.JoinControlPlane(ctx, "default/wl", "cp-0", rel, clusterCA, etcdCA); err != nil {
 		t.Fatal(err)
 	}
-	node := NodeInfo{Name: "cp-0", ProviderID: "upgradelab://lab/cp-0", ControlPlane: true, KubeletVersion: "v1.35.3",
-		ContainerRuntime: "containerd://2.1.4", KernelVersion: "6.8.0-79-generic", OSImage: "Ubuntu 24.04.3 LTS", Ready: true}
-	if err := c.SetNode(ctx, "default/wl", node); err != nil {
-		t.Fatal(err)
-	}
-
-	// The kubeconfig CAPI writes into <cluster>-kubeconfig, from the CA.
 	kc, err := kubeconfig.New("wl", fmt.Sprintf("https://%s:%d", ep.Host, ep.Port), clusterCA.Cert, clusterCA.Key)
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +66,19 @@ func TestAControlPlaneNodeIsReachableWithCAPIsKubeconfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := kubernetes.NewForConfigOrDie(cfg)
+	return c, clusterCA, etcdCA, kubernetes.NewForConfigOrDie(cfg)
+}
+
+func TestAControlPlaneNodeIsReachableWithCAPIsKubeconfig(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, clusterCA, etcdCA, cs := controlPlaneCluster(t, ctx, Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0", CoreDNS: "v1.12.1"})
+	node := NodeInfo{Name: "cp-0", ProviderID: "upgradelab://lab/cp-0", ControlPlane: true, KubeletVersion: "v1.35.3",
+		ContainerRuntime: "containerd://2.1.4", KernelVersion: "6.8.0-79-generic", OSImage: "Ubuntu 24.04.3 LTS", Ready: true}
+	if err := c.SetNode(ctx, "default/wl", node); err != nil {
+		t.Fatal(err)
+	}
+
 	got, err := cs.CoreV1().Nodes().Get(ctx, "cp-0", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("reading the Node with CAPI's kubeconfig: %v", err)
@@ -168,34 +172,12 @@ func ready(n *corev1.Node) bool {
 func TestAnUpdateWithoutResourceVersionReplacesTheObject(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop(context.Background())
-	ep, err := c.Create(ctx, "default/wl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	clusterData, etcdData := casLikeCAPI(t)
-	clusterCA, _ := CAFromSecretData(clusterData)
-	etcdCA, _ := CAFromSecretData(etcdData)
 	rel := Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0", CoreDNS: "v1.12.1"}
-	if err := c.JoinControlPlane(ctx, "default/wl", "cp-0", rel, clusterCA, etcdCA); err != nil {
-		t.Fatal(err)
-	}
+	c, _, _, cs := controlPlaneCluster(t, ctx, rel)
 	if err := c.InitObjects(ctx, "default/wl", rel, ""); err != nil {
 		t.Fatal(err)
 	}
-	kc, err := kubeconfig.New("wl", fmt.Sprintf("https://%s:%d", ep.Host, ep.Port), clusterCA.Cert, clusterCA.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.NewDefaultClientConfig(*kc, nil).ClientConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cms := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps("kube-system")
+	cms := cs.CoreV1().ConfigMaps("kube-system")
 	stale, err := cms.Get(ctx, "coredns", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
