@@ -14,7 +14,7 @@ endif
 MANAGEMENT ?= embedded
 
 # Packages whose code runs goroutines against each other; tested with -race.
-RACE_PKGS := ./e2e/mgmt/... ./sim/... ./providers/...
+RACE_PKGS := ./e2e/mgmt/... ./e2e/monitor/ ./sim/... ./providers/...
 
 GO_TEST ?= go test
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -35,6 +36,8 @@ type Recorder struct {
 	// would answer every poll with an error).
 	Hosts bool
 
+	// mu makes a Poll called by the runner wait for the one Run is doing.
+	mu       sync.Mutex
 	last     map[string]map[string]map[string]string
 	workload client.Client
 }
@@ -45,7 +48,6 @@ func (r *Recorder) Run(ctx context.Context) {
 	if interval == 0 {
 		interval = 100 * time.Millisecond
 	}
-	r.last = map[string]map[string]map[string]string{}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -58,30 +60,65 @@ func (r *Recorder) Run(ctx context.Context) {
 	}
 }
 
+// recordedKind is one kind the recorder follows and how to list it.
+type recordedKind struct {
+	name string
+	list func(context.Context) (map[string]map[string]string, error)
+}
+
+// kinds are in the order changes flow: CAPI's objects, then what they
+// change in the workload cluster, then the hosts they free.
+func (r *Recorder) kinds() []recordedKind {
+	kinds := []recordedKind{
+		{KindCluster, r.clusters}, {KindControlPlane, r.controlPlanes}, {KindMachineDeployment, r.deployments},
+		{KindMachineSet, r.machineSets}, {KindMachine, r.machines}, {KindNode, r.nodes}, {KindEtcdMember, r.etcdMembers},
+		{KindAddon, r.addons},
+	}
+	if r.Hosts {
+		kinds = append(kinds, recordedKind{KindHost, r.hosts})
+	}
+	return kinds
+}
+
 // Poll records what changed since the last poll; a kind that cannot be
-// listed now is skipped (and its objects kept) until it can. Kinds are
-// read in the order changes flow (Machines and etcd before the hosts
-// they free), so two changes seen in one poll keep their real order.
+// listed now is skipped (and its objects kept) until it can.
+//
+// The kinds are read against the flow, effects before their causes, and
+// recorded with it. A host read deprovisioning was freed by a Machine
+// already deleting and an etcd member already removed, and both, read
+// after the host, show it: one poll never records an effect without its
+// cause. Read the other way round, a Machine read just before it started
+// deleting and its host read just after it was freed would replay as a
+// host wiped under a live Machine.
 func (r *Recorder) Poll(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.last == nil {
 		r.last = map[string]map[string]map[string]string{}
 	}
-	for _, kind := range []struct {
-		name string
-		list func(context.Context) (map[string]map[string]string, error)
-	}{
-		{KindCluster, r.clusters}, {KindControlPlane, r.controlPlanes}, {KindMachineDeployment, r.deployments},
-		{KindMachineSet, r.machineSets}, {KindMachine, r.machines}, {KindNode, r.nodes}, {KindEtcdMember, r.etcdMembers},
-		{KindAddon, r.addons}, {KindHost, r.hosts},
-	} {
-		if kind.name == KindHost && !r.Hosts {
-			continue
+	r.connectWorkload(ctx)
+	kinds := r.kinds()
+	seen := make([]map[string]map[string]string, len(kinds))
+	for i := len(kinds) - 1; i >= 0; i-- {
+		if now, err := kinds[i].list(ctx); err == nil {
+			seen[i] = now
 		}
-		now, err := kind.list(ctx)
-		if err != nil || now == nil {
-			continue
+	}
+	for i, kind := range kinds {
+		if seen[i] != nil {
+			r.diff(kind.name, seen[i])
 		}
-		r.diff(kind.name, now)
+	}
+}
+
+// connectWorkload gets the workload cluster's client once CAPI has
+// written its kubeconfig.
+func (r *Recorder) connectWorkload(ctx context.Context) {
+	if r.workload != nil || r.Workload == nil {
+		return
+	}
+	if c, err := r.Workload(ctx); err == nil {
+		r.workload = c
 	}
 }
 
@@ -199,16 +236,10 @@ func (r *Recorder) hosts(ctx context.Context) (map[string]map[string]string, err
 	return out, nil
 }
 
+// nodes lists the workload cluster's Nodes (once it answers).
 func (r *Recorder) nodes(ctx context.Context) (map[string]map[string]string, error) {
 	if r.workload == nil {
-		if r.Workload == nil {
-			return nil, nil
-		}
-		c, err := r.Workload(ctx)
-		if err != nil {
-			return nil, err
-		}
-		r.workload = c
+		return nil, nil
 	}
 	l := &corev1.NodeList{}
 	if err := r.workload.List(ctx, l); err != nil {
@@ -221,8 +252,8 @@ func (r *Recorder) nodes(ctx context.Context) (map[string]map[string]string, err
 	return out, nil
 }
 
-// etcdMembers lists the etcd members of the workload cluster (once
-// nodes has reached it).
+// etcdMembers lists the etcd members of the workload cluster (once it
+// answers).
 func (r *Recorder) etcdMembers(ctx context.Context) (map[string]map[string]string, error) {
 	if r.workload == nil {
 		return nil, nil

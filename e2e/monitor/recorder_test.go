@@ -1,8 +1,19 @@
 package monitor
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/upgradelab/upgradelab/e2e/timeline"
 )
@@ -26,5 +37,115 @@ func TestOnePollRecordsRemovalsBeforeAdditions(t *testing.T) {
 	gone, added := entries[2], entries[3]
 	if gone.Name != "sc-cp-b" || gone.New != nil || added.Name != "sc-cp-a" || added.Old != nil {
 		t.Fatalf("second poll recorded %+v then %+v; want sc-cp-b gone, then sc-cp-a new", gone, added)
+	}
+}
+
+// A Machine that starts deleting and the host it frees change between
+// two of a poll's reads, at whichever read: the timeline must never show
+// the host deprovisioning before the Machine deleting (what the
+// no-wipe-under-live-machine rule would call a wipe under a live
+// Machine). With CAPI reconciling without its rate limit the whole chain
+// (Machine deleting, BareMetalMachine gone, host freed) fits between two
+// reads of one poll.
+func TestAPollNeverRecordsAFreedHostBeforeItsDeletingMachine(t *testing.T) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clusterv1.AddToScheme, metal3.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const ns = "scenario"
+	reads := 6 // one poll's Lists: Clusters, KCPs, MachineDeployments, MachineSets, Machines, hosts
+	for at := 1; at <= reads; at++ {
+		machine := &clusterv1.Machine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "md-a", Finalizers: []string{"machine.cluster.x-k8s.io"}},
+			Spec:       clusterv1.MachineSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{Name: "md-a"}},
+		}
+		host := &metal3.BareMetalHost{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "host-0"},
+			Spec:       metal3.BareMetalHostSpec{ConsumerRef: &corev1.ObjectReference{Kind: "BareMetalMachine", Name: "md-a"}},
+			Status:     metal3.BareMetalHostStatus{Provisioning: metal3.ProvisionStatus{State: metal3.StateProvisioned}},
+		}
+		lists, changed := 0, false
+		var c client.Client
+		c = fake.NewClientBuilder().WithScheme(scheme).WithObjects(machine, host).WithInterceptorFuncs(interceptor.Funcs{
+			List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				lists++
+				if lists == reads+at { // the second poll's read number at
+
+					changed = true
+					deleteAndFree(ctx, t, cl, machine, host)
+				}
+				return cl.List(ctx, list, opts...)
+			},
+		}).Build()
+		tl, err := timeline.Create(filepath.Join(t.TempDir(), "timeline.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &Recorder{Management: c, Namespace: ns, Timeline: tl, Hosts: true}
+		for range 3 {
+			r.Poll(context.Background())
+		}
+		tl.Close()
+		deleting, freed := -1, -1
+		for i, e := range tl.Entries() {
+			switch {
+			case e.Kind == KindMachine && e.New[FieldDeleting] == "true" && deleting < 0:
+				deleting = i
+			case e.Kind == KindHost && e.New[FieldState] == string(metal3.StateDeprovisioning) && freed < 0:
+				freed = i
+			}
+		}
+		if lists != 3*reads || !changed || deleting < 0 || freed < 0 {
+			t.Fatalf("change at read %d: %d reads in 3 polls, changed %v, Machine deleting recorded at %d, host freed at %d", at, lists, changed, deleting, freed)
+		}
+		if freed < deleting {
+			t.Errorf("change before read %d of a poll: the host's deprovisioning (entry %d) is recorded before its Machine deleting (entry %d)", at, freed, deleting)
+		}
+	}
+}
+
+// deleteAndFree is what CAPI and the provider do in one quick chain: the
+// Machine starts deleting, its host is released and deprovisions.
+func deleteAndFree(ctx context.Context, t *testing.T, c client.Client, machine *clusterv1.Machine, host *metal3.BareMetalHost) {
+	if err := c.Delete(ctx, machine.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	h := &metal3.BareMetalHost{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(host), h); err != nil {
+		t.Fatal(err)
+	}
+	h.Spec.ConsumerRef = nil
+	h.Status.Provisioning.State = metal3.StateDeprovisioning
+	if err := c.Update(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The runner polls once more at each step while Run polls on its ticker;
+// under -race this fails if the two share the recorder's state unguarded.
+func TestPollWhileRunning(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clusterv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	tl, err := timeline.Create(filepath.Join(t.TempDir(), "timeline.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"}}).Build()
+	r := &Recorder{Management: c, Namespace: "ns", Timeline: tl, Interval: time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	for range 50 {
+		r.Poll(ctx)
+	}
+	cancel()
+	<-done
+	if n := len(tl.Entries()); n != 1 {
+		t.Fatalf("one Machine that never changed recorded %d times", n)
 	}
 }
