@@ -7,8 +7,6 @@ package reference
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
+	"github.com/upgradelab/upgradelab/internal/loopback"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
 	"github.com/upgradelab/upgradelab/sim/lab"
@@ -133,21 +132,15 @@ func Provider(s *site.Site, o Options) (mgmt.Provider, string, error) {
 	}, "https://" + callback, nil
 }
 
-// callbackAddr picks a free loopback port below Linux's ephemeral range
-// (32768 up), so no other process's `:0` bind can take it before the
-// provider binds it, and a restarted provider gets the same address (hosts
-// keep the URL they were told).
+// callbackAddr is the provider's callback endpoint: a port picked once,
+// so a restarted provider gets the same address (hosts keep the URL they
+// were told).
 func callbackAddr() (string, error) {
-	for range 50 {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return addr, nil
+	addr, err := loopback.Addr()
+	if err != nil {
+		return "", fmt.Errorf("the provider's callback endpoint: %w", err)
 	}
-	return "", fmt.Errorf("no free loopback port for the provider's callback endpoint")
+	return addr, nil
 }
 
 // RegistrationURL is where hosts of pool register into namespace.

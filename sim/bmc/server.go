@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/upgradelab/upgradelab/internal/loopback"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/nic"
 	"github.com/upgradelab/upgradelab/sim/timescale"
@@ -32,7 +33,7 @@ type Config struct {
 	Host               *lab.Host
 	Username, Password string
 	Certificate        tls.Certificate
-	// Addr to listen on, e.g. 127.0.0.1:0.
+	// Addr to listen on; default a loopback port (package loopback).
 	Addr      string
 	Scale     timescale.Scale
 	NVMImages nic.Catalog
@@ -81,7 +82,12 @@ func Start(cfg Config) (*BMC, error) {
 		return nil, errors.New("bmc: a host and credentials are required")
 	}
 	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:0"
+		// An offline BMC binds its address again when it comes back.
+		addr, err := loopback.Addr()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Addr = addr
 	}
 	if cfg.BMCUpdateSeconds == 0 {
 		cfg.BMCUpdateSeconds = 180

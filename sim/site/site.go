@@ -14,6 +14,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/upgradelab/upgradelab/internal/loopback"
 	"github.com/upgradelab/upgradelab/sim/agent"
 	"github.com/upgradelab/upgradelab/sim/bmc"
 	"github.com/upgradelab/upgradelab/sim/lab"
@@ -88,7 +89,11 @@ func Start(ctx context.Context, opts Options) (s *Site, err error) {
 		if err != nil {
 			return s, err
 		}
-		api, err := agent.ServeAPI(a, cert, ca.Pool(), "127.0.0.1:0")
+		addr, err := loopback.Addr() // a crashed agent binds it again
+		if err != nil {
+			return s, err
+		}
+		api, err := agent.ServeAPI(a, cert, ca.Pool(), addr)
 		if err != nil {
 			return s, err
 		}

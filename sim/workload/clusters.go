@@ -15,7 +15,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -30,6 +29,8 @@ import (
 	inmemoryruntime "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime"
 	inmemoryclient "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime/client"
 	inmemoryserver "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/server"
+
+	"github.com/upgradelab/upgradelab/internal/loopback"
 )
 
 // Clusters holds every workload cluster of a run behind one TLS mux.
@@ -145,11 +146,11 @@ func (c *Clusters) AdminConfig(name string) (*rest.Config, error) {
 	return wcl.RESTConfig()
 }
 
+// freePort is a port the mux binds later (see package loopback).
 func freePort() (int32, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := loopback.Ports(1)
 	if err != nil {
-		return 0, fmt.Errorf("reserving a loopback port: %w", err)
+		return 0, err
 	}
-	defer l.Close()
-	return int32(l.Addr().(*net.TCPAddr).Port), nil
+	return int32(ports[0]), nil
 }
