@@ -116,14 +116,26 @@ func Run(entries []timeline.Entry, p Params) []Result {
 			results[i].Status = Fail
 		}
 	}
+	// The changes of one poll are one observation: all of them are
+	// applied before any is judged. Judged one by one, a Machine seen
+	// deleting and its replacement seen available in the same poll would
+	// replay, in whichever order, as a moment one of them never had.
 	s := newState()
-	for _, e := range sorted {
-		s.apply(e)
-		for i, r := range Rules {
-			if r.During != nil && results[i].Status != NotApplicable {
-				add(i, r.During(s, p))
+	for start := 0; start < len(sorted); {
+		end := start
+		for end < len(sorted) && sorted[end].Time.Equal(sorted[start].Time) {
+			s.apply(sorted[end])
+			end++
+		}
+		for _, e := range sorted[start:end] {
+			s.Entry = e
+			for i, r := range Rules {
+				if r.During != nil && results[i].Status != NotApplicable {
+					add(i, r.During(s, p))
+				}
 			}
 		}
+		start = end
 	}
 	for i, r := range Rules {
 		if r.End != nil && results[i].Status != NotApplicable {

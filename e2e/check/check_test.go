@@ -436,3 +436,37 @@ func TestOnePollsChangesReplayDeletionsFirst(t *testing.T) {
 		t.Errorf("a replacement created before the deletion: kcp-max-machines %s", st["kcp-max-machines"])
 	}
 }
+
+// A worker seen deleting and its replacement seen available in one poll
+// (the same time): whichever order the timeline lists them in, the poll
+// is judged as a whole and the MachineDeployment kept its promise. Seen
+// a moment apart, deletion first, it did not.
+func TestOnePollIsJudgedAsAWhole(t *testing.T) {
+	md := map[string]string{monitor.FieldReplicas: "2", monitor.FieldMaxSurge: "1", monitor.FieldMaxUnavailable: "0", monitor.FieldVersion: "v1.36.3"}
+	worker := func(name, version, available, deleting string) map[string]string {
+		m := machine(version, name, name, false, "True")
+		m[monitor.FieldDeployment], m[monitor.FieldAvailable] = "c-md", available
+		if deleting != "" {
+			m[monitor.FieldDeleting] = deleting
+		}
+		return m
+	}
+	h := newHistory()
+	h.set(monitor.KindMachineDeployment, "c-md", md)
+	h.set(monitor.KindMachine, "w-old-a", worker("w-old-a", "v1.35.3", "True", ""))
+	h.set(monitor.KindMachine, "w-old-b", worker("w-old-b", "v1.35.3", "True", ""))
+	h.step(StepUpgrade)
+	h.set(monitor.KindMachine, "w-new-a", worker("w-new-a", "v1.36.3", "False", ""))
+	at := h.t.Add(time.Second)
+	h.entries = append(h.entries,
+		timeline.Entry{Time: at, Kind: monitor.KindMachine, Name: "w-old-a", Old: h.last["Machine/w-old-a"], New: worker("w-old-a", "v1.35.3", "False", "true")},
+		timeline.Entry{Time: at, Kind: monitor.KindMachine, Name: "w-new-a", Old: h.last["Machine/w-new-a"], New: worker("w-new-a", "v1.36.3", "True", "")})
+	p := Params{Strategy: scenario.Rolling, Workers: 2, ToVersion: "v1.36.3"}
+	if st := statuses(Run(h.entries, p)); st["md-min-available"] != Pass {
+		t.Errorf("one poll: md-min-available %s; want pass", st["md-min-available"])
+	}
+	h.entries[len(h.entries)-1].Time = at.Add(time.Millisecond)
+	if st := statuses(Run(h.entries, p)); st["md-min-available"] != Fail {
+		t.Errorf("deleting first, replacement available 1 ms later: md-min-available %s; want fail", st["md-min-available"])
+	}
+}
