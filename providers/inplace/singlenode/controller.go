@@ -258,15 +258,22 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
 	return r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(kcpManager), client.ForceOwnership) //nolint:staticcheck // typed apply configurations do not exist for CAPI's kinds
 }
 
-// hold pauses the KCP (marking the pause as ours).
+// hold pauses the KCP (marking the pause as ours), only as it was read:
+// a paused KCP writes no status, so pausing it just after it wrote one
+// this reconcile has not seen (a Machine unavailable a moment ago) would
+// freeze that status for good. The optimistic lock turns that into a
+// Conflict, and the next reconcile judges the fresh KCP.
 func (r *Reconciler) hold(ctx context.Context, kcp *controlplanev1.KubeadmControlPlane) error {
 	if _, paused := kcp.Annotations[clusterv1.PausedAnnotation]; paused {
 		return nil
 	}
 	before := kcp.DeepCopy()
+	if kcp.Annotations == nil {
+		kcp.Annotations = map[string]string{}
+	}
 	kcp.Annotations[clusterv1.PausedAnnotation] = ""
 	kcp.Annotations[PausedByAnnotation] = "true"
-	return r.Client.Patch(ctx, kcp, client.MergeFrom(before))
+	return r.Client.Patch(ctx, kcp, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }
 
 // release lifts a pause this controller set (never one a user set).
