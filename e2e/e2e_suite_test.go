@@ -29,6 +29,7 @@ var (
 	artifactsFlag  = flag.String("artifacts", "", "folder for every artifact of this run (default ./_artifacts/e2e-TIME)")
 	managementFlag = flag.String("management", "embedded", `management cluster: "embedded" or "kubeconfig=PATH"`)
 	timeScaleFlag  = flag.Float64("time-scale", 0.01, "real time per modelled time in the lab (0.01: a modelled minute takes 0.6 s)")
+	rateLimitFlag  = flag.Bool("capi-rate-limiting", false, "run CAPI's managers with their per-object reconcile rate limit (CAPI's default; off here, see docs/ARCHITECTURE.md)")
 )
 
 // binaries are the provider's and the extension's, built once per suite.

@@ -100,6 +100,7 @@ var _ = Describe("upgrade scenarios", Label("scenario"), func() {
 					res := runner.Run(ctx, s, def, form, runner.Options{
 						RepoRoot: "..", Dir: dir, Scale: timescale.Scale(*timeScaleFlag), Progress: GinkgoWriter,
 						ProviderBinary: binaries.provider, ExtensionBinary: binaries.extension, Provider: prov,
+						RateLimitedReconciles: *rateLimitFlag,
 					})
 					resultsMu.Lock()
 					results = append(results, res)

@@ -17,13 +17,16 @@ func newMgmtCommand() *cobra.Command {
 
 func newMgmtUpCommand() *cobra.Command {
 	var management, artifacts string
+	var rateLimited bool
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run the management plane in the foreground until Ctrl-C",
 		Long: `Starts kube-apiserver and etcd (or uses an existing cluster), installs the
 CRDs and webhooks of Cluster API core, KubeadmControlPlane and kubeadm
 bootstrap, and runs those managers with ClusterTopology, RuntimeSDK and
-InPlaceUpdates on. Prints the kubeconfig to use with kubectl, then waits;
+InPlaceUpdates on, and with CAPI's per-object reconcile rate limit unless
+--capi-rate-limiting=false (the scenario runs turn it off: see
+docs/ARCHITECTURE.md). Prints the kubeconfig to use with kubectl, then waits;
 Ctrl-C stops every process it started.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -35,7 +38,7 @@ Ctrl-C stops every process it started.`,
 				artifacts = defaultArtifactsDir("mgmt")
 			}
 			out := cmd.OutOrStdout()
-			plane, err := mgmt.Start(cmd.Context(), mgmt.Options{Target: target, ArtifactsDir: artifacts, Progress: out})
+			plane, err := mgmt.Start(cmd.Context(), mgmt.Options{Target: target, ArtifactsDir: artifacts, Progress: out, RateLimitedReconciles: rateLimited})
 			if err != nil {
 				return err
 			}
@@ -48,6 +51,7 @@ Ctrl-C stops every process it started.`,
 		},
 	}
 	cmd.Flags().StringVar(&management, "management", "embedded", `where the management cluster runs: "embedded" or "kubeconfig=PATH"`)
+	cmd.Flags().BoolVar(&rateLimited, "capi-rate-limiting", true, "run CAPI's managers with ReconcilerRateLimiting (CAPI's default)")
 	cmd.Flags().StringVar(&artifacts, "artifacts", "", "folder for logs and the kubeconfig (default ./_artifacts/mgmt-TIME)")
 	return cmd
 }

@@ -86,7 +86,7 @@ func ResolveAssets(a Assets) (Assets, error) {
 			errs = append(errs, fmt.Errorf("%s missing: run `make tools` (scripts/build-kube-binaries.sh) or set KUBEBUILDER_ASSETS", f))
 		}
 	}
-	for _, m := range capiManagers(a) {
+	for _, m := range capiManagers(a, nil) {
 		f := m.binary
 		if _, err := os.Stat(f); err != nil {
 			errs = append(errs, fmt.Errorf("%s missing: run `make tools` (scripts/build-capi-managers.sh) or set UPGRADELAB_CAPI_BIN", f))

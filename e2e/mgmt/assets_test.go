@@ -41,7 +41,7 @@ func TestCRDsAndWebhooksFromTheCAPIModule(t *testing.T) {
 		t.Fatalf("no CAPI module folder: %v", err)
 	}
 	ep := webhookEndpoint{host: "127.0.0.1", port: 9443, caBundle: []byte("ca")}
-	crds, err := loadCRDs(capiManagers(a)[1], ep) // kcp
+	crds, err := loadCRDs(capiManagers(a, nil)[1], ep) // kcp
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestCRDsAndWebhooksFromTheCAPIModule(t *testing.T) {
 			t.Errorf("%s: conversion not pointed at the KCP manager: %+v", crd.Name, conv)
 		}
 	}
-	hooks, err := loadWebhookConfigs(capiManagers(a)[1], ep)
+	hooks, err := loadWebhookConfigs(capiManagers(a, nil)[1], ep)
 	if err != nil {
 		t.Fatal(err)
 	}

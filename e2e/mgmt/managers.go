@@ -2,8 +2,6 @@ package mgmt
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,8 +10,13 @@ import (
 
 // FeatureGates are the CAPI gates every manager runs with: ClusterClass
 // clusters need ClusterTopology, in-place updates need RuntimeSDK and
-// InPlaceUpdates. The managers read gates only from --feature-gates.
-var FeatureGates = []string{"ClusterTopology=true", "RuntimeSDK=true", "InPlaceUpdates=true"}
+// InPlaceUpdates, and ReconcilerRateLimiting as Options say (see
+// Options.RateLimitedReconciles). The managers read gates only from
+// --feature-gates.
+func FeatureGates(rateLimited bool) []string {
+	return []string{"ClusterTopology=true", "RuntimeSDK=true", "InPlaceUpdates=true",
+		"ReconcilerRateLimiting=" + strconv.FormatBool(rateLimited)}
+}
 
 // Provider is a manager beside CAPI's: the infrastructure provider (or
 // extension) under test. It takes the flags CAPI's managers take except
@@ -52,7 +55,7 @@ type managerSpec struct {
 	binary    string // path of the executable
 	configDir string // folder holding crd/ and webhook/
 	extraCRDs []string
-	capi      bool // takes --feature-gates
+	gates     []string // its --feature-gates, for a manager that takes them
 	extraArgs []string
 	extension bool
 	settings  map[string]string // the ExtensionConfig's, for an extension
@@ -61,7 +64,7 @@ type managerSpec struct {
 
 // capiManagers are CAPI's core, KubeadmControlPlane and kubeadm bootstrap
 // managers.
-func capiManagers(a Assets) []managerSpec {
+func capiManagers(a Assets, gates []string) []managerSpec {
 	var out []managerSpec
 	for _, m := range []struct{ name, binary, srcDir string }{
 		{"capi", "capi-manager", "core"},
@@ -69,14 +72,18 @@ func capiManagers(a Assets) []managerSpec {
 		{"cabpk", "cabpk-manager", "bootstrap/kubeadm"},
 	} {
 		out = append(out, managerSpec{name: m.name, binary: filepath.Join(a.ManagersDir, m.binary),
-			configDir: filepath.Join(a.CAPIDir, m.srcDir, "config"), capi: true})
+			configDir: filepath.Join(a.CAPIDir, m.srcDir, "config"), gates: gates})
 	}
 	return out
 }
 
-func (p Provider) spec() managerSpec {
-	return managerSpec{name: p.Name, binary: p.Binary, configDir: p.ConfigDir, extraCRDs: p.ExtraCRDDirs, extraArgs: p.Args,
-		extension: p.RuntimeExtension, settings: p.ExtensionSettings, capi: p.FeatureGates, env: p.Env}
+func (p Provider) spec(gates []string) managerSpec {
+	s := managerSpec{name: p.Name, binary: p.Binary, configDir: p.ConfigDir, extraCRDs: p.ExtraCRDDirs, extraArgs: p.Args,
+		extension: p.RuntimeExtension, settings: p.ExtensionSettings, env: p.Env}
+	if p.FeatureGates {
+		s.gates = gates
+	}
+	return s
 }
 
 // managerPorts are the loopback ports of one manager. Every CAPI manager
@@ -91,8 +98,8 @@ func (p managerPorts) healthURL() string {
 
 func (m managerSpec) args(kubeconfig, certDir string, ports managerPorts) []string {
 	args := []string{"--kubeconfig=" + kubeconfig}
-	if m.capi {
-		args = append(args, "--feature-gates="+strings.Join(FeatureGates, ","))
+	if len(m.gates) > 0 {
+		args = append(args, "--feature-gates="+strings.Join(m.gates, ","))
 	}
 	return append(append(args,
 		"--webhook-port="+strconv.Itoa(ports.webhook),
@@ -104,27 +111,6 @@ func (m managerSpec) args(kubeconfig, certDir string, ports managerPorts) []stri
 		// Short resyncs keep a simulated rollout moving in seconds.
 		"--sync-period=1m",
 	), m.extraArgs...)
-}
-
-// freePorts reserves n distinct loopback ports by listening on them at once,
-// then frees them for the children to bind.
-func freePorts(n int) ([]int, error) {
-	listeners := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("reserving a loopback port: %w", err)
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // startManagers starts every manager and waits until each answers /readyz,

@@ -29,6 +29,8 @@ import (
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/upgradelab/upgradelab/internal/loopback"
 )
 
 // Options configure a plane. Only ArtifactsDir is required.
@@ -49,6 +51,16 @@ type Options struct {
 	// Providers run beside CAPI's managers, their CRDs and webhooks
 	// installed the same way.
 	Providers []Provider
+	// RateLimitedReconciles runs CAPI's managers with their per-object
+	// reconcile rate limit (the ReconcilerRateLimiting gate, on by default
+	// since CAPI v1.13: each object reconciled at most once a second). The
+	// plane turns it off unless asked: the lab runs modelled time 100
+	// times faster than the wall clock, and a one-second wall-clock pause
+	// at every hop of a rollout (a Machine, its bootstrap config, its
+	// infrastructure machine, its control plane, back to the Machine) is
+	// then most of what a scenario takes, about half of cold-spare-rolling.
+	// The limit paces reconciles; it does not change what they decide.
+	RateLimitedReconciles bool
 }
 
 // Plane is a running management plane.
@@ -142,10 +154,11 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 	if err != nil {
 		return p, fmt.Errorf("webhook certificates: %w", err)
 	}
-	managers := capiManagers(assets)
+	gates := FeatureGates(opts.RateLimitedReconciles)
+	managers := capiManagers(assets, gates)
 	names := []string{"capi", "kcp", "cabpk"}
 	for _, prov := range opts.Providers {
-		managers = append(managers, prov.spec())
+		managers = append(managers, prov.spec(gates))
 		names = append(names, prov.Name)
 	}
 	ports, err := allocateManagerPorts(managers)
@@ -169,7 +182,7 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 	if err := p.registerExtensions(ctx, certs.caPEM, opts.WebhookHost); err != nil {
 		return p, err
 	}
-	fmt.Fprintf(p.progress, "mgmt: managers ready (%s; CAPI gates %v) in %s\n", strings.Join(names, ", "), FeatureGates, time.Since(begin).Round(10*time.Millisecond))
+	fmt.Fprintf(p.progress, "mgmt: managers ready (%s; CAPI gates %v) in %s\n", strings.Join(names, ", "), gates, time.Since(begin).Round(10*time.Millisecond))
 	return p, nil
 }
 
@@ -217,7 +230,7 @@ func (p *Plane) connect(a Assets, dir string) error {
 }
 
 func allocateManagerPorts(managers []managerSpec) (map[string]managerPorts, error) {
-	all, err := freePorts(3 * len(managers))
+	all, err := loopback.Ports(3 * len(managers))
 	if err != nil {
 		return nil, err
 	}

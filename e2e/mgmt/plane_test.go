@@ -2,6 +2,7 @@ package mgmt
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -48,6 +49,18 @@ func TestPlaneRunsCAPIWebhooksAndControllers(t *testing.T) {
 	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
+
+	t.Run("CAPI's managers run without their reconcile rate limit unless asked", func(t *testing.T) {
+		for _, proc := range p.procs[:3] { // capi, kcp, cabpk
+			cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", proc.pid()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(cmdline), "ReconcilerRateLimiting=false") {
+				t.Errorf("%s runs with %q; want ReconcilerRateLimiting=false among its --feature-gates", proc.name, strings.ReplaceAll(string(cmdline), "\x00", " "))
+			}
+		}
+	})
 
 	t.Run("KCP validation refuses maxSurge 0 with one replica", func(t *testing.T) {
 		kcp := newKCP(ns.Name, "single", 1)

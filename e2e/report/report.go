@@ -233,7 +233,7 @@ th.rule{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap}
 {{end}}</table>
 {{range .Runs}}
 <h2 id="{{.Anchor}}">{{.Name}} on {{.Provider}}</h2>
-<p>{{.Strategy}}, {{.Duration}}; timeline: <code>{{.Timeline}}</code></p>
+<p>{{.Strategy}}, {{.Duration}}; CAPI's reconcile rate limit {{if .CAPIRateLimiting}}on{{else}}off{{end}}; timeline: <code>{{.Timeline}}</code></p>
 {{if .Error}}<p class="fail">Stopped early: {{.Error}}</p>{{end}}
 {{if .Violations}}<ul>{{range .Violations}}<li class="v">{{.String}}</li>{{end}}</ul>{{end}}
 {{with .Picture}}{{$h := .Height}}<svg width="{{.Width}}" height="{{.Height}}" xmlns="http://www.w3.org/2000/svg" font-size="11">

@@ -44,6 +44,8 @@ type EnvOptions struct {
 	// Extension adds the in-place extension with ExtensionArgs.
 	Extension     bool
 	ExtensionArgs []string
+	// RateLimitedReconciles: see mgmt.Options.
+	RateLimitedReconciles bool
 }
 
 // Env is a site, a management plane running CAPI's managers and the
@@ -71,7 +73,8 @@ func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if e.Plane, err = mgmt.Start(ctx, mgmt.Options{ArtifactsDir: filepath.Join(o.Dir, "mgmt"), Providers: providers}); err != nil {
+	if e.Plane, err = mgmt.Start(ctx, mgmt.Options{ArtifactsDir: filepath.Join(o.Dir, "mgmt"), Providers: providers,
+		RateLimitedReconciles: o.RateLimitedReconciles}); err != nil {
 		return nil, err
 	}
 	e.stops = append(e.stops, e.Plane.Stop)

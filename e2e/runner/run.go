@@ -14,6 +14,7 @@ import (
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +44,9 @@ type Options struct {
 	// Provider is what the scenario runs against (fixtures/providers);
 	// nil is the reference provider's config.
 	Provider *provider.Config
+	// RateLimitedReconciles runs CAPI's managers with their reconcile
+	// rate limit, which the plane otherwise turns off (mgmt.Options).
+	RateLimitedReconciles bool
 }
 
 // DefaultProvider is the reference provider's config, relative to the
@@ -64,6 +68,9 @@ type Result struct {
 	Error string `json:"error,omitempty"`
 	// Timeline is the run's timeline file.
 	Timeline string `json:"timeline"`
+	// CAPIRateLimiting: CAPI's managers ran with their reconcile rate
+	// limit (Options.RateLimitedReconciles).
+	CAPIRateLimiting bool `json:"capiRateLimiting"`
 }
 
 // Failed says whether the run broke a rule or stopped early.
@@ -83,6 +90,9 @@ type run struct {
 
 	workloadMu sync.Mutex
 	workload   client.Client
+	// watched reads the run's namespace from the recorder's cache: what
+	// settle waits for there, the recorder's last poll sees.
+	watched client.Reader
 }
 
 // workloadClient is the workload cluster's client, built once CAPI wrote
@@ -104,7 +114,8 @@ func (r *run) workloadClient(ctx context.Context) (client.Client, error) {
 // is also written to Dir/result.json.
 func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form scenario.Form, o Options) Result {
 	r := &run{provider: o.Provider, scenario: s, lab: def, form: form, opts: o}
-	res := Result{Scenario: s.Name, Form: form, Strategy: string(s.Strategy), Started: time.Now(), Timeline: filepath.Join(o.Dir, "timeline.jsonl")}
+	res := Result{Scenario: s.Name, Form: form, Strategy: string(s.Strategy), Started: time.Now(), Timeline: filepath.Join(o.Dir, "timeline.jsonl"),
+		CAPIRateLimiting: o.RateLimitedReconciles}
 	var err error
 	if r.provider == nil {
 		r.provider, err = provider.Load(filepath.Join(o.RepoRoot, DefaultProvider))
@@ -181,11 +192,11 @@ func (r *run) execute(ctx context.Context) error {
 
 	recCtx, stopRecording := context.WithCancel(context.Background())
 	defer stopRecording()
-	watched, err := monitor.WatchedReader(recCtx, r.env.Plane.RESTConfig, reference.Scheme(), r.env.Namespace)
+	r.watched, err = monitor.WatchedReader(recCtx, r.env.Plane.RESTConfig, reference.Scheme(), r.env.Namespace)
 	if err != nil {
 		return err
 	}
-	rec := &monitor.Recorder{Management: watched, Namespace: r.env.Namespace, Timeline: r.tl,
+	rec := &monitor.Recorder{Management: r.watched, Namespace: r.env.Namespace, Timeline: r.tl,
 		Workload: r.workloadClient, Hosts: r.provider.Lab}
 	go rec.Run(recCtx)
 	if r.provider.Lab {
@@ -221,7 +232,8 @@ func (r *run) start(ctx context.Context) (err error) {
 	}
 	r.env, err = StartEnv(ctx, EnvOptions{Provider: r.provider, Strategy: r.scenario.Strategy, RepoRoot: r.opts.RepoRoot,
 		Lab: r.lab, Dir: r.opts.Dir, Scale: r.opts.Scale,
-		ProviderBinary: r.opts.ProviderBinary, ExtensionBinary: r.opts.ExtensionBinary})
+		ProviderBinary: r.opts.ProviderBinary, ExtensionBinary: r.opts.ExtensionBinary,
+		RateLimitedReconciles: r.opts.RateLimitedReconciles})
 	return err
 }
 
@@ -296,19 +308,70 @@ const settleTime = time.Minute
 // settle waits until CAPI's Cluster says what the runner saw (available,
 // and machines up to date and not rolling out, or for a rollback not up
 // to date) and, after an upgrade, KCP has moved kube-proxy and CoreDNS
-// (its last steps, once every Machine is up to date), or for at most d;
-// the capi-agrees and end-* addon rules judge what is there then.
+// (its last steps, once every Machine is up to date) and KCP's and the
+// MachineDeployments' counts have caught up with their Machines, and the
+// recorder has seen nothing change for settleQuiet, or for at most d; the
+// capi-agrees and end-* rules judge what is there then.
 func (r *run) settle(ctx context.Context, d time.Duration, outcome scenario.Outcome) {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		c := &clusterv1.Cluster{}
-		if err := r.env.Client.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName}, c); err == nil {
-			if check.CAPISays(monitor.ClusterSummary(c), outcome) && (outcome == scenario.RolledBack || r.addonsMoved(ctx)) {
+		if err := r.watched.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName}, c); err == nil {
+			if check.CAPISays(monitor.ClusterSummary(c), outcome) && (outcome == scenario.RolledBack || r.addonsMoved(ctx) && r.countsCaughtUp(ctx)) &&
+				quietFor(r.tl, settleQuiet) {
 				return
 			}
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// settleQuiet is how long the recorded world must be still before the
+// end is judged: a count read equal to its replicas may be the one a
+// controller wrote before the last change, about to be rewritten (KCP's
+// availableReplicas from before an in-place update, rewritten once its
+// next reconcile has run). Reconciles run within a second of a change
+// even with CAPI's rate limit.
+const settleQuiet = 1500 * time.Millisecond
+
+// quietFor says whether the timeline has had no entry but steps for d.
+func quietFor(tl *timeline.Timeline, d time.Duration) bool {
+	entries := tl.Entries()
+	for i := len(entries) - 1; i >= 0; i-- {
+		if entries[i].Kind != timeline.KindStep {
+			return time.Since(entries[i].Time) >= d
+		}
+	}
+	return true
+}
+
+// countsCaughtUp says whether KCP and every MachineDeployment count all
+// their replicas up to date and available. Each summarises its Machines
+// on its own next reconcile, after the Machines and the Cluster: a
+// Machine back from an in-place update is Available a moment before KCP's
+// availableReplicas says so.
+func (r *run) countsCaughtUp(ctx context.Context) bool {
+	kcps := &controlplanev1.KubeadmControlPlaneList{}
+	mds := &clusterv1.MachineDeploymentList{}
+	if r.watched.List(ctx, kcps, client.InNamespace(r.env.Namespace)) != nil ||
+		r.watched.List(ctx, mds, client.InNamespace(r.env.Namespace)) != nil {
+		return false
+	}
+	all := func(replicas, upToDate, available *int32) bool {
+		want := ptr.Deref(replicas, 0)
+		return ptr.Deref(upToDate, -1) == want && ptr.Deref(available, -1) == want
+	}
+	for _, k := range kcps.Items {
+		if !all(k.Spec.Replicas, k.Status.UpToDateReplicas, k.Status.AvailableReplicas) {
+			return false
+		}
+	}
+	for _, d := range mds.Items {
+		if !all(d.Spec.Replicas, d.Status.UpToDateReplicas, d.Status.AvailableReplicas) {
+			return false
+		}
+	}
+	return true
 }
 
 // addonsMoved says whether the workload cluster's kube-proxy runs the
@@ -324,7 +387,7 @@ func (r *run) addonsMoved(ctx context.Context) bool {
 		return false
 	}
 	kcp := &controlplanev1.KubeadmControlPlane{}
-	if r.env.Client.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName + "-cp"}, kcp) != nil {
+	if r.watched.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName + "-cp"}, kcp) != nil {
 		return false
 	}
 	tag := kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag
