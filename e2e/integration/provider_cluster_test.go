@@ -76,9 +76,10 @@ func (e *providerEnv) upgrade(t *testing.T, ctx context.Context, cluster string,
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: cluster + "-cp"}, kcp); err != nil {
 		t.Fatal(err)
 	}
+	patch := client.MergeFrom(kcp.DeepCopy()) // KCP and its controllers write it too
 	kcp.Spec.Version = vars["KUBERNETES_VERSION"]
 	kcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name = cluster + "-cp-" + vars["TEMPLATE_SUFFIX"]
-	if err := e.c.Update(ctx, kcp); err != nil {
+	if err := e.c.Patch(ctx, kcp, patch); err != nil {
 		t.Fatal(err)
 	}
 	e.pointWorkers(t, ctx, cluster, vars)
@@ -97,9 +98,10 @@ func (e *providerEnv) pointWorkers(t *testing.T, ctx context.Context, cluster st
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: cluster + "-md"}, md); err != nil {
 		t.Fatal(err)
 	}
+	patch := client.MergeFrom(md.DeepCopy())
 	md.Spec.Template.Spec.Version = vars["KUBERNETES_VERSION"]
 	md.Spec.Template.Spec.InfrastructureRef.Name = cluster + "-md-" + vars["TEMPLATE_SUFFIX"]
-	if err := e.c.Update(ctx, md); err != nil {
+	if err := e.c.Patch(ctx, md, patch); err != nil {
 		t.Fatal(err)
 	}
 }

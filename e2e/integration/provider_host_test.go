@@ -107,10 +107,11 @@ func TestBareMetalHostLifecycleOverRedfish(t *testing.T) {
 	imageURL := e.site.Lab.ImageServer().ImageURL(good.Name)
 	consume := func(name string, checksum string) {
 		h := e.host(t, ctx, name)
+		patch := client.MergeFrom(h.DeepCopy()) // the host controller writes it too
 		h.Spec.ConsumerRef = &corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: e.ns, Name: "test-consumer"}
 		h.Spec.Image = &metal3.Image{URL: imageURL, Checksum: checksum, ChecksumType: metal3.SHA256}
 		h.Spec.Online = true
-		if err := e.c.Update(ctx, h); err != nil {
+		if err := e.c.Patch(ctx, h, patch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -143,8 +144,9 @@ func TestBareMetalHostLifecycleOverRedfish(t *testing.T) {
 
 	// Released: cleaned by the deploy ramdisk, powered off, available.
 	h := e.host(t, ctx, "cp-0")
+	patch := client.MergeFrom(h.DeepCopy())
 	h.Spec.ConsumerRef, h.Spec.Image, h.Spec.Online = nil, nil, false
-	if err := e.c.Update(ctx, h); err != nil {
+	if err := e.c.Patch(ctx, h, patch); err != nil {
 		t.Fatal(err)
 	}
 	e.waitHostState(t, ctx, "cp-0", metal3.StateDeprovisioning)

@@ -71,9 +71,10 @@ func TestRegistrationPoolResetsHostsUnderNewIdentities(t *testing.T) {
 		t.Fatal(err)
 	}
 	img, _ := e.site.Lab.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.35.3")
+	patch := client.MergeFrom(old.DeepCopy()) // the host controller writes it too
 	old.Spec.ConsumerRef = &corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: e.ns, Name: "test-consumer"}
 	old.Spec.Image = &metal3.Image{URL: e.site.Lab.ImageServer().ImageURL(img.Name), Checksum: img.SHA256, ChecksumType: metal3.SHA256}
-	if err := e.c.Update(ctx, old); err != nil {
+	if err := e.c.Patch(ctx, old, patch); err != nil {
 		t.Fatal(err)
 	}
 	e.waitHostState(t, ctx, old.Name, metal3.StateProvisioned)
@@ -110,8 +111,9 @@ func TestRegistrationPoolResetsHostsUnderNewIdentities(t *testing.T) {
 		}
 	}()
 	old = e.host(t, ctx, old.Name)
+	patch = client.MergeFrom(old.DeepCopy())
 	old.Spec.ConsumerRef, old.Spec.Image = nil, nil
-	if err := e.c.Update(ctx, old); err != nil {
+	if err := e.c.Patch(ctx, old, patch); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -181,21 +181,26 @@ func (r *run) upgrade(ctx context.Context) error {
 	if err := r.env.Client.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName + "-cp"}, kcp); err != nil {
 		return err
 	}
+	// Patches, not updates: KCP and the single-node controller write the
+	// same objects at any moment, and a patch of the fields meant cannot
+	// conflict with them.
+	kcpPatch := client.MergeFrom(kcp.DeepCopy())
 	kcp.Spec.Version = to.Version
 	if kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag != "" { // the templates have KCP manage CoreDNS
 		kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag = v["COREDNS_VERSION"]
 	}
 	kcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name = clusterName + "-cp-to"
-	if err := r.env.Client.Update(ctx, kcp); err != nil {
+	if err := r.env.Client.Patch(ctx, kcp, kcpPatch); err != nil {
 		return err
 	}
 	md := &clusterv1.MachineDeployment{}
 	if err := r.env.Client.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName + "-md"}, md); err != nil {
 		return err
 	}
+	mdPatch := client.MergeFrom(md.DeepCopy())
 	md.Spec.Template.Spec.Version = to.Version
 	md.Spec.Template.Spec.InfrastructureRef.Name = clusterName + "-md-to"
-	return r.env.Client.Update(ctx, md)
+	return r.env.Client.Patch(ctx, md, mdPatch)
 }
 
 func (r *run) patchCluster(ctx context.Context, change func(*clusterv1.Cluster)) error {
