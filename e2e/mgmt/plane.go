@@ -195,6 +195,12 @@ func (p *Plane) connect(a Assets, dir string) error {
 			return err
 		}
 		env := &envtest.Environment{BinaryAssetsDirectory: a.KubeDir}
+		// RestartAPIServer binds the same port again (package loopback).
+		port, err := loopback.Ports(1)
+		if err != nil {
+			return err
+		}
+		env.ControlPlane.GetAPIServer().SecurePort = port[0]
 		env.ControlPlane.GetAPIServer().Out = logFile
 		env.ControlPlane.GetAPIServer().Err = logFile
 		env.ControlPlane.Etcd = &envtest.Etcd{Out: logFile, Err: logFile}

@@ -3,9 +3,11 @@ package mgmt
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +143,15 @@ func TestPlaneRunsCAPIWebhooksAndControllers(t *testing.T) {
 	})
 
 	t.Run("after a kube-apiserver crash and restart, objects stay and the managers work on", func(t *testing.T) {
+		// The restarted server binds the same port again: one outside the
+		// ephemeral range, which a connection's source port cannot take.
+		u, err := url.Parse(p.RESTConfig.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if port, _ := strconv.Atoi(u.Port()); port >= 32768 {
+			t.Fatalf("kube-apiserver listens on %s, in the ephemeral range", u.Host)
+		}
 		before, _, _, err := p.apiServerProcess()
 		if err != nil {
 			t.Fatal(err)

@@ -67,12 +67,10 @@ func TestAPollNeverRecordsAFreedHostBeforeItsDeletingMachine(t *testing.T) {
 			Status:     metal3.BareMetalHostStatus{Provisioning: metal3.ProvisionStatus{State: metal3.StateProvisioned}},
 		}
 		lists, changed := 0, false
-		var c client.Client
-		c = fake.NewClientBuilder().WithScheme(scheme).WithObjects(machine, host).WithInterceptorFuncs(interceptor.Funcs{
+		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(machine, host).WithInterceptorFuncs(interceptor.Funcs{
 			List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 				lists++
 				if lists == reads+at { // the second poll's read number at
-
 					changed = true
 					deleteAndFree(ctx, t, cl, machine, host)
 				}
