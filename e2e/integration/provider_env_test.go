@@ -2,10 +2,12 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,7 +50,7 @@ func startEnv(t *testing.T, ctx context.Context, o envOptions) *providerEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := runner.StartEnv(ctx, runner.EnvOptions{Lab: def, Dir: t.TempDir(), Scale: o.scale,
+	env, err := runner.StartEnv(ctx, runner.EnvOptions{Lab: def, Dir: testDir(t), Scale: o.scale,
 		ProviderArgs: o.providerArgs, Extension: o.extension, ExtensionArgs: o.extensionArgs})
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +73,42 @@ func startEnv(t *testing.T, ctx context.Context, o envOptions) *providerEnv {
 				}
 				t.Logf("%s log (tail):\n%s", name, log)
 			}
+			logFailedAgentEvents(t, env.Site.Lab.StateDir())
 		}
 	})
 	return &providerEnv{site: env.Site, plane: env.Plane, c: env.Client, ns: env.Namespace, callback: env.Callback}
+}
+
+// testDir is the test's folder: kept under KEEP_DIR when set (to read a
+// failed test's manager logs, lab events and disks), else removed.
+func testDir(t *testing.T) string {
+	keep := os.Getenv("KEEP_DIR")
+	if keep == "" {
+		return t.TempDir()
+	}
+	dir, err := os.MkdirTemp(keep, strings.ReplaceAll(t.Name(), "/", "_")+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kept in %s", dir)
+	return dir
+}
+
+// logFailedAgentEvents shows what went wrong on the hosts themselves
+// (kubeadm, the kubelet, bootstrap data), which no manager log has.
+func logFailedAgentEvents(t *testing.T, labDir string) {
+	data, err := os.ReadFile(filepath.Join(labDir, "events.jsonl"))
+	if err != nil {
+		t.Logf("lab events: %v", err)
+		return
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var e lab.Event
+		if json.Unmarshal([]byte(line), &e) != nil {
+			continue
+		}
+		if e.Kind == lab.EventAgent && strings.HasSuffix(e.Reason, "Failed") {
+			t.Logf("lab event: %s %s %s: %s", e.Time.Format(time.RFC3339Nano), e.Host, e.Reason, e.Message)
+		}
+	}
 }

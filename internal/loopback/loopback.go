@@ -8,7 +8,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Ports come from below Linux's ephemeral range (32768 up by default). A
@@ -22,37 +26,85 @@ const (
 	portSpan  = 12000
 )
 
-// handedOut are the ports this process has given out: two planes of one
-// suite never get the same one, even before its child has bound it. Ports
-// are a machine-wide resource, hence process-wide state.
-var handedOut = struct {
-	sync.Mutex
-	ports map[int]bool
-}{ports: map[int]bool{}}
+// Registry hands out ports no other live registry on the machine holds.
+// Being free at the moment of asking is not enough: a workload cluster's
+// port stays unbound until its first control-plane node boots, and `go
+// test ./...` runs two test binaries at once, so another process could
+// see the same port free and bind it first (it did: a cluster's API
+// server then never came up). Each registry locks one byte per port,
+// byte N for port N, in a file every upgradelab process opens. The locks
+// are open-file-description locks, so the kernel drops them when the
+// registry's file is closed or its process exits, however it exits.
+type Registry struct {
+	mu          sync.Mutex
+	file        *os.File
+	first, span int
+	handedOut   map[int]bool
+}
 
-// Ports picks n distinct loopback ports that are free now and that this
-// process has not handed out before.
-func Ports(n int) ([]int, error) {
-	handedOut.Lock()
-	defer handedOut.Unlock()
+// Open opens the registry kept in file, handing out ports first to
+// first+span-1.
+func Open(file string, first, span int) (*Registry, error) {
+	f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		return nil, fmt.Errorf("loopback port registry: %w", err)
+	}
+	// Another user's processes lock the same file (umask trimmed the mode).
+	_ = f.Chmod(0o666)
+	return &Registry{file: f, first: first, span: span, handedOut: map[int]bool{}}, nil
+}
+
+// Close releases every port this registry handed out.
+func (r *Registry) Close() error { return r.file.Close() }
+
+// Ports picks n distinct ports that are free now and that no live
+// registry has handed out.
+func (r *Registry) Ports(n int) ([]int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	ports := make([]int, 0, n)
 	for tries := 0; len(ports) < n; tries++ {
 		if tries == 100*n {
-			return nil, fmt.Errorf("no %d free loopback ports between %d and %d", n, firstPort, firstPort+portSpan-1)
+			return nil, fmt.Errorf("no %d free loopback ports between %d and %d", n, r.first, r.first+r.span-1)
 		}
-		port := firstPort + rand.IntN(portSpan)
-		if handedOut.ports[port] {
+		port := r.first + rand.IntN(r.span)
+		if r.handedOut[port] || !r.lock(port) {
 			continue
 		}
+		// Held by this registry from now on, even if in use right now
+		// (by a program that does not use the registry): it stays out of
+		// the way of the next pick.
+		r.handedOut[port] = true
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue
 		}
 		l.Close()
-		handedOut.ports[port] = true
 		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// lock takes byte port of the file without waiting; false when another
+// registry holds it.
+func (r *Registry) lock(port int) bool {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: int64(port), Len: 1}
+	return unix.FcntlFlock(r.file.Fd(), unix.F_OFD_SETLK, &lk) == nil
+}
+
+// machine is this process's registry. Ports are a machine-wide resource,
+// hence process-wide state.
+var machine = sync.OnceValues(func() (*Registry, error) {
+	return Open(filepath.Join(os.TempDir(), "upgradelab-loopback-ports.lock"), firstPort, portSpan)
+})
+
+// Ports picks n ports from the machine's registry.
+func Ports(n int) ([]int, error) {
+	r, err := machine()
+	if err != nil {
+		return nil, err
+	}
+	return r.Ports(n)
 }
 
 // Addr is one such port as 127.0.0.1:PORT.

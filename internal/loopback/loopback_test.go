@@ -1,6 +1,16 @@
 package loopback
 
 import (
+	"bufio"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -37,4 +47,130 @@ func TestPortsAreDistinctAndBelowTheEphemeralRange(t *testing.T) {
 	if len(seen) != 8*15 {
 		t.Fatalf("%d distinct ports, want %d", len(seen), 8*15)
 	}
+}
+
+// holdEnv makes the test binary a second process that takes ports from
+// a registry and holds them until its standard input closes.
+const holdEnv = "LOOPBACK_TEST_HOLD"
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(holdEnv); spec != "" {
+		holdPorts(spec)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// holdPorts is the second process: spec is "file first span n".
+func holdPorts(spec string) {
+	var file string
+	var first, span, n int
+	if _, err := fmt.Sscan(spec, &file, &first, &span, &n); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	r, err := Open(file, first, span)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ports, err := r.Ports(n)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	fmt.Println(ports)
+	io.Copy(io.Discard, os.Stdin)
+}
+
+// Two test binaries run at once: a port one process handed out (and
+// has not bound yet) is never handed out by the other, and comes free
+// when that process exits.
+func TestAPortAnotherProcessHoldsIsNotHandedOut(t *testing.T) {
+	const span = 20
+	first := freeRange(t, span)
+	file := filepath.Join(t.TempDir(), "ports.lock")
+
+	child := exec.Command(os.Args[0])
+	child.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d %d", holdEnv, file, first, span, span/2))
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Wait()
+	defer stdin.Close()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the other process: %v", err)
+	}
+	held := map[int]bool{}
+	for _, f := range strings.Fields(strings.Trim(line, "[]\n")) {
+		p, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("the other process printed %q", line)
+		}
+		held[p] = true
+	}
+	if len(held) != span/2 {
+		t.Fatalf("the other process holds %v, want %d ports", held, span/2)
+	}
+
+	r, err := Open(file, first, span)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	mine, err := r.Ports(span / 2)
+	if err != nil {
+		t.Fatalf("the other half of the range: %v", err)
+	}
+	for _, p := range mine {
+		if held[p] {
+			t.Errorf("port %d handed out while the other process holds it", p)
+		}
+	}
+	if more, err := r.Ports(1); err == nil {
+		t.Fatalf("got port %v from a range both processes have used up", more)
+	}
+
+	stdin.Close()
+	if err := child.Wait(); err != nil {
+		t.Fatalf("the other process: %v", err)
+	}
+	freed, err := r.Ports(span / 2)
+	if err != nil {
+		t.Fatalf("after the other process exited: %v", err)
+	}
+	for _, p := range freed {
+		if !held[p] {
+			t.Errorf("port %d was not the other process's", p)
+		}
+	}
+}
+
+// freeRange finds span consecutive loopback ports nothing listens on.
+func freeRange(t *testing.T, span int) int {
+	t.Helper()
+next:
+	for range 50 {
+		first := firstPort + rand.IntN(portSpan-span)
+		for p := first; p < first+span; p++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				continue next
+			}
+			l.Close()
+		}
+		return first
+	}
+	t.Fatal("no free range of loopback ports")
+	return 0
 }
