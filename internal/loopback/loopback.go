@@ -5,7 +5,9 @@
 package loopback
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -45,12 +47,18 @@ type Registry struct {
 // Open opens the registry kept in file, handing out ports first to
 // first+span-1.
 func Open(file string, first, span int) (*Registry, error) {
-	f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o666)
+	// Without O_CREAT first: Linux refuses O_CREAT on another user's file
+	// in a sticky folder such as /tmp (fs.protected_regular).
+	f, err := os.OpenFile(file, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		if f, err = os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o666); err == nil {
+			// Another user's processes lock the same file (umask trimmed the mode).
+			_ = f.Chmod(0o666)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("loopback port registry: %w", err)
 	}
-	// Another user's processes lock the same file (umask trimmed the mode).
-	_ = f.Chmod(0o666)
 	return &Registry{file: f, first: first, span: span, handedOut: map[int]bool{}}, nil
 }
 

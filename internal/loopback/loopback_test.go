@@ -174,3 +174,12 @@ next:
 	t.Fatal("no free range of loopback ports")
 	return 0
 }
+
+// A registry that cannot be opened says which file.
+func TestOpenNamesTheFileItCannotOpen(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "no-such-folder", "ports.lock")
+	_, err := Open(file, firstPort, portSpan)
+	if err == nil || !strings.Contains(err.Error(), file) {
+		t.Fatalf("Open(%s) = %v, want an error naming the file", file, err)
+	}
+}
