@@ -19,6 +19,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/e2e/reference"
@@ -53,11 +55,13 @@ func TestE2E(t *testing.T) {
 var _ = BeforeSuite(func(ctx context.Context) {
 	Expect(os.MkdirAll(artifactsDir(), 0o755)).To(Succeed())
 	// net/http's complaints from CAPI's in-memory workload API servers
-	// ("superfluous response.WriteHeader") go to a file, not among the
-	// progress lines.
+	// ("superfluous response.WriteHeader") and what controller-runtime
+	// logs in this process (envtest starting the API server, the
+	// recorder's caches) go to a file, not among the progress lines.
 	stdlog, err := os.Create(filepath.Join(artifactsDir(), "stdlog.txt"))
 	Expect(err).NotTo(HaveOccurred())
 	log.SetOutput(stdlog)
+	ctrllog.SetLogger(zap.New(zap.WriteTo(stdlog)))
 	By("building the reference provider and the in-place extension")
 	bin := filepath.Join(artifactsDir(), "bin")
 	binaries.provider, err = reference.Build(ctx, bin, reference.ProviderCommand)
