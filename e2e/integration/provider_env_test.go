@@ -13,6 +13,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/e2e/runner"
+	"github.com/upgradelab/upgradelab/internal/testdir"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/site"
 	"github.com/upgradelab/upgradelab/sim/timescale"
@@ -50,7 +51,7 @@ func startEnv(t *testing.T, ctx context.Context, o envOptions) *providerEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := runner.StartEnv(ctx, runner.EnvOptions{Lab: def, Dir: testDir(t), Scale: o.scale,
+	env, err := runner.StartEnv(ctx, runner.EnvOptions{Lab: def, Dir: testdir.For(t), Scale: o.scale,
 		ProviderArgs: o.providerArgs, Extension: o.extension, ExtensionArgs: o.extensionArgs})
 	if err != nil {
 		t.Fatal(err)
@@ -77,21 +78,6 @@ func startEnv(t *testing.T, ctx context.Context, o envOptions) *providerEnv {
 		}
 	})
 	return &providerEnv{site: env.Site, plane: env.Plane, c: env.Client, ns: env.Namespace, callback: env.Callback}
-}
-
-// testDir is the test's folder: kept under KEEP_DIR when set (to read a
-// failed test's manager logs, lab events and disks), else removed.
-func testDir(t *testing.T) string {
-	keep := os.Getenv("KEEP_DIR")
-	if keep == "" {
-		return t.TempDir()
-	}
-	dir, err := os.MkdirTemp(keep, strings.ReplaceAll(t.Name(), "/", "_")+"-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("kept in %s", dir)
-	return dir
 }
 
 // logFailedAgentEvents shows what went wrong on the hosts themselves

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/internal/testdir"
 	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
@@ -28,7 +28,7 @@ func BenchmarkScenario(b *testing.B) {
 		}
 		b.Run(s.Name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: runDir(b, s.Name), Scale: timescale.Scale(0.01),
+				res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: testdir.For(b), Scale: timescale.Scale(0.01),
 					ProviderBinary: provider, ExtensionBinary: extension})
 				if err := failure(res); err != "" {
 					b.Fatal(err)
@@ -62,7 +62,7 @@ func BenchmarkFourScenariosTogether(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			dir := runDir(b, s.Name)
+			dir := testdir.Named(b, s.Name)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -78,20 +78,6 @@ func BenchmarkFourScenariosTogether(b *testing.B) {
 		}
 		b.ReportMetric(time.Since(start).Seconds(), "s-all/op")
 	}
-}
-
-// runDir is a run's folder: kept under KEEP_DIR when set (to read a
-// failed run's timeline and logs), else removed after the benchmark.
-func runDir(b *testing.B, name string) string {
-	keep := os.Getenv("KEEP_DIR")
-	if keep == "" {
-		return b.TempDir()
-	}
-	dir, err := os.MkdirTemp(keep, name+"-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	return dir
 }
 
 func benchSetup(b *testing.B) (root string, paths []string, provider, extension string) {

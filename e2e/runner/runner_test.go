@@ -12,6 +12,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/internal/testdir"
 	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
@@ -27,7 +28,7 @@ func TestSingleNodeInPlaceScenarioPassesEveryCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	dir := testdir.For(t)
 	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(0.01), Progress: testWriter{t}})
 	if res.Error != "" {
 		t.Fatalf("the run stopped: %s", res.Error)
@@ -79,11 +80,7 @@ func TestInMemoryProviderRunsTheScaleInScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	if d := os.Getenv("KEEP_DIR"); d != "" {
-		dir = d
-	}
-	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(0.01),
+	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: testdir.For(t), Scale: timescale.Scale(0.01),
 		Progress: testWriter{t}, Provider: cfg})
 	if res.Error != "" {
 		t.Fatalf("the run stopped: %s", res.Error)
@@ -128,7 +125,7 @@ func TestCAPIsTestExtensionCannotUpdateTheseVersionsInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: t.TempDir(), Scale: timescale.Scale(0.01),
+	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: testdir.For(t), Scale: timescale.Scale(0.01),
 		Progress: testWriter{t}, Provider: cfg})
 	if res.Error != "" {
 		t.Fatalf("the run stopped: %s", res.Error)
