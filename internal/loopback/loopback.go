@@ -28,7 +28,7 @@ const (
 	portSpan  = 12000
 )
 
-// Registry hands out ports no other live registry on the machine holds.
+// registry hands out ports no other live registry on the machine holds.
 // Being free at the moment of asking is not enough: a workload cluster's
 // port stays unbound until its first control-plane node boots, and `go
 // test ./...` runs two test binaries at once, so another process could
@@ -37,16 +37,16 @@ const (
 // byte N for port N, in a file every upgradelab process opens. The locks
 // are open-file-description locks, so the kernel drops them when the
 // registry's file is closed or its process exits, however it exits.
-type Registry struct {
+type registry struct {
 	mu          sync.Mutex
 	file        *os.File
 	first, span int
 	handedOut   map[int]bool
 }
 
-// Open opens the registry kept in file, handing out ports first to
+// open opens the registry kept in file, handing out ports first to
 // first+span-1.
-func Open(file string, first, span int) (*Registry, error) {
+func open(file string, first, span int) (*registry, error) {
 	// Without O_CREAT first: Linux refuses O_CREAT on another user's file
 	// in a sticky folder such as /tmp (fs.protected_regular).
 	f, err := os.OpenFile(file, os.O_RDWR, 0)
@@ -59,15 +59,15 @@ func Open(file string, first, span int) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loopback port registry: %w", err)
 	}
-	return &Registry{file: f, first: first, span: span, handedOut: map[int]bool{}}, nil
+	return &registry{file: f, first: first, span: span, handedOut: map[int]bool{}}, nil
 }
 
-// Close releases every port this registry handed out.
-func (r *Registry) Close() error { return r.file.Close() }
+// close releases every port this registry handed out.
+func (r *registry) close() error { return r.file.Close() }
 
-// Ports picks n distinct ports that are free now and that no live
+// take picks n distinct ports that are free now and that no live
 // registry has handed out.
-func (r *Registry) Ports(n int) ([]int, error) {
+func (r *registry) take(n int) ([]int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ports := make([]int, 0, n)
@@ -95,15 +95,15 @@ func (r *Registry) Ports(n int) ([]int, error) {
 
 // lock takes byte port of the file without waiting; false when another
 // registry holds it.
-func (r *Registry) lock(port int) bool {
+func (r *registry) lock(port int) bool {
 	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: int64(port), Len: 1}
 	return unix.FcntlFlock(r.file.Fd(), unix.F_OFD_SETLK, &lk) == nil
 }
 
 // machine is this process's registry. Ports are a machine-wide resource,
 // hence process-wide state.
-var machine = sync.OnceValues(func() (*Registry, error) {
-	return Open(filepath.Join(os.TempDir(), "upgradelab-loopback-ports.lock"), firstPort, portSpan)
+var machine = sync.OnceValues(func() (*registry, error) {
+	return open(filepath.Join(os.TempDir(), "upgradelab-loopback-ports.lock"), firstPort, portSpan)
 })
 
 // Ports picks n ports from the machine's registry.
@@ -112,7 +112,7 @@ func Ports(n int) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.Ports(n)
+	return r.take(n)
 }
 
 // Addr is one such port as 127.0.0.1:PORT.

@@ -69,12 +69,12 @@ func holdPorts(spec string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	r, err := Open(file, first, span)
+	r, err := open(file, first, span)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	ports, err := r.Ports(n)
+	ports, err := r.take(n)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -123,12 +123,12 @@ func TestAPortAnotherProcessHoldsIsNotHandedOut(t *testing.T) {
 		t.Fatalf("the other process holds %v, want %d ports", held, span/2)
 	}
 
-	r, err := Open(file, first, span)
+	r, err := open(file, first, span)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	mine, err := r.Ports(span / 2)
+	defer r.close()
+	mine, err := r.take(span / 2)
 	if err != nil {
 		t.Fatalf("the other half of the range: %v", err)
 	}
@@ -137,7 +137,7 @@ func TestAPortAnotherProcessHoldsIsNotHandedOut(t *testing.T) {
 			t.Errorf("port %d handed out while the other process holds it", p)
 		}
 	}
-	if more, err := r.Ports(1); err == nil {
+	if more, err := r.take(1); err == nil {
 		t.Fatalf("got port %v from a range both processes have used up", more)
 	}
 
@@ -145,7 +145,7 @@ func TestAPortAnotherProcessHoldsIsNotHandedOut(t *testing.T) {
 	if err := child.Wait(); err != nil {
 		t.Fatalf("the other process: %v", err)
 	}
-	freed, err := r.Ports(span / 2)
+	freed, err := r.take(span / 2)
 	if err != nil {
 		t.Fatalf("after the other process exited: %v", err)
 	}
@@ -178,8 +178,8 @@ next:
 // A registry that cannot be opened says which file.
 func TestOpenNamesTheFileItCannotOpen(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "no-such-folder", "ports.lock")
-	_, err := Open(file, firstPort, portSpan)
+	_, err := open(file, firstPort, portSpan)
 	if err == nil || !strings.Contains(err.Error(), file) {
-		t.Fatalf("Open(%s) = %v, want an error naming the file", file, err)
+		t.Fatalf("open(%s) = %v, want an error naming the file", file, err)
 	}
 }
