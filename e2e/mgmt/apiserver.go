@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/discovery"
@@ -27,14 +29,21 @@ func (p *Plane) RestartAPIServer(ctx context.Context) error {
 	}
 	if p.apiServer != nil {
 		_ = p.apiServer.cmd.Process.Kill()
-		<-p.apiServer.exited
-	} else {
-		proc, err := os.FindProcess(pid)
-		if err != nil {
-			return err
-		}
-		_ = proc.Kill()
-		waitGone(pid)
+		<-p.apiServer.exited // our child: Wait returned, so every thread has ended
+	} else if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("killing kube-apiserver (pid %d): %w", pid, err)
+	}
+	// envtest's child is not ours to Wait for: wait until all of its
+	// threads have ended (proc.go says why a zombie leader is no proof),
+	// then until its port binds, the condition the restart needs.
+	gone, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = waitExited(gone, pid)
+	if err == nil {
+		err = waitBindable(gone, hostPort(p.RESTConfig.Host))
+	}
+	cancel()
+	if err != nil {
+		return fmt.Errorf("restarting kube-apiserver: %w", err)
 	}
 	restarted, err := startProcess("kube-apiserver-restarted", binary, args, nil, p.LogDir)
 	if err != nil {
@@ -43,8 +52,8 @@ func (p *Plane) RestartAPIServer(ctx context.Context) error {
 	p.apiServer = restarted
 	_ = p.reaper.record(restarted.pid())
 	fmt.Fprintf(p.progress, "mgmt: kube-apiserver killed (pid %d) and restarted (pid %d)\n", pid, restarted.pid())
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+	ctx, cancelAnswer := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelAnswer()
 	dc := p.discovery()
 	for {
 		if _, err := dc.ServerVersion(); err == nil {
@@ -83,18 +92,12 @@ func (p *Plane) apiServerProcess() (pid int, binary string, args []string, err e
 	return pid, argv[0], argv[1:], nil
 }
 
-// waitGone waits (up to 10 s) until a killed process that is not our
-// own child has been reaped by its parent's Wait.
-func waitGone(pid int) {
-	for range 100 {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
-			return
-		}
-		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(stat), ") Z ") {
-			return // a zombie: dead, its port released
-		}
-		time.Sleep(100 * time.Millisecond)
+// hostPort is the host:port of a REST config's Host (a URL or host:port).
+func hostPort(host string) string {
+	if u, err := url.Parse(host); err == nil && u.Host != "" {
+		return u.Host
 	}
+	return host
 }
 
 func (p *Plane) discovery() *discovery.DiscoveryClient {

@@ -83,20 +83,10 @@ func readEntries(path string) []reapEntry {
 	return entries
 }
 
-func alive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	// A zombie still answers kill(0); look at its state too.
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-		return false
-	}
-	return true
-}
+// alive reports whether any thread of pid still runs (see exited: a
+// zombie leader whose other threads run still holds what it held, and a
+// reaper that spared it would leave its ports taken).
+func alive(pid int) bool { return pid > 0 && !exited(pid) }
 
 func exeOf(pid int) string {
 	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
