@@ -66,24 +66,33 @@ test: tools lint
 # GINKGO_LABELS='scenario && clusterclass' or GINKGO_LABELS=inmemory.
 # PROVIDERS are provider configs (docs/PROVIDERS.md): the reference
 # provider and CAPI's own in-memory provider by default.
+# PARALLEL runs that many scenario runs at once, each in its own Ginkgo
+# process with its own plane and lab (scripts/e2e-parallel.sh picks what
+# this machine holds; PARALLEL=1 runs them one after another). REPEAT
+# makes each run that many times (each repeat a spec of its own).
 GINKGO_LABELS ?=
 PROVIDERS ?= fixtures/providers/baremetal.yaml fixtures/providers/inmemory.yaml
+PARALLEL ?= $(shell scripts/e2e-parallel.sh)
+REPEAT ?= 1
 export UPGRADELAB_PROVIDERS = $(PROVIDERS)
+export UPGRADELAB_REPEAT = $(REPEAT)
+# The Ginkgo CLI at the version go.mod pins (parallel processes need it);
+# a serial run is verbose, a parallel one prints each run's progress lines
+# as they come and a spec's whole output only when it fails.
+GINKGO := go run github.com/onsi/ginkgo/v2/ginkgo
+GINKGO_RUN = $(GINKGO) run --tags=e2e --procs=$(PARALLEL) $(if $(filter 1,$(PARALLEL)),-v,) \
+	--timeout=90m --junit-report=$(ARTIFACTS)/junit.xml
+E2E_ARGS = -artifacts=$(ARTIFACTS) -management=$(MANAGEMENT) -capi-rate-limiting=$(CAPI_RATE_LIMITING)
 e2e: tools
-	$(GO_TEST) -v -count=1 -tags e2e -timeout 90m ./e2e/ -args \
-		-ginkgo.v -ginkgo.junit-report=$(ARTIFACTS)/junit.xml \
-		-ginkgo.label-filter='$(GINKGO_LABELS)' \
-		-artifacts=$(ARTIFACTS) -management=$(MANAGEMENT) \
-		-capi-rate-limiting=$(CAPI_RATE_LIMITING)
+	@mkdir -p $(ARTIFACTS)
+	$(GINKGO_RUN) --label-filter='$(GINKGO_LABELS)' ./e2e/ -- $(E2E_ARGS)
 
 # The fault variants (scenarios/faults/): each scenario with a failure
-# injected mid-run, judged by the same checks.
+# injected mid-run, judged by the same checks. `make e2e-faults REPEAT=5`
+# runs each variant five times.
 e2e-faults: tools
-	UPGRADELAB_SCENARIOS='../scenarios/faults/*.yaml' $(GO_TEST) -v -count=1 -tags e2e -timeout 90m ./e2e/ -args \
-		-ginkgo.v -ginkgo.junit-report=$(ARTIFACTS)/junit.xml \
-		-ginkgo.label-filter='scenario' \
-		-artifacts=$(ARTIFACTS) -management=$(MANAGEMENT) \
-		-capi-rate-limiting=$(CAPI_RATE_LIMITING)
+	@mkdir -p $(ARTIFACTS)
+	UPGRADELAB_SCENARIOS='../scenarios/faults/*.yaml' $(GINKGO_RUN) --label-filter='scenario' ./e2e/ -- $(E2E_ARGS)
 
 # Benchmarks print figures (ns/op and custom metrics such as seconds to ready).
 # Start-up benchmarks run a few whole iterations; request rates run for time.

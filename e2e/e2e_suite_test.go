@@ -9,6 +9,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
@@ -34,12 +35,14 @@ var (
 	rateLimitFlag  = flag.Bool("capi-rate-limiting", false, "run CAPI's managers with their per-object reconcile rate limit (CAPI's default; off here, see docs/ARCHITECTURE.md)")
 )
 
-// binaries are the provider's and the extension's, built once per suite.
-var binaries struct{ provider, extension string }
+// binaries are the provider's and the extension's, built once per suite
+// by the first process and handed to the others.
+var binaries struct{ Provider, Extension, Artifacts string }
 
 // artifactsDir is -artifacts, or a new folder under _artifacts chosen on
 // first use: the report always lands in the run's folder, even when
 // BeforeSuite did not run (a dry run), never in the package directory.
+// In a parallel suite every process uses the folder the first one chose.
 func artifactsDir() string {
 	if *artifactsFlag == "" {
 		*artifactsFlag = filepath.Join("_artifacts", "e2e-"+time.Now().Format("20060102-150405"))
@@ -52,37 +55,63 @@ func TestE2E(t *testing.T) {
 	RunSpecs(t, "upgradelab e2e")
 }
 
-var _ = BeforeSuite(func(ctx context.Context) {
+var _ = SynchronizedBeforeSuite(func(ctx context.Context) []byte {
 	Expect(os.MkdirAll(artifactsDir(), 0o755)).To(Succeed())
-	// net/http's complaints from CAPI's in-memory workload API servers
-	// ("superfluous response.WriteHeader") and what controller-runtime
-	// logs in this process (envtest starting the API server, the
-	// recorder's caches) go to a file, not among the progress lines.
-	stdlog, err := os.Create(filepath.Join(artifactsDir(), "stdlog.txt"))
-	Expect(err).NotTo(HaveOccurred())
-	log.SetOutput(stdlog)
-	ctrllog.SetLogger(zap.New(zap.WriteTo(stdlog)))
 	By("building the reference provider and the in-place extension")
 	bin := filepath.Join(artifactsDir(), "bin")
-	binaries.provider, err = reference.Build(ctx, bin, reference.ProviderCommand)
+	var err error
+	abs, _ := filepath.Abs(artifactsDir())
+	built := binaries
+	built.Artifacts = abs
+	built.Provider, err = reference.Build(ctx, bin, reference.ProviderCommand)
 	Expect(err).NotTo(HaveOccurred())
-	binaries.extension, err = reference.Build(ctx, bin, reference.ExtensionCommand)
+	built.Extension, err = reference.Build(ctx, bin, reference.ExtensionCommand)
 	Expect(err).NotTo(HaveOccurred())
+	// Managers built from modules (CAPI's in-memory provider) are built
+	// only when a selected spec runs them, and in the background: the
+	// runs that do not need them start meanwhile, and a run that does
+	// waits for the build (provider.Process locks it).
 	for _, prov := range providerConfigs {
+		if !selected(prov) {
+			continue
+		}
 		for _, m := range prov.Managers {
 			if m.Package == "" {
 				continue
 			}
-			By(fmt.Sprintf("building %s's manager %s from %s (cached per module version)", prov.Name, m.Name, m.Module))
-			_, err := prov.Process(ctx, m, "..", mgmt.CacheDir())
-			Expect(err).NotTo(HaveOccurred())
+			fmt.Fprintf(GinkgoWriter, "building %s's manager %s from %s in the background (cached per module version)\n", prov.Name, m.Name, m.Module)
+			go func() {
+				if _, err := prov.Process(context.Background(), m, "..", mgmt.CacheDir()); err != nil {
+					fmt.Fprintf(os.Stderr, "building %s's manager %s: %v\n", prov.Name, m.Name, err)
+				}
+			}()
 		}
 	}
+	data, err := json.Marshal(built)
+	Expect(err).NotTo(HaveOccurred())
+	return data
+}, func(data []byte) {
+	Expect(json.Unmarshal(data, &binaries)).To(Succeed())
+	*artifactsFlag = binaries.Artifacts
+	// net/http's complaints from CAPI's in-memory workload API servers
+	// ("superfluous response.WriteHeader") and what controller-runtime
+	// logs in this process (envtest starting the API server, the
+	// recorder's caches) go to a file, not among the progress lines:
+	// stdlog.txt, or stdlog-N.txt for parallel process N.
+	name := "stdlog.txt"
+	if cfg, _ := GinkgoConfiguration(); cfg.ParallelTotal > 1 {
+		name = fmt.Sprintf("stdlog-%d.txt", cfg.ParallelProcess)
+	}
+	stdlog, err := os.Create(filepath.Join(artifactsDir(), name))
+	Expect(err).NotTo(HaveOccurred())
+	log.SetOutput(stdlog)
+	ctrllog.SetLogger(zap.New(zap.WriteTo(stdlog)))
 }, NodeTimeout(10*time.Minute))
 
-var _ = ReportAfterSuite("artifacts", func(Report) {
+var _ = ReportAfterSuite("artifacts", func(r Report) {
 	abs, _ := filepath.Abs(artifactsDir())
-	if err := report.Write(abs, scenarioResults()); err != nil {
+	results, layout := scenarioResults(r)
+	if err := report.Write(abs, results, layout); err != nil {
 		fmt.Fprintf(os.Stdout, "\nwriting the report: %v\n", err)
 	}
 	fmt.Fprintf(os.Stdout, "\nupgradelab e2e artifacts: %s (report.html, junit.xml, one folder per scenario run)\n", abs)

@@ -3,21 +3,29 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/types"
 	. "github.com/onsi/gomega"
 
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/provider"
+	"github.com/upgradelab/upgradelab/e2e/report"
 	"github.com/upgradelab/upgradelab/e2e/runner"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
@@ -57,23 +65,50 @@ var providerConfigs = func() []*provider.Config {
 	return out
 }()
 
-var (
-	resultsMu sync.Mutex
-	results   []runner.Result
-)
+// repeats is how many times each scenario run is made
+// (UPGRADELAB_REPEAT, default 1; `make e2e-faults REPEAT=5`): each repeat
+// is a spec of its own with its own folder, so a parallel suite spreads
+// the repeats over its processes.
+var repeats = func() int {
+	v := os.Getenv("UPGRADELAB_REPEAT")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		panic(fmt.Sprintf("UPGRADELAB_REPEAT=%q: want a whole number of at least 1", v))
+	}
+	return n
+}()
 
-func scenarioResults() []runner.Result {
-	resultsMu.Lock()
-	defer resultsMu.Unlock()
-	return append([]runner.Result(nil), results...)
+// plannedRun is one spec of the scenario container.
+type plannedRun struct {
+	scenario *scenario.Scenario
+	lab      *lab.Definition
+	provider *provider.Config
+	form     scenario.Form
+	repeat   int // 1..repeats
 }
 
-// Each scenario file, in each of its forms, against each provider that
-// supports its strategy, is one spec labelled with the provider, the
-// scenario's name, strategy and form (`make e2e GINKGO_LABELS=in-place`
-// runs only those). A broken rule fails the spec with the moment, the
-// objects and the rule.
-var _ = Describe("upgrade scenarios", Label("scenario"), func() {
+func (p plannedRun) labels() []string {
+	return []string{"scenario", p.provider.Name, p.scenario.Name, string(p.scenario.Strategy), string(p.form)}
+}
+
+// dir is the run's folder name under the artifacts folder.
+func (p plannedRun) dir() string {
+	d := p.provider.Name + "-" + p.scenario.Name + "-" + string(p.form)
+	if repeats > 1 {
+		d += fmt.Sprintf("-r%d", p.repeat)
+	}
+	return d
+}
+
+// plannedRuns are the scenario specs in the order a parallel suite hands
+// them out: provider by provider as configured (the reference provider
+// first, so a module-built provider's manager builds meanwhile), the
+// biggest labs first within each (the longest runs start first, so the
+// last to finish is a short one), then by name.
+var plannedRuns = func() []plannedRun {
 	var paths []string
 	for _, g := range strings.Fields(scenarioGlob) {
 		found, err := filepath.Glob(g)
@@ -85,34 +120,141 @@ var _ = Describe("upgrade scenarios", Label("scenario"), func() {
 	if len(paths) == 0 {
 		panic(fmt.Sprintf("no scenarios at %s", scenarioGlob))
 	}
+	type loaded struct {
+		s   *scenario.Scenario
+		def *lab.Definition
+	}
+	var all []loaded
 	for _, path := range paths {
 		s, def, err := scenario.Load(path)
 		if err != nil {
 			panic(err) // a bad scenario file stops the suite before it starts, naming file and field
 		}
-		for _, prov := range providerConfigs {
-			if ok, _ := prov.Runs(s); !ok {
+		all = append(all, loaded{s, def})
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		a, b := len(all[i].def.Spec.Hosts), len(all[j].def.Spec.Hosts)
+		if a != b {
+			return a > b
+		}
+		return all[i].s.Name < all[j].s.Name
+	})
+	var out []plannedRun
+	for _, prov := range providerConfigs {
+		for _, l := range all {
+			if ok, _ := prov.Runs(l.s); !ok {
 				continue // not a spec: the table shows only what a provider can run
 			}
-			for _, form := range s.Forms {
-				It(fmt.Sprintf("%s (%s) on %s", s.Name, form, prov.Name), Label(prov.Name, s.Name, string(s.Strategy), string(form)), func(ctx context.Context) {
-					dir, _ := filepath.Abs(filepath.Join(artifactsDir(), prov.Name+"-"+s.Name+"-"+string(form)))
-					res := runner.Run(ctx, s, def, form, runner.Options{
-						RepoRoot: "..", Dir: dir, Scale: timescale.Scale(*timeScaleFlag), Progress: GinkgoWriter,
-						ProviderBinary: binaries.provider, ExtensionBinary: binaries.extension, Provider: prov,
-						RateLimitedReconciles: *rateLimitFlag,
-					})
-					resultsMu.Lock()
-					results = append(results, res)
-					resultsMu.Unlock()
-					Expect(res.Error).To(BeEmpty(), "the run stopped early")
-					var broken []string
-					for _, v := range check.Failed(res.Checks) {
-						broken = append(broken, v.String())
-					}
-					Expect(broken).To(BeEmpty(), "broken rules (timeline %s):\n%s", res.Timeline, strings.Join(broken, "\n"))
-				}, SpecTimeout(s.Timeout.Duration+2*time.Minute))
+			for _, form := range l.s.Forms {
+				for k := 1; k <= repeats; k++ {
+					out = append(out, plannedRun{scenario: l.s, lab: l.def, provider: prov, form: form, repeat: k})
+				}
 			}
 		}
+	}
+	return out
+}()
+
+// selected says whether the label filter lets any run of prov through:
+// what it alone needs is built only then.
+func selected(prov *provider.Config) bool {
+	filter, err := types.ParseLabelFilter(GinkgoLabelFilter())
+	if err != nil {
+		return true
+	}
+	for _, p := range plannedRuns {
+		if p.provider == prov && filter(p.labels()) {
+			return true
+		}
+	}
+	return false
+}
+
+// resultEntry is the report entry each scenario spec leaves its
+// runner.Result in: a parallel suite's processes send their specs'
+// reports to the first, whose ReportAfterSuite writes the report.
+const resultEntry = "upgradelab-run"
+
+// scenarioResults reads every run's result and placement from the
+// suite's report.
+func scenarioResults(r Report) ([]runner.Result, report.Layout) {
+	layout := report.Layout{Processes: r.SuiteConfig.ParallelTotal}
+	var results []runner.Result
+	for _, spec := range r.SpecReports {
+		for _, e := range spec.ReportEntries {
+			if e.Name != resultEntry {
+				continue
+			}
+			var res runner.Result
+			raw, err := json.Marshal(e.Value.GetRawValue())
+			if err == nil {
+				err = json.Unmarshal(raw, &res)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stdout, "the result of %q: %v\n", spec.FullText(), err)
+				continue
+			}
+			results = append(results, res)
+			layout.Runs = append(layout.Runs, report.Placement{Run: report.RunAnchor(res), Process: spec.ParallelProcess,
+				Start: spec.StartTime, End: spec.EndTime})
+		}
+	}
+	return results, layout
+}
+
+// progress is where a run's progress lines go: GinkgoWriter (the spec's
+// output, shown as it comes in a serial suite), and in a parallel suite
+// also straight to the terminal through the Ginkgo CLI, which otherwise
+// shows a spec's output only once the spec ends.
+func progress() io.Writer {
+	cfg, _ := GinkgoConfiguration()
+	if cfg.ParallelTotal <= 1 {
+		return GinkgoWriter
+	}
+	return io.MultiWriter(GinkgoWriter, &liveOutput{server: cfg.ParallelHost})
+}
+
+// liveOutput writes to the Ginkgo CLI's own output: each Write is one
+// POST to the parallel server's /emit-output, the endpoint Ginkgo's
+// processes forward their live output through while a synchronized
+// suite node runs (ginkgo/v2 internal/parallel_support). Each progress
+// line is one Write, so lines of different runs never mix. A failed
+// write is dropped: the line is still in the spec's own output.
+type liveOutput struct{ server string }
+
+func (l *liveOutput) Write(p []byte) (int, error) {
+	resp, err := http.Post(l.server+"/emit-output", "text/plain;charset=UTF-8", bytes.NewReader(p))
+	if err == nil {
+		resp.Body.Close()
+	}
+	return len(p), nil
+}
+
+// Each scenario file, in each of its forms, against each provider that
+// supports its strategy, is one spec labelled with the provider, the
+// scenario's name, strategy and form (`make e2e GINKGO_LABELS=in-place`
+// runs only those). A broken rule fails the spec with the moment, the
+// objects and the rule.
+var _ = Describe("upgrade scenarios", Label("scenario"), func() {
+	for _, p := range plannedRuns {
+		name := fmt.Sprintf("%s (%s) on %s", p.scenario.Name, p.form, p.provider.Name)
+		if repeats > 1 {
+			name += fmt.Sprintf(" #%d", p.repeat)
+		}
+		It(name, Label(p.labels()[1:]...), func(ctx context.Context) {
+			dir, _ := filepath.Abs(filepath.Join(artifactsDir(), p.dir()))
+			res := runner.Run(ctx, p.scenario, p.lab, p.form, runner.Options{
+				RepoRoot: "..", Dir: dir, Scale: timescale.Scale(*timeScaleFlag), Progress: progress(),
+				ProviderBinary: binaries.Provider, ExtensionBinary: binaries.Extension, Provider: p.provider,
+				RateLimitedReconciles: *rateLimitFlag,
+			})
+			AddReportEntry(resultEntry, res, ReportEntryVisibilityNever)
+			Expect(res.Error).To(BeEmpty(), "the run stopped early")
+			var broken []string
+			for _, v := range check.Failed(res.Checks) {
+				broken = append(broken, v.String())
+			}
+			Expect(broken).To(BeEmpty(), "broken rules (timeline %s):\n%s", res.Timeline, strings.Join(broken, "\n"))
+		}, SpecTimeout(p.scenario.Timeout.Duration+2*time.Minute))
 	}
 })

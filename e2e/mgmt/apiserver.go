@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -75,11 +76,7 @@ func (p *Plane) apiServerProcess() (pid int, binary string, args []string, err e
 	if p.apiServer != nil {
 		pid = p.apiServer.pid()
 	} else {
-		for _, c := range childrenOf(os.Getpid()) {
-			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c)); strings.TrimSpace(string(comm)) == "kube-apiserver" {
-				pid = c
-			}
-		}
+		pid = p.envtestPID("kube-apiserver")
 	}
 	if pid == 0 {
 		return 0, "", nil, errors.New("mgmt: no kube-apiserver process found among the harness's children")
@@ -98,6 +95,54 @@ func hostPort(host string) string {
 		return u.Host
 	}
 	return host
+}
+
+// envtestPID is the pid of envtest's kube-apiserver or etcd of this
+// plane (found by the port each serves), or 0.
+func (p *Plane) envtestPID(comm string) int {
+	if p.env == nil {
+		return 0
+	}
+	switch comm {
+	case "kube-apiserver":
+		return childNamed(comm, "--secure-port="+strconv.Itoa(p.env.ControlPlane.GetAPIServer().SecurePort))
+	case "etcd":
+		if u := p.env.ControlPlane.Etcd.URL; u != nil {
+			return childNamed(comm, u.Host)
+		}
+	}
+	return 0
+}
+
+// ProcessCPU is the CPU time one of the plane's processes has used.
+type ProcessCPU struct {
+	Name string        `json:"name"`
+	CPU  time.Duration `json:"cpu"`
+}
+
+// CPU reads the CPU time each running process of the plane has used so
+// far: the embedded kube-apiserver and etcd, then each manager. Read it
+// before Stop. A kube-apiserver RestartAPIServer replaced counts from its
+// restart.
+func (p *Plane) CPU() []ProcessCPU {
+	var out []ProcessCPU
+	add := func(name string, pid int) {
+		if d, ok := cpuTime(pid); ok && pid > 0 {
+			out = append(out, ProcessCPU{Name: name, CPU: d})
+		}
+	}
+	if p.apiServer != nil {
+		add("kube-apiserver", p.apiServer.pid())
+	} else {
+		add("kube-apiserver", p.envtestPID("kube-apiserver"))
+	}
+	add("etcd", p.envtestPID("etcd"))
+	for i, m := range p.managers {
+		if i < len(p.procs) {
+			add(m.name, p.procs[i].pid())
+		}
+	}
+	return out
 }
 
 func (p *Plane) discovery() *discovery.DiscoveryClient {

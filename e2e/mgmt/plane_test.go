@@ -142,6 +142,18 @@ func TestPlaneRunsCAPIWebhooksAndControllers(t *testing.T) {
 		}
 	})
 
+	t.Run("CPU names each process of this plane with the time it used", func(t *testing.T) {
+		got := map[string]time.Duration{}
+		for _, pc := range p.CPU() {
+			got[pc.Name] = pc.CPU
+		}
+		for _, name := range []string{"kube-apiserver", "etcd", "capi", "kcp", "cabpk"} {
+			if got[name] <= 0 {
+				t.Errorf("CPU() = %v: no time for %s", got, name)
+			}
+		}
+	})
+
 	t.Run("after a kube-apiserver crash and restart, objects stay and the managers work on", func(t *testing.T) {
 		// The restarted server binds the same port again: one outside the
 		// ephemeral range, which a connection's source port cannot take.

@@ -73,3 +73,53 @@ func waitBindable(ctx context.Context, addr string) error {
 		}
 	}
 }
+
+// userHZ is the unit of the CPU times in /proc/PID/stat: USER_HZ, 100
+// on every Linux architecture Go runs the plane on.
+const userHZ = 100
+
+// cpuTime is the CPU time (user and system, its reaped children's
+// included) process pid has used so far; false when it is gone.
+func cpuTime(pid int) (time.Duration, bool) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return 0, false
+	}
+	// After the command: state is field 3, utime 14 .. cstime 17.
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 15 {
+		return 0, false
+	}
+	var ticks int64
+	for _, f := range fields[11:15] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, true
+}
+
+// cmdlineHas says whether process pid's command line contains s.
+func cmdlineHas(pid int, s string) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.Contains(string(data), s)
+}
+
+// childNamed is the child of this process whose command is comm and
+// whose command line contains mark, or 0. Several planes can run in one
+// process (the bench's four scenarios at once), so the command alone
+// does not say whose a kube-apiserver is; its port does.
+func childNamed(comm, mark string) int {
+	for _, c := range childrenOf(os.Getpid()) {
+		if got, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c)); strings.TrimSpace(string(got)) == comm && cmdlineHas(c, mark) {
+			return c
+		}
+	}
+	return 0
+}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
 )
 
@@ -36,10 +38,8 @@ func (c *Config) Process(ctx context.Context, m Manager, repoRoot, cacheDir stri
 			return p, fmt.Errorf("%s: managers %s: %w", c.path, m.Name, err)
 		}
 		bin := filepath.Join(cacheDir, "bin", strings.ReplaceAll(m.Module, "/", "_")+"@"+version, m.Name)
-		if _, err := os.Stat(bin); err != nil {
-			if err := build(ctx, repoRoot, m.Module+"/"+m.Package, bin); err != nil {
-				return p, fmt.Errorf("%s: managers %s: %w", c.path, m.Name, err)
-			}
+		if err := buildOnce(ctx, repoRoot, m.Module+"/"+m.Package, bin); err != nil {
+			return p, fmt.Errorf("%s: managers %s: %w", c.path, m.Name, err)
 		}
 		p.Binary = bin
 		base = dir
@@ -86,6 +86,28 @@ func moduleDir(ctx context.Context, repoRoot, module string) (dir, version strin
 			return "", "", fmt.Errorf("downloading %s: %s", module, msg)
 		}
 	}
+}
+
+// buildOnce builds pkg into out unless out exists. Builders of the same
+// out (a parallel suite's processes, a build started in the background
+// and a run that needs it) take turns on a lock beside it, so the
+// second finds the first's binary instead of building it again.
+func buildOnce(ctx context.Context, repoRoot, pkg, out string) error {
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile(out+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lock.Close() // closing releases the lock
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("locking %s: %w", lock.Name(), err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		return nil
+	}
+	return build(ctx, repoRoot, pkg, out)
 }
 
 func build(ctx context.Context, repoRoot, pkg, out string) error {

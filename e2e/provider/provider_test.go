@@ -2,6 +2,7 @@ package provider
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -165,5 +166,44 @@ func TestRunsSaysWhyAScenarioDoesNotApply(t *testing.T) {
 		if ok != (tc.want == "") || !strings.Contains(why, tc.want) {
 			t.Errorf("%+v: %v %q, want %q", tc.s, ok, why, tc.want)
 		}
+	}
+}
+
+// Two builders of one binary at once (a parallel suite's processes, or a
+// background build and the run that needs it) end with one good binary,
+// and a binary already there is not built again.
+func TestBuildOnceTakesTurns(t *testing.T) {
+	mod := t.TempDir()
+	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.test/hello\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mod, "main.go"), []byte("package main\n\nfunc main() { println(\"hello\") }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "bin", "hello")
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- buildOnce(t.Context(), mod, "example.test/hello", out) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := os.Stat(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := exec.Command(out).CombinedOutput(); err != nil || strings.TrimSpace(string(msg)) != "hello" {
+		t.Fatalf("the built binary: %q, %v", msg, err)
+	}
+	if err := buildOnce(t.Context(), mod, "example.test/hello", out); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.Stat(out); !after.ModTime().Equal(before.ModTime()) {
+		t.Fatal("a binary already there was built again")
+	}
+	if left, _ := filepath.Glob(out + ".tmp*"); len(left) > 0 {
+		t.Fatalf("temporary builds left: %v", left)
 	}
 }

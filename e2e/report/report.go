@@ -20,8 +20,35 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/timeline"
 )
 
+// Layout is how a suite laid its runs out: how many processes ran runs
+// at once and which process ran each run when. A serial suite is one
+// process.
+type Layout struct {
+	Processes int         `json:"processes"`
+	Runs      []Placement `json:"runs"`
+}
+
+// Placement is where and when one run ran.
+type Placement struct {
+	// Run is the run's anchor: provider-scenario-form (RunAnchor).
+	Run     string    `json:"run"`
+	Process int       `json:"process"`
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+}
+
+// RunAnchor names a run in the report and in a Layout: its folder's
+// name (provider-scenario-form, with a repeat's number when a suite runs
+// each scenario more than once), or provider-scenario-form.
+func RunAnchor(r runner.Result) string {
+	if r.Timeline != "" {
+		return filepath.Base(filepath.Dir(r.Timeline))
+	}
+	return r.Provider + "-" + r.Scenario + "-" + string(r.Form)
+}
+
 // Write writes report.html and results.json into dir.
-func Write(dir string, results []runner.Result) error {
+func Write(dir string, results []runner.Result, layout Layout) error {
 	b, err := json.MarshalIndent(results, "", "  ")
 	if err != nil {
 		return err
@@ -29,7 +56,7 @@ func Write(dir string, results []runner.Result) error {
 	if err := os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644); err != nil {
 		return err
 	}
-	page := pageData{Generated: time.Now().UTC().Format(time.RFC3339)}
+	page := pageData{Generated: time.Now().UTC().Format(time.RFC3339), Layout: layoutPicture(layout)}
 	for _, r := range check.Rules {
 		page.Rules = append(page.Rules, ruleHead{Name: r.Name, Why: r.Why})
 	}
@@ -48,7 +75,7 @@ func Write(dir string, results []runner.Result) error {
 	})
 	for _, res := range sorted {
 		run := runData{Result: res, Name: res.Scenario + " (" + string(res.Form) + ")", Duration: res.Duration.Round(time.Second).String(),
-			Anchor: res.Provider + "-" + res.Scenario + "-" + string(res.Form)}
+			Anchor: RunAnchor(res)}
 		byRule := map[string]check.Result{}
 		for _, c := range res.Checks {
 			byRule[c.Rule] = c
@@ -82,6 +109,63 @@ type pageData struct {
 	Generated string
 	Rules     []ruleHead
 	Runs      []runData
+	Layout    *layoutData
+}
+
+// layoutData is the suite's layout: a row per process, a bar per run.
+type layoutData struct {
+	Processes     int
+	Wall          string
+	Width, Height int
+	Rows          []rowData
+	Ticks         []tick
+}
+
+// layoutPicture draws which process ran which run when.
+func layoutPicture(l Layout) *layoutData {
+	if len(l.Runs) == 0 {
+		return nil
+	}
+	start, end := l.Runs[0].Start, l.Runs[0].End
+	for _, r := range l.Runs {
+		if r.Start.Before(start) {
+			start = r.Start
+		}
+		if r.End.After(end) {
+			end = r.End
+		}
+	}
+	span := end.Sub(start).Seconds()
+	if span <= 0 {
+		return nil
+	}
+	x := func(t time.Time) float64 { return labelWidth + t.Sub(start).Seconds()/span*plotWidth }
+	d := &layoutData{Processes: max(l.Processes, 1), Wall: end.Sub(start).Round(time.Second).String(), Width: labelWidth + plotWidth + 10}
+	rows := map[int]*rowData{}
+	for _, r := range l.Runs {
+		row := rows[r.Process]
+		if row == nil {
+			row = &rowData{Label: fmt.Sprintf("process %d", r.Process)}
+			rows[r.Process] = row
+		}
+		row.Bars = append(row.Bars, bar{X: x(r.Start), W: max(x(r.End)-x(r.Start), 1), Color: color(r.Run),
+			Title: fmt.Sprintf("%s: from %s for %s", r.Run, r.Start.Sub(start).Round(time.Second), r.End.Sub(r.Start).Round(time.Second))})
+	}
+	procs := make([]int, 0, len(rows))
+	for p := range rows {
+		procs = append(procs, p)
+	}
+	sort.Ints(procs)
+	for i, p := range procs {
+		row := *rows[p]
+		row.Y = 20 + i*rowHeight
+		d.Rows = append(d.Rows, row)
+	}
+	d.Height = 30 + len(procs)*rowHeight
+	for i := 0; i <= 5; i++ {
+		d.Ticks = append(d.Ticks, tick{X: labelWidth + float64(i)*plotWidth/5, Label: fmt.Sprintf("%.0fs", span*float64(i)/5)})
+	}
+	return d
 }
 
 type ruleHead struct{ Name, Why string }
@@ -231,9 +315,16 @@ th.rule{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap}
 {{range .Runs}}<tr><td><a href="#{{.Anchor}}">{{.Name}}</a>{{if .Error}} <b>stopped</b>{{end}}</td><td>{{.Provider}}</td><td>{{.Strategy}}</td><td>{{.Duration}}</td>
 {{range .Cells}}<td class="{{if eq .Status "pass"}}pass{{else if eq .Status "fail"}}fail{{else}}na{{end}}" title="{{.Title}}">{{.Status}}</td>{{end}}</tr>
 {{end}}</table>
+{{with .Layout}}<h2 id="layout">Layout</h2>
+<p>{{.Processes}} process(es) ran the runs, each run on its own plane and lab; {{.Wall}} from the first start to the last end. Hover a bar for its run.</p>
+{{$h := .Height}}<svg width="{{.Width}}" height="{{.Height}}" xmlns="http://www.w3.org/2000/svg" font-size="11">
+{{range .Ticks}}<line x1="{{.X}}" x2="{{.X}}" y1="12" y2="{{$h}}" stroke="#eee"/><text x="{{.X}}" y="10">{{.Label}}</text>{{end}}
+{{range .Rows}}<text x="0" y="{{.Y}}" dy="11">{{.Label}}</text>{{$y := .Y}}{{range .Bars}}<rect x="{{.X}}" y="{{$y}}" width="{{.W}}" height="13" fill="{{.Color}}"><title>{{.Title}}</title></rect>{{end}}{{end}}
+</svg>{{end}}
 {{range .Runs}}
 <h2 id="{{.Anchor}}">{{.Name}} on {{.Provider}}</h2>
 <p>{{.Strategy}}, {{.Duration}}; CAPI's reconcile rate limit {{if .CAPIRateLimiting}}on{{else}}off{{end}}; timeline: <code>{{.Timeline}}</code></p>
+{{if .Profile.Phases}}<pre class="v">{{.Profile.String}}</pre>{{end}}
 {{if .Error}}<p class="fail">Stopped early: {{.Error}}</p>{{end}}
 {{if .Violations}}<ul>{{range .Violations}}<li class="v">{{.String}}</li>{{end}}</ul>{{end}}
 {{with .Picture}}{{$h := .Height}}<svg width="{{.Width}}" height="{{.Height}}" xmlns="http://www.w3.org/2000/svg" font-size="11">

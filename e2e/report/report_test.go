@@ -33,7 +33,12 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 	theirs := runner.Result{Provider: "inmemory", Scenario: "single-node-in-place", Form: scenario.Plain, Strategy: "in-place",
 		Timeline: filepath.Join(dir, "missing.jsonl"),
 		Checks:   []check.Result{{Rule: "host-bound-once", Status: check.NotApplicable}, {Rule: "same-machines", Status: check.Pass}}}
-	if err := Write(dir, []runner.Result{theirs, res}); err != nil {
+	res.Profile = runner.Profile{Phases: []runner.PhaseTime{{Name: runner.PhaseUpgrade, Took: 40 * time.Second}}}
+	layout := Layout{Processes: 2, Runs: []Placement{
+		{Run: RunAnchor(res), Process: 1, Start: t0, End: t0.Add(90 * time.Second)},
+		{Run: RunAnchor(theirs), Process: 2, Start: t0.Add(time.Second), End: t0.Add(60 * time.Second)},
+	}}
+	if err := Write(dir, []runner.Result{theirs, res}, layout); err != nil {
 		t.Fatal(err)
 	}
 	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
@@ -41,7 +46,8 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(html)
-	for _, want := range []string{"single-node-in-place (plain)", `class="fail" title="`, "bound twice", `<rect x=`, "Machine/sc-cp-a", "BareMetalHost/node-0", "stroke-dasharray"} {
+	for _, want := range []string{"single-node-in-place (plain)", `class="fail" title="`, "bound twice", `<rect x=`, "Machine/sc-cp-a", "BareMetalHost/node-0", "stroke-dasharray",
+		"2 process(es) ran the runs", ">process 1<", ">process 2<", RunAnchor(res) + ": from 0s for 1m30s", "wall: upgrade 40s"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report.html lacks %q", want)
 		}

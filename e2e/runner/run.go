@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
@@ -71,6 +72,8 @@ type Result struct {
 	// CAPIRateLimiting: CAPI's managers ran with their reconcile rate
 	// limit (Options.RateLimitedReconciles).
 	CAPIRateLimiting bool `json:"capiRateLimiting"`
+	// Profile is where the run's wall time and CPU went.
+	Profile Profile `json:"profile"`
 }
 
 // Failed says whether the run broke a rule or stopped early.
@@ -93,6 +96,7 @@ type run struct {
 	// watched reads the run's namespace from the recorder's cache: what
 	// settle waits for there, the recorder's last poll sees.
 	watched client.Reader
+	profile Profile
 }
 
 // workloadClient is the workload cluster's client, built once CAPI wrote
@@ -124,9 +128,11 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		res.Provider = r.provider.Name
 		r.prefix = fmt.Sprintf("[%s %s/%s]", r.provider.Name, s.Name, form)
 	}
+	cpuBefore := processCPU()
 	if err == nil {
 		err = r.execute(ctx)
 	}
+	r.profile.CPU = append(r.profile.CPU, mgmt.ProcessCPU{Name: harnessCPU, CPU: processCPU() - cpuBefore})
 	res.Duration = time.Since(res.Started)
 	if err != nil {
 		res.Error = err.Error()
@@ -140,7 +146,9 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		if to, err := def.Catalog.Get(s.To.Image); err == nil && r.provider.Lab { // CAPI's in-memory etcd members carry no image
 			p.ToEtcd = to.Etcd
 		}
+		judged := time.Now()
 		res.Checks = check.Run(entries, p)
+		r.profile.Phases = append(r.profile.Phases, PhaseTime{Name: PhaseJudge, Took: time.Since(judged)})
 		r.tl.Close()
 		var from time.Time
 		for _, e := range entries {
@@ -153,6 +161,11 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		}
 	}
 	failed := check.Failed(res.Checks)
+	res.Profile = r.profile
+	writeProfile(o.Dir, r.profile)
+	for _, line := range strings.Split(r.profile.String(), "\n") {
+		r.say("profile %s", line)
+	}
 	r.say("done in %s: %d rule(s) broken", res.Duration.Round(time.Second), len(failed))
 	if b, err := json.MarshalIndent(res, "", "  "); err == nil {
 		_ = os.WriteFile(filepath.Join(o.Dir, "result.json"), b, 0o644)
@@ -180,10 +193,14 @@ func (r *run) execute(ctx context.Context) error {
 	if r.tl, err = timeline.Create(filepath.Join(r.opts.Dir, "timeline.jsonl")); err != nil {
 		return err
 	}
-	if err := r.start(ctx); err != nil {
+	if err := r.timed(ctx, PhaseStart, r.start); err != nil {
 		return err
 	}
-	defer r.env.Stop()
+	defer func() {
+		// What each process of the plane used, read before they stop.
+		r.profile.CPU = r.env.Plane.CPU()
+		_ = r.timed(ctx, PhaseStop, func(context.Context) error { r.env.Stop(); return nil })
+	}()
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
 	r.faultErrs = make(chan error, len(r.scenario.Faults))
@@ -202,13 +219,16 @@ func (r *run) execute(ctx context.Context) error {
 	if r.provider.Lab {
 		go monitor.RecordLab(recCtx, r.env.Site.Lab, r.tl)
 	}
-	for _, phase := range []func(context.Context) error{r.enrollHosts, r.provision, r.writeDataStep} {
-		if err := phase(ctx); err != nil {
+	for _, phase := range []struct {
+		name string
+		run  func(context.Context) error
+	}{{PhaseEnroll, r.enrollHosts}, {PhaseProvision, r.provision}, {PhaseWriteData, r.writeDataStep}} {
+		if err := r.timed(ctx, phase.name, phase.run); err != nil {
 			return err
 		}
 	}
 	rec.Poll(ctx)
-	if err := r.upgradeAndWait(ctx); err != nil {
+	if err := r.timed(ctx, PhaseUpgrade, r.upgradeAndWait); err != nil {
 		return err
 	}
 	rec.Poll(ctx)
@@ -217,10 +237,12 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	r.say("step 6/6: waiting for CAPI's Cluster conditions to settle, reading the data back")
-	r.settle(ctx, settleTime, r.scenario.Expect.Outcome)
-	rec.Poll(ctx)
-	r.readData(ctx)
-	return nil
+	_ = r.timed(ctx, PhaseSettle, func(ctx context.Context) error {
+		r.settle(ctx, settleTime, r.scenario.Expect.Outcome)
+		rec.Poll(ctx)
+		return nil
+	})
+	return r.timed(ctx, PhaseReadData, func(ctx context.Context) error { r.readData(ctx); return nil })
 }
 
 // start is step 1: the site (lab providers), the plane and the managers.
