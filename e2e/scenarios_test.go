@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/rpc"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -211,23 +213,55 @@ func progress() io.Writer {
 	if cfg.ParallelTotal <= 1 {
 		return GinkgoWriter
 	}
-	return io.MultiWriter(GinkgoWriter, &liveOutput{server: cfg.ParallelHost})
+	return io.MultiWriter(GinkgoWriter, live(cfg.ParallelHost))
 }
 
-// liveOutput writes to the Ginkgo CLI's own output: each Write is one
-// POST to the parallel server's /emit-output, the endpoint Ginkgo's
-// processes forward their live output through while a synchronized
-// suite node runs (ginkgo/v2 internal/parallel_support). Each progress
-// line is one Write, so lines of different runs never mix. A failed
-// write is dropped: the line is still in the spec's own output.
-type liveOutput struct{ server string }
+// liveOutput writes to the Ginkgo CLI's own output through its parallel
+// server, the way Ginkgo's processes forward their live output while a
+// synchronized suite node runs (ginkgo/v2 internal/parallel_support: the
+// net/rpc method Server.EmitOutput, or POST /emit-output when
+// GINKGO_PARALLEL_PROTOCOL=HTTP). Each progress line is one Write, so
+// lines of different runs never mix. A failed write is dropped: the line
+// is still in the spec's own output.
+type liveOutput struct {
+	server string
+	mu     sync.Mutex
+	rpc    *rpc.Client
+}
 
 func (l *liveOutput) Write(p []byte) (int, error) {
-	resp, err := http.Post(l.server+"/emit-output", "text/plain;charset=UTF-8", bytes.NewReader(p))
-	if err == nil {
-		resp.Body.Close()
+	if os.Getenv("GINKGO_PARALLEL_PROTOCOL") == "HTTP" {
+		if resp, err := http.Post(l.server+"/emit-output", "text/plain;charset=UTF-8", bytes.NewReader(p)); err == nil {
+			resp.Body.Close()
+		}
+		return len(p), nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rpc == nil {
+		c, err := rpc.DialHTTPPath("tcp", l.server, "/")
+		if err != nil {
+			return len(p), nil
+		}
+		l.rpc = c
+	}
+	var n int
+	if err := l.rpc.Call("Server.EmitOutput", p, &n); err != nil {
+		l.rpc.Close()
+		l.rpc = nil
 	}
 	return len(p), nil
+}
+
+var (
+	liveOnce sync.Once
+	liveOut  *liveOutput
+)
+
+// live is this process's one connection to the CLI's parallel server.
+func live(server string) *liveOutput {
+	liveOnce.Do(func() { liveOut = &liveOutput{server: server} })
+	return liveOut
 }
 
 // Each scenario file, in each of its forms, against each provider that
@@ -235,26 +269,57 @@ func (l *liveOutput) Write(p []byte) (int, error) {
 // scenario's name, strategy and form (`make e2e GINKGO_LABELS=in-place`
 // runs only those). A broken rule fails the spec with the moment, the
 // objects and the rule.
-var _ = Describe("upgrade scenarios", Label("scenario"), func() {
+//
+// How a parallel suite lays them out: each run is a top-level container
+// of its own whose SpecPriority is its lab's host count, so the longest
+// runs are handed out first (Ginkgo otherwise orders specs of one line
+// by their text). The runs of a provider whose managers bind fixed ports
+// (provider.Config.FixedPorts: CAPD's in-memory backend) cannot overlap,
+// so they form one Ordered chain, handed out first as the longest piece
+// of work, that one process runs while the others take the rest.
+var _ = func() bool {
+	chains := map[*provider.Config][]plannedRun{}
 	for _, p := range plannedRuns {
-		name := fmt.Sprintf("%s (%s) on %s", p.scenario.Name, p.form, p.provider.Name)
-		if repeats > 1 {
-			name += fmt.Sprintf(" #%d", p.repeat)
+		if len(p.provider.FixedPorts()) > 0 {
+			chains[p.provider] = append(chains[p.provider], p)
+			continue
 		}
-		It(name, Label(p.labels()[1:]...), func(ctx context.Context) {
-			dir, _ := filepath.Abs(filepath.Join(artifactsDir(), p.dir()))
-			res := runner.Run(ctx, p.scenario, p.lab, p.form, runner.Options{
-				RepoRoot: "..", Dir: dir, Scale: timescale.Scale(*timeScaleFlag), Progress: progress(),
-				ProviderBinary: binaries.Provider, ExtensionBinary: binaries.Extension, Provider: p.provider,
-				RateLimitedReconciles: *rateLimitFlag,
-			})
-			AddReportEntry(resultEntry, res, ReportEntryVisibilityNever)
-			Expect(res.Error).To(BeEmpty(), "the run stopped early")
-			var broken []string
-			for _, v := range check.Failed(res.Checks) {
-				broken = append(broken, v.String())
-			}
-			Expect(broken).To(BeEmpty(), "broken rules (timeline %s):\n%s", res.Timeline, strings.Join(broken, "\n"))
-		}, SpecTimeout(p.scenario.Timeout.Duration+2*time.Minute))
+		Describe("upgrade scenarios", Label("scenario"), SpecPriority(len(p.lab.Spec.Hosts)), func() { scenarioSpec(p) })
 	}
-})
+	for _, prov := range providerConfigs {
+		if runs := chains[prov]; len(runs) > 0 {
+			Describe("upgrade scenarios", Label("scenario"), Ordered, ContinueOnFailure, SpecPriority(chainPriority), func() {
+				for _, p := range runs {
+					scenarioSpec(p)
+				}
+			})
+		}
+	}
+	return true
+}()
+
+// chainPriority puts a provider's chain of runs before every single run.
+const chainPriority = 1000
+
+// scenarioSpec is one run's spec.
+func scenarioSpec(p plannedRun) {
+	name := fmt.Sprintf("%s (%s) on %s", p.scenario.Name, p.form, p.provider.Name)
+	if repeats > 1 {
+		name += fmt.Sprintf(" #%d", p.repeat)
+	}
+	It(name, Label(p.labels()[1:]...), func(ctx context.Context) {
+		dir, _ := filepath.Abs(filepath.Join(artifactsDir(), p.dir()))
+		res := runner.Run(ctx, p.scenario, p.lab, p.form, runner.Options{
+			RepoRoot: "..", Dir: dir, Scale: timescale.Scale(*timeScaleFlag), Progress: progress(),
+			ProviderBinary: binaries.Provider, ExtensionBinary: binaries.Extension, Provider: p.provider,
+			RateLimitedReconciles: *rateLimitFlag,
+		})
+		AddReportEntry(resultEntry, res, ReportEntryVisibilityNever)
+		Expect(res.Error).To(BeEmpty(), "the run stopped early")
+		var broken []string
+		for _, v := range check.Failed(res.Checks) {
+			broken = append(broken, v.String())
+		}
+		Expect(broken).To(BeEmpty(), "broken rules (timeline %s):\n%s", res.Timeline, strings.Join(broken, "\n"))
+	}, SpecTimeout(p.scenario.Timeout.Duration+2*time.Minute))
+}

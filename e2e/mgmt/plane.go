@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -354,9 +355,13 @@ func (p *Plane) KillAndRestart(ctx context.Context, name string) error {
 // (the API server could not reach them any more) and keeps CRDs and objects.
 // Stop is safe to call more than once.
 func (p *Plane) Stop() {
-	for i := len(p.procs) - 1; i >= 0; i-- {
-		p.procs[i].stop(10 * time.Second)
+	// Each manager shuts down on its own (about a second each: its
+	// servers, then its controllers), so all at once rather than in turn.
+	var stopping sync.WaitGroup
+	for _, proc := range p.procs {
+		stopping.Go(func() { proc.stop(10 * time.Second) })
 	}
+	stopping.Wait()
 	p.procs = nil
 	if p.Target.Kind == ExistingCluster && p.Client != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -80,6 +80,12 @@ type Manager struct {
 	Args             []string          `yaml:"args"`
 	// OnlyFor limits it to runs of these strategies (default: every run).
 	OnlyFor []scenario.Strategy `yaml:"onlyFor"`
+	// FixedPorts are ports the manager binds whatever its flags say
+	// (CAPD's in-memory backend: its debug server on 19000). Two runs
+	// with such a manager cannot overlap on one machine: each run holds
+	// these ports machine-wide while it runs, and the e2e suite runs the
+	// provider's runs one after another on one of its processes.
+	FixedPorts []int `yaml:"fixedPorts"`
 }
 
 // References are the managers the harness knows how to wire to the lab.
@@ -177,6 +183,11 @@ func (c *Config) validate() []string {
 		if m.RuntimeExtension || m.Reference == "inplace" {
 			extension = true
 		}
+		for j, p := range m.FixedPorts {
+			if p < 1 || p > 65535 {
+				bad(fmt.Sprintf("%s.fixedPorts[%d]", field, j), "%d is not a port (1-65535)", p)
+			}
+		}
 		if len(m.Settings) > 0 && !m.RuntimeExtension {
 			bad(field+".settings", "only a runtimeExtension has settings (they go to its ExtensionConfig)")
 		}
@@ -188,6 +199,17 @@ func (c *Config) validate() []string {
 		bad("intervals", "must not be negative")
 	}
 	return errs
+}
+
+// FixedPorts are the fixed ports of every manager of the provider's (see
+// Manager.FixedPorts): when there are any, its runs must not overlap.
+func (c *Config) FixedPorts() []int {
+	var ports []int
+	for _, m := range c.Managers {
+		ports = append(ports, m.FixedPorts...)
+	}
+	slices.Sort(ports)
+	return slices.Compact(ports)
 }
 
 // Load reads a config file and checks that its template folder holds

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,7 +28,13 @@ func TestShippedConfigsLoad(t *testing.T) {
 	if got := len(bm.ManagersFor(scenario.InPlace)); got != 2 {
 		t.Errorf("an in-place run starts %d managers, want provider and extension", got)
 	}
+	if got := bm.FixedPorts(); len(got) != 0 {
+		t.Errorf("the reference provider binds fixed ports %v; its runs could not overlap", got)
+	}
 	mem, _ := Load("../../fixtures/providers/inmemory.yaml")
+	if got := mem.FixedPorts(); !slices.Equal(got, []int{19000}) {
+		t.Errorf("CAPD's fixed ports = %v, want [19000] (its workload clusters' debug server)", got)
+	}
 	if mem.Lab || mem.Supports(scenario.InPlace) || !mem.Supports(scenario.Rolling) {
 		t.Errorf("inmemory: lab %v, strategies %v", mem.Lab, mem.Strategies)
 	}
@@ -72,6 +79,7 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{strings.Replace(good, "binary: bin/manager", "reference: baremetal", 1), "managers[0].reference: upgradelab's own managers drive the lab"},
 		{strings.Replace(good, "binary: bin/manager", "binary: x\n  onlyFor: [rolling]", 1), `managers[0].onlyFor[0]: "rolling" is not one of the provider's strategies`},
 		{good + "intervals: {upgrade: soon}\n", "not a duration"},
+		{strings.Replace(good, "binary: bin/manager", "binary: x\n  fixedPorts: [70000]", 1), "managers[0].fixedPorts[0]: 70000 is not a port"},
 		{strings.Replace(good, "binary: bin/manager", "binary: x\n  settings: {a: b}", 1), "managers[0].settings: only a runtimeExtension has settings"},
 	} {
 		_, err := Parse("providers/theirs.yaml", []byte(tc.doc))

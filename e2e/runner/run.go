@@ -26,6 +26,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/internal/loopback"
 	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/timescale"
@@ -193,6 +194,14 @@ func (r *run) execute(ctx context.Context) error {
 	if r.tl, err = timeline.Create(filepath.Join(r.opts.Dir, "timeline.jsonl")); err != nil {
 		return err
 	}
+	if ports := r.provider.FixedPorts(); len(ports) > 0 {
+		r.say("holding ports %v, which %s's managers bind whatever they are told (waits while another run holds them)", ports, r.provider.Name)
+		release, err := loopback.Hold(ctx, ports...)
+		if err != nil {
+			return err
+		}
+		defer release() // after the deferred stop below: deferred calls run last-in first-out
+	}
 	if err := r.timed(ctx, PhaseStart, r.start); err != nil {
 		return err
 	}
@@ -344,7 +353,7 @@ func (r *run) settle(ctx context.Context, d time.Duration, outcome scenario.Outc
 				return
 			}
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(pollEvery)
 	}
 }
 
@@ -452,7 +461,7 @@ func (r *run) enroll(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("registration: %d of %d hosts registered and available", n, len(hosts))
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(pollEvery):
 		}
 	}
 }

@@ -25,9 +25,9 @@ type progress struct {
 	line, detail string
 }
 
-// wait polls look every 500 ms, printing its line when it changes, until
-// it is done, limit (or the run's time) is up, or a fault could not be
-// injected.
+// wait polls look every pollEvery, printing its line when it changes,
+// until it is done, limit (or the run's time) is up, or a fault could not
+// be injected.
 func (r *run) wait(ctx context.Context, limit time.Duration, look func(context.Context) (progress, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -53,10 +53,16 @@ func (r *run) wait(ctx context.Context, limit time.Duration, look func(context.C
 			return fmt.Errorf("%s when its time (%s, or the run's) was up: %s", last.line, limit, last.detail)
 		case err := <-r.faultErrs:
 			return err
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(pollEvery):
 		}
 	}
 }
+
+// pollEvery is how often the runner looks while it waits: as often as
+// the recorder polls. Its management reads come from the recorder's
+// watch-fed cache (r.watched), so looking often costs the API server
+// nothing; a slower poll only added up to its period to every wait.
+const pollEvery = 100 * time.Millisecond
 
 // waitRolledOut waits until every Machine is UpToDate at version with no
 // update in progress, KCP and the MachineDeployment count them so, and
@@ -70,7 +76,7 @@ func (r *run) waitRolledOut(ctx context.Context, version, phase string, limit ti
 }
 
 func (r *run) rolledOut(ctx context.Context, version string, want int) (done bool, upToDate int, detail string, err error) {
-	c, ns := r.env.Client, r.env.Namespace
+	c, ns := r.watched, r.env.Namespace
 	kcp := &controlplanev1.KubeadmControlPlane{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName + "-cp"}, kcp); err != nil {
 		return false, 0, "", err
@@ -145,7 +151,7 @@ func (r *run) waitRolledBack(ctx context.Context, limit time.Duration) error {
 
 func (r *run) rolledBack(ctx context.Context, version string) (failed, ready int, detail string, err error) {
 	machines := &clusterv1.MachineList{}
-	if err := r.env.Client.List(ctx, machines, client.InNamespace(r.env.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: clusterName}); err != nil {
+	if err := r.watched.List(ctx, machines, client.InNamespace(r.env.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: clusterName}); err != nil {
 		return 0, 0, "", err
 	}
 	wl, err := r.workloadClient(ctx)

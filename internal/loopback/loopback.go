@@ -5,6 +5,7 @@
 package loopback
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,9 +25,16 @@ import (
 // scenarios starting at once open hundreds, and one did take a
 // provider's health port, another a workload cluster's, that way. Below
 // the range only another explicit bind can take it.
+//
+// Below 19000, too: CAPI's in-memory provider (CAPD's inMemory backend,
+// run unmodified) binds its debug server on 19000 and its workload
+// clusters on 20000, 20001, ... in turn, up to 30000, without checking
+// that a port is free; a port of ours in that range could make one of
+// its clusters fail. From 10300: the kubelet and the control plane's own
+// components use 10248-10260 on a machine that runs Kubernetes.
 const (
-	firstPort = 20000
-	portSpan  = 12000
+	firstPort = 10300
+	portSpan  = 19000 - firstPort
 )
 
 // registry hands out ports no other live registry on the machine holds.
@@ -105,6 +114,40 @@ func (r *registry) lock(port int) bool {
 var machine = sync.OnceValues(func() (*registry, error) {
 	return open(filepath.Join(os.TempDir(), "upgradelab-loopback-ports.lock"), firstPort, portSpan)
 })
+
+// Hold waits until no other holder on the machine has any of ports, then
+// holds them until release is called (or the process exits): for ports a
+// program binds whatever it is told, such as CAPD's fixed debug port, so
+// that two runs of it never overlap, in this process or another. The
+// ports are not checked for being free: the program binds them.
+func Hold(ctx context.Context, ports ...int) (release func(), err error) {
+	r, err := machine()
+	if err != nil {
+		return nil, err
+	}
+	// An open file description of its own: its locks conflict with every
+	// other description's, this process's registry's and other holds'
+	// included, and closing it releases them all.
+	f, err := os.OpenFile(r.file.Name(), os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("loopback port registry: %w", err)
+	}
+	for _, port := range ports {
+		for {
+			lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: int64(port), Len: 1}
+			if unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk) == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				f.Close()
+				return nil, fmt.Errorf("waiting for port %d, which another run holds: %w", port, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return func() { f.Close() }, nil
+}
 
 // Ports picks n ports from the machine's registry.
 func Ports(n int) ([]int, error) {

@@ -2,6 +2,7 @@ package loopback
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Scenarios starting at once each ask for their ports: every port is below
@@ -181,5 +183,43 @@ func TestOpenNamesTheFileItCannotOpen(t *testing.T) {
 	_, err := open(file, firstPort, portSpan)
 	if err == nil || !strings.Contains(err.Error(), file) {
 		t.Fatalf("open(%s) = %v, want an error naming the file", file, err)
+	}
+}
+
+// Two runs of a program that binds a fixed port never overlap: a second
+// Hold of the port waits until the first is released, in the same
+// process as in another.
+func TestHoldWaitsForTheHolderToRelease(t *testing.T) {
+	const port = 19000 + 7 // outside the range Ports hands out
+	release, err := Hold(t.Context(), port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := Hold(short, port); err == nil {
+		t.Fatal("a second Hold of a held port did not wait")
+	}
+	got := make(chan error, 1)
+	go func() {
+		again, err := Hold(t.Context(), port)
+		if err == nil {
+			again()
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("the second Hold returned (%v) while the first held the port", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	release()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second Hold still waits after the first released the port")
 	}
 }
