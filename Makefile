@@ -81,7 +81,7 @@ export UPGRADELAB_REPEAT = $(REPEAT)
 # as they come and a spec's whole output only when it fails.
 GINKGO := go run github.com/onsi/ginkgo/v2/ginkgo
 GINKGO_RUN = $(GINKGO) run --tags=e2e --procs=$(PARALLEL) $(if $(filter 1,$(PARALLEL)),-v,) \
-	--timeout=90m --junit-report=$(ARTIFACTS)/junit.xml
+	--timeout=90m --output-dir=$(ARTIFACTS) --junit-report=junit.xml
 E2E_ARGS = -artifacts=$(ARTIFACTS) -management=$(MANAGEMENT) -capi-rate-limiting=$(CAPI_RATE_LIMITING)
 e2e: tools
 	@mkdir -p $(ARTIFACTS)

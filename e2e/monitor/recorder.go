@@ -71,7 +71,14 @@ type recordedKind struct {
 func (r *Recorder) kinds() []recordedKind {
 	kinds := []recordedKind{
 		{KindCluster, r.clusters}, {KindControlPlane, r.controlPlanes}, {KindMachineDeployment, r.deployments},
-		{KindMachineSet, r.machineSets}, {KindMachine, r.machines}, {KindNode, r.nodes}, {KindEtcdMember, r.etcdMembers},
+		// A control-plane Machine's etcd member is removed (KCP's
+		// pre-terminate hook) before its Node is deleted, so the member
+		// comes first in the flow and is read after the Node: a poll
+		// that sees the Node gone sees the member removed too. Read the
+		// other way round, both could change between the two reads and
+		// a removed member replay as a live one on a vanished Node (it
+		// did, as lost quorum, on four runs at once).
+		{KindMachineSet, r.machineSets}, {KindMachine, r.machines}, {KindEtcdMember, r.etcdMembers}, {KindNode, r.nodes},
 		{KindAddon, r.addons},
 	}
 	if r.Hosts {

@@ -147,3 +147,75 @@ func TestPollWhileRunning(t *testing.T) {
 		t.Fatalf("one Machine that never changed recorded %d times", n)
 	}
 }
+
+// KCP removes a control-plane Machine's etcd member before its Node goes.
+// Whichever of a poll's workload reads that chain happens before, the
+// timeline never shows the Node gone while its member is still a live
+// one: etcd-quorum would count that as a member down (it did, on four
+// runs at once).
+func TestAPollNeverRecordsANodeGoneBeforeItsMemberRemoved(t *testing.T) {
+	reads := 2 // one poll's workload Lists: etcd member pods, Nodes
+	for at := 1; at <= reads; at++ {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp-a"},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+		member := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "etcd-cp-a", Labels: map[string]string{"component": "etcd"}},
+			Spec: corev1.PodSpec{NodeName: "cp-a"}}
+		lists, changed := 0, false
+		wl := fake.NewClientBuilder().WithObjects(node, member).WithInterceptorFuncs(interceptor.Funcs{
+			List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				switch list.(type) {
+				case *corev1.PodList, *corev1.NodeList:
+					lists++
+					if lists == reads+at { // the second poll's read number at
+						changed = true
+						removeMemberThenNode(ctx, t, cl, member, node)
+					}
+				}
+				return cl.List(ctx, list, opts...)
+			},
+		}).Build()
+		tl, err := timeline.Create(filepath.Join(t.TempDir(), "timeline.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		empty := fake.NewClientBuilder().WithScheme(runtime.NewScheme()).Build()
+		r := &Recorder{Management: empty, Namespace: "scenario", Timeline: tl,
+			Workload: func(context.Context) (client.Client, error) { return wl, nil }}
+		for range 3 {
+			r.Poll(context.Background())
+		}
+		tl.Close()
+		memberGone, nodeGone := -1, -1
+		for i, e := range tl.Entries() {
+			switch {
+			case e.Kind == KindEtcdMember && (e.New == nil || e.New[FieldRemoved] != "") && e.Old != nil && memberGone < 0:
+				memberGone = i
+			case e.Kind == KindNode && e.New == nil && e.Old != nil && nodeGone < 0:
+				nodeGone = i
+			}
+		}
+		if !changed || memberGone < 0 || nodeGone < 0 {
+			t.Fatalf("change at read %d: changed %v, member removed recorded at %d, Node gone at %d", at, changed, memberGone, nodeGone)
+		}
+		if nodeGone < memberGone {
+			t.Errorf("change before read %d of a poll: the Node's deletion (entry %d) is recorded before its member's removal (entry %d)", at, nodeGone, memberGone)
+		}
+	}
+}
+
+// removeMemberThenNode is what KCP and the Machine controller do in one
+// quick chain: the member is removed (CAPI's in-memory etcd marks its
+// pod), then the Node is deleted.
+func removeMemberThenNode(ctx context.Context, t *testing.T, c client.Client, member *corev1.Pod, node *corev1.Node) {
+	p := &corev1.Pod{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(member), p); err != nil {
+		t.Fatal(err)
+	}
+	p.Annotations = map[string]string{etcdMemberRemoved: ""}
+	if err := c.Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, node.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+}

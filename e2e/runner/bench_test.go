@@ -18,7 +18,9 @@ import (
 
 // BenchmarkScenario runs each shipped scenario (plain form) and reports
 // its wall time from an empty lab to the judged timeline, split into
-// provisioning and upgrade (`make bench`, -benchtime 1x).
+// provisioning and upgrade, then each phase's wall time (s-PHASE/op) and
+// the CPU time of every process (s-cpu-PROCESS/op) from the run's
+// profile (`make bench`, -benchtime 1x).
 func BenchmarkScenario(b *testing.B) {
 	root, paths, provider, extension := benchSetup(b)
 	for _, path := range paths {
@@ -35,6 +37,7 @@ func BenchmarkScenario(b *testing.B) {
 				}
 				b.ReportMetric(res.Duration.Seconds(), "s-wall/op")
 				b.ReportMetric(res.Upgrade.Seconds(), "s-upgrade/op")
+				reportProfile(b, res.Profile)
 			}
 		})
 	}
@@ -77,6 +80,17 @@ func BenchmarkFourScenariosTogether(b *testing.B) {
 			}
 		}
 		b.ReportMetric(time.Since(start).Seconds(), "s-all/op")
+	}
+}
+
+// reportProfile reports a run's profile as benchmark metrics: the wall
+// time of each phase and the CPU time of each process.
+func reportProfile(b *testing.B, p Profile) {
+	for _, ph := range p.Phases {
+		b.ReportMetric(ph.Took.Seconds(), "s-"+strings.ReplaceAll(ph.Name, " ", "-")+"/op")
+	}
+	for _, c := range p.CPU {
+		b.ReportMetric(c.CPU.Seconds(), "s-cpu-"+c.Name+"/op")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,6 +54,28 @@ func TestSingleNodeInPlaceScenarioPassesEveryCheck(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "result.json")); err != nil {
 		t.Fatal(err)
+	}
+	// The profile names every phase in order, and the CPU of the plane's
+	// processes, the provider's and the harness's.
+	var phases []string
+	for _, ph := range res.Profile.Phases {
+		phases = append(phases, ph.Name)
+	}
+	want := []string{PhaseStart, PhaseEnroll, PhaseProvision, PhaseWriteData, PhaseUpgrade, PhaseSettle, PhaseReadData, PhaseStop, PhaseJudge}
+	if !slices.Equal(phases, want) {
+		t.Errorf("profile phases %v, want %v", phases, want)
+	}
+	cpu := map[string]bool{}
+	for _, c := range res.Profile.CPU {
+		cpu[c.Name] = c.CPU > 0
+	}
+	for _, name := range []string{"kube-apiserver", "etcd", "capi", "kcp", "cabpk", "baremetal", "inplace", harnessCPU} {
+		if !cpu[name] {
+			t.Errorf("profile CPU %v: no time for %s", res.Profile.CPU, name)
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "profile.txt")); err != nil || !strings.Contains(string(data), "wall: start ") {
+		t.Errorf("profile.txt: %q, %v", data, err)
 	}
 }
 
