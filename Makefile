@@ -29,9 +29,12 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
+# The two builds overlap (each waits on downloads and links while the
+# other compiles); either failing fails the target.
 tools: deps
-	@KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) scripts/build-kube-binaries.sh >/dev/null
-	@scripts/build-capi-managers.sh >/dev/null
+	@KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) scripts/build-kube-binaries.sh >/dev/null & kube=$$!; \
+	scripts/build-capi-managers.sh >/dev/null & capi=$$!; \
+	wait $$kube; k=$$?; wait $$capi; c=$$?; [ $$k -eq 0 ] && [ $$c -eq 0 ]
 
 # Regenerates the provider's deepcopy code, CRDs and webhook manifests, and
 # the BareMetalHost CRDs from the baremetal-operator API module (the
