@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Prints how many scenario runs `make e2e` runs at once on this machine:
-# as many as its memory holds (a run's plane, lab and workload clusters
-# peak at about RUN_MIB) and its cores keep busy (a run uses a core about
-# half the time: RUNS_PER_CORE), at least 1.
+# as many as its memory holds and its cores keep busy, at least 1.
+# Measured on 2 cores (four runs at once): a run's processes (its
+# kube-apiserver about 600 MiB, etcd, CAPI's and the provider's managers,
+# its share of the harness) hold about 1.2 GiB, RUN_MIB leaves room above
+# that; a run keeps a core busy about 60 % of its time (its waits are
+# modelled lab time and CAPI's own retries), so two runs per core keep the
+# cores busy without stretching every run's waits.
 set -euo pipefail
 RUN_MIB=${RUN_MIB:-2048}
 RUNS_PER_CORE=${RUNS_PER_CORE:-2}
