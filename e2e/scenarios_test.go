@@ -96,6 +96,15 @@ func (p plannedRun) labels() []string {
 	return []string{"scenario", p.provider.Name, p.scenario.Name, string(p.scenario.Strategy), string(p.form)}
 }
 
+// name is how the run's progress lines name it.
+func (p plannedRun) name() string {
+	n := fmt.Sprintf("%s %s/%s", p.provider.Name, p.scenario.Name, p.form)
+	if repeats > 1 {
+		n += fmt.Sprintf(" #%d", p.repeat)
+	}
+	return n
+}
+
 // dir is the run's folder name under the artifacts folder.
 func (p plannedRun) dir() string {
 	d := p.provider.Name + "-" + p.scenario.Name + "-" + string(p.form)
@@ -310,7 +319,7 @@ func scenarioSpec(p plannedRun) {
 	It(name, Label(p.labels()[1:]...), func(ctx context.Context) {
 		dir, _ := filepath.Abs(filepath.Join(artifactsDir(), p.dir()))
 		res := runner.Run(ctx, p.scenario, p.lab, p.form, runner.Options{
-			RepoRoot: "..", Dir: dir, Scale: timescale.Scale(*timeScaleFlag), Progress: progress(),
+			RepoRoot: "..", Dir: dir, Scale: timescale.Scale(*timeScaleFlag), Progress: progress(), Name: p.name(),
 			ProviderBinary: binaries.Provider, ExtensionBinary: binaries.Extension, Provider: p.provider,
 			RateLimitedReconciles: *rateLimitFlag,
 		})

@@ -49,6 +49,9 @@ type Options struct {
 	// RateLimitedReconciles runs CAPI's managers with their reconcile
 	// rate limit, which the plane otherwise turns off (mgmt.Options).
 	RateLimitedReconciles bool
+	// Name is how progress lines name the run: "provider scenario/form"
+	// by default; a suite that makes a run more than once adds the repeat.
+	Name string
 }
 
 // DefaultProvider is the reference provider's config, relative to the
@@ -128,6 +131,9 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 	if r.provider != nil {
 		res.Provider = r.provider.Name
 		r.prefix = fmt.Sprintf("[%s %s/%s]", r.provider.Name, s.Name, form)
+		if o.Name != "" {
+			r.prefix = "[" + o.Name + "]"
+		}
 	}
 	cpuBefore := processCPU()
 	if err == nil {
