@@ -111,9 +111,15 @@ func (r *Recorder) Poll(ctx context.Context) {
 			seen[i] = now
 		}
 	}
+	// Every change of the poll carries one time: the poll is one
+	// observation, and the checks judge the changes that share a time
+	// together. Stamped per kind, a new etcd member and its new Node seen
+	// in one poll replayed as a moment with the member and without the
+	// Node (a lost quorum that never was).
+	at := time.Now()
 	for i, kind := range kinds {
 		if seen[i] != nil {
-			r.diff(kind.name, seen[i])
+			r.diff(kind.name, seen[i], at)
 		}
 	}
 }
@@ -133,9 +139,8 @@ func (r *Recorder) connectWorkload(ctx context.Context) {
 // objects new or changed: one poll cannot tell their order, and a Machine
 // deleted and its replacement created between two polls (KCP's scale-in
 // waits for the deletion) must not replay as both existing at once.
-func (r *Recorder) diff(kind string, now map[string]map[string]string) {
+func (r *Recorder) diff(kind string, now map[string]map[string]string, at time.Time) {
 	before := r.last[kind]
-	at := time.Now()
 	for _, name := range slices.Sorted(maps.Keys(before)) {
 		if _, ok := now[name]; !ok {
 			r.Timeline.Add(timeline.Entry{Time: at, Kind: kind, Name: name, Old: before[name]})

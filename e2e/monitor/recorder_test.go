@@ -28,8 +28,8 @@ func TestOnePollRecordsRemovalsBeforeAdditions(t *testing.T) {
 	}
 	defer tl.Close()
 	r := &Recorder{Timeline: tl, last: map[string]map[string]map[string]string{}}
-	r.diff(KindMachine, map[string]map[string]string{"sc-cp-b": {FieldVersion: "v1.35.3"}, "sc-cp-c": {FieldVersion: "v1.35.3"}})
-	r.diff(KindMachine, map[string]map[string]string{"sc-cp-a": {FieldVersion: "v1.36.3"}, "sc-cp-c": {FieldVersion: "v1.35.3"}})
+	r.diff(KindMachine, map[string]map[string]string{"sc-cp-b": {FieldVersion: "v1.35.3"}, "sc-cp-c": {FieldVersion: "v1.35.3"}}, time.Now())
+	r.diff(KindMachine, map[string]map[string]string{"sc-cp-a": {FieldVersion: "v1.36.3"}, "sc-cp-c": {FieldVersion: "v1.35.3"}}, time.Now())
 	entries := tl.Entries()
 	if len(entries) != 4 {
 		t.Fatalf("entries %+v", entries)
@@ -217,5 +217,40 @@ func removeMemberThenNode(ctx context.Context, t *testing.T, c client.Client, me
 	}
 	if err := c.Delete(ctx, node.DeepCopy()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// One poll is one observation: every change it records carries the same
+// time, which is how the checks know to judge them together. A new etcd
+// member and its new Node seen in one poll must not replay as a moment
+// with the member and without the Node.
+func TestAPollsChangesShareOneTime(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp-b"},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	member := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "etcd-cp-b", Labels: map[string]string{"component": "etcd"}},
+		Spec: corev1.PodSpec{NodeName: "cp-b"}}
+	wl := fake.NewClientBuilder().Build()
+	tl, err := timeline.Create(filepath.Join(t.TempDir(), "timeline.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := fake.NewClientBuilder().WithScheme(runtime.NewScheme()).Build()
+	r := &Recorder{Management: empty, Namespace: "scenario", Timeline: tl,
+		Workload: func(context.Context) (client.Client, error) { return wl, nil }}
+	r.Poll(t.Context())
+	for _, o := range []client.Object{node, member} {
+		if err := wl.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Poll(t.Context())
+	tl.Close()
+	entries := tl.Entries()
+	if len(entries) != 2 {
+		t.Fatalf("want the member and the Node recorded, got %+v", entries)
+	}
+	if !entries[0].Time.Equal(entries[1].Time) {
+		t.Errorf("one poll's changes carry different times: %s %s at %s, %s %s at %s",
+			entries[0].Kind, entries[0].Name, entries[0].Time, entries[1].Kind, entries[1].Name, entries[1].Time)
 	}
 }
