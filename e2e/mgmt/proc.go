@@ -24,12 +24,11 @@ func exited(pid int) bool {
 	if pid <= 0 {
 		return true
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+	stat, ok := procStat(pid)
+	if !ok {
 		return true
 	}
-	i := strings.LastIndexByte(string(stat), ')')
-	if i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z' {
+	if stat[0] != "Z" {
 		return false
 	}
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
@@ -42,6 +41,22 @@ func exited(pid int) bool {
 		}
 	}
 	return true
+}
+
+// procStat is /proc/PID/stat's fields after the command (whose name may
+// hold spaces and parentheses): [0] is the state, [1] the parent's pid,
+// [11:15] utime, stime, cutime and cstime. False when the process is gone.
+func procStat(pid int) ([]string, bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, false
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return nil, false
+	}
+	fields := strings.Fields(string(data[i+1:]))
+	return fields, len(fields) > 0
 }
 
 // waitExited waits until every thread of pid has ended (see exited).
@@ -81,17 +96,8 @@ const userHZ = 100
 // cpuTime is the CPU time (user and system, its reaped children's
 // included) process pid has used so far; false when it is gone.
 func cpuTime(pid int) (time.Duration, bool) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	i := strings.LastIndexByte(string(stat), ')')
-	if i < 0 {
-		return 0, false
-	}
-	// After the command: state is field 3, utime 14 .. cstime 17.
-	fields := strings.Fields(string(stat[i+1:]))
-	if len(fields) < 15 {
+	fields, ok := procStat(pid)
+	if !ok || len(fields) < 15 {
 		return 0, false
 	}
 	var ticks int64

@@ -132,10 +132,6 @@ func TestAZombieLeaderWithLiveThreadsHasNotExited(t *testing.T) {
 }
 
 func leaderIsZombie(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(stat), ')')
-	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+	fields, ok := procStat(pid)
+	return ok && fields[0] == "Z"
 }

@@ -102,16 +102,7 @@ func childrenOf(ppid int) []int {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(stat), ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(string(stat[i+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(ppid) {
+		if fields, ok := procStat(pid); ok && len(fields) > 1 && fields[1] == strconv.Itoa(ppid) {
 			pids = append(pids, pid)
 		}
 	}
