@@ -105,7 +105,7 @@ func Up(t testing.TB, name string, scale timescale.Scale) *lab.Lab {
 // when the test ends.
 func Workload(t testing.TB, cluster string) (*workload.Clusters, workload.Endpoint) {
 	t.Helper()
-	clusters, err := workload.Start(context.Background())
+	clusters, err := workload.Start(context.Background(), workload.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func Start(ctx context.Context, opts Options) (s *Site, err error) {
 	// The site runs until Stop, not until the caller's ctx ends.
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	if s.Workloads, err = workload.Start(runCtx); err != nil {
+	if s.Workloads, err = workload.Start(runCtx, workload.Options{Scale: opts.Scale}); err != nil {
 		return s, err
 	}
 	timing := agent.DefaultTiming

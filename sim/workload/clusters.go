@@ -1,7 +1,10 @@
 // Package workload runs the workload clusters that lab hosts join: CAPI's
 // own in-memory API server and etcd emulation (sigs.k8s.io/cluster-api/test
-// infrastructure/inmemory), one listener per cluster on loopback, serving
-// certificates signed by the CAs CAPI generated for the cluster. Real
+// infrastructure/inmemory) behind one loopback VIP per cluster, serving
+// certificates signed by the CAs CAPI generated for the cluster. The
+// clusters can fail as real ones do: the VIP answers only while a
+// control-plane host runs an API server, and what the API serves follows
+// the etcd members on the hosts (etcd.go). Real
 // kube-apiservers and etcds per workload cluster cannot run here (a 2-core
 // machine, many clusters, each node rebooting); the in-memory server is the
 // one KCP's own tests trust, and answers the calls CAPI makes: Nodes, Pods,
@@ -12,11 +15,22 @@ package workload
 import (
 	"context"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"sort"
 	"sync"
 	"time"
+
+	"github.com/go-logr/logr"
+	policyv1 "k8s.io/api/policy/v1"
+	"sigs.k8s.io/cluster-api/util/certs"
+	inmemoryapi "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/server/api"
+	inmemoryetcd "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/server/etcd"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -28,19 +42,58 @@ import (
 	cloudv1 "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/cloud/api/v1alpha1"
 	inmemoryruntime "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime"
 	inmemoryclient "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime/client"
-	inmemoryserver "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/server"
 
 	"github.com/upgradelab/upgradelab/internal/loopback"
+	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
-// Clusters holds every workload cluster of a run behind one TLS mux.
+// Clusters holds every workload cluster of a run: one in-memory store
+// (store.go), one HTTPS server, and per cluster its VIP (server.go), its
+// API server instances and its etcd members (etcd.go).
 type Clusters struct {
-	manager inmemoryruntime.Manager
-	mux     *inmemoryserver.WorkloadClustersMux
+	manager store
+	server  *http.Server
 	host    string
+	key     servingKey
+	scale   timescale.Scale
+	timing  AppTiming
+	// evictMu makes each eviction one step (eviction.go).
+	evictMu sync.Mutex
+	// stop ends the controllers.
+	stop context.CancelFunc
 
-	mu        sync.Mutex
-	endpoints map[string]Endpoint
+	mu       sync.Mutex
+	clusters map[string]*cluster
+	byPort   map[int32]*cluster
+	events   eventLog
+}
+
+// cluster is one workload cluster's runtime state: which of its
+// control-plane nodes run an API server and what each etcd member's data
+// is, which together decide whether its VIP answers and what its API
+// serves.
+type cluster struct {
+	name  string
+	vip   vip
+	certs certificates
+	// apiServers are the nodes whose kube-apiserver static pod runs.
+	apiServers map[string]bool
+	members    map[string]MemberState
+	// erased: the store was emptied when the last data went.
+	erased bool
+	// apps is the lab's controllers' memory of the cluster (apps.go).
+	apps *appState
+}
+
+func (w *cluster) runningAPIServers() []string {
+	var out []string
+	for node, up := range w.apiServers {
+		if up {
+			out = append(out, node)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Endpoint is where a workload cluster's API server answers; it is what
@@ -57,37 +110,56 @@ type CA struct {
 	Key  *rsa.PrivateKey
 }
 
-// Start runs the in-memory runtime and the mux on loopback.
-func Start(ctx context.Context) (*Clusters, error) {
+// Options are the modelled time of what runs in the clusters.
+type Options struct {
+	Scale timescale.Scale
+	// Apps is the application lifecycle's timing; zero is
+	// DefaultAppTiming.
+	Apps AppTiming
+}
+
+// Start runs the in-memory runtime, the server behind the VIPs (all on
+// loopback) and the lab's controllers for the clusters' applications,
+// until ctx ends.
+func Start(ctx context.Context, o Options) (*Clusters, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{cloudv1.AddToScheme, corev1.AddToScheme, appsv1.AddToScheme, rbacv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{cloudv1.AddToScheme, corev1.AddToScheme, appsv1.AddToScheme, rbacv1.AddToScheme, policyv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
 	}
-	manager := unconditionalUpdates{inmemoryruntime.NewManager(scheme)}
-	if err := manager.Start(ctx); err != nil {
+	c := &Clusters{host: "127.0.0.1", clusters: map[string]*cluster{}, byPort: map[int32]*cluster{}, scale: o.Scale, timing: o.Apps}
+	if c.timing == (AppTiming{}) {
+		c.timing = DefaultAppTiming
+	}
+	c.manager = store{Manager: inmemoryruntime.NewManager(scheme), etcd: c}
+	if err := c.manager.Start(ctx); err != nil {
 		return nil, fmt.Errorf("workload clusters: in-memory runtime: %w", err)
 	}
-	debugPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	// Listener ports are chosen here (Create), never from the mux's range.
-	mux, err := inmemoryserver.NewWorkloadClustersMux(manager, "127.0.0.1",
-		inmemoryserver.CustomPorts{MinPort: 1, MaxPort: 1, DebugPort: debugPort})
-	if err != nil {
-		return nil, fmt.Errorf("workload clusters: mux: %w", err)
-	}
-	return &Clusters{manager: manager, mux: mux, host: "127.0.0.1", endpoints: map[string]Endpoint{}}, nil
+	log := logr.Discard()
+	c.server = c.newServer(inmemoryapi.NewAPIServerHandler(c.manager, log, c.resolve),
+		inmemoryetcd.NewEtcdServerHandler(c.manager, log, c.resolve), log)
+	ctx, c.stop = context.WithCancel(ctx)
+	go c.runControllers(ctx)
+	return c, nil
 }
 
-// Stop closes every listener. Clients' watches keep connections open, so
-// it waits at most two seconds for them before closing them anyway.
+// Stop closes every VIP. Clients' watches keep connections open, so it
+// waits at most two seconds for them before closing them anyway.
 func (c *Clusters) Stop(ctx context.Context) error {
+	c.stop()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if err := c.mux.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	c.mu.Lock()
+	for _, w := range c.clusters {
+		if w.vip.listener != nil {
+			w.vip.listener.closeAll()
+			w.vip.listener = nil
+		}
+	}
+	c.mu.Unlock()
+	c.events.close()
+	if err := c.server.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return nil
@@ -98,21 +170,20 @@ func (c *Clusters) Stop(ctx context.Context) error {
 // endpoint.
 func (c *Clusters) Create(ctx context.Context, name string) (Endpoint, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if ep, ok := c.endpoints[name]; ok {
-		return ep, nil
+	if w, ok := c.clusters[name]; ok {
+		c.mu.Unlock()
+		return Endpoint{Host: c.host, Port: w.vip.port}, nil
 	}
 	port, err := freePort()
 	if err != nil {
+		c.mu.Unlock()
 		return Endpoint{}, err
 	}
 	c.manager.AddResourceGroup(name)
-	if _, err := c.mux.InitWorkloadClusterListener(name, port); err != nil {
-		return Endpoint{}, fmt.Errorf("workload cluster %s: %w", name, err)
-	}
-	if err := c.mux.RegisterResourceGroup(name, name); err != nil {
-		return Endpoint{}, fmt.Errorf("workload cluster %s: %w", name, err)
-	}
+	w := &cluster{name: name, vip: vip{port: port}, apiServers: map[string]bool{}, members: map[string]MemberState{},
+		certs: certificates{etcd: map[string]*tls.Certificate{}}, apps: newAppState()}
+	c.clusters[name], c.byPort[port] = w, w
+	c.mu.Unlock()
 	cl := c.client(name)
 	for _, ns := range []string{metav1.NamespaceDefault, metav1.NamespacePublic, metav1.NamespaceSystem} {
 		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"kubernetes.io/metadata.name": ns}}}
@@ -120,30 +191,144 @@ func (c *Clusters) Create(ctx context.Context, name string) (Endpoint, error) {
 			return Endpoint{}, fmt.Errorf("workload cluster %s: namespace %s: %w", name, ns, err)
 		}
 	}
-	ep := Endpoint{Host: c.host, Port: port}
-	c.endpoints[name] = ep
-	return ep, nil
+	return Endpoint{Host: c.host, Port: port}, nil
 }
 
+// client reaches cluster's store as its API server does: through etcd.
 func (c *Clusters) client(name string) inmemoryclient.Client {
 	return c.manager.GetResourceGroup(name).GetClient()
 }
 
 // AdminConfig is an administrator's REST config for a cluster that has an
-// API server, for the harness's own reads (checks, monitors).
+// API server, for the harness's own reads (checks, monitors). It reaches
+// the VIP like any client: while no API server runs, its calls are
+// refused.
 func (c *Clusters) AdminConfig(name string) (*rest.Config, error) {
 	c.mu.Lock()
-	ep, ok := c.endpoints[name]
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	w, ok := c.clusters[name]
 	if !ok {
 		return nil, fmt.Errorf("no workload cluster %s", name)
 	}
-	// Initialising an existing listener returns it.
-	wcl, err := c.mux.InitWorkloadClusterListener(name, ep.Port)
-	if err != nil {
-		return nil, err
+	if !w.certs.haveClusterCA {
+		return nil, fmt.Errorf("workload cluster %s: no API server has started yet", name)
 	}
-	return wcl.RESTConfig()
+	return &rest.Config{
+		Host: fmt.Sprintf("https://%s", net.JoinHostPort(c.host, fmt.Sprint(w.vip.port))),
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData:   certs.EncodeCertPEM(w.certs.clusterCA.Cert),
+			CertData: certs.EncodeCertPEM(w.certs.adminCert),
+			KeyData:  certs.EncodePrivateKeyPEM(w.certs.adminKey),
+		},
+	}, nil
+}
+
+// Health is what cluster's etcd members can do now, and the members.
+func (c *Clusters) Health(name string) (Health, map[string]MemberState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.clusters[name]
+	if !ok {
+		return HealthNoMembers, nil
+	}
+	return health(w.members), maps.Clone(w.members)
+}
+
+// behaviour implements etcdGate.
+func (c *Clusters) behaviour(name string) Behaviour {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.clusters[name]
+	if !ok {
+		return Behaviour{}
+	}
+	return behaviours[health(w.members)]
+}
+
+// memberRemoved implements etcdGate: KCP removed node's member.
+func (c *Clusters) memberRemoved(name, node string) {
+	c.setMember(name, node, MemberRemoved, "KCP removed the member")
+}
+
+// setMember moves one member to st and applies what the cluster's new
+// Health means (the store emptied when the last data went).
+func (c *Clusters) setMember(name, node string, st MemberState, why string) {
+	c.mu.Lock()
+	w, ok := c.clusters[name]
+	if !ok || w.members[node] == st {
+		c.mu.Unlock()
+		return
+	}
+	if old, known := w.members[node]; known && (old == MemberRemoved || old == MemberWiped && st == MemberRunning) {
+		c.mu.Unlock()
+		return // a removed member never votes again; a wiped one never has its data back
+	}
+	before := health(w.members)
+	w.members[node] = st
+	after := health(w.members)
+	erase := behaviours[after].Erase && !w.erased
+	if erase {
+		w.erased = true
+	}
+	members := describe(w.members)
+	c.mu.Unlock()
+	c.emit(Event{Cluster: name, Node: node, Reason: EventEtcdMember, Message: fmt.Sprintf("etcd member %s %s: %s", node, st, why),
+		Data: map[string]string{"member": string(st), "health": string(after), "members": members}})
+	if before != after {
+		c.emit(Event{Cluster: name, Reason: EventEtcdHealth, Message: fmt.Sprintf("etcd %s (was %s): %s", after, before, members),
+			Data: map[string]string{"health": string(after), "was": string(before)}})
+	}
+	if erase {
+		c.manager.DeleteResourceGroup(name)
+		c.manager.AddResourceGroup(name)
+		c.emit(Event{Cluster: name, Reason: EventDataLost, Message: "every etcd member's data is gone: the cluster's objects are gone (" + members + ")"})
+	}
+}
+
+// StopNode is a host that powered off or reset: the kubelet, the static
+// pods and the etcd member of node stop; the VIP closes when node ran
+// the cluster's last API server.
+func (c *Clusters) StopNode(ctx context.Context, name, node string) error {
+	c.mu.Lock()
+	w, ok := c.clusters[name]
+	if !ok {
+		c.mu.Unlock()
+		return fmt.Errorf("no workload cluster %s", name)
+	}
+	if w.apiServers[node] {
+		w.apiServers[node] = false
+		if len(w.runningAPIServers()) == 0 {
+			c.closeVIP(w, "the API server on "+node+" stopped and no other runs")
+		}
+	}
+	running := w.members[node] == MemberRunning
+	if w.apps != nil {
+		w.apps.kubelets[node] = false
+	}
+	c.mu.Unlock()
+	if running {
+		c.setMember(name, node, MemberStopped, "its host stopped")
+	}
+	return nil
+}
+
+// MemberDataLost is a host whose disk was erased: the etcd data of the
+// member on node is gone. A member KCP removed first loses nothing that
+// counts.
+func (c *Clusters) MemberDataLost(ctx context.Context, name, node string) error {
+	c.mu.Lock()
+	w, ok := c.clusters[name]
+	if !ok {
+		c.mu.Unlock()
+		return fmt.Errorf("no workload cluster %s", name)
+	}
+	st, member := w.members[node]
+	c.mu.Unlock()
+	if !member || st == MemberRemoved || st == MemberWiped {
+		return nil
+	}
+	c.setMember(name, node, MemberWiped, "its host's disk was erased")
+	return nil
 }
 
 // freePort is a port the mux binds later (see package loopback).

@@ -84,8 +84,8 @@ func dnsImageTag(clusterConfiguration string) string {
 func (c *Clusters) ByEndpoint(hostPort string) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for name, ep := range c.endpoints {
-		if fmt.Sprintf("%s:%d", ep.Host, ep.Port) == hostPort {
+	for name, w := range c.clusters {
+		if fmt.Sprintf("%s:%d", c.host, w.vip.port) == hostPort {
 			return name, true
 		}
 	}

@@ -30,8 +30,10 @@ type NodeInfo struct {
 	NotReadyReason string
 }
 
-// SetNode creates or updates a Node as its kubelet would after a boot.
+// SetNode creates or updates a Node as its kubelet would after a boot;
+// from then on the node's kubelet runs its pods (apps.go).
 func (c *Clusters) SetNode(ctx context.Context, cluster string, n NodeInfo) error {
+	c.setKubelet(cluster, n.Name, true)
 	cl := c.client(cluster)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}
 	err := cl.Get(ctx, client.ObjectKeyFromObject(node), node)
@@ -140,13 +142,21 @@ type Release struct {
 // an etcd member (serving with the etcd CA) that the emulation lists to
 // KCP. An existing etcd member keeps its identity and gets the new image.
 func (c *Clusters) JoinControlPlane(ctx context.Context, cluster, node string, rel Release, clusterCA, etcdCA CA) error {
+	etcd := staticPod("etcd", node, rel.Etcd)
+	if err := c.prepareControlPlane(cluster, etcd.Name, clusterCA, etcdCA); err != nil {
+		return err
+	}
+	// A member this host already runs starts first and catches up: the
+	// writes below need its vote when it is the cluster's only one.
+	if c.hasMember(cluster, node) {
+		c.setMember(cluster, node, MemberRunning, "its host booted")
+	}
 	cl := c.client(cluster)
 	for _, component := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		if err := createOrUpdate(ctx, cl, staticPod(component, node, rel.Kubernetes)); err != nil {
 			return fmt.Errorf("workload cluster %s: %s: %w", cluster, component, err)
 		}
 	}
-	etcd := staticPod("etcd", node, rel.Etcd)
 	existing := &corev1.Pod{}
 	switch err := cl.Get(ctx, client.ObjectKeyFromObject(etcd), existing); {
 	case apierrors.IsNotFound(err):
@@ -159,6 +169,7 @@ func (c *Clusters) JoinControlPlane(ctx context.Context, cluster, node string, r
 		if !hasLeader {
 			etcd.Annotations[cloudv1.EtcdLeaderFromAnnotationName] = time.Now().Format(time.RFC3339)
 		}
+		// Member add: it needs the quorum the cluster has now.
 		if err := cl.Create(ctx, etcd); err != nil {
 			return fmt.Errorf("workload cluster %s: etcd member %s: %w", cluster, node, err)
 		}
@@ -170,18 +181,46 @@ func (c *Clusters) JoinControlPlane(ctx context.Context, cluster, node string, r
 			return fmt.Errorf("workload cluster %s: etcd member %s to %s: %w", cluster, node, rel.Etcd, err)
 		}
 	}
-	if !c.mux.HasEtcdMember(cluster, etcd.Name) {
-		if err := c.mux.AddEtcdMember(cluster, etcd.Name, etcdCA.Cert, etcdCA.Key); err != nil {
-			return fmt.Errorf("workload cluster %s: etcd member %s: %w", cluster, etcd.Name, err)
-		}
+	c.setMember(cluster, node, MemberRunning, "its host booted")
+	return c.startAPIServer(cluster, node)
+}
+
+// prepareControlPlane makes the serving certificates a control-plane
+// node brings (the CAs from its bootstrap data).
+func (c *Clusters) prepareControlPlane(name, etcdPod string, clusterCA, etcdCA CA) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.clusters[name]
+	if !ok {
+		return fmt.Errorf("no workload cluster %s", name)
 	}
-	apiServer := "kube-apiserver-" + node
-	if !c.mux.HasAPIServer(cluster, apiServer) {
-		if err := c.mux.AddAPIServer(cluster, apiServer, clusterCA.Cert, clusterCA.Key); err != nil {
-			return fmt.Errorf("workload cluster %s: API server on %s: %w", cluster, node, err)
-		}
+	if err := c.setClusterCA(w, clusterCA); err != nil {
+		return err
 	}
-	return nil
+	return c.addEtcdServing(w, etcdPod, etcdCA)
+}
+
+func (c *Clusters) hasMember(name, node string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.clusters[name]
+	if !ok {
+		return false
+	}
+	_, member := w.members[node]
+	return member
+}
+
+// startAPIServer is node's kube-apiserver taking traffic on the VIP.
+func (c *Clusters) startAPIServer(name, node string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.clusters[name]
+	if !ok {
+		return fmt.Errorf("no workload cluster %s", name)
+	}
+	w.apiServers[node] = true
+	return c.openVIP(w)
 }
 
 // etcdClusterInfo reads the etcd cluster id and whether a leader exists
@@ -232,4 +271,12 @@ func (c *Clusters) NodeReady(ctx context.Context, cluster, name string) (bool, s
 		}
 	}
 	return false, "no Ready condition", nil
+}
+
+func (c *Clusters) setKubelet(name, node string, running bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w, ok := c.clusters[name]; ok {
+		w.apps.kubelets[node] = running
+	}
 }

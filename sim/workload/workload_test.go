@@ -39,7 +39,7 @@ func casLikeCAPI(t *testing.T) (cluster, etcd map[string][]byte) {
 // a client of it through the kubeconfig CAPI writes from the CA.
 func controlPlaneCluster(t *testing.T, ctx context.Context, rel Release) (c *Clusters, clusterCA, etcdCA CA, cs *kubernetes.Clientset) {
 	t.Helper()
-	c, err := Start(ctx)
+	c, err := Start(ctx, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestAControlPlaneNodeIsReachableWithCAPIsKubeconfig(t *testing.T) {
 func TestInitDeploysTheCoreDNSTheClusterConfigurationNames(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := Start(ctx)
+	c, err := Start(ctx, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

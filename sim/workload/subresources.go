@@ -1,0 +1,191 @@
+package workload
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// subresources serves what CAPI's in-memory API handler does not and a
+// real kube-apiserver does, in front of it:
+//
+//   - POST .../namespaces/NS/pods/NAME/eviction (policy/v1 Eviction):
+//     the Eviction API, honouring PodDisruptionBudgets (eviction.go);
+//     CAPI's drain and the in-place extension's evict through it.
+//   - PUT and PATCH of nodes/NAME/status and namespaces/NS/pods/NAME/status:
+//     only the status is taken from the request, as the status
+//     subresource does.
+//
+// Everything else goes to next (CAPI's handler).
+type subresources struct {
+	clusters *Clusters
+	next     http.Handler
+}
+
+func (s *subresources) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	switch {
+	// api v1 namespaces NS pods NAME eviction
+	case len(parts) == 7 && parts[0] == "api" && parts[1] == "v1" && parts[2] == "namespaces" && parts[4] == "pods" && parts[6] == "eviction":
+		if r.Method != http.MethodPost {
+			writeStatus(w, apierrors.NewMethodNotSupported(corev1.Resource("pods/eviction"), r.Method))
+			return
+		}
+		s.evict(w, r, parts[3], parts[5])
+	// api v1 nodes NAME status
+	case len(parts) == 5 && parts[0] == "api" && parts[1] == "v1" && parts[2] == "nodes" && parts[4] == "status":
+		s.status(w, r, client.ObjectKey{Name: parts[3]}, &corev1.Node{})
+	// api v1 namespaces NS pods NAME status
+	case len(parts) == 7 && parts[0] == "api" && parts[1] == "v1" && parts[2] == "namespaces" && parts[4] == "pods" && parts[6] == "status":
+		s.status(w, r, client.ObjectKey{Namespace: parts[3], Name: parts[5]}, &corev1.Pod{})
+	default:
+		s.next.ServeHTTP(w, r)
+	}
+}
+
+func (s *subresources) cluster(r *http.Request) (string, error) {
+	name, err := s.clusters.resolve(r.Host)
+	if err != nil {
+		return "", apierrors.NewInternalError(err)
+	}
+	return name, nil
+}
+
+func (s *subresources) evict(w http.ResponseWriter, r *http.Request, namespace, name string) {
+	cluster, err := s.cluster(r)
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	ev := &policyv1.Eviction{}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(ev); err != nil {
+		writeStatus(w, apierrors.NewBadRequest("eviction: "+err.Error()))
+		return
+	}
+	if ev.Name != "" && ev.Name != name {
+		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("name in URL does not match name in Eviction object: %s != %s", name, ev.Name)))
+		return
+	}
+	if err := s.clusters.Evict(r.Context(), cluster, namespace, name); err != nil {
+		writeStatus(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(&metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status: metav1.StatusSuccess, Code: http.StatusCreated})
+}
+
+// status replaces or patches obj's status only.
+func (s *subresources) status(w http.ResponseWriter, r *http.Request, key client.ObjectKey, obj client.Object) {
+	cluster, err := s.cluster(r)
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	if err != nil {
+		writeStatus(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	cl := s.clusters.client(cluster)
+	switch r.Method {
+	case http.MethodGet:
+	case http.MethodPut, http.MethodPatch:
+		if err := cl.Get(r.Context(), key, obj); err != nil {
+			writeStatus(w, err)
+			return
+		}
+		current, err := json.Marshal(obj)
+		if err != nil {
+			writeStatus(w, apierrors.NewInternalError(err))
+			return
+		}
+		var desired []byte
+		switch {
+		case r.Method == http.MethodPut:
+			desired = body
+		case r.Header.Get("Content-Type") == "application/merge-patch+json":
+			desired, err = jsonpatch.MergePatch(current, body)
+		case r.Header.Get("Content-Type") == "application/strategic-merge-patch+json":
+			desired, err = strategicpatch.StrategicMergePatch(current, body, obj)
+		case r.Header.Get("Content-Type") == "application/json-patch+json":
+			var p jsonpatch.Patch
+			if p, err = jsonpatch.DecodePatch(body); err == nil {
+				desired, err = p.Apply(current)
+			}
+		default:
+			writeStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType,
+				Reason: metav1.StatusReasonUnsupportedMediaType, Message: "unsupported patch type " + r.Header.Get("Content-Type")}})
+			return
+		}
+		if err != nil {
+			writeStatus(w, apierrors.NewBadRequest(err.Error()))
+			return
+		}
+		if err := copyStatus(obj, desired); err != nil {
+			writeStatus(w, apierrors.NewBadRequest(err.Error()))
+			return
+		}
+		if err := cl.Update(r.Context(), obj); err != nil {
+			writeStatus(w, err)
+			return
+		}
+	default:
+		writeStatus(w, apierrors.NewMethodNotSupported(corev1.Resource("status"), r.Method))
+		return
+	}
+	if err := cl.Get(r.Context(), key, obj); err != nil {
+		writeStatus(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(obj)
+}
+
+// copyStatus sets obj's status to the one in desired (a whole object's
+// JSON), leaving its metadata and spec as stored.
+func copyStatus(obj client.Object, desired []byte) error {
+	switch o := obj.(type) {
+	case *corev1.Node:
+		var d corev1.Node
+		if err := json.Unmarshal(desired, &d); err != nil {
+			return err
+		}
+		o.Status = d.Status
+	case *corev1.Pod:
+		var d corev1.Pod
+		if err := json.Unmarshal(desired, &d); err != nil {
+			return err
+		}
+		o.Status = d.Status
+	default:
+		return fmt.Errorf("no status subresource for %T", obj)
+	}
+	return nil
+}
+
+// writeStatus answers err as kube-apiserver does: a Status object with
+// its code.
+func writeStatus(w http.ResponseWriter, err error) {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		st = apierrors.NewInternalError(err)
+	}
+	status := st.Status()
+	status.Kind, status.APIVersion = "Status", "v1"
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(int(status.Code))
+	_ = json.NewEncoder(w).Encode(status)
+}
