@@ -61,6 +61,12 @@ type Workload interface {
 	SetNode(ctx context.Context, cluster string, n workload.NodeInfo) error
 	SetNodeNotReady(ctx context.Context, cluster, name, reason string) error
 	NodeReady(ctx context.Context, cluster, name string) (bool, string, error)
+	// StopNode: the host went off; its kubelet, static pods and etcd
+	// member stop with it.
+	StopNode(ctx context.Context, cluster, node string) error
+	// MemberDataLost: the host's disk was erased; the etcd data of its
+	// member (if it has one) is gone.
+	MemberDataLost(ctx context.Context, cluster, node string) error
 }
 
 // Agent is the OS of one host. It acts on each boot the lab reports.
@@ -117,6 +123,9 @@ func (a *Agent) Run(ctx context.Context, events <-chan lab.Event) {
 				a.boot++
 				boot := a.boot
 				a.mu.Unlock()
+				// In the event loop, so it is done before the next
+				// boot's kubelet starts anything.
+				a.stopNode(ctx)
 				go a.poweredOff(ctx, boot)
 			}
 		}
@@ -219,6 +228,7 @@ func (a *Agent) recovered() {
 	a.mu.Lock()
 	pending := a.resetPending
 	a.resetPending = false
+	joined, cluster := a.joined, a.cluster
 	if pending {
 		a.joined, a.cluster = nil, ""
 	}
@@ -231,6 +241,29 @@ func (a *Agent) recovered() {
 		return
 	}
 	a.record("ResetWiped", "recovery wiped the persistent and OEM partitions and the config drive")
+	a.dataLost(joined, cluster)
+}
+
+// erased is the disk erased by cleaning: the host forgets the node it
+// was, whose data went with the disk.
+func (a *Agent) erased() {
+	a.mu.Lock()
+	joined, cluster := a.joined, a.cluster
+	a.joined, a.cluster, a.joinedWith = nil, "", nil
+	a.mu.Unlock()
+	a.dataLost(joined, cluster)
+}
+
+// dataLost tells the workload that the disk of the node this host was is
+// gone, with its etcd member's data (a node that ran no member loses
+// nothing the cluster counts).
+func (a *Agent) dataLost(joined *Bootstrap, cluster string) {
+	if joined == nil || joined.Action == JoinWorker {
+		return
+	}
+	if err := a.clusters.MemberDataLost(context.Background(), cluster, joined.NodeName); err != nil {
+		a.record("DataLossUnreported", err.Error())
+	}
 }
 
 // RequestReset reboots into recovery, which wipes the host's data.
@@ -311,8 +344,23 @@ func (a *Agent) rejoin(ctx context.Context, b *Bootstrap, status lab.HostStatus)
 	return err
 }
 
-// poweredOff marks the Node NotReady once the grace period passes without
-// a new boot, as the node lifecycle controller does.
+// stopNode is the host gone off: what its node ran (kubelet, static
+// pods, etcd member) stops with it.
+func (a *Agent) stopNode(ctx context.Context) {
+	a.mu.Lock()
+	b, cluster := a.joined, a.cluster
+	a.mu.Unlock()
+	if b == nil {
+		return
+	}
+	if err := a.clusters.StopNode(ctx, cluster, b.NodeName); err != nil {
+		a.record("NodeStopFailed", err.Error())
+	}
+}
+
+// poweredOff marks the Node NotReady once the grace period passes
+// without a new boot, as the node lifecycle controller does (a write the
+// cluster refuses when it has lost its quorum).
 func (a *Agent) poweredOff(ctx context.Context, boot int) {
 	a.mu.Lock()
 	b, cluster := a.joined, a.cluster

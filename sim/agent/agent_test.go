@@ -244,33 +244,37 @@ func TestResetWipesPersistentData(t *testing.T) {
 	}
 }
 
-func TestPoweredOffNodeGoesNotReadyAfterTheGracePeriod(t *testing.T) {
+// The only control-plane host off: its API server and etcd member stop,
+// so the cluster's VIP refuses connections and nothing (no controller
+// manager runs) can mark the Node NotReady; back on, the node is Ready
+// with what its kubelet reported before.
+func TestPoweringOffTheOnlyControlPlaneHostTakesTheAPIDown(t *testing.T) {
 	w := newWorld(t)
-	w.agent.timing = Timing{NodeGracePeriod: 2 * time.Second} // kubeadm instant, grace in real time
+	w.agent.timing = Timing{NodeGracePeriod: 200 * time.Millisecond} // kubeadm instant, grace in real time
 	w.agent.scale = 1
 	w.install(t)
 	w.expect(t, "KubeletRunning")
 	cs := w.client(t)
 	ctx := context.Background()
+	if _, err := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the API does not answer with the host up: %v", err)
+	}
 	w.host.PowerOff()
-	node, _ := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
-	if !nodeReadyOf(node.Status.Conditions) {
-		t.Fatal("the node went NotReady before the grace period")
+	if _, err := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{}); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("with the only control-plane host off the API answered: %v", err)
 	}
-	w.expect(t, "NodeNotReady")
-	node, _ = cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
-	if nodeReadyOf(node.Status.Conditions) {
-		t.Fatal("the node is still Ready after the grace period with the host off")
+	if h, members := w.clusters.Health("default/wl"); h != workload.HealthNoQuorum || members["node-0"] != workload.MemberStopped {
+		t.Fatalf("etcd with its only member's host off: %s %v, want no-quorum with node-0 stopped", h, members)
 	}
-	if node.Status.NodeInfo.KubeletVersion != "v1.35.3" {
-		t.Fatalf("a powered-off node lost what its kubelet last reported: kubelet %q", node.Status.NodeInfo.KubeletVersion)
-	}
-	// Back on: the kubelet reports Ready again.
+	time.Sleep(400 * time.Millisecond) // past the grace period: the NotReady write finds no quorum
 	w.host.PowerOn()
 	w.expect(t, "KubeletRunning")
-	node, _ = cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
-	if !nodeReadyOf(node.Status.Conditions) {
-		t.Fatal("the node did not come back Ready after power on")
+	node, err := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the API did not come back with the host: %v", err)
+	}
+	if !nodeReadyOf(node.Status.Conditions) || node.Status.NodeInfo.KubeletVersion != "v1.35.3" {
+		t.Fatalf("after power on: ready=%v kubelet %q", nodeReadyOf(node.Status.Conditions), node.Status.NodeInfo.KubeletVersion)
 	}
 }
 

@@ -281,6 +281,7 @@ func (api *API) clean(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	api.agent.record("DiskCleaned", "metadata cleaning erased the disk")
+	api.agent.erased()
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -209,6 +209,18 @@ func (s *HardwareServer) call(ctx context.Context, call string, body io.Reader) 
 			return nil, err
 		}
 		return nil, wl.SetNodeNotReady(ctx, a.Cluster, a.Name, a.Reason)
+	case "stop-node":
+		var a hwNode
+		if err := decodeInto(body, &a); err != nil {
+			return nil, err
+		}
+		return nil, wl.StopNode(ctx, a.Cluster, a.Name)
+	case "member-data-lost":
+		var a hwNode
+		if err := decodeInto(body, &a); err != nil {
+			return nil, err
+		}
+		return nil, wl.MemberDataLost(ctx, a.Cluster, a.Name)
 	case "node-ready":
 		var a hwNode
 		if err := decodeInto(body, &a); err != nil {
@@ -443,4 +455,14 @@ func (r *Remote) NodeReady(ctx context.Context, cluster, name string) (bool, str
 	var res hwReady
 	err := r.do(ctx, "node-ready", hwNode{Cluster: cluster, Name: name}, &res)
 	return res.Ready, res.Message, err
+}
+
+// StopNode implements Workload.
+func (r *Remote) StopNode(ctx context.Context, cluster, node string) error {
+	return r.do(ctx, "stop-node", hwNode{Cluster: cluster, Name: node}, nil)
+}
+
+// MemberDataLost implements Workload.
+func (r *Remote) MemberDataLost(ctx context.Context, cluster, node string) error {
+	return r.do(ctx, "member-data-lost", hwNode{Cluster: cluster, Name: node}, nil)
 }

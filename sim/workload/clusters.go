@@ -28,9 +28,9 @@ import (
 
 	"github.com/go-logr/logr"
 	policyv1 "k8s.io/api/policy/v1"
-	"sigs.k8s.io/cluster-api/util/certs"
 	inmemoryapi "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/server/api"
 	inmemoryetcd "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/server/etcd"
+	"sigs.k8s.io/cluster-api/util/certs"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"

@@ -2,12 +2,12 @@ package workload
 
 import (
 	"crypto/rsa"
-	"io"
-	stdlog "log"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	stdlog "log"
 	"net"
 	"net/http"
 	"strings"
@@ -86,8 +86,8 @@ type certificates struct {
 	// etcd has a serving certificate per member pod (etcd-<node>): KCP's
 	// etcd client names the member it port-forwards to as the TLS server
 	// name.
-	etcd                   map[string]*tls.Certificate
-	adminCert              *x509.Certificate
+	etcd          map[string]*tls.Certificate
+	adminCert     *x509.Certificate
 	adminKey      *rsa.PrivateKey
 	haveClusterCA bool
 }

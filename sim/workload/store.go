@@ -149,6 +149,7 @@ type unconditionalClient struct {
 	inmemoryclient.Client
 	scheme *runtime.Scheme
 }
+
 // builtInGroups are the API groups of the kinds the workload clusters
 // serve; the emulation's own bookkeeping types are not among them.
 var builtInGroups = map[string]bool{"": true, "apps": true, "rbac.authorization.k8s.io": true}
