@@ -38,6 +38,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 	cloudv1 "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/cloud/api/v1alpha1"
 	inmemoryruntime "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime"
@@ -52,6 +53,7 @@ import (
 // API server instances and its etcd members (etcd.go).
 type Clusters struct {
 	manager store
+	codecs  serializer.CodecFactory
 	server  *http.Server
 	host    string
 	key     servingKey
@@ -133,6 +135,7 @@ func Start(ctx context.Context, o Options) (*Clusters, error) {
 		c.timing = DefaultAppTiming
 	}
 	c.manager = store{Manager: inmemoryruntime.NewManager(scheme), etcd: c}
+	c.codecs = serializer.NewCodecFactory(scheme)
 	if err := c.manager.Start(ctx); err != nil {
 		return nil, fmt.Errorf("workload clusters: in-memory runtime: %w", err)
 	}

@@ -146,10 +146,15 @@ func (c *Clusters) JoinControlPlane(ctx context.Context, cluster, node string, r
 	if err := c.prepareControlPlane(cluster, etcd.Name, clusterCA, etcdCA); err != nil {
 		return err
 	}
-	// A member this host already runs starts first and catches up: the
-	// writes below need its vote when it is the cluster's only one.
+	// A node that was a member already: the kubelet starts its static
+	// pods from their manifests on disk, needing no API: its etcd member
+	// starts and catches up, its API server takes traffic. The writes
+	// below (mirror pods) need its vote when it is the only one.
 	if c.hasMember(cluster, node) {
 		c.setMember(cluster, node, MemberRunning, "its host booted")
+		if err := c.startAPIServer(cluster, node); err != nil {
+			return err
+		}
 	}
 	cl := c.client(cluster)
 	for _, component := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	cloudv1 "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/cloud/api/v1alpha1"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -148,6 +149,15 @@ func (c gatedClient) observe(obj client.Object) {
 type unconditionalClient struct {
 	inmemoryclient.Client
 	scheme *runtime.Scheme
+}
+
+// Create gives the object a UID, as kube-apiserver does (CAPI's store
+// leaves it empty, and owner references match by UID).
+func (c unconditionalClient) Create(ctx context.Context, obj client.Object) error {
+	if obj.GetUID() == "" {
+		obj.SetUID(uuid.NewUUID())
+	}
+	return c.Client.Create(ctx, obj)
 }
 
 // builtInGroups are the API groups of the kinds the workload clusters

@@ -13,6 +13,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -34,6 +35,10 @@ type subresources struct {
 }
 
 func (s *subresources) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := s.etcdRefuses(r); err != nil {
+		writeStatus(w, err)
+		return
+	}
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	switch {
 	// api v1 namespaces NS pods NAME eviction
@@ -54,6 +59,40 @@ func (s *subresources) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// etcdRefuses answers for the cluster's etcd before any handler runs
+// (the store refuses the same way, but CAPI's handler would not pass
+// the error on as a Status kube-apiserver's clients can read): a read
+// or write the etcd cannot serve now is a 500 with etcd's message. A
+// watch is served from the watch cache and stays open (it sees nothing
+// while nothing can change); discovery and the health check need no
+// etcd.
+func (s *subresources) etcdRefuses(r *http.Request) error {
+	if r.URL.Query().Get("watch") == "true" || !strings.Contains(r.URL.Path, "/v1/") && !strings.Contains(r.URL.Path, "/v1beta") {
+		return nil
+	}
+	if strings.HasSuffix(r.URL.Path, "/portforward") || strings.Count(strings.Trim(r.URL.Path, "/"), "/") < 2 {
+		return nil // the etcd member answers for itself; /api/v1, /apis/G/V are discovery
+	}
+	if strings.HasPrefix(r.URL.Path, "/apis/") && strings.Count(strings.Trim(r.URL.Path, "/"), "/") < 3 {
+		return nil
+	}
+	cluster, err := s.cluster(r)
+	if err != nil {
+		return nil // the handler behind answers for an unknown cluster
+	}
+	b := s.clusters.behaviour(cluster)
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		if b.Reads != nil {
+			return apiError(b.Reads)
+		}
+		return nil
+	}
+	if b.Writes != nil {
+		return apiError(b.Writes)
+	}
+	return nil
+}
+
 func (s *subresources) cluster(r *http.Request) (string, error) {
 	name, err := s.clusters.resolve(r.Host)
 	if err != nil {
@@ -69,7 +108,7 @@ func (s *subresources) evict(w http.ResponseWriter, r *http.Request, namespace, 
 		return
 	}
 	ev := &policyv1.Eviction{}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(ev); err != nil {
+	if err := s.decode(r, ev); err != nil {
 		writeStatus(w, apierrors.NewBadRequest("eviction: "+err.Error()))
 		return
 	}
@@ -85,6 +124,16 @@ func (s *subresources) evict(w http.ResponseWriter, r *http.Request, namespace, 
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(&metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
 		Status: metav1.StatusSuccess, Code: http.StatusCreated})
+}
+
+// decode reads a request body in JSON or protobuf, as clients send.
+func (s *subresources) decode(r *http.Request, into runtime.Object) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	_, _, err = s.clusters.codecs.UniversalDeserializer().Decode(body, nil, into)
+	return err
 }
 
 // status replaces or patches obj's status only.
@@ -115,7 +164,10 @@ func (s *subresources) status(w http.ResponseWriter, r *http.Request, key client
 		var desired []byte
 		switch {
 		case r.Method == http.MethodPut:
-			desired = body
+			in := obj.DeepCopyObject().(client.Object)
+			if _, _, err = s.clusters.codecs.UniversalDeserializer().Decode(body, nil, in); err == nil {
+				desired, err = json.Marshal(in)
+			}
 		case r.Header.Get("Content-Type") == "application/merge-patch+json":
 			desired, err = jsonpatch.MergePatch(current, body)
 		case r.Header.Get("Content-Type") == "application/strategic-merge-patch+json":

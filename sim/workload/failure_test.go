@@ -1,0 +1,316 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+func TestHealthFollowsTheMembersTable(t *testing.T) {
+	R, S, W, X := MemberRunning, MemberStopped, MemberWiped, MemberRemoved
+	for _, tc := range []struct {
+		members map[string]MemberState
+		want    Health
+	}{
+		{map[string]MemberState{}, HealthNoMembers},
+		{map[string]MemberState{"a": R}, HealthQuorum},
+		{map[string]MemberState{"a": S}, HealthNoQuorum},
+		{map[string]MemberState{"a": W}, HealthDataLost},
+		{map[string]MemberState{"a": R, "b": R, "c": S}, HealthQuorum},
+		{map[string]MemberState{"a": R, "b": S, "c": S}, HealthNoQuorum},
+		{map[string]MemberState{"a": R, "b": W, "c": W}, HealthNoQuorum},
+		{map[string]MemberState{"a": W, "b": W, "c": W}, HealthDataLost},
+		// KCP removed one first: two voters, both running.
+		{map[string]MemberState{"a": R, "b": R, "c": X}, HealthQuorum},
+		// A removed member's wipe costs nothing; a surge member counts.
+		{map[string]MemberState{"a": R, "b": R, "c": R, "d": S}, HealthQuorum},
+		{map[string]MemberState{"a": R, "b": R, "c": S, "d": S}, HealthNoQuorum},
+		{map[string]MemberState{"a": R, "b": X, "c": X}, HealthQuorum},
+	} {
+		if got := health(tc.members); got != tc.want {
+			t.Errorf("health(%s) = %s, want %s", describe(tc.members), got, tc.want)
+		}
+	}
+	// Every Health has a row, and only a healthy one serves.
+	for _, h := range []Health{HealthNoMembers, HealthQuorum, HealthNoQuorum, HealthDataLost} {
+		b, ok := behaviours[h]
+		if !ok {
+			t.Fatalf("no behaviour for %s", h)
+		}
+		serves := b.Reads == nil && b.Writes == nil
+		if want := h == HealthQuorum || h == HealthNoMembers; serves != want {
+			t.Errorf("%s serves=%v, want %v", h, serves, want)
+		}
+	}
+}
+
+// threeControlPlanes is default/wl with cp-0..cp-2 joined and Ready.
+func threeControlPlanes(t *testing.T, ctx context.Context) (*Clusters, kubernetes.Interface) {
+	t.Helper()
+	rel := Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0", CoreDNS: "v1.12.1"}
+	c, clusterCA, etcdCA, cs := controlPlaneCluster(t, ctx, rel)
+	for _, n := range []string{"cp-1", "cp-2"} {
+		if err := c.JoinControlPlane(ctx, "default/wl", n, rel, clusterCA, etcdCA); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"cp-0", "cp-1", "cp-2"} {
+		if err := c.SetNode(ctx, "default/wl", NodeInfo{Name: n, ControlPlane: true, KubeletVersion: rel.Kubernetes, Ready: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, cs
+}
+
+func TestTheVIPAnswersWhileOneAPIServerRuns(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, cs := threeControlPlanes(t, ctx)
+	events, stop := c.Subscribe()
+	defer stop()
+	get := func() error { _, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); return err }
+
+	c.StopNode(ctx, "default/wl", "cp-0")
+	if err := get(); err != nil {
+		t.Fatalf("two of three control planes up: %v", err)
+	}
+	c.StopNode(ctx, "default/wl", "cp-1")
+	// Quorum is lost (one of three), the VIP still answers through cp-2:
+	// reads and writes time out as against a real etcd.
+	err := get()
+	if !apierrors.IsInternalError(err) || !strings.Contains(err.Error(), "etcdserver: request timed out") {
+		t.Fatalf("read without quorum: %v, want etcd's timeout as a 500", err)
+	}
+	_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+	if !apierrors.IsInternalError(err) {
+		t.Fatalf("write without quorum: %v, want a 500", err)
+	}
+	c.StopNode(ctx, "default/wl", "cp-2")
+	if err := get(); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("no API server runs, the VIP answered: %v", err)
+	}
+	wantEvent(t, events, EventAPIUnavailable)
+
+	// cp-0 boots again: one of three runs, still no quorum, VIP open.
+	rel := Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0"}
+	ca := c.clusters["default/wl"].certs
+	if err := c.JoinControlPlane(ctx, "default/wl", "cp-0", rel, ca.clusterCA, ca.clusterCA); err == nil {
+		t.Fatal("kubeadm upgrade node wrote its static pods without quorum")
+	}
+	wantEvent(t, events, EventAPIAvailable)
+	// cp-1 too: quorum again, and what was written before is all there.
+	c.setMember("default/wl", "cp-1", MemberRunning, "test")
+	if err := get(); err != nil {
+		t.Fatalf("two of three members back: %v", err)
+	}
+}
+
+func TestEveryMembersDataGoneEmptiesTheCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, cs := threeControlPlanes(t, ctx)
+	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kept"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// KCP removes cp-2's member before its host is cleaned: nothing lost.
+	c.memberRemoved("default/wl", "cp-2")
+	c.StopNode(ctx, "default/wl", "cp-2")
+	c.MemberDataLost(ctx, "default/wl", "cp-2")
+	if h, _ := c.Health("default/wl"); h != HealthQuorum {
+		t.Fatalf("after a removed member's wipe: %s", h)
+	}
+	// cp-1 wiped while it still voted: one of two runs, no quorum.
+	c.StopNode(ctx, "default/wl", "cp-1")
+	c.MemberDataLost(ctx, "default/wl", "cp-1")
+	if h, m := c.Health("default/wl"); h != HealthNoQuorum || m["cp-1"] != MemberWiped {
+		t.Fatalf("one of two voters wiped: %s %v", h, m)
+	}
+	// The last copy goes: the objects are gone.
+	c.StopNode(ctx, "default/wl", "cp-0")
+	c.MemberDataLost(ctx, "default/wl", "cp-0")
+	if h, _ := c.Health("default/wl"); h != HealthDataLost {
+		t.Fatalf("every voter wiped: %s", h)
+	}
+	cm := &corev1.ConfigMap{}
+	err := c.manager.raw("default/wl").Get(ctx, client.ObjectKey{Namespace: "default", Name: "kept"}, cm)
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("the cluster's objects survived every member's data: %v", err)
+	}
+}
+
+// appCluster is threeControlPlanes plus two Ready workers, with the lab's
+// controllers at a fast scale.
+func appCluster(t *testing.T, ctx context.Context) (*Clusters, kubernetes.Interface) {
+	t.Helper()
+	c, cs := threeControlPlanes(t, ctx)
+	// A replacement takes a second to be Ready: long enough for a second
+	// eviction to find the budget spent.
+	c.timing = AppTiming{PodStart: time.Second, PodStop: 50 * time.Millisecond, NodeLost: 300 * time.Millisecond}
+	c.scale = 1
+	for _, n := range []string{"w-0", "w-1"} {
+		if err := c.SetNode(ctx, "default/wl", NodeInfo{Name: n, KubeletVersion: "v1.35.3", Ready: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, cs
+}
+
+func deployment(name string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}}}}}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func readyPods(t *testing.T, ctx context.Context, cs kubernetes.Interface, app string) map[string]string {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && podReady(&p) {
+			out[p.Name] = p.Spec.NodeName
+		}
+	}
+	return out
+}
+
+func TestEvictionHonoursTheBudgetAndPodsMoveOff(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, cs := appCluster(t, ctx)
+	events, stop := c.Subscribe()
+	defer stop()
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, deployment("web", 3), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	if _, err := cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "three ready replicas and the budget's status", func() bool {
+		b, err := cs.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "web", metav1.GetOptions{})
+		return len(readyPods(t, ctx, cs, "web")) == 3 && err == nil && b.Status.DisruptionsAllowed == 1
+	})
+	// Workers only: the control-plane taint keeps the pods off cp-*.
+	nodes := map[string]int{}
+	for _, n := range readyPods(t, ctx, cs, "web") {
+		nodes[n]++
+	}
+	if len(nodes) != 2 || nodes["w-0"] == 0 || nodes["w-1"] == 0 {
+		t.Fatalf("pods spread %v, want over w-0 and w-1 only", nodes)
+	}
+	var names []string
+	for n := range readyPods(t, ctx, cs, "web") {
+		names = append(names, n)
+	}
+	evict := func(name string) error {
+		return cs.CoreV1().Pods("default").EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}})
+	}
+	if err := evict(names[0]); err != nil {
+		t.Fatalf("first eviction with one disruption allowed: %v", err)
+	}
+	wantEvent(t, events, EventEvicted)
+	err := evict(names[1])
+	var st apierrors.APIStatus
+	if !apierrors.IsTooManyRequests(err) || !errors.As(err, &st) || len(st.Status().Details.Causes) == 0 || st.Status().Details.Causes[0].Type != policyv1.DisruptionBudgetCause {
+		t.Fatalf("second eviction while the budget is spent: %v, want 429 with the DisruptionBudget cause", err)
+	}
+	wantEvent(t, events, EventEvictionDenied)
+	// The evicted pod is replaced; then the budget allows one again.
+	waitFor(t, "a replacement and the budget open again", func() bool {
+		b, err := cs.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "web", metav1.GetOptions{})
+		return len(readyPods(t, ctx, cs, "web")) == 3 && err == nil && b.Status.DisruptionsAllowed == 1
+	})
+	if err := evict(names[1]); err != nil {
+		t.Fatalf("eviction once the budget allows it: %v", err)
+	}
+
+	// Cordon w-0 and delete it: its pods go with it and come back on w-1.
+	n, _ := cs.CoreV1().Nodes().Get(ctx, "w-0", metav1.GetOptions{})
+	n.Spec.Unschedulable = true
+	if _, err := cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Nodes().Delete(ctx, "w-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every replica on w-1", func() bool {
+		pods := readyPods(t, ctx, cs, "web")
+		for _, node := range pods {
+			if node != "w-1" {
+				return false
+			}
+		}
+		return len(pods) == 3
+	})
+}
+
+func TestAStatusSubresourceWritesOnlyTheStatus(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, cs := threeControlPlanes(t, ctx)
+	n, err := cs.CoreV1().Nodes().Get(ctx, "cp-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Spec.Unschedulable = true // ignored by the status subresource
+	n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: "Upgraded", Status: corev1.ConditionTrue})
+	got, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("PUT nodes/cp-0/status: %v", err)
+	}
+	if got.Spec.Unschedulable || got.Status.Conditions[len(got.Status.Conditions)-1].Type != "Upgraded" {
+		t.Fatalf("after the status update: unschedulable=%v conditions=%v", got.Spec.Unschedulable, got.Status.Conditions)
+	}
+	patched, err := cs.CoreV1().Nodes().Patch(ctx, "cp-0", "application/merge-patch+json",
+		[]byte(`{"spec":{"unschedulable":true},"status":{"nodeInfo":{"kubeletVersion":"v9.9.9"}}}`), metav1.PatchOptions{}, "status")
+	if err != nil {
+		t.Fatalf("PATCH nodes/cp-0/status: %v", err)
+	}
+	if patched.Spec.Unschedulable || patched.Status.NodeInfo.KubeletVersion != "v9.9.9" {
+		t.Fatalf("after the status patch: unschedulable=%v kubelet=%s", patched.Spec.Unschedulable, patched.Status.NodeInfo.KubeletVersion)
+	}
+}
+
+func wantEvent(t *testing.T, events <-chan Event, reason string) Event {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-events:
+			if e.Reason == reason {
+				return e
+			}
+		case <-timeout:
+			t.Fatalf("no %s event", reason)
+		}
+	}
+}
