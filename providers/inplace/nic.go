@@ -213,8 +213,8 @@ func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, w
 		}
 		return running("flashing NVM %s on %s of %s (%s: %s)", f.nvm.Firmware, strings.Join(f.ports, ", "), node.Name, f.plan.order, f.plan.reason), nil
 	}
-	if err := cordonAndDrain(ctx, wl, node); err != nil {
-		return progress{}, err
+	if p, ok, err := u.drain(ctx, bmm, wl, node, key); err != nil || !ok {
+		return p, err
 	}
 	bmc, err := u.dialBMC(ctx, bmm)
 	if err != nil {

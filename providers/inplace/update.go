@@ -58,6 +58,9 @@ type Updater struct {
 	// FlashTimeout is how long a staged NIC flash may take to show on the
 	// NIC before the update counts as failed.
 	FlashTimeout time.Duration
+	// DrainTimeout bounds a node's drain: pods whose budgets refuse their
+	// eviction that long fail the update (0: wait forever).
+	DrainTimeout time.Duration
 	// Retry is the RetryAfterSeconds of an update in progress.
 	Retry time.Duration
 
@@ -204,8 +207,8 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 		}
 		return running("rebooting %s into the new slot", node.Name), nil
 	}
-	if err := cordonAndDrain(ctx, wl, node); err != nil {
-		return progress{}, err
+	if p, ok, err := u.drain(ctx, bmm, wl, node, key); err != nil || !ok {
+		return p, err
 	}
 	inactive := st.OS.Slot.Other()
 	if s := st.Slots[inactive]; s == nil || s.State != disk.Written || s.Checksum != want.Checksum {

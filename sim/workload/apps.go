@@ -237,6 +237,18 @@ func (c *Clusters) nodeLifecycle(ctx context.Context, cluster string, cl inmemor
 
 // forceDelete removes a pod whose kubelet will never confirm.
 func (c *Clusters) forceDelete(ctx context.Context, cluster string, cl inmemoryclient.Writer, p *corev1.Pod, why string) error {
+	if err := finish(ctx, cl, p); err != nil {
+		return err
+	}
+	c.emit(Event{Cluster: cluster, Node: p.Spec.NodeName, Reason: EventPodDeleted, Message: fmt.Sprintf("pod %s/%s deleted: %s", p.Namespace, p.Name, why),
+		Data: map[string]string{"pod": p.Namespace + "/" + p.Name}})
+	return nil
+}
+
+// finish is a pod's end confirmed: the kubelet's finalizer goes and the
+// pod with it (CAPI's store would leave a finalizer-free terminating
+// object to its garbage collector's next pass, seconds later).
+func finish(ctx context.Context, cl inmemoryclient.Writer, p *corev1.Pod) error {
 	if len(p.Finalizers) > 0 {
 		p.Finalizers = nil
 		if err := cl.Update(ctx, p); err != nil {
@@ -246,8 +258,6 @@ func (c *Clusters) forceDelete(ctx context.Context, cluster string, cl inmemoryc
 	if err := cl.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	c.emit(Event{Cluster: cluster, Node: p.Spec.NodeName, Reason: EventPodDeleted, Message: fmt.Sprintf("pod %s/%s deleted: %s", p.Namespace, p.Name, why),
-		Data: map[string]string{"pod": p.Namespace + "/" + p.Name}})
 	return nil
 }
 
@@ -270,9 +280,11 @@ func (c *Clusters) kubelet(ctx context.Context, cluster string, cl inmemoryclien
 				st.deleted[string(p.UID)] = now
 			}
 			if running && now.Sub(st.deleted[string(p.UID)]) >= c.scale.Real(c.timing.PodStop) {
-				p.Finalizers = nil
-				if err := cl.Update(ctx, p); err != nil && firstErr == nil {
-					firstErr = err
+				if err := finish(ctx, cl, p); err != nil {
+					if firstErr == nil {
+						firstErr = err
+					}
+					continue
 				}
 				c.emit(Event{Cluster: cluster, Node: p.Spec.NodeName, Reason: EventPodDeleted, Message: fmt.Sprintf("pod %s/%s stopped on %s", p.Namespace, p.Name, p.Spec.NodeName),
 					Data: map[string]string{"pod": p.Namespace + "/" + p.Name}})

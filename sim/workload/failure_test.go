@@ -314,3 +314,24 @@ func wantEvent(t *testing.T, events <-chan Event, reason string) Event {
 		}
 	}
 }
+
+// A PATCH over HTTP (kubectl cordon, CAPI's drain) used to leave the
+// object untyped in CAPI's store, and every typed read of its kind
+// failed after it.
+func TestAPatchedObjectStaysTyped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, cs := threeControlPlanes(t, ctx)
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, "cp-1", "application/merge-patch+json", []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nodes := &corev1.NodeList{}
+	if err := c.client("default/wl").List(ctx, nodes); err != nil {
+		t.Fatalf("typed list after an HTTP patch: %v", err)
+	}
+	for _, n := range nodes.Items {
+		if n.Name == "cp-1" && !n.Spec.Unschedulable {
+			t.Fatal("the patch did not apply")
+		}
+	}
+}

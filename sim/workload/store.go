@@ -4,7 +4,9 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	cloudv1 "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/cloud/api/v1alpha1"
 
@@ -158,6 +160,31 @@ func (c unconditionalClient) Create(ctx context.Context, obj client.Object) erro
 		obj.SetUID(uuid.NewUUID())
 	}
 	return c.Client.Create(ctx, obj)
+}
+
+// Patch keeps the store typed. CAPI's API handler patches an
+// Unstructured object and its store keeps what it is given, so after one
+// PATCH over HTTP (a cordon, a label) every typed read of that kind
+// failed with "can't assign or convert unstructured.Unstructured". The
+// patch is applied to the typed object and the result handed back.
+func (c unconditionalClient) Patch(ctx context.Context, obj client.Object, patch client.Patch) error {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return c.Client.Patch(ctx, obj, patch)
+	}
+	gvk := u.GroupVersionKind()
+	typed, err := c.scheme.New(gvk)
+	if err != nil {
+		return c.Client.Patch(ctx, obj, patch)
+	}
+	if err := c.scheme.Convert(u, typed, nil); err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	typed.GetObjectKind().SetGroupVersionKind(gvk)
+	if err := c.Client.Patch(ctx, typed.(client.Object), patch); err != nil {
+		return err
+	}
+	return c.scheme.Convert(typed, u, nil)
 }
 
 // builtInGroups are the API groups of the kinds the workload clusters
