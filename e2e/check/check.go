@@ -44,13 +44,23 @@ type Params struct {
 	// WorkloadData: the runner recorded objects it wrote into the
 	// workload cluster.
 	WorkloadData bool
+	// Apps: the workload cluster ran the application (pods, budget), so
+	// the drain and budget rules can judge it.
+	Apps bool
+	// EtcdOnHosts: etcd's state comes from the members on the hosts (the
+	// lab's workload events); otherwise etcd-quorum reads the members'
+	// Nodes.
+	EtcdOnHosts bool
+	// MaxAPIOutage is the longest the workload API may be unavailable
+	// during the upgrade.
+	MaxAPIOutage time.Duration
 }
 
 // ParamsFor is the Params of a scenario run against the reference
 // provider.
 func ParamsFor(s *scenario.Scenario) Params {
 	return Params{Strategy: s.Strategy, ControlPlaneReplicas: s.Cluster.ControlPlane.Replicas, Workers: s.Cluster.Workers.Replicas, FromVersion: s.From.Version, ToVersion: s.To.Version,
-		Expect: s.Expect, HostsVisible: true, HostData: true, WorkloadData: true}
+		Expect: s.Expect, HostsVisible: true, HostData: true, WorkloadData: true, Apps: true, EtcdOnHosts: true, MaxAPIOutage: s.APIOutageBound()}
 }
 
 // Rule is one expectation. During judges every moment of the replay,
@@ -62,6 +72,9 @@ type Rule struct {
 	Applies func(Params) bool
 	During  func(*State, Params) []Violation
 	End     func(*State, Params) []Violation
+	// Note says what the rule saw (figures, the cases it excused), for
+	// the report, whatever the verdict.
+	Note func(*State, Params) string
 }
 
 // Status of a rule in one run.
@@ -78,6 +91,7 @@ type Result struct {
 	Rule       string      `json:"rule"`
 	Why        string      `json:"why"`
 	Status     Status      `json:"status"`
+	Note       string      `json:"note,omitempty"`
 	Violations []Violation `json:"violations,omitempty"`
 }
 
@@ -140,6 +154,9 @@ func Run(entries []timeline.Entry, p Params) []Result {
 	for i, r := range Rules {
 		if r.End != nil && results[i].Status != NotApplicable {
 			add(i, r.End(s, p))
+		}
+		if r.Note != nil && results[i].Status != NotApplicable {
+			results[i].Note = r.Note(s, p)
 		}
 	}
 	agree(s, p, results)

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/sim/workload"
 )
 
 // history builds a timeline by hand: each call is one observed change.
@@ -66,9 +68,21 @@ func goodInPlace() *history {
 	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
 	h.set(monitor.KindAddon, "coredns", map[string]string{monitor.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "written"})
+	h.set(monitor.KindWorkloadAPI, "api", apiUp)
+	h.set(monitor.KindBudget, "web", budget("app=web", 0))
+	h.set(monitor.KindPod, "web-1", pod("c-cp-a", "app=web", true, false))
 	h.step(StepUpgrade)
 	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
 	h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
+	// The extension drains (the budget lets the one replica go), then
+	// reboots: the API is down until the host is back.
+	h.set(monitor.KindPod, "web-1", pod("c-cp-a", "app=web", false, true))
+	h.set(monitor.KindPod, "web-1", nil)
+	h.set(monitor.KindPod, "web-2", pod("", "app=web", false, false))
+	h.set(monitor.KindWorkloadEvent, "c-cp-a", map[string]string{monitor.FieldReason: workload.EventNodeStopped, "pods": ""})
+	h.set(monitor.KindWorkloadAPI, "api", apiDown)
+	h.set(monitor.KindWorkloadAPI, "api", apiUp)
+	h.set(monitor.KindPod, "web-2", pod("c-cp-a", "app=web", true, false))
 	h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.36.3"})
 	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldImage: "registry.k8s.io/etcd:3.6.5-0"})
 	h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "True"))
@@ -82,7 +96,28 @@ func goodInPlace() *history {
 }
 
 var inPlace = Params{Strategy: scenario.InPlace, ToVersion: "v1.36.3", ToCoreDNS: "v1.13.1", ToEtcd: "3.6.5-0", HostsVisible: true, HostData: true,
+	Apps: true, EtcdOnHosts: true, MaxAPIOutage: 30 * time.Second, ControlPlaneReplicas: 1,
 	Expect: scenario.Expect{SameMachines: true, SameHosts: true, PersistentData: "kept"}}
+
+var (
+	apiUp   = map[string]string{monitor.FieldAPIAvailable: "true"}
+	apiDown = map[string]string{monitor.FieldAPIAvailable: "false", monitor.FieldAPIError: "connection refused"}
+)
+
+func pod(node, labels string, ready, terminating bool) map[string]string {
+	p := map[string]string{monitor.FieldNode: node, monitor.FieldLabels: labels, monitor.FieldOwner: "Deployment/web"}
+	if ready {
+		p[monitor.FieldReady] = "true"
+	}
+	if terminating {
+		p[monitor.FieldTerminating] = "true"
+	}
+	return p
+}
+
+func budget(selector string, desired int) map[string]string {
+	return map[string]string{monitor.FieldSelector: selector, monitor.FieldDesired: strconv.Itoa(desired)}
+}
 
 func statuses(results []Result) map[string]Status {
 	out := map[string]Status{}

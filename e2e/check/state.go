@@ -12,6 +12,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/sim/workload"
 )
 
 // State is the world as the timeline tells it at one moment: each kind's
@@ -31,7 +32,28 @@ type State struct {
 	// Reprovisioned the hosts deprovisioned after the "upgrade" step.
 	LastConsumer  map[string]string
 	Reprovisioned map[string]bool
+	// APIOutages are the spans the workload API was unavailable during
+	// the upgrade (a poll that failed to read, until one that did);
+	// apiDownSince is when the open one began.
+	APIOutages   []Outage
+	apiDownSince time.Time
+	apiPolls     int
+	// workloadEvents are the reasons of the workload's events during
+	// the upgrade; nodeStops counts its nodes stopped, excusedDrains the
+	// nodes stopped undrained after CAPI's nodeDrainTimeout.
+	workloadEvents []string
+	nodeStops      int
+	excusedDrains  []string
 }
+
+// Outage is one span of an unavailable workload API, and why.
+type Outage struct {
+	From, To time.Time
+	Why      string
+}
+
+// upgrading: between the upgrade and done steps.
+func (s *State) upgrading() bool { return s.Before != nil && s.Steps[StepDone].IsZero() }
 
 func newState() *State {
 	return &State{Objects: map[string]map[string]map[string]string{}, Steps: map[string]time.Time{},
@@ -42,11 +64,42 @@ func newState() *State {
 func (s *State) apply(e timeline.Entry) {
 	s.Now, s.Entry = e.Time, e
 	if e.Kind == timeline.KindStep {
+		if e.Name == StepDone && !s.apiDownSince.IsZero() {
+			s.APIOutages = append(s.APIOutages, Outage{From: s.apiDownSince, To: e.Time, Why: "still unavailable when the upgrade was done"})
+			s.apiDownSince = time.Time{}
+		}
 		s.Steps[e.Name] = e.Time
 		if e.Name == StepUpgrade {
 			s.Before = copyObjects(s.Objects)
+			if a := s.get(monitor.KindWorkloadAPI, "api"); a != nil && a[monitor.FieldAPIAvailable] == "false" {
+				s.apiDownSince = e.Time
+			}
 		}
 		return
+	}
+	if e.Kind == monitor.KindWorkloadEvent && s.upgrading() {
+		s.workloadEvents = append(s.workloadEvents, e.New[monitor.FieldReason])
+		if e.New[monitor.FieldReason] == workload.EventNodeStopped {
+			s.nodeStops++
+			if e.New["pods"] != "" && s.drainTimedOut(e.Name) {
+				s.excusedDrains = append(s.excusedDrains, e.Name)
+			}
+		}
+	}
+	if e.Kind == monitor.KindWorkloadAPI && s.upgrading() && e.New != nil {
+		s.apiPolls++
+		down := e.New[monitor.FieldAPIAvailable] == "false"
+		switch {
+		case down && s.apiDownSince.IsZero():
+			s.apiDownSince = e.Time
+		case !down && !s.apiDownSince.IsZero():
+			why := ""
+			if e.Old != nil {
+				why = e.Old[monitor.FieldAPIError]
+			}
+			s.APIOutages = append(s.APIOutages, Outage{From: s.apiDownSince, To: e.Time, Why: why})
+			s.apiDownSince = time.Time{}
+		}
 	}
 	objs := s.Objects[e.Kind]
 	if objs == nil {

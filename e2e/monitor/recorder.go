@@ -79,7 +79,14 @@ func (r *Recorder) kinds() []recordedKind {
 		// a removed member replay as a live one on a vanished Node (it
 		// did, as lost quorum, on four runs at once).
 		{KindMachineSet, r.machineSets}, {KindMachine, r.machines}, {KindEtcdMember, r.etcdMembers}, {KindNode, r.nodes},
+		// A drained Node's pods go (and come back elsewhere) after its
+		// Machine started deleting or its update began, and budgets
+		// follow the pods.
+		{KindPod, r.pods}, {KindBudget, r.budgets}, {KindApp, r.apps},
 		{KindAddon, r.addons},
+		// The API as a client finds it: read first, so a poll's other
+		// reads are judged against an API known to answer.
+		{KindWorkloadAPI, r.api},
 	}
 	if r.Hosts {
 		kinds = append(kinds, recordedKind{KindHost, r.hosts})

@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"strconv"
+	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -119,6 +120,12 @@ func MachineSummary(m *clusterv1.Machine) map[string]string {
 	set(s, FieldControlPlane, cp)
 	condition(s, FieldUpToDate, m.Status.Conditions, clusterv1.MachineUpToDateCondition)
 	condition(s, FieldAvailable, m.Status.Conditions, clusterv1.MachineAvailableCondition)
+	if t := m.Spec.Deletion.NodeDrainTimeoutSeconds; t != nil && *t > 0 {
+		s[FieldDrainTimeout] = strconv.Itoa(int(*t))
+	}
+	if d := m.Status.Deletion; d != nil && !d.NodeDrainStartTime.IsZero() {
+		s[FieldDrainStarted] = d.NodeDrainStartTime.UTC().Format(time.RFC3339)
+	}
 	return s
 }
 

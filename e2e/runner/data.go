@@ -36,6 +36,9 @@ func (r *run) writeData(ctx context.Context) error {
 	if !r.provider.Lab {
 		return nil
 	}
+	if err := r.deployApp(ctx, wl); err != nil {
+		return err
+	}
 	hosts := &metal3.BareMetalHostList{}
 	if err := r.env.Client.List(ctx, hosts, client.InNamespace(r.env.Namespace)); err != nil {
 		return err

@@ -149,6 +149,9 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		entries := r.tl.Entries()
 		p := check.ParamsFor(s)
 		p.HostsVisible, p.HostData = r.provider.Lab, r.provider.Lab
+		// Only the lab's workload clusters run pods and model etcd on the
+		// hosts; another provider's (CAPI's in-memory one) do neither.
+		p.Apps, p.EtcdOnHosts = r.provider.Lab, r.provider.Lab
 		p.ToCoreDNS = coreDNSAsked(entries)
 		if to, err := def.Catalog.Get(s.To.Image); err == nil && r.provider.Lab { // CAPI's in-memory etcd members carry no image
 			p.ToEtcd = to.Etcd
@@ -233,6 +236,7 @@ func (r *run) execute(ctx context.Context) error {
 	go rec.Run(recCtx)
 	if r.provider.Lab {
 		go monitor.RecordLab(recCtx, r.env.Site.Lab, r.tl)
+		go monitor.RecordWorkload(recCtx, r.env.Site.Workloads, r.env.Namespace+"/"+clusterName, r.tl)
 	}
 	for _, phase := range []struct {
 		name string
@@ -296,7 +300,7 @@ func (r *run) provision(ctx context.Context) error {
 // writeDataStep is step 4.
 func (r *run) writeDataStep(ctx context.Context) error {
 	if r.provider.Lab {
-		r.say("step 4/6: writing data: a ConfigMap in the workload cluster, markers on the persistent partitions")
+		r.say("step 4/6: writing data: a ConfigMap in the workload cluster, markers on the persistent partitions; deploying the application")
 	} else {
 		r.say("step 4/6: writing data: a ConfigMap in the workload cluster")
 	}

@@ -66,6 +66,10 @@ type Scenario struct {
 	From     Release  `yaml:"from"`
 	To       Release  `yaml:"to"`
 	Expect   Expect   `yaml:"expect"`
+	// Workload is the application the workload cluster runs through the
+	// upgrade (on a lab provider, whose clusters run pods); absent fields
+	// take Application's defaults.
+	Workload Application `yaml:"workload"`
 	// Faults are injected while the scenario runs; the expectations still
 	// hold (the upgrade recovers).
 	Faults []Fault `yaml:"faults"`
@@ -92,6 +96,60 @@ type Workers struct {
 	Replicas       int `yaml:"replicas"`
 	MaxSurge       int `yaml:"maxSurge"`
 	MaxUnavailable int `yaml:"maxUnavailable"`
+}
+
+// Application stands for what operators run on a cluster: a Deployment
+// of Replicas pods under a PodDisruptionBudget, a DaemonSet on every
+// node, and a bare pod with emptyDir (local) data. Its pods go on the
+// workers, or on the control-plane nodes of a cluster without workers.
+type Application struct {
+	// Replicas of the Deployment; 0 means the default: the workers (at
+	// least 2), or on a cluster without workers the control-plane
+	// replicas (one replica on one node: a budget there can only be met
+	// by a replica it lets go).
+	Replicas int `yaml:"replicas"`
+	// Budget is the Deployment's PodDisruptionBudget (default
+	// maxUnavailable: 1).
+	Budget Budget `yaml:"budget"`
+	// NodeDrainTimeout is CAPI's Machine deletion.nodeDrainTimeoutSeconds
+	// for every Machine (0: CAPI's default, drain until done); after it
+	// CAPI deletes a Machine whose drain a budget still blocks.
+	NodeDrainTimeout Duration `yaml:"nodeDrainTimeout"`
+}
+
+// Budget is a PodDisruptionBudget: one of minAvailable and
+// maxUnavailable, each a count ("2") or a percentage ("50%"), or none.
+type Budget struct {
+	MinAvailable   string `yaml:"minAvailable"`
+	MaxUnavailable string `yaml:"maxUnavailable"`
+	None           bool   `yaml:"none"`
+}
+
+// Replicas is the Deployment's replica count for cluster c.
+func (a Application) ReplicasFor(c Cluster) int {
+	switch {
+	case a.Replicas > 0:
+		return a.Replicas
+	case c.Workers.Replicas > 0:
+		return max(2, c.Workers.Replicas)
+	default:
+		return c.ControlPlane.Replicas
+	}
+}
+
+// Limit is the budget's one bound: minAvailable or maxUnavailable and its
+// value ("" when the budget is none).
+func (b Budget) Limit() (field, value string) {
+	switch {
+	case b.None:
+		return "", ""
+	case b.MinAvailable != "":
+		return "minAvailable", b.MinAvailable
+	case b.MaxUnavailable != "":
+		return "maxUnavailable", b.MaxUnavailable
+	default:
+		return "maxUnavailable", "1"
+	}
 }
 
 // Release is a Kubernetes version with the OS image that carries it, and
@@ -122,6 +180,28 @@ type Expect struct {
 	// SparesLeft is how many hosts labelled spare are unclaimed at the end
 	// (-1 or absent: not checked).
 	SparesLeft *int `yaml:"sparesLeft"`
+	// MaxAPIOutage is the longest the workload cluster's API may refuse
+	// or fail reads during the upgrade, in the run's real time. Default:
+	// 0 for a control plane of three or more (it never goes down);
+	// DefaultSingleNodeOutage for one replica, whose reboot takes the API
+	// with it.
+	MaxAPIOutage *Duration `yaml:"maxAPIOutage"`
+}
+
+// DefaultSingleNodeOutage bounds a one-replica control plane's API
+// outage by default: its reboot, modelled at the suite's time scale, is
+// a few seconds of real time.
+const DefaultSingleNodeOutage = 30 * time.Second
+
+// APIOutageBound is the longest API outage the scenario allows.
+func (s *Scenario) APIOutageBound() time.Duration {
+	if s.Expect.MaxAPIOutage != nil {
+		return s.Expect.MaxAPIOutage.Duration
+	}
+	if s.Cluster.ControlPlane.Replicas == 1 {
+		return DefaultSingleNodeOutage
+	}
+	return 0
 }
 
 // Outcome is how an upgrade ends.
@@ -345,7 +425,59 @@ func (s *Scenario) validate() []string {
 	if s.Timeout.Duration < 0 {
 		bad("timeout", "%s is negative", s.Timeout.Duration)
 	}
+	if o := s.Expect.MaxAPIOutage; o != nil && o.Duration < 0 {
+		bad("expect.maxAPIOutage", "%s is negative", o.Duration)
+	}
+	errs = append(errs, s.Workload.validate(s.Cluster)...)
 	return errs
+}
+
+func (a Application) validate(c Cluster) []string {
+	var errs []string
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, "workload."+field+": "+fmt.Sprintf(format, args...))
+	}
+	if a.Replicas < 0 {
+		bad("replicas", "%d is negative", a.Replicas)
+	}
+	replicas := a.ReplicasFor(c)
+	b := a.Budget
+	set := 0
+	for _, v := range []string{b.MinAvailable, b.MaxUnavailable} {
+		if v != "" {
+			set++
+		}
+	}
+	if b.None && set > 0 || set > 1 {
+		bad("budget", "give one of minAvailable, maxUnavailable and none")
+	}
+	for _, f := range []struct{ name, value string }{{"minAvailable", b.MinAvailable}, {"maxUnavailable", b.MaxUnavailable}} {
+		if f.value == "" {
+			continue
+		}
+		n, pct, ok := parseBound(f.value)
+		switch {
+		case !ok:
+			bad("budget."+f.name, "%q is not a count (2) or a percentage (50%%)", f.value)
+		case pct && n > 100:
+			bad("budget."+f.name, "%s is above 100%%", f.value)
+		case f.name == "minAvailable" && !pct && n > replicas:
+			bad("budget.minAvailable", "%d is above the %d replicas: the budget could never be met, so no pod could ever be evicted and a drain would wait forever (use %d to forbid every eviction)", n, replicas, replicas)
+		}
+	}
+	if a.NodeDrainTimeout.Duration < 0 {
+		bad("nodeDrainTimeout", "%s is negative", a.NodeDrainTimeout.Duration)
+	}
+	return errs
+}
+
+// parseBound reads "2" or "50%".
+func parseBound(v string) (n int, percent bool, ok bool) {
+	s, percent := strings.CutSuffix(v, "%")
+	if _, err := fmt.Sscanf(s, "%d", &n); err != nil || n < 0 || fmt.Sprint(n) != s {
+		return 0, false, false
+	}
+	return n, percent, true
 }
 
 // Load reads a scenario file and checks it against its lab: the lab file

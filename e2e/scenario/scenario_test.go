@@ -62,6 +62,12 @@ func TestParseNamesFileFieldAndProblem(t *testing.T) {
 		{"BMC offline at no event", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, bmc: {offline: 30s}}]", "faults[0].when.labEvent: bmc.offline needs a lab event"},
 		{"outcome", "strategy: scale-in", "strategy: scale-in\nexpect: {outcome: sideways}", `expect.outcome: "sideways" is not upgraded or rolled-back`},
 		{"rolled back by scale-in", "strategy: scale-in", "strategy: scale-in\nexpect: {outcome: rolled-back}", "expect.outcome: rolled-back needs strategy in-place"},
+		{"impossible budget", "strategy: scale-in", "strategy: scale-in\nworkload: {replicas: 3, budget: {minAvailable: \"4\"}}", "workload.budget.minAvailable: 4 is above the 3 replicas: the budget could never be met"},
+		{"impossible default budget", "strategy: scale-in", "strategy: scale-in\nworkload: {budget: {minAvailable: \"5\"}}", "workload.budget.minAvailable: 5 is above the 3 replicas"},
+		{"budget with both bounds", "strategy: scale-in", "strategy: scale-in\nworkload: {budget: {minAvailable: \"1\", maxUnavailable: \"1\"}}", "workload.budget: give one of minAvailable, maxUnavailable and none"},
+		{"budget not a count", "strategy: scale-in", "strategy: scale-in\nworkload: {budget: {maxUnavailable: \"one\"}}", `workload.budget.maxUnavailable: "one" is not a count (2) or a percentage (50%)`},
+		{"budget above 100%", "strategy: scale-in", "strategy: scale-in\nworkload: {budget: {minAvailable: \"150%\"}}", "workload.budget.minAvailable: 150% is above 100%"},
+		{"negative outage", "strategy: scale-in", "strategy: scale-in\nexpect: {maxAPIOutage: -1s}", "expect.maxAPIOutage: -1s is negative"},
 		{"fault at an unknown step", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: kcp, when: {afterStep: lunch}}]", `faults[0].when.afterStep: "lunch" is not env or upgrade`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,6 +76,33 @@ func TestParseNamesFileFieldAndProblem(t *testing.T) {
 				t.Fatalf("got %v; want an error with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestApplicationDefaultsFollowTheCluster(t *testing.T) {
+	for _, tc := range []struct {
+		cluster Cluster
+		want    int
+	}{
+		{Cluster{ControlPlane: ControlPlane{Replicas: 1}}, 1},
+		{Cluster{ControlPlane: ControlPlane{Replicas: 3}}, 3},
+		{Cluster{ControlPlane: ControlPlane{Replicas: 3}, Workers: Workers{Replicas: 1}}, 2},
+		{Cluster{ControlPlane: ControlPlane{Replicas: 3}, Workers: Workers{Replicas: 4}}, 4},
+	} {
+		if got := (Application{}).ReplicasFor(tc.cluster); got != tc.want {
+			t.Errorf("replicas for %+v = %d, want %d", tc.cluster, got, tc.want)
+		}
+	}
+	if f, v := (Budget{}).Limit(); f != "maxUnavailable" || v != "1" {
+		t.Errorf("default budget %s=%s, want maxUnavailable=1", f, v)
+	}
+	if f, _ := (Budget{None: true}).Limit(); f != "" {
+		t.Errorf("budget none gives %s", f)
+	}
+	one := &Scenario{Cluster: Cluster{ControlPlane: ControlPlane{Replicas: 1}}}
+	three := &Scenario{Cluster: Cluster{ControlPlane: ControlPlane{Replicas: 3}}}
+	if one.APIOutageBound() != DefaultSingleNodeOutage || three.APIOutageBound() != 0 {
+		t.Errorf("outage bounds: one replica %s, three %s", one.APIOutageBound(), three.APIOutageBound())
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,7 @@ import (
 	cloudv1 "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/cloud/api/v1alpha1"
 	inmemoryruntime "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime"
 	inmemoryclient "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime/client"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/internal/loopback"
 	"github.com/upgradelab/upgradelab/sim/timescale"
@@ -305,14 +307,36 @@ func (c *Clusters) StopNode(ctx context.Context, name, node string) error {
 		}
 	}
 	running := w.members[node] == MemberRunning
-	if w.apps != nil {
-		w.apps.kubelets[node] = false
-	}
+	w.apps.kubelets[node] = false
 	c.mu.Unlock()
+	left := c.undrained(ctx, name, node)
+	c.emit(Event{Cluster: name, Node: node, Reason: EventNodeStopped,
+		Message: fmt.Sprintf("node %s stopped with %d pods a drain would have moved", node, len(left)),
+		Data:    map[string]string{"pods": strings.Join(left, ",")}})
 	if running {
 		c.setMember(name, node, MemberStopped, "its host stopped")
 	}
 	return nil
+}
+
+// undrained are the pods on node a drain moves (not kube-system's, not a
+// DaemonSet's, not finished), read from the store as it is (a stopped
+// control plane does not stop this bookkeeping).
+func (c *Clusters) undrained(ctx context.Context, name, node string) []string {
+	pods := &corev1.PodList{}
+	if err := c.manager.raw(name).List(ctx, pods, client.MatchingFields{"spec.nodeName": node}); err != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range pods.Items {
+		ref := metav1.GetControllerOf(&p)
+		if !managed(&p) || ref != nil && ref.Kind == "DaemonSet" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		out = append(out, p.Namespace+"/"+p.Name)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // MemberDataLost is a host whose disk was erased: the etcd data of the

@@ -29,6 +29,9 @@ const (
 	EventEvictionDenied = "EvictionRefused"
 	EventPodDeleted     = "PodDeleted"
 	EventPodScheduled   = "PodScheduled"
+	// EventNodeStopped is a node's host going off; Data["pods"] lists
+	// the pods a drain would have moved that were still on it then.
+	EventNodeStopped = "NodeStopped"
 )
 
 // eventLog fans events out to subscribers; a slow subscriber never

@@ -1,0 +1,159 @@
+package check
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/upgradelab/upgradelab/e2e/monitor"
+	"github.com/upgradelab/upgradelab/sim/workload"
+)
+
+// threeNodes is a 3-node in-place upgrade with the application: web-a,
+// web-b, web-c on nodes a, b, c under a budget that needs 2 healthy; the
+// caller adds what happens during the upgrade.
+func threeNodes(during func(h *history)) *history {
+	h := newHistory()
+	h.set(monitor.KindWorkloadAPI, "api", apiUp)
+	h.set(monitor.KindBudget, "web", budget("app=web", 2))
+	for _, n := range []string{"a", "b", "c"} {
+		m := machine("v1.35.3", "u-"+n, n, true, "True")
+		m[monitor.FieldNode] = n
+		h.set(monitor.KindMachine, n, m)
+		h.set(monitor.KindPod, "web-"+n, pod(n, "app=web", true, false))
+	}
+	h.step(StepUpgrade)
+	h.set(monitor.KindWorkloadAPI, "api", apiUp)
+	during(h)
+	h.step(StepDone)
+	return h
+}
+
+var threeInPlace = func() Params {
+	p := inPlace
+	p.ControlPlaneReplicas, p.MaxAPIOutage = 3, 0
+	return p
+}()
+
+func result(h *history, p Params, rule string) Result {
+	for _, r := range Run(h.entries, p) {
+		if r.Rule == rule {
+			return r
+		}
+	}
+	return Result{}
+}
+
+// A drain that evicts one pod at a time and waits for its replacement
+// keeps the budget and stops each node empty.
+func TestADrainThatKeepsTheBudgetPasses(t *testing.T) {
+	h := threeNodes(func(h *history) {
+		h.set(monitor.KindWorkloadEvent, "a", map[string]string{monitor.FieldReason: workload.EventEvicted})
+		h.set(monitor.KindPod, "web-a", pod("a", "app=web", false, true))
+		h.set(monitor.KindPod, "web-a", nil)
+		h.set(monitor.KindPod, "web-d", pod("b", "app=web", true, false))
+		h.set(monitor.KindWorkloadEvent, "a", map[string]string{monitor.FieldReason: workload.EventNodeStopped, "pods": ""})
+	})
+	for _, rule := range []string{"pdb-respected", "drained-before-disruption", "api-availability"} {
+		if r := result(h, threeInPlace, rule); r.Status != Pass {
+			t.Errorf("%s: %s %v", rule, r.Status, r.Violations)
+		}
+	}
+	if n := result(h, threeInPlace, "pdb-respected").Note; !strings.Contains(n, "1 evictions granted, 0 refused") {
+		t.Errorf("pdb-respected note %q", n)
+	}
+	if n := result(h, threeInPlace, "api-availability").Note; !strings.Contains(n, "unavailable 0s during the upgrade in 0 outage(s)") {
+		t.Errorf("api-availability note %q", n)
+	}
+}
+
+func TestAppRulesBrokenOnPurpose(t *testing.T) {
+	for _, tc := range []struct {
+		name, rule string
+		params     Params
+		during     func(h *history)
+		objects    []string
+		message    string
+	}{
+		// The old extension drain: delete every pod of the node at once,
+		// no Eviction API, no budget asked.
+		{name: "a drain that deletes without eviction", rule: "pdb-respected", params: threeInPlace,
+			during: func(h *history) {
+				h.set(monitor.KindPod, "web-a", pod("a", "app=web", false, true))
+				h.set(monitor.KindPod, "web-b", pod("b", "app=web", false, true))
+			},
+			objects: []string{"Pod/web-a", "Pod/web-b", "PodDisruptionBudget/web"}, message: "budget web has 1 healthy pods, it needs 2"},
+		{name: "a node that stops undrained", rule: "drained-before-disruption", params: threeInPlace,
+			during: func(h *history) {
+				h.set(monitor.KindWorkloadEvent, "a", map[string]string{monitor.FieldReason: workload.EventNodeStopped, "pods": "apps/web-a"})
+			},
+			objects: []string{"Node/a", "Pod/apps/web-a"}, message: "node a stopped while it still ran apps/web-a (not drained)"},
+		{name: "an API outage with three control planes", rule: "api-availability", params: threeInPlace,
+			during: func(h *history) {
+				h.set(monitor.KindWorkloadAPI, "api", apiDown)
+				h.set(monitor.KindWorkloadAPI, "api", apiUp)
+			},
+			message: "the workload API was unavailable for 100ms (connection refused), the scenario allows 0s"},
+		{name: "a single node's outage past its bound", rule: "api-availability", params: func() Params { p := inPlace; p.MaxAPIOutage = 150 * time.Millisecond; return p }(),
+			during: func(h *history) {
+				h.set(monitor.KindWorkloadAPI, "api", apiDown)
+				h.set(monitor.KindWorkloadAPI, "api", apiDown) // a later poll, still down
+				h.set(monitor.KindWorkloadAPI, "api", apiUp)
+			},
+			message: "unavailable for 200ms (connection refused), the scenario allows 150ms"},
+		{name: "etcd's quorum lost on the hosts", rule: "etcd-quorum", params: threeInPlace,
+			during: func(h *history) {
+				h.set(monitor.KindWorkloadEvent, "wl", map[string]string{monitor.FieldReason: workload.EventEtcdHealth, "health": "no-quorum",
+					monitor.FieldMessage: "a=running, b=wiped, c=wiped"})
+			},
+			objects: []string{"WorkloadEvent/wl"}, message: "etcd no-quorum: a=running, b=wiped, c=wiped"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := result(threeNodes(tc.during), tc.params, tc.rule)
+			if r.Status != Fail || len(r.Violations) == 0 {
+				t.Fatalf("%s: %+v; want it failed", tc.rule, r)
+			}
+			v := r.Violations[0]
+			if tc.objects != nil && strings.Join(v.Objects, ",") != strings.Join(tc.objects, ",") || !strings.Contains(v.Message, tc.message) || v.Time.IsZero() {
+				t.Fatalf("violation %s; want objects %v and %q", v, tc.objects, tc.message)
+			}
+		})
+	}
+}
+
+// CAPI deletes a Machine whose drain a budget blocks once its
+// nodeDrainTimeout passed, as it documents: the budget and the drain
+// rules excuse it and say so.
+func TestNodeDrainTimeoutExcusesAndIsReported(t *testing.T) {
+	h := threeNodes(func(h *history) {
+		m := machine("v1.35.3", "u-a", "a", true, "True")
+		m[monitor.FieldNode], m[monitor.FieldDeleting] = "a", "true"
+		m[monitor.FieldDrainTimeout] = "10"
+		m[monitor.FieldDrainStarted] = h.t.Add(-20 * time.Second).UTC().Format(time.RFC3339)
+		h.set(monitor.KindMachine, "a", m)
+		h.set(monitor.KindWorkloadEvent, "b", map[string]string{monitor.FieldReason: workload.EventEvictionDenied})
+		h.set(monitor.KindWorkloadEvent, "a", map[string]string{monitor.FieldReason: workload.EventNodeStopped, "pods": "apps/web-a"})
+		h.set(monitor.KindPod, "web-a", pod("a", "app=web", false, false))
+		h.set(monitor.KindPod, "web-b", pod("b", "app=web", false, true)) // b was not excused
+	})
+	drained := result(h, threeInPlace, "drained-before-disruption")
+	if drained.Status != Pass || !strings.Contains(drained.Note, "nodeDrainTimeout having passed: a") {
+		t.Fatalf("drained-before-disruption %s %v, note %q", drained.Status, drained.Violations, drained.Note)
+	}
+	pdb := result(h, threeInPlace, "pdb-respected")
+	if pdb.Status != Fail || !strings.Contains(pdb.Violations[0].Message, "1 healthy pods") {
+		t.Fatalf("a budget short because of a pod the timeout does not cover must fail: %s %v", pdb.Status, pdb.Violations)
+	}
+	if !strings.Contains(pdb.Note, "0 evictions granted, 1 refused") {
+		t.Fatalf("pdb-respected note %q", pdb.Note)
+	}
+}
+
+func TestAnAPINeverPolledIsNoPass(t *testing.T) {
+	h := newHistory()
+	h.step(StepUpgrade)
+	h.step(StepDone)
+	if r := result(h, threeInPlace, "api-availability"); r.Status != Fail || !strings.Contains(r.Violations[0].Message, "never polled") {
+		t.Fatalf("api-availability with no poll: %+v", r)
+	}
+}
