@@ -37,7 +37,10 @@ type State struct {
 	// apiDownSince is when the open one began.
 	APIOutages   []Outage
 	apiDownSince time.Time
-	apiPolls     int
+	// apiSeen: the API's state was known during the upgrade (the
+	// recorder writes changes only: one that never changes is one entry,
+	// before the upgrade).
+	apiSeen bool
 	// workloadEvents are the reasons of the workload's events during
 	// the upgrade; nodeStops counts its nodes stopped, excusedDrains the
 	// nodes stopped undrained after CAPI's nodeDrainTimeout.
@@ -71,8 +74,11 @@ func (s *State) apply(e timeline.Entry) {
 		s.Steps[e.Name] = e.Time
 		if e.Name == StepUpgrade {
 			s.Before = copyObjects(s.Objects)
-			if a := s.get(monitor.KindWorkloadAPI, "api"); a != nil && a[monitor.FieldAPIAvailable] == "false" {
-				s.apiDownSince = e.Time
+			if a := s.get(monitor.KindWorkloadAPI, "api"); a != nil {
+				s.apiSeen = true
+				if a[monitor.FieldAPIAvailable] == "false" {
+					s.apiDownSince = e.Time
+				}
 			}
 		}
 		return
@@ -87,7 +93,7 @@ func (s *State) apply(e timeline.Entry) {
 		}
 	}
 	if e.Kind == monitor.KindWorkloadAPI && s.upgrading() && e.New != nil {
-		s.apiPolls++
+		s.apiSeen = true
 		down := e.New[monitor.FieldAPIAvailable] == "false"
 		switch {
 		case down && s.apiDownSince.IsZero():

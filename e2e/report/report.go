@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/upgradelab/upgradelab/e2e/check"
@@ -88,6 +89,11 @@ func Write(dir string, results []runner.Result, layout Layout) error {
 			}
 			if len(c.Violations) > 0 {
 				cell.Title = c.Violations[0].String()
+			} else if c.Note != "" {
+				cell.Title = c.Note
+			}
+			if c.Note != "" {
+				run.Notes = append(run.Notes, c.Rule+": "+c.Note)
 			}
 			run.Cells = append(run.Cells, cell)
 		}
@@ -175,7 +181,9 @@ type runData struct {
 	Name, Duration, Anchor string
 	Cells                  []cellData
 	Violations             []check.Violation
-	Picture                *pictureData
+	// Notes are what the rules saw (the API's outages, evictions).
+	Notes   []string
+	Picture *pictureData
 }
 
 type cellData struct{ Status, Title string }
@@ -211,8 +219,9 @@ const (
 	rowHeight  = 16
 )
 
-// picture draws Machines (by phase) and BareMetalHosts (by provisioning
-// state) between the run's first and last entry.
+// picture draws Machines (by phase), BareMetalHosts (by provisioning
+// state), the workload API (up or down) and the application's
+// Deployment (ready replicas) between the run's first and last entry.
 func picture(entries []timeline.Entry) *pictureData {
 	if len(entries) == 0 {
 		return nil
@@ -236,6 +245,10 @@ func picture(entries []timeline.Entry) *pictureData {
 			field = monitor.FieldPhase
 		case monitor.KindHost:
 			field = monitor.FieldState
+		case monitor.KindWorkloadAPI:
+			field = monitor.FieldAPIAvailable
+		case monitor.KindApp:
+			field = monitor.FieldReadyCount
 		case timeline.KindStep:
 			if e.Name == check.StepUpgrade {
 				p.UpgradeX = x(e.Time)
@@ -248,8 +261,15 @@ func picture(entries []timeline.Entry) *pictureData {
 		v := ""
 		if e.New != nil {
 			v = e.New[field]
-			if e.Kind == monitor.KindMachine && e.New[monitor.FieldUpdating] != "" {
-				v = "Updating"
+			switch e.Kind {
+			case monitor.KindMachine:
+				if e.New[monitor.FieldUpdating] != "" {
+					v = "Updating"
+				}
+			case monitor.KindWorkloadAPI:
+				v = map[string]string{"true": "API up", "false": "API down: " + e.New[monitor.FieldAPIError]}[v]
+			case monitor.KindApp:
+				v = appValue(e.New)
 			}
 		}
 		if s := series[key]; len(s) > 0 && s[len(s)-1].value == v {
@@ -285,6 +305,19 @@ func picture(entries []timeline.Entry) *pictureData {
 	return p
 }
 
+// appValue is the application's state as the picture colours it.
+func appValue(d map[string]string) string {
+	ready, want := d[monitor.FieldReadyCount], d[monitor.FieldReplicas]
+	switch {
+	case ready == want:
+		return "ready " + ready + "/" + want
+	case ready == "0":
+		return "none ready of " + want
+	default:
+		return "degraded " + ready + "/" + want
+	}
+}
+
 var fixed = map[string]string{
 	"Running": "#4caf50", "provisioned": "#4caf50", "Provisioning": "#2196f3", "provisioning": "#2196f3",
 	"Provisioned": "#03a9f4", "Updating": "#ff9800", "Deleting": "#f44336", "deprovisioning": "#f44336",
@@ -294,6 +327,11 @@ var fixed = map[string]string{
 func color(v string) string {
 	if c, ok := fixed[v]; ok {
 		return c
+	}
+	for prefix, c := range map[string]string{"API up": "#4caf50", "API down": "#f44336", "ready ": "#4caf50", "degraded ": "#ff9800", "none ready": "#f44336"} {
+		if strings.HasPrefix(v, prefix) {
+			return c
+		}
 	}
 	h := fnv.New32a()
 	h.Write([]byte(v))
@@ -327,6 +365,7 @@ th.rule{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap}
 {{if .Profile.Phases}}<pre class="v">{{.Profile.String}}</pre>{{end}}
 {{if .Error}}<p class="fail">Stopped early: {{.Error}}</p>{{end}}
 {{if .Violations}}<ul>{{range .Violations}}<li class="v">{{.String}}</li>{{end}}</ul>{{end}}
+{{if .Notes}}<ul>{{range .Notes}}<li class="v">{{.}}</li>{{end}}</ul>{{end}}
 {{with .Picture}}{{$h := .Height}}<svg width="{{.Width}}" height="{{.Height}}" xmlns="http://www.w3.org/2000/svg" font-size="11">
 {{range .Ticks}}<line x1="{{.X}}" x2="{{.X}}" y1="12" y2="{{$h}}" stroke="#eee"/><text x="{{.X}}" y="10">{{.Label}}</text>{{end}}
 {{range .Rows}}<text x="0" y="{{.Y}}" dy="11">{{.Label}}</text>{{$y := .Y}}{{range .Bars}}<rect x="{{.X}}" y="{{$y}}" width="{{.W}}" height="13" fill="{{.Color}}"><title>{{.Title}}</title></rect>{{end}}{{end}}

@@ -334,4 +334,22 @@ func TestAPatchedObjectStaysTyped(t *testing.T) {
 			t.Fatal("the patch did not apply")
 		}
 	}
+	// Uncordon as client-go's MergeFrom writes it: a null removes the
+	// field (CAPI's store decoded the result over the old object, and
+	// the node stayed cordoned).
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, "cp-1", "application/merge-patch+json", []byte(`{"spec":{"unschedulable":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n := &corev1.Node{}
+	if err := c.client("default/wl").Get(ctx, client.ObjectKey{Name: "cp-1"}, n); err != nil || n.Spec.Unschedulable {
+		t.Fatalf("after the uncordon patch: unschedulable=%v err=%v", n.Spec.Unschedulable, err)
+	}
+	// A strategic merge patch of a list merges by the list's key.
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, "cp-1", "application/strategic-merge-patch+json",
+		[]byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.client("default/wl").Get(ctx, client.ObjectKey{Name: "cp-1"}, n); err != nil || n.Labels["x"] != "y" || n.Labels["kubernetes.io/hostname"] != "cp-1" {
+		t.Fatalf("after a strategic merge patch of a label: %v %v", n.Labels, err)
+	}
 }

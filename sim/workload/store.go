@@ -2,6 +2,13 @@ package workload
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -162,29 +169,83 @@ func (c unconditionalClient) Create(ctx context.Context, obj client.Object) erro
 	return c.Client.Create(ctx, obj)
 }
 
-// Patch keeps the store typed. CAPI's API handler patches an
-// Unstructured object and its store keeps what it is given, so after one
-// PATCH over HTTP (a cordon, a label) every typed read of that kind
-// failed with "can't assign or convert unstructured.Unstructured". The
-// patch is applied to the typed object and the result handed back.
+// Patch applies a patch as kube-apiserver does: to the stored object,
+// into a fresh one, written back under the stored resourceVersion (or
+// the one the patch names, an optimistic lock). CAPI's store does it
+// differently in two ways that broke clients: it decodes the patched
+// JSON into the object it was given, so a field the patch removes (a
+// merge patch's null: kubectl uncordon, the extension's uncordon) kept
+// its old value; and its API handler patches an Unstructured object that
+// the store then kept, after which every typed read of that kind failed
+// ("can't assign or convert unstructured.Unstructured"). A strategic
+// merge patch is applied with the kind's patch strategy (CAPI's store
+// treats it as a merge patch).
 func (c unconditionalClient) Patch(ctx context.Context, obj client.Object, patch client.Patch) error {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return c.Client.Patch(ctx, obj, patch)
-	}
-	gvk := u.GroupVersionKind()
-	typed, err := c.scheme.New(gvk)
+	gvk, err := apiutil.GVKForObject(obj, c.scheme)
 	if err != nil {
-		return c.Client.Patch(ctx, obj, patch)
+		return apierrors.NewBadRequest(err.Error())
 	}
-	if err := c.scheme.Convert(u, typed, nil); err != nil {
-		return apierrors.NewInternalError(err)
+	newTyped := func() (client.Object, error) {
+		o, err := c.scheme.New(gvk)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		return o.(client.Object), nil
 	}
-	typed.GetObjectKind().SetGroupVersionKind(gvk)
-	if err := c.Client.Patch(ctx, typed.(client.Object), patch); err != nil {
+	current, err := newTyped()
+	if err != nil {
 		return err
 	}
-	return c.scheme.Convert(typed, u, nil)
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
+		return err
+	}
+	data, err := patch.Data(obj)
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	orig, err := json.Marshal(current)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	var patched []byte
+	switch patch.Type() {
+	case types.MergePatchType:
+		patched, err = jsonpatch.MergePatch(orig, data)
+	case types.StrategicMergePatchType:
+		patched, err = strategicpatch.StrategicMergePatch(orig, data, current)
+	case types.JSONPatchType:
+		var p jsonpatch.Patch
+		if p, err = jsonpatch.DecodePatch(data); err == nil {
+			patched, err = p.Apply(orig)
+		}
+	default:
+		return apierrors.NewBadRequest(fmt.Sprintf("patch of type %s is not supported", patch.Type()))
+	}
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	fresh, err := newTyped()
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(patched, fresh); err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	fresh.GetObjectKind().SetGroupVersionKind(gvk)
+	if err := c.Client.Update(ctx, fresh); err != nil {
+		return err
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(fresh)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		u.SetUnstructuredContent(content)
+		u.SetGroupVersionKind(gvk)
+		return nil
+	}
+	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(fresh).Elem())
+	return nil
 }
 
 // builtInGroups are the API groups of the kinds the workload clusters
