@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/upgradelab/upgradelab/e2e/monitor"
+	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/sim/workload"
 )
 
@@ -162,5 +163,47 @@ func TestAnAPINeverPolledIsNoPass(t *testing.T) {
 	h.step(StepDone)
 	if r := result(h, threeInPlace, "api-availability"); r.Status != Fail || !strings.Contains(r.Violations[0].Message, "never polled") {
 		t.Fatalf("api-availability with no poll: %+v", r)
+	}
+}
+
+// A fault's expected damage is reported as such; a fault that did no
+// damage, or a rule that does not exist, fails the run.
+func TestBrokenRulesTheScenarioExpects(t *testing.T) {
+	outage := threeNodes(func(h *history) {
+		h.set(monitor.KindWorkloadEvent, "wl", map[string]string{monitor.FieldReason: workload.EventAPIUnavailable,
+			monitor.FieldMessage: "the VIP refuses connections: the API server on a stopped and no other runs"})
+		h.set(monitor.KindWorkloadAPI, "api", apiDown)
+		h.set(monitor.KindWorkloadAPI, "api", apiUp)
+	})
+	p := threeInPlace
+	p.Expect.BrokenRules = []string{"api-availability"}
+	r := result(outage, p, "api-availability")
+	if r.Status != ExpectedFail || !strings.Contains(r.Violations[0].Message, "connection refused: the VIP refuses connections: the API server on a stopped") {
+		t.Fatalf("an outage the scenario expects: %s %v", r.Status, r.Violations)
+	}
+	for _, v := range Failed(Run(outage.entries, p)) {
+		if v.Rule == "api-availability" {
+			t.Fatalf("an expected failure counted as a failure: %v", v)
+		}
+	}
+	if r := result(threeNodes(func(*history) {}), p, "api-availability"); r.Status != Fail || !strings.Contains(r.Violations[0].Message, "the fault did not do what the scenario says") {
+		t.Fatalf("an expected break that did not happen: %s %v", r.Status, r.Violations)
+	}
+	p.Expect.BrokenRules = []string{"etcd-quorm"}
+	if r := result(outage, p, "etcd-quorm"); r.Status != Fail || !strings.Contains(r.Violations[0].Message, "which is no rule") {
+		t.Fatalf("a misspelt rule: %+v", r)
+	}
+}
+
+// A stalled upgrade is judged by what the fault broke, not by an end it
+// was never to reach.
+func TestAStalledUpgradeHasNoEnd(t *testing.T) {
+	p := inPlace
+	p.Expect.Outcome = scenario.Stalled
+	st := statuses(Run(threeNodes(func(*history) {}).entries, p))
+	for _, rule := range []string{"end-machines-up-to-date", "end-control-plane", "end-nodes-ready", "end-rolled-back", "capi-agrees", "same-hosts"} {
+		if st[rule] != NotApplicable {
+			t.Errorf("%s: %s on a stalled upgrade, want n/a", rule, st[rule])
+		}
 	}
 }

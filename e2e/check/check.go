@@ -84,6 +84,9 @@ const (
 	Pass          Status = "pass"
 	Fail          Status = "fail"
 	NotApplicable Status = "n/a"
+	// ExpectedFail is a rule the scenario's faults were to break, and did
+	// (expect.brokenRules): its violations show what the fault did.
+	ExpectedFail Status = "expected fail"
 )
 
 // Result is one rule's verdict.
@@ -160,15 +163,53 @@ func Run(entries []timeline.Entry, p Params) []Result {
 		}
 	}
 	agree(s, p, results)
+	return expectBroken(s, p, results)
+}
+
+// expectBroken turns the failures the scenario's faults were to cause
+// into expected ones, and a rule that was to break and did not into a
+// failure: the fault did not do what the scenario says.
+func expectBroken(s *State, p Params, results []Result) []Result {
+	for _, name := range p.Expect.BrokenRules {
+		broke := func(r *Result, msg string) {
+			r.Status = Fail
+			r.Violations = append(r.Violations, Violation{Time: s.Now, Rule: r.Rule, Objects: []string{"Scenario/expect.brokenRules"}, Message: msg})
+		}
+		found := false
+		for i := range results {
+			r := &results[i]
+			if r.Rule != name {
+				continue
+			}
+			found = true
+			switch r.Status {
+			case Fail:
+				r.Status = ExpectedFail
+			case Pass:
+				broke(r, "the scenario's fault was to break this rule, and it held: the fault did not do what the scenario says")
+			case NotApplicable:
+				broke(r, "the scenario expects this rule broken, but it does not apply to the run")
+			}
+		}
+		if !found {
+			r := Result{Rule: name, Why: "named in expect.brokenRules"}
+			broke(&r, "expect.brokenRules names "+name+", which is no rule (docs/CONFORMANCE.md lists them)")
+			results = append(results, r)
+		}
+	}
 	return results
 }
 
 func gone(e timeline.Entry) bool { return e.New == nil && e.Old != nil }
 
-// Failed is the violations of every failed rule, in time order.
+// Failed is the violations of every failed rule, in time order (an
+// expected failure is not one).
 func Failed(results []Result) []Violation {
 	var out []Violation
 	for _, r := range results {
+		if r.Status == ExpectedFail {
+			continue
+		}
 		out = append(out, r.Violations...)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })

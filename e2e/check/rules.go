@@ -55,11 +55,11 @@ var Rules = []Rule{
 	{Name: "end-etcd", Why: "every etcd member runs the new version's etcd (kubeadm on a new or upgraded node)",
 		Applies: func(p Params) bool { return upgraded(p) && p.ToEtcd != "" }, End: endEtcd},
 	{Name: "end-rolled-back", Why: "a failed in-place update is reported by CAPI on the Machine, which is kept, none deleting",
-		Applies: func(p Params) bool { return !upgraded(p) }, End: endRolledBack},
+		Applies: isRolledBack, End: endRolledBack},
 	{Name: "end-nodes-ready", Why: "every Node is Ready with the new kubelet (after a rollback: the old one)",
-		End: endNodes},
+		Applies: finished, End: endNodes},
 	{Name: "same-hosts", Why: "the cluster ends on the hosts it started on (node reuse)",
-		Applies: func(p Params) bool { return p.Expect.SameHosts && p.HostsVisible }, End: sameHosts},
+		Applies: func(p Params) bool { return p.Expect.SameHosts && p.HostsVisible && finished(p) }, End: sameHosts},
 	{Name: "spares-left", Why: "the expected number of spare hosts is free at the end",
 		Applies: func(p Params) bool { return p.Expect.SparesLeft != nil && p.HostsVisible }, End: sparesLeft},
 	{Name: "persistent-data", Why: "data on persistent partitions survives an in-place update and is gone from a host that changed hands",
@@ -72,10 +72,18 @@ var Rules = []Rule{
 		Applies: func(p Params) bool { return p.Apps }, During: drainedBeforeDisruption, Note: drainedNote},
 	{Name: "workload-data", Why: "objects written into the workload cluster before the upgrade are still there after it",
 		Applies: func(p Params) bool { return p.WorkloadData }, End: workloadData},
-	{Name: "capi-agrees", Why: "CAPI's own Cluster conditions agree with this verdict"},
+	{Name: "capi-agrees", Why: "CAPI's own Cluster conditions agree with this verdict", Applies: finished},
 }
 
-func upgraded(p Params) bool { return p.Expect.Outcome != scenario.RolledBack }
+func upgraded(p Params) bool {
+	return p.Expect.Outcome == scenario.Upgraded || p.Expect.Outcome == ""
+}
+
+func isRolledBack(p Params) bool { return p.Expect.Outcome == scenario.RolledBack }
+
+// finished: the upgrade was expected to end, one way or the other (not
+// stalled by a fault the cluster cannot survive).
+func finished(p Params) bool { return p.Expect.Outcome != scenario.Stalled }
 
 func violation(s *State, msg string, objects ...string) []Violation {
 	sort.Strings(objects)
@@ -561,7 +569,7 @@ func agree(s *State, p Params, results []Result) {
 			failed = append(failed, r.Rule)
 		}
 	}
-	if capi == nil {
+	if capi == nil || capi.Status == NotApplicable {
 		return
 	}
 	theirs, says := true, []string{}

@@ -41,6 +41,8 @@ type State struct {
 	// recorder writes changes only: one that never changes is one entry,
 	// before the upgrade).
 	apiSeen bool
+	// apiDownCause is what the workload said when its VIP last closed.
+	apiDownCause string
 	// workloadEvents are the reasons of the workload's events during
 	// the upgrade; nodeStops counts its nodes stopped, excusedDrains the
 	// nodes stopped undrained after CAPI's nodeDrainTimeout.
@@ -68,7 +70,11 @@ func (s *State) apply(e timeline.Entry) {
 	s.Now, s.Entry = e.Time, e
 	if e.Kind == timeline.KindStep {
 		if e.Name == StepDone && !s.apiDownSince.IsZero() {
-			s.APIOutages = append(s.APIOutages, Outage{From: s.apiDownSince, To: e.Time, Why: "still unavailable when the upgrade was done"})
+			why := "still unavailable when the upgrade ended"
+			if s.apiDownCause != "" {
+				why += ": " + s.apiDownCause
+			}
+			s.APIOutages = append(s.APIOutages, Outage{From: s.apiDownSince, To: e.Time, Why: why})
 			s.apiDownSince = time.Time{}
 		}
 		s.Steps[e.Name] = e.Time
@@ -82,6 +88,9 @@ func (s *State) apply(e timeline.Entry) {
 			}
 		}
 		return
+	}
+	if e.Kind == monitor.KindWorkloadEvent && e.New[monitor.FieldReason] == workload.EventAPIUnavailable {
+		s.apiDownCause = e.New[monitor.FieldMessage]
 	}
 	if e.Kind == monitor.KindWorkloadEvent && s.upgrading() {
 		s.workloadEvents = append(s.workloadEvents, e.New[monitor.FieldReason])
@@ -102,6 +111,10 @@ func (s *State) apply(e timeline.Entry) {
 			why := ""
 			if e.Old != nil {
 				why = e.Old[monitor.FieldAPIError]
+			}
+			if s.apiDownCause != "" {
+				why += ": " + s.apiDownCause
+				s.apiDownCause = ""
 			}
 			s.APIOutages = append(s.APIOutages, Outage{From: s.apiDownSince, To: e.Time, Why: why})
 			s.apiDownSince = time.Time{}

@@ -45,6 +45,7 @@ func (e *providerEnv) clusterVars(t *testing.T, ctx context.Context, name, versi
 		"CP_REPLICAS": strconv.Itoa(cpReplicas), "CP_MAX_SURGE": strconv.Itoa(cpSurge),
 		"WORKER_REPLICAS": strconv.Itoa(workers), "MD_MAX_SURGE": "1", "MD_MAX_UNAVAILABLE": "0",
 		"NODE_REUSE": strconv.FormatBool(nodeReuse), "NIC_FIRMWARE": "null", "COREDNS_VERSION": img.CoreDNS,
+		"NODE_DRAIN_TIMEOUT_SECONDS": "0",
 	}
 }
 

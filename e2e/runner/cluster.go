@@ -34,6 +34,8 @@ func (r *run) vars(ctx context.Context, rel scenario.Release, suffix string) (ma
 		"CP_REPLICAS": strconv.Itoa(cp.Replicas), "CP_MAX_SURGE": strconv.Itoa(cp.MaxSurge),
 		"WORKER_REPLICAS": strconv.Itoa(w.Replicas), "MD_MAX_SURGE": strconv.Itoa(w.MaxSurge), "MD_MAX_UNAVAILABLE": strconv.Itoa(w.MaxUnavailable),
 		"NODE_REUSE": strconv.FormatBool(s.Strategy == scenario.ScaleIn || s.Strategy == scenario.Reset),
+		// CAPI's Machine deletion.nodeDrainTimeoutSeconds (0: no limit).
+		"NODE_DRAIN_TIMEOUT_SECONDS": strconv.Itoa(int(s.Workload.NodeDrainTimeout.Seconds())),
 	} {
 		v[k] = val
 	}

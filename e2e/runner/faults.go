@@ -3,7 +3,14 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sort"
+	"strings"
 	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
@@ -69,12 +76,27 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 		announce(fmt.Sprintf("kill and restart %s (host %s)", f.Restart, or(host, "-")))
 		return r.env.Plane.KillAndRestart(ctx, f.Restart)
 	case f.PowerLoss != nil:
-		h, err := r.env.Site.Lab.Host(host)
-		if err != nil {
-			return err
+		hosts := []string{host}
+		if n := f.PowerLoss.ControlPlanes; n > 0 {
+			var err error
+			if hosts, err = r.controlPlaneHosts(ctx, host, n); err != nil {
+				return err
+			}
 		}
-		announce(fmt.Sprintf("power cut on %s, back in %s", host, f.PowerLoss.RestoreAfter.Duration))
-		return powerLoss(ctx, h, f.PowerLoss.RestoreAfter.Duration)
+		var cut []*lab.Host
+		for _, name := range hosts {
+			h, err := r.env.Site.Lab.Host(name)
+			if err != nil {
+				return err
+			}
+			cut = append(cut, h)
+		}
+		back := "back in " + f.PowerLoss.RestoreAfter.Duration.String()
+		if f.PowerLoss.StayOff {
+			back = "never back"
+		}
+		announce(fmt.Sprintf("power cut on %s, %s", strings.Join(hosts, ", "), back))
+		return powerLoss(ctx, cut, f.PowerLoss.RestoreAfter.Duration, f.PowerLoss.StayOff)
 	case f.AgentCrash != nil:
 		announce(fmt.Sprintf("the agent of %s crashes, back in %s", host, f.AgentCrash.RestartAfter.Duration))
 		return r.env.Site.CrashAgent(host, f.AgentCrash.RestartAfter.Duration)
@@ -94,18 +116,59 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 	return nil
 }
 
-// powerLoss cuts the host's power at once and restores it later, as a
-// PDU outlet switched off and on would.
-func powerLoss(ctx context.Context, h *lab.Host, restoreAfter time.Duration) error {
-	if err := h.PowerOff(); err != nil {
-		return err
+// powerLoss cuts the hosts' power at once and restores it later (unless
+// it stays off), as a PDU switched off and on would.
+func powerLoss(ctx context.Context, hosts []*lab.Host, restoreAfter time.Duration, stayOff bool) error {
+	for _, h := range hosts {
+		if err := h.PowerOff(); err != nil {
+			return err
+		}
+	}
+	if stayOff {
+		return nil
 	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(restoreAfter):
 	}
-	return h.PowerOn()
+	for _, h := range hosts {
+		if err := h.PowerOn(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// controlPlaneHosts are n lab hosts serving control-plane Machines: the
+// event's host first when it is one, then the others by name.
+func (r *run) controlPlaneHosts(ctx context.Context, first string, n int) ([]string, error) {
+	machines := &clusterv1.MachineList{}
+	if err := r.env.Client.List(ctx, machines, client.InNamespace(r.env.Namespace), client.HasLabels{clusterv1.MachineControlPlaneLabel}); err != nil {
+		return nil, err
+	}
+	infra := map[string]bool{}
+	for _, m := range machines.Items {
+		infra[m.Spec.InfrastructureRef.Name] = true
+	}
+	hosts := &metal3.BareMetalHostList{}
+	if err := r.env.Client.List(ctx, hosts, client.InNamespace(r.env.Namespace)); err != nil {
+		return nil, err
+	}
+	var cp []string
+	for _, h := range hosts.Items {
+		if h.Spec.ConsumerRef != nil && infra[h.Spec.ConsumerRef.Name] {
+			cp = append(cp, labHost(&h))
+		}
+	}
+	sort.Strings(cp)
+	if i := slices.Index(cp, first); i > 0 {
+		cp = append([]string{first}, slices.Delete(cp, i, i+1)...)
+	}
+	if len(cp) < n {
+		return nil, fmt.Errorf("%d control-plane hosts to cut, the cluster has %d (%v)", n, len(cp), cp)
+	}
+	return cp[:n], nil
 }
 
 // faultsFired says which faults never found their moment: a variant whose

@@ -257,7 +257,9 @@ func (r *run) execute(ctx context.Context) error {
 	}
 	r.say("step 6/6: waiting for CAPI's Cluster conditions to settle, reading the data back")
 	_ = r.timed(ctx, PhaseSettle, func(ctx context.Context) error {
-		r.settle(ctx, settleTime, r.scenario.Expect.Outcome)
+		if r.scenario.Expect.Outcome != scenario.Stalled {
+			r.settle(ctx, settleTime, r.scenario.Expect.Outcome)
+		}
 		rec.Poll(ctx)
 		return nil
 	})
@@ -315,15 +317,21 @@ func (r *run) upgradeAndWait(ctx context.Context) error {
 	if err := r.upgrade(ctx); err != nil {
 		return err
 	}
-	if r.scenario.Expect.Outcome == scenario.RolledBack {
+	switch r.scenario.Expect.Outcome {
+	case scenario.RolledBack:
 		return r.waitRolledBack(ctx, r.provider.Intervals.Upgrade.Duration)
+	case scenario.Stalled:
+		return r.waitStalled(ctx, r.scenario.Expect.StallFor.Duration)
 	}
 	return r.waitRolledOut(ctx, r.scenario.To.Version, "upgrade", r.provider.Intervals.Upgrade.Duration)
 }
 
 func (r *run) doneDetail() string {
-	if r.scenario.Expect.Outcome == scenario.RolledBack {
+	switch r.scenario.Expect.Outcome {
+	case scenario.RolledBack:
 		return "the update failed and every Node is back at " + r.scenario.From.Version
+	case scenario.Stalled:
+		return "the upgrade stalled, as the scenario's fault makes it"
 	}
 	return "every Machine up to date"
 }

@@ -175,3 +175,21 @@ func (r *run) rolledBack(ctx context.Context, version string) (failed, ready int
 	sort.Strings(states)
 	return failed, ready, strings.Join(states, " "), nil
 }
+
+// waitStalled watches an upgrade the scenario's faults stall: once every
+// fault fired, for d, printing what the Machines do; the rules then judge
+// what the faults broke (expect.brokenRules).
+func (r *run) waitStalled(ctx context.Context, d time.Duration) error {
+	want := r.scenario.Cluster.ControlPlane.Replicas + r.scenario.Cluster.Workers.Replicas
+	if err := r.wait(ctx, r.provider.Intervals.Upgrade.Duration, func(ctx context.Context) (progress, error) {
+		_, n, _, err := r.rolledOut(ctx, r.scenario.To.Version, want)
+		return progress{done: r.faultsFired() == nil, line: fmt.Sprintf("upgrade: %d/%d machines up to date at %s, waiting for the faults", n, want, r.scenario.To.Version)}, err
+	}); err != nil {
+		return err
+	}
+	until := time.Now().Add(d)
+	return r.wait(ctx, d+time.Minute, func(ctx context.Context) (progress, error) {
+		_, n, detail, err := r.rolledOut(ctx, r.scenario.To.Version, want)
+		return progress{done: time.Now().After(until), line: fmt.Sprintf("stalled: %d/%d machines up to date at %s", n, want, r.scenario.To.Version), detail: detail}, err
+	})
+}

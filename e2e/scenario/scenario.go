@@ -180,6 +180,14 @@ type Expect struct {
 	// SparesLeft is how many hosts labelled spare are unclaimed at the end
 	// (-1 or absent: not checked).
 	SparesLeft *int `yaml:"sparesLeft"`
+	// BrokenRules are the rules the scenario's faults must break (a fault
+	// that takes two of three control-plane hosts breaks etcd-quorum):
+	// each must fail, and is reported as an expected failure; a listed
+	// rule that passes fails the run (the fault did not do what it says).
+	BrokenRules []string `yaml:"brokenRules"`
+	// StallFor is, for outcome stalled, how long the runner watches the
+	// stalled upgrade after the faults fired before it judges.
+	StallFor Duration `yaml:"stallFor"`
 	// MaxAPIOutage is the longest the workload cluster's API may refuse
 	// or fail reads during the upgrade, in the run's real time. Default:
 	// 0 for a control plane of three or more (it never goes down);
@@ -210,6 +218,10 @@ type Outcome string
 const (
 	Upgraded   Outcome = "upgraded"
 	RolledBack Outcome = "rolled-back"
+	// Stalled: a fault the cluster cannot survive (its only
+	// control-plane host dead) stops the upgrade; the end rules do not
+	// apply, the rules the fault breaks are named in brokenRules.
+	Stalled Outcome = "stalled"
 )
 
 // Fault is one injected failure: when, and what. Exactly one action.
@@ -260,6 +272,12 @@ type BMCFault struct {
 // PowerLossFault is a power cut (a PDU outlet, a tripped breaker).
 type PowerLossFault struct {
 	RestoreAfter Duration `yaml:"restoreAfter"`
+	// StayOff: the power never comes back (a dead power supply).
+	StayOff bool `yaml:"stayOff"`
+	// ControlPlanes cuts that many control-plane hosts at once (a shared
+	// PDU or rack): the event's host if it serves the control plane, then
+	// others that do, in name order. 0 is the event's host alone.
+	ControlPlanes int `yaml:"controlPlanes"`
 }
 
 // Duration is a time.Duration written as "90s" or "5m".
@@ -371,8 +389,23 @@ func (s *Scenario) validate() []string {
 		if s.Strategy != InPlace {
 			bad("expect.outcome", "rolled-back needs strategy in-place (only an in-place update falls back to the slot it left)")
 		}
+	case Stalled:
+		if len(s.Faults) == 0 {
+			bad("expect.outcome", "stalled needs a fault that stalls the upgrade")
+		}
+		if s.Expect.StallFor.Duration <= 0 {
+			bad("expect.stallFor", "stalled needs how long to watch the stalled upgrade (e.g. 20s)")
+		}
 	default:
-		bad("expect.outcome", "%q is not upgraded or rolled-back", s.Expect.Outcome)
+		bad("expect.outcome", "%q is not upgraded, rolled-back or stalled", s.Expect.Outcome)
+	}
+	if s.Expect.StallFor.Duration != 0 && s.Expect.Outcome != Stalled {
+		bad("expect.stallFor", "only for outcome stalled")
+	}
+	for i, r := range s.Expect.BrokenRules {
+		if !namePattern.MatchString(r) {
+			bad(fmt.Sprintf("expect.brokenRules[%d]", i), "%q is not a rule's name (docs/CONFORMANCE.md lists them)", r)
+		}
 	}
 	switch s.Expect.PersistentData {
 	case "", "kept", "wiped":
@@ -395,6 +428,12 @@ func (s *Scenario) validate() []string {
 		}
 		if f.PowerLoss != nil && f.When.LabEvent == "" {
 			bad(field+".when.labEvent", "powerLoss needs a lab event (it cuts the power of that event's host)")
+		}
+		if f.PowerLoss != nil && (f.PowerLoss.ControlPlanes < 0 || f.PowerLoss.ControlPlanes > cp.Replicas) {
+			bad(field+".powerLoss.controlPlanes", "%d: between 0 and the %d control-plane replicas", f.PowerLoss.ControlPlanes, cp.Replicas)
+		}
+		if f.PowerLoss != nil && f.PowerLoss.StayOff && f.PowerLoss.RestoreAfter.Duration != 0 {
+			bad(field+".powerLoss", "stayOff and restoreAfter exclude each other")
 		}
 		if f.AgentCrash != nil && f.When.LabEvent == "" {
 			bad(field+".when.labEvent", "agentCrash needs a lab event (it crashes that event's host's agent)")
