@@ -64,51 +64,19 @@ func healthy(pod map[string]string) bool {
 	return pod[monitor.FieldReady] == "true" && pod[monitor.FieldTerminating] == ""
 }
 
-// drainTimedOut says whether CAPI gave up draining node: its Machine has
-// a nodeDrainTimeout, and its drain began longer ago than that.
-func (s *State) drainTimedOut(node string) bool {
-	for _, m := range s.machines(func(m map[string]string) bool { return m[monitor.FieldNode] == node }) {
-		sum := s.get(monitor.KindMachine, m)
-		started, err := time.Parse(time.RFC3339, sum[monitor.FieldDrainStarted])
-		timeout := time.Duration(num(sum, monitor.FieldDrainTimeout)) * time.Second
-		if err == nil && timeout > 0 && s.Now.Sub(started) >= timeout {
-			return true
-		}
-	}
-	return false
-}
-
-// pdbRespected judges every moment of the upgrade at which a pod or a
-// budget changed: each budget has at least its desiredHealthy pods Ready
-// and not terminating. A budget short of them because of pods on a node
-// whose drain CAPI gave up after nodeDrainTimeout is excused (CAPI
-// documents that it then deletes the Machine anyway); pdbExcused tells.
+// pdbRespected reports each poll that took a budget below its
+// desiredHealthy pods (Ready, not terminating, on a node whose host
+// runs) during the upgrade, naming
+// the pods it lost (State.afterPoll follows the budgets). A drop whose
+// pods were all on nodes whose drain CAPI gave up after nodeDrainTimeout
+// is excused until the budget is whole again: CAPI documents that it
+// deletes such a Machine anyway; pdbNote tells.
 func pdbRespected(s *State, _ Params) []Violation {
-	if !s.upgrading() || s.Entry.Kind != monitor.KindPod && s.Entry.Kind != monitor.KindBudget {
-		return nil
-	}
 	var out []Violation
 	for _, b := range s.names(monitor.KindBudget) {
-		desired := num(s.get(monitor.KindBudget, b), monitor.FieldDesired)
-		var ok int
-		var lost []string
-		excused := true
-		for _, pod := range s.budgetPods(b) {
-			sum := s.get(monitor.KindPod, pod)
-			if healthy(sum) {
-				ok++
-				continue
-			}
-			if sum[monitor.FieldNode] != "" {
-				lost = append(lost, pod)
-				excused = excused && s.drainTimedOut(sum[monitor.FieldNode])
-			}
+		if t := s.budgets[b]; t != nil && t.breach != nil {
+			out = append(out, *t.breach)
 		}
-		if ok >= desired || excused && len(lost) > 0 {
-			continue
-		}
-		out = append(out, violation(s, fmt.Sprintf("budget %s has %d healthy pods, it needs %d (not Ready or terminating: %s)", b, ok, desired, or(strings.Join(lost, ", "), "none bound")),
-			append(objs(monitor.KindPod, lost), monitor.KindBudget+"/"+b)...)...)
 	}
 	return out
 }
@@ -124,8 +92,8 @@ func pdbNote(s *State, _ Params) string {
 		}
 	}
 	note := fmt.Sprintf("%d evictions granted, %d refused by a budget during the upgrade", evicted, refused)
-	if len(s.excusedDrains) > 0 {
-		note += "; CAPI's nodeDrainTimeout passed on " + strings.Join(s.excusedDrains, ", ") + " (its pods were let go)"
+	if len(s.excusedBudgets) > 0 {
+		note += "; below budget after CAPI's nodeDrainTimeout passed (excused): " + strings.Join(s.excusedBudgets, "; ")
 	}
 	return note
 }
@@ -139,7 +107,7 @@ func drainedBeforeDisruption(s *State, _ Params) []Violation {
 	if !s.upgrading() || e.Kind != monitor.KindWorkloadEvent || e.New[monitor.FieldReason] != workload.EventNodeStopped || e.New["pods"] == "" {
 		return nil
 	}
-	if s.drainTimedOut(e.Name) {
+	if s.drainGaveUp[e.Name] {
 		return nil // excused, and noted (State.excusedDrains)
 	}
 	pods := strings.Split(e.New["pods"], ",")

@@ -82,6 +82,20 @@ func TestAppRulesBrokenOnPurpose(t *testing.T) {
 				h.set(monitor.KindPod, "web-a", pod("a", "app=web", false, true))
 				h.set(monitor.KindPod, "web-b", pod("b", "app=web", false, true))
 			},
+			objects: []string{"Pod/web-b", "PodDisruptionBudget/web"}, message: "budget web has 1 healthy pods, it needs 2 (lost web-b)"},
+		{name: "two pods deleted in one moment", rule: "pdb-respected", params: threeInPlace,
+			during: func(h *history) {
+				h.set(monitor.KindPod, "web-a", pod("a", "app=web", false, true))
+				h.sameMoment(monitor.KindPod, "web-b", pod("b", "app=web", false, true))
+			},
+			objects: []string{"Pod/web-a", "Pod/web-b", "PodDisruptionBudget/web"}, message: "budget web has 1 healthy pods, it needs 2 (lost web-a, web-b)"},
+		// Two hosts lose power: their pods stop, though the API (no
+		// quorum, no writes) still says they are Ready.
+		{name: "two nodes lost at once", rule: "pdb-respected", params: threeInPlace,
+			during: func(h *history) {
+				h.set(monitor.KindWorkloadEvent, "a", map[string]string{monitor.FieldReason: workload.EventNodeStopped, "pods": "apps/web-a"})
+				h.sameMoment(monitor.KindWorkloadEvent, "b", map[string]string{monitor.FieldReason: workload.EventNodeStopped, "pods": "apps/web-b"})
+			},
 			objects: []string{"Pod/web-a", "Pod/web-b", "PodDisruptionBudget/web"}, message: "budget web has 1 healthy pods, it needs 2"},
 		{name: "a node that stops undrained", rule: "drained-before-disruption", params: threeInPlace,
 			during: func(h *history) {
@@ -205,5 +219,51 @@ func TestAStalledUpgradeHasNoEnd(t *testing.T) {
 		if st[rule] != NotApplicable {
 			t.Errorf("%s: %s on a stalled upgrade, want n/a", rule, st[rule])
 		}
+	}
+}
+
+// A budget that forbids every eviction, a drain CAPI gives up on after
+// nodeDrainTimeout: the pod that goes with its node is excused, and said.
+func TestABudgetLostToNodeDrainTimeoutIsExcused(t *testing.T) {
+	h := newHistory()
+	h.set(monitor.KindWorkloadAPI, "api", apiUp)
+	h.set(monitor.KindBudget, "web", budget("app=web", 3))
+	for _, n := range []string{"a", "b", "c"} {
+		m := machine("v1.35.3", "u-"+n, n, false, "True")
+		m[monitor.FieldNode] = n
+		h.set(monitor.KindMachine, n, m)
+		h.set(monitor.KindPod, "web-"+n, pod(n, "app=web", true, false))
+	}
+	h.step(StepUpgrade)
+	m := machine("v1.35.3", "u-a", "a", false, "True")
+	m[monitor.FieldNode], m[monitor.FieldDeleting], m[monitor.FieldDrainTimeout] = "a", "true", "10"
+	m[monitor.FieldDrainStarted] = h.t.UTC().Format(time.RFC3339)
+	h.set(monitor.KindMachine, "a", m)
+	h.set(monitor.KindWorkloadEvent, "b", map[string]string{monitor.FieldReason: workload.EventEvictionDenied})
+	h.t = h.t.Add(11 * time.Second) // the timeout passes
+	h.set(monitor.KindWorkloadEvent, "a", map[string]string{monitor.FieldReason: workload.EventNodeStopped, "pods": "apps/web-a"})
+	h.set(monitor.KindPod, "web-a", nil) // gone with its node
+	h.set(monitor.KindPod, "web-d", pod("", "app=web", false, false))
+	h.set(monitor.KindPod, "web-d", pod("b", "app=web", true, false))
+	h.step(StepDone)
+	p := threeInPlace
+	r := result(h, p, "pdb-respected")
+	if r.Status != Pass || !strings.Contains(r.Note, "below budget after CAPI's nodeDrainTimeout passed (excused): web (web-a)") {
+		t.Fatalf("pdb-respected %s %v, note %q", r.Status, r.Violations, r.Note)
+	}
+	d := result(h, p, "drained-before-disruption")
+	if d.Status != Pass || !strings.Contains(d.Note, "nodeDrainTimeout having passed: a") {
+		t.Fatalf("drained-before-disruption %s %v, note %q", d.Status, d.Violations, d.Note)
+	}
+	// The same drop without the timeout is a breach.
+	h2 := newHistory()
+	for _, e := range h.entries {
+		if e.Kind == monitor.KindMachine && e.New[monitor.FieldDrainTimeout] != "" {
+			continue
+		}
+		h2.entries = append(h2.entries, e)
+	}
+	if r := result(h2, p, "pdb-respected"); r.Status != Fail {
+		t.Fatalf("a budget lost without the timeout: %s", r.Status)
 	}
 }

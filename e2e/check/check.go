@@ -144,6 +144,7 @@ func Run(entries []timeline.Entry, p Params) []Result {
 			s.apply(sorted[end])
 			end++
 		}
+		s.afterPoll()
 		for _, e := range sorted[start:end] {
 			s.Entry = e
 			for i, r := range Rules {

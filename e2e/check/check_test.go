@@ -32,6 +32,12 @@ func (h *history) set(kind, name string, fields map[string]string) *history {
 	return h
 }
 
+// sameMoment records a change seen in the same poll as the last one.
+func (h *history) sameMoment(kind, name string, fields map[string]string) *history {
+	h.t = h.t.Add(-100 * time.Millisecond)
+	return h.set(kind, name, fields)
+}
+
 func (h *history) step(name string) *history {
 	h.t = h.t.Add(100 * time.Millisecond)
 	h.entries = append(h.entries, timeline.Entry{Time: h.t, Kind: timeline.KindStep, Name: name})

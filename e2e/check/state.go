@@ -6,8 +6,10 @@
 package check
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/upgradelab/upgradelab/e2e/monitor"
@@ -49,6 +51,30 @@ type State struct {
 	workloadEvents []string
 	nodeStops      int
 	excusedDrains  []string
+	// drainGaveUp are the nodes whose drain CAPI gave up on (their
+	// Machine's nodeDrainTimeout passed); budgets are the application's
+	// budgets as afterPoll follows them.
+	drainGaveUp map[string]bool
+	budgets     map[string]*budgetTrack
+	// podNodes is the last node each pod was seen on; excusedBudgets
+	// the budget drops CAPI's nodeDrainTimeout caused.
+	podNodes       map[string]string
+	excusedBudgets []string
+	// undrainedStops are the nodes of this poll stopped with pods left;
+	// stoppedNodes the nodes whose host is off now (their pods run not,
+	// whatever the API, which a lost quorum freezes, still says).
+	undrainedStops []string
+	stoppedNodes   map[string]bool
+}
+
+// budgetTrack follows one budget across polls: its healthy pods and
+// whether it is below its desired count.
+type budgetTrack struct {
+	healthy map[string]bool
+	low     bool
+	// breach is set by the poll that took the budget below without
+	// excuse.
+	breach *Violation
 }
 
 // Outage is one span of an unavailable workload API, and why.
@@ -62,7 +88,8 @@ func (s *State) upgrading() bool { return s.Before != nil && s.Steps[StepDone].I
 
 func newState() *State {
 	return &State{Objects: map[string]map[string]map[string]string{}, Steps: map[string]time.Time{},
-		LastConsumer: map[string]string{}, Reprovisioned: map[string]bool{}}
+		LastConsumer: map[string]string{}, Reprovisioned: map[string]bool{}, drainGaveUp: map[string]bool{}, budgets: map[string]*budgetTrack{},
+		podNodes: map[string]string{}, stoppedNodes: map[string]bool{}}
 }
 
 // apply moves the state past one entry.
@@ -94,10 +121,14 @@ func (s *State) apply(e timeline.Entry) {
 	}
 	if e.Kind == monitor.KindWorkloadEvent && s.upgrading() {
 		s.workloadEvents = append(s.workloadEvents, e.New[monitor.FieldReason])
+		if e.New[monitor.FieldReason] == workload.EventNodeStarted {
+			delete(s.stoppedNodes, e.Name)
+		}
 		if e.New[monitor.FieldReason] == workload.EventNodeStopped {
+			s.stoppedNodes[e.Name] = true
 			s.nodeStops++
-			if e.New["pods"] != "" && s.drainTimedOut(e.Name) {
-				s.excusedDrains = append(s.excusedDrains, e.Name)
+			if e.New["pods"] != "" {
+				s.undrainedStops = append(s.undrainedStops, e.Name)
 			}
 		}
 	}
@@ -144,6 +175,73 @@ func (s *State) apply(e timeline.Entry) {
 		}
 		if upgrading && e.New[monitor.FieldState] == "deprovisioning" {
 			s.Reprovisioned[e.Name] = true
+		}
+	}
+}
+
+// afterPoll brings what rules follow across moments up to the poll just
+// applied: the drains CAPI gave up on, and each budget's drop below its
+// desired count with its cause.
+func (s *State) afterPoll() {
+	for _, m := range s.names(monitor.KindMachine) {
+		sum := s.get(monitor.KindMachine, m)
+		started, err := time.Parse(time.RFC3339, sum[monitor.FieldDrainStarted])
+		timeout := time.Duration(num(sum, monitor.FieldDrainTimeout)) * time.Second
+		if err == nil && timeout > 0 && sum[monitor.FieldNode] != "" && !s.Now.Before(started.Add(timeout)) {
+			s.drainGaveUp[sum[monitor.FieldNode]] = true
+		}
+	}
+	for _, node := range s.undrainedStops {
+		if s.drainGaveUp[node] {
+			s.excusedDrains = append(s.excusedDrains, node)
+		}
+	}
+	s.undrainedStops = nil
+	for _, b := range s.names(monitor.KindBudget) {
+		t := s.budgets[b]
+		if t == nil {
+			t = &budgetTrack{healthy: map[string]bool{}}
+			s.budgets[b] = t
+		}
+		t.breach = nil
+		now := map[string]bool{}
+		for _, pod := range s.budgetPods(b) {
+			if sum := s.get(monitor.KindPod, pod); healthy(sum) && !s.stoppedNodes[sum[monitor.FieldNode]] {
+				now[pod] = true
+			}
+		}
+		desired := num(s.get(monitor.KindBudget, b), monitor.FieldDesired)
+		var lost []string
+		excused := true
+		for pod := range t.healthy {
+			if now[pod] {
+				continue
+			}
+			lost = append(lost, pod)
+			excused = excused && s.drainGaveUp[s.podNodes[pod]]
+		}
+		sort.Strings(lost)
+		switch {
+		case len(now) >= desired:
+			t.low = false
+		case len(lost) > 0:
+			// A drop (or a further one while below): its pods' nodes say
+			// whether CAPI's nodeDrainTimeout let them go.
+			if excused {
+				s.excusedBudgets = append(s.excusedBudgets, b+" ("+strings.Join(lost, ", ")+")")
+			} else {
+				if s.upgrading() {
+					t.breach = &Violation{Time: s.Now, Objects: append(objs(monitor.KindPod, lost), monitor.KindBudget+"/"+b),
+						Message: fmt.Sprintf("budget %s has %d healthy pods, it needs %d (lost %s)", b, len(now), desired, strings.Join(lost, ", "))}
+				}
+			}
+			t.low = true
+		}
+		t.healthy = now
+	}
+	for _, pod := range s.names(monitor.KindPod) {
+		if n := s.get(monitor.KindPod, pod)[monitor.FieldNode]; n != "" {
+			s.podNodes[pod] = n
 		}
 	}
 }

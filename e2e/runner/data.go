@@ -7,6 +7,7 @@ import (
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -72,9 +73,17 @@ func (r *run) readData(ctx context.Context) {
 			}
 		case check.KindWorkloadData:
 			cm := &corev1.ConfigMap{}
-			if wl, err := r.workloadClient(ctx); err == nil && wl.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceDefault, Name: workloadMarker}, cm) == nil &&
-				strings.HasPrefix(cm.Data["written"], "before the upgrade") {
+			wl, err := r.workloadClient(ctx)
+			if err == nil {
+				err = wl.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceDefault, Name: workloadMarker}, cm)
+			}
+			switch {
+			case err == nil && strings.HasPrefix(cm.Data["written"], "before the upgrade"):
 				state = "present"
+			case err != nil && !apierrors.IsNotFound(err):
+				// The API could not say: not "absent", which would claim
+				// the object is gone.
+				state = "unreadable (" + err.Error() + ")"
 			}
 		default:
 			continue

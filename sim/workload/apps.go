@@ -72,12 +72,14 @@ type appState struct {
 	// bound: when each pod (by UID) was bound to its node, and
 	// deleted: when its deletion was first seen.
 	bound, deleted map[string]time.Time
-	// notReadySince: when each Node was first seen not Ready.
-	notReadySince map[string]time.Time
+	// notReadySince: when each Node was first seen not Ready;
+	// kubeletStarted: when each node's kubelet last started.
+	notReadySince, kubeletStarted map[string]time.Time
 }
 
 func newAppState() *appState {
-	return &appState{kubelets: map[string]bool{}, bound: map[string]time.Time{}, deleted: map[string]time.Time{}, notReadySince: map[string]time.Time{}}
+	return &appState{kubelets: map[string]bool{}, bound: map[string]time.Time{}, deleted: map[string]time.Time{},
+		notReadySince: map[string]time.Time{}, kubeletStarted: map[string]time.Time{}}
 }
 
 func (c *Clusters) runControllers(ctx context.Context) {
@@ -291,7 +293,13 @@ func (c *Clusters) kubelet(ctx context.Context, cluster string, cl inmemoryclien
 			}
 			continue
 		}
-		ready := running && nodeReady(n) && now.Sub(st.bound[string(p.UID)]) >= c.scale.Real(c.timing.PodStart)
+		// A pod starts when it is bound or when its node's kubelet
+		// started again after a reboot, whichever is later.
+		startedAt := st.bound[string(p.UID)]
+		if k := st.kubeletStarted[p.Spec.NodeName]; k.After(startedAt) {
+			startedAt = k
+		}
+		ready := running && nodeReady(n) && now.Sub(startedAt) >= c.scale.Real(c.timing.PodStart)
 		if _, ok := st.bound[string(p.UID)]; !ok {
 			// Bound before this controller's memory (another run of it):
 			// the pod has been starting since now.

@@ -32,6 +32,9 @@ const (
 	// EventNodeStopped is a node's host going off; Data["pods"] lists
 	// the pods a drain would have moved that were still on it then.
 	EventNodeStopped = "NodeStopped"
+	// EventNodeStarted is a node's kubelet starting after its host
+	// booted: its pods start again.
+	EventNodeStarted = "NodeStarted"
 )
 
 // eventLog fans events out to subscribers; a slow subscriber never

@@ -280,8 +280,20 @@ func (c *Clusters) NodeReady(ctx context.Context, cluster, name string) (bool, s
 
 func (c *Clusters) setKubelet(name, node string, running bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if w, ok := c.clusters[name]; ok {
-		w.apps.kubelets[node] = running
+	w, ok := c.clusters[name]
+	if !ok {
+		c.mu.Unlock()
+		return
+	}
+	started := running && !w.apps.kubelets[node]
+	w.apps.kubelets[node] = running
+	if started {
+		// Its containers start again: a pod it ran is Ready again only
+		// after the start time (apps.go).
+		w.apps.kubeletStarted[node] = time.Now()
+	}
+	c.mu.Unlock()
+	if started {
+		c.emit(Event{Cluster: name, Node: node, Reason: EventNodeStarted, Message: "the kubelet of " + node + " started"})
 	}
 }
