@@ -102,6 +102,7 @@ e2e-faults: tools
 bench: tools
 	$(GO_TEST) -run '^$$' -bench . -benchtime 3x -timeout 30m ./e2e/mgmt/ ./sim/lab/
 	$(GO_TEST) -run '^$$' -bench . -benchtime 2s -timeout 30m ./sim/bmc/
+	$(GO_TEST) -run '^$$' -bench BenchmarkEviction -benchtime 1000x -timeout 10m ./sim/workload/
 	$(GO_TEST) -run '^$$' -bench 'BenchmarkScenario|BenchmarkFourScenariosTogether' -benchtime 1x -timeout 60m ./e2e/runner/
 
 # Each parser's fuzzer for FUZZTIME (the seeds also run in `make test`).

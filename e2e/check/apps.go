@@ -132,7 +132,7 @@ func etcdHealthy(s *State, _ Params) []Violation {
 		return nil
 	}
 	if h := e.New["health"]; h != string(workload.HealthQuorum) {
-		return violation(s, fmt.Sprintf("etcd %s: %s", h, e.New[monitor.FieldMessage]), monitor.KindWorkloadEvent+"/"+e.Name)
+		return violation(s, e.New[monitor.FieldMessage], monitor.KindWorkloadEvent+"/"+e.Name)
 	}
 	return nil
 }

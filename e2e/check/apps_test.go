@@ -118,9 +118,9 @@ func TestAppRulesBrokenOnPurpose(t *testing.T) {
 		{name: "etcd's quorum lost on the hosts", rule: "etcd-quorum", params: threeInPlace,
 			during: func(h *history) {
 				h.set(monitor.KindWorkloadEvent, "wl", map[string]string{monitor.FieldReason: workload.EventEtcdHealth, "health": "no-quorum",
-					monitor.FieldMessage: "a=running, b=wiped, c=wiped"})
+					monitor.FieldMessage: "etcd no-quorum (was quorum): a=running, b=wiped, c=wiped"})
 			},
-			objects: []string{"WorkloadEvent/wl"}, message: "etcd no-quorum: a=running, b=wiped, c=wiped"},
+			objects: []string{"WorkloadEvent/wl"}, message: "etcd no-quorum (was quorum): a=running, b=wiped, c=wiped"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := result(threeNodes(tc.during), tc.params, tc.rule)

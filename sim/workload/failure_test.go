@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func TestHealthFollowsTheMembersTable(t *testing.T) {
 }
 
 // threeControlPlanes is default/wl with cp-0..cp-2 joined and Ready.
-func threeControlPlanes(t *testing.T, ctx context.Context) (*Clusters, kubernetes.Interface) {
+func threeControlPlanes(t testing.TB, ctx context.Context) (*Clusters, kubernetes.Interface) {
 	t.Helper()
 	rel := Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0", CoreDNS: "v1.12.1"}
 	c, clusterCA, etcdCA, cs := controlPlaneCluster(t, ctx, rel)
@@ -351,5 +352,58 @@ func TestAPatchedObjectStaysTyped(t *testing.T) {
 	}
 	if err := c.client("default/wl").Get(ctx, client.ObjectKey{Name: "cp-1"}, n); err != nil || n.Labels["x"] != "y" || n.Labels["kubernetes.io/hostname"] != "cp-1" {
 		t.Fatalf("after a strategic merge patch of a label: %v %v", n.Labels, err)
+	}
+}
+
+// BenchmarkEviction is the Eviction API over HTTPS through CAPI's
+// kubeconfig, as CAPI's drain calls it: each op evicts one Ready pod
+// under a budget that allows it (reading the pod and its budgets, taking
+// the disruption, deleting the pod).
+func BenchmarkEviction(b *testing.B) {
+	ctx := context.Background()
+	c, _ := threeControlPlanes(b, ctx)
+	// CAPI's own clients of a workload cluster are not held to
+	// client-go's default 5 requests/s; nor is this one.
+	cfg, err := c.AdminConfig("default/wl")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 1000, 1000
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	c.scale = 0 // pods start and stop at once
+	if err := c.SetNode(ctx, "default/wl", NodeInfo{Name: "w-0", KubeletVersion: "v1.35.3", Ready: true}); err != nil {
+		b.Fatal(err)
+	}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bench"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromString("100%")), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "bench"}}}}
+	if _, err := cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, b.N)
+	for i := range names {
+		names[i] = fmt.Sprintf("bench-%d", i)
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: names[i], Labels: map[string]string{"app": "bench"}},
+			Spec: corev1.PodSpec{NodeName: "w-0", Containers: []corev1.Container{{Name: "c", Image: "c"}}}}
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Every pod Ready and the budget counting them.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got, err := cs.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "bench", metav1.GetOptions{})
+		if err == nil && got.Status.CurrentHealthy == int32(b.N) && got.Status.DisruptionsAllowed == int32(b.N) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("budget never counted %d pods: %+v %v", b.N, got.Status, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.ResetTimer()
+	for _, name := range names {
+		if err := cs.CoreV1().Pods("default").EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

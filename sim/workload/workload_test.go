@@ -21,7 +21,7 @@ import (
 
 // casLikeCAPI generates the cluster and etcd CAs the way CAPI does for a
 // new control plane, and returns them as their secrets' data.
-func casLikeCAPI(t *testing.T) (cluster, etcd map[string][]byte) {
+func casLikeCAPI(t testing.TB) (cluster, etcd map[string][]byte) {
 	t.Helper()
 	certs := secret.NewCertificatesForInitialControlPlane(&bootstrapv1.ClusterConfiguration{})
 	if err := certs.Generate(); err != nil {
@@ -37,7 +37,7 @@ func casLikeCAPI(t *testing.T) (cluster, etcd map[string][]byte) {
 // controlPlaneCluster starts the workload clusters with one cluster,
 // default/wl, whose node cp-0 joined as control plane at rel, and returns
 // a client of it through the kubeconfig CAPI writes from the CA.
-func controlPlaneCluster(t *testing.T, ctx context.Context, rel Release) (c *Clusters, clusterCA, etcdCA CA, cs *kubernetes.Clientset) {
+func controlPlaneCluster(t testing.TB, ctx context.Context, rel Release) (c *Clusters, clusterCA, etcdCA CA, cs *kubernetes.Clientset) {
 	t.Helper()
 	c, err := Start(ctx, Options{})
 	if err != nil {
