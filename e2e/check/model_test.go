@@ -5,13 +5,11 @@ import (
 	"testing"
 	"time"
 
-	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
-	"sigs.k8s.io/cluster-api/util/secret"
-
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/sim/labtest"
 	"github.com/upgradelab/upgradelab/sim/workload"
 )
 
@@ -30,20 +28,9 @@ func TestWipingMembersKCPDidNotRemoveBreaksEtcdQuorum(t *testing.T) {
 	if _, err := clusters.Create(ctx, "ns/wl"); err != nil {
 		t.Fatal(err)
 	}
-	certs := secret.NewCertificatesForInitialControlPlane(&bootstrapv1.ClusterConfiguration{})
-	if err := certs.Generate(); err != nil {
-		t.Fatal(err)
-	}
-	ca := func(p secret.Purpose) workload.CA {
-		kp := certs.GetByPurpose(p).KeyPair
-		c, err := workload.CAFromSecretData(map[string][]byte{secret.TLSCrtDataName: kp.Cert, secret.TLSKeyDataName: kp.Key})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	clusterCA, etcdCA := labtest.ClusterCAs(t)
 	for _, n := range []string{"cp-a", "cp-b", "cp-c"} {
-		if err := clusters.JoinControlPlane(ctx, "ns/wl", n, workload.Release{Kubernetes: "v1.35.3"}, ca(secret.ClusterCA), ca(secret.EtcdCA)); err != nil {
+		if err := clusters.JoinControlPlane(ctx, "ns/wl", n, workload.Release{Kubernetes: "v1.35.3"}, clusterCA, etcdCA); err != nil {
 			t.Fatal(err)
 		}
 	}

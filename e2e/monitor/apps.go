@@ -114,7 +114,7 @@ func AppSummary(d *appsv1.Deployment) map[string]string {
 // apps lists the application's pods, budgets and Deployment.
 func (r *Recorder) pods(ctx context.Context) (map[string]map[string]string, error) {
 	if r.workload == nil {
-		return nil, errNoWorkload
+		return nil, nil
 	}
 	l := &corev1.PodList{}
 	if err := r.workload.List(ctx, l, client.InNamespace(AppNamespace)); err != nil {
@@ -129,7 +129,7 @@ func (r *Recorder) pods(ctx context.Context) (map[string]map[string]string, erro
 
 func (r *Recorder) budgets(ctx context.Context) (map[string]map[string]string, error) {
 	if r.workload == nil {
-		return nil, errNoWorkload
+		return nil, nil
 	}
 	l := &policyv1.PodDisruptionBudgetList{}
 	if err := r.workload.List(ctx, l, client.InNamespace(AppNamespace)); err != nil {
@@ -144,7 +144,7 @@ func (r *Recorder) budgets(ctx context.Context) (map[string]map[string]string, e
 
 func (r *Recorder) apps(ctx context.Context) (map[string]map[string]string, error) {
 	if r.workload == nil {
-		return nil, errNoWorkload
+		return nil, nil
 	}
 	l := &appsv1.DeploymentList{}
 	if err := r.workload.List(ctx, l, client.InNamespace(AppNamespace)); err != nil {
@@ -157,14 +157,12 @@ func (r *Recorder) apps(ctx context.Context) (map[string]map[string]string, erro
 	return out, nil
 }
 
-var errNoWorkload = errors.New("the workload cluster has no kubeconfig yet")
-
 // api probes the workload API once per poll, as a user's client finds
 // it: a read that fails (refused, dropped, or an error the server
 // answers, such as etcd's timeout without quorum) is the API unavailable.
 func (r *Recorder) api(ctx context.Context) (map[string]map[string]string, error) {
 	if r.workload == nil {
-		return nil, errNoWorkload
+		return nil, nil
 	}
 	ns := &corev1.Namespace{}
 	err := r.workload.Get(ctx, client.ObjectKey{Name: metav1.NamespaceDefault}, ns)

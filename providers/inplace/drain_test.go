@@ -16,9 +16,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
-	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
-	"sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -34,20 +32,8 @@ import (
 func drainCluster(t *testing.T, ctx context.Context, minAvailable int32) client.Client {
 	t.Helper()
 	clusters, ep := labtest.Workload(t, "default/wl")
-	certs := secret.NewCertificatesForInitialControlPlane(&bootstrapv1.ClusterConfiguration{})
-	if err := certs.Generate(); err != nil {
-		t.Fatal(err)
-	}
-	ca := func(p secret.Purpose) workload.CA {
-		kp := certs.GetByPurpose(p).KeyPair
-		c, err := workload.CAFromSecretData(map[string][]byte{secret.TLSCrtDataName: kp.Cert, secret.TLSKeyDataName: kp.Key})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	clusterCA := ca(secret.ClusterCA)
-	if err := clusters.JoinControlPlane(ctx, "default/wl", "cp-0", workload.Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0"}, clusterCA, ca(secret.EtcdCA)); err != nil {
+	clusterCA, etcdCA := labtest.ClusterCAs(t)
+	if err := clusters.JoinControlPlane(ctx, "default/wl", "cp-0", workload.Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0"}, clusterCA, etcdCA); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []workload.NodeInfo{{Name: "cp-0", ControlPlane: true, Ready: true}, {Name: "w-0", Ready: true}, {Name: "w-1", Ready: true}} {

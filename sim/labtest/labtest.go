@@ -8,6 +8,8 @@ package labtest
 import (
 	"context"
 	"path/filepath"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	"sigs.k8s.io/cluster-api/util/secret"
 	"testing"
 	"time"
 
@@ -115,4 +117,24 @@ func Workload(t testing.TB, cluster string) (*workload.Clusters, workload.Endpoi
 		t.Fatal(err)
 	}
 	return clusters, ep
+}
+
+// ClusterCAs are a new cluster's CA and etcd CA made the way CAPI makes
+// them for a control plane (the secrets' data, read back as CABPK's
+// bootstrap data hands them to a host).
+func ClusterCAs(t testing.TB) (clusterCA, etcdCA workload.CA) {
+	t.Helper()
+	certs := secret.NewCertificatesForInitialControlPlane(&bootstrapv1.ClusterConfiguration{})
+	if err := certs.Generate(); err != nil {
+		t.Fatal(err)
+	}
+	ca := func(p secret.Purpose) workload.CA {
+		kp := certs.GetByPurpose(p).KeyPair
+		c, err := workload.CAFromSecretData(map[string][]byte{secret.TLSCrtDataName: kp.Cert, secret.TLSKeyDataName: kp.Key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	return ca(secret.ClusterCA), ca(secret.EtcdCA)
 }

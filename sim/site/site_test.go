@@ -11,10 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
-	"sigs.k8s.io/cluster-api/util/secret"
-
 	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/labtest"
 	"github.com/upgradelab/upgradelab/sim/workload"
 )
 
@@ -36,19 +34,8 @@ func TestEveryListenerOfASiteIsOnLoopback(t *testing.T) {
 	if _, err := s.VIP(ctx, "default/wl"); err != nil {
 		t.Fatal(err)
 	}
-	certs := secret.NewCertificatesForInitialControlPlane(&bootstrapv1.ClusterConfiguration{})
-	if err := certs.Generate(); err != nil {
-		t.Fatal(err)
-	}
-	ca := func(p secret.Purpose) workload.CA {
-		kp := certs.GetByPurpose(p).KeyPair
-		c, err := workload.CAFromSecretData(map[string][]byte{secret.TLSCrtDataName: kp.Cert, secret.TLSKeyDataName: kp.Key})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	if err := s.Workloads.JoinControlPlane(ctx, "default/wl", "cp-0", workload.Release{Kubernetes: "v1.35.3"}, ca(secret.ClusterCA), ca(secret.EtcdCA)); err != nil {
+	clusterCA, etcdCA := labtest.ClusterCAs(t)
+	if err := s.Workloads.JoinControlPlane(ctx, "default/wl", "cp-0", workload.Release{Kubernetes: "v1.35.3"}, clusterCA, etcdCA); err != nil {
 		t.Fatal(err)
 	}
 

@@ -174,8 +174,9 @@ func (c *Clusters) JoinControlPlane(ctx context.Context, cluster, node string, r
 		if !hasLeader {
 			etcd.Annotations[cloudv1.EtcdLeaderFromAnnotationName] = time.Now().Format(time.RFC3339)
 		}
-		// Member add: it needs the quorum the cluster has now.
-		if err := cl.Create(ctx, etcd); err != nil {
+		// Member add: it needs the quorum the cluster has now. A join of
+		// the same node that won the race (two boots' kubelets) made it.
+		if err := cl.Create(ctx, etcd); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("workload cluster %s: etcd member %s: %w", cluster, node, err)
 		}
 	case err != nil:
