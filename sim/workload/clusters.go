@@ -143,7 +143,7 @@ func Start(ctx context.Context, o Options) (*Clusters, error) {
 	}
 	log := logr.Discard()
 	c.server = c.newServer(inmemoryapi.NewAPIServerHandler(c.manager, log, c.resolve),
-		inmemoryetcd.NewEtcdServerHandler(c.manager, log, c.resolve), log)
+		inmemoryetcd.NewEtcdServerHandler(c.manager, log, c.resolve))
 	ctx, c.stop = context.WithCancel(ctx)
 	go c.runControllers(ctx)
 	return c, nil

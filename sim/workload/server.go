@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/go-logr/logr"
 	"sigs.k8s.io/cluster-api/util/certs"
 )
 
@@ -217,7 +216,7 @@ func (c *Clusters) resolve(hostPort string) (string, error) {
 // newServer is the one HTTPS server behind every VIP: etcd's gRPC (HTTP/2
 // with a gRPC content type) goes to CAPI's etcd emulation, the rest to
 // the API: upgradelab's subresources first, then CAPI's handler.
-func (c *Clusters) newServer(api, etcd http.Handler, log logr.Logger) *http.Server {
+func (c *Clusters) newServer(api, etcd http.Handler) *http.Server {
 	sub := &subresources{clusters: c, next: api}
 	return &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

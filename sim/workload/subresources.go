@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +13,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apiserver/pkg/endpoints/request"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -35,45 +36,44 @@ type subresources struct {
 }
 
 func (s *subresources) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := s.etcdRefuses(r); err != nil {
+	// kube-apiserver's own reading of a request: verb, resource, name,
+	// subresource.
+	info, err := requestInfos.NewRequestInfo(r)
+	if err != nil || !info.IsResourceRequest {
+		s.next.ServeHTTP(w, r) // discovery, the health check
+		return
+	}
+	if err := s.etcdRefuses(r, info); err != nil {
 		writeStatus(w, err)
 		return
 	}
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	switch {
-	// api v1 namespaces NS pods NAME eviction
-	case len(parts) == 7 && parts[0] == "api" && parts[1] == "v1" && parts[2] == "namespaces" && parts[4] == "pods" && parts[6] == "eviction":
+	case info.APIGroup == "" && info.Resource == "pods" && info.Subresource == "eviction":
 		if r.Method != http.MethodPost {
 			writeStatus(w, apierrors.NewMethodNotSupported(corev1.Resource("pods/eviction"), r.Method))
 			return
 		}
-		s.evict(w, r, parts[3], parts[5])
-	// api v1 nodes NAME status
-	case len(parts) == 5 && parts[0] == "api" && parts[1] == "v1" && parts[2] == "nodes" && parts[4] == "status":
-		s.status(w, r, client.ObjectKey{Name: parts[3]}, &corev1.Node{})
-	// api v1 namespaces NS pods NAME status
-	case len(parts) == 7 && parts[0] == "api" && parts[1] == "v1" && parts[2] == "namespaces" && parts[4] == "pods" && parts[6] == "status":
-		s.status(w, r, client.ObjectKey{Namespace: parts[3], Name: parts[5]}, &corev1.Pod{})
+		s.evict(w, r, info.Namespace, info.Name)
+	case info.APIGroup == "" && info.Resource == "nodes" && info.Subresource == "status":
+		s.status(w, r, client.ObjectKey{Name: info.Name}, &corev1.Node{})
+	case info.APIGroup == "" && info.Resource == "pods" && info.Subresource == "status":
+		s.status(w, r, client.ObjectKey{Namespace: info.Namespace, Name: info.Name}, &corev1.Pod{})
 	default:
 		s.next.ServeHTTP(w, r)
 	}
 }
+
+var requestInfos = &request.RequestInfoFactory{APIPrefixes: sets.NewString("api", "apis"), GrouplessAPIPrefixes: sets.NewString("api")}
 
 // etcdRefuses answers for the cluster's etcd before any handler runs
 // (the store refuses the same way, but CAPI's handler would not pass
 // the error on as a Status kube-apiserver's clients can read): a read
 // or write the etcd cannot serve now is a 500 with etcd's message. A
 // watch is served from the watch cache and stays open (it sees nothing
-// while nothing can change); discovery and the health check need no
-// etcd.
-func (s *subresources) etcdRefuses(r *http.Request) error {
-	if r.URL.Query().Get("watch") == "true" || !strings.Contains(r.URL.Path, "/v1/") && !strings.Contains(r.URL.Path, "/v1beta") {
-		return nil
-	}
-	if strings.HasSuffix(r.URL.Path, "/portforward") || strings.Count(strings.Trim(r.URL.Path, "/"), "/") < 2 {
-		return nil // the etcd member answers for itself; /api/v1, /apis/G/V are discovery
-	}
-	if strings.HasPrefix(r.URL.Path, "/apis/") && strings.Count(strings.Trim(r.URL.Path, "/"), "/") < 3 {
+// while nothing can change); a port-forward reaches the etcd member,
+// which answers for itself.
+func (s *subresources) etcdRefuses(r *http.Request, info *request.RequestInfo) error {
+	if info.Verb == "watch" || info.Subresource == "portforward" {
 		return nil
 	}
 	cluster, err := s.cluster(r)
@@ -81,7 +81,7 @@ func (s *subresources) etcdRefuses(r *http.Request) error {
 		return nil // the handler behind answers for an unknown cluster
 	}
 	b := s.clusters.behaviour(cluster)
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+	if info.Verb == "get" || info.Verb == "list" {
 		if b.Reads != nil {
 			return apiError(b.Reads)
 		}
