@@ -136,3 +136,21 @@ func etcdHealthy(s *State, _ Params) []Violation {
 	}
 	return nil
 }
+
+// endApplication: the application's Deployment ends with every replica
+// Ready; an upgrade (or a failed one) that leaves a node cordoned or a
+// budget's pods nowhere to go shows here.
+func endApplication(s *State, _ Params) []Violation {
+	names := s.names(monitor.KindApp)
+	if len(names) == 0 {
+		return violation(s, "no application Deployment was seen in the workload cluster", monitor.KindApp)
+	}
+	var out []Violation
+	for _, n := range names {
+		d := s.get(monitor.KindApp, n)
+		if d[monitor.FieldReadyCount] != d[monitor.FieldReplicas] {
+			out = append(out, violation(s, fmt.Sprintf("Deployment %s ends with %s of %s replicas Ready", n, or(d[monitor.FieldReadyCount], "0"), d[monitor.FieldReplicas]), monitor.KindApp+"/"+n)...)
+		}
+	}
+	return out
+}

@@ -89,6 +89,7 @@ func goodInPlace() *history {
 	h.set(monitor.KindWorkloadAPI, "api", apiDown)
 	h.set(monitor.KindWorkloadAPI, "api", apiUp)
 	h.set(monitor.KindPod, "web-2", pod("c-cp-a", "app=web", true, false))
+	h.set(monitor.KindApp, "web", map[string]string{monitor.FieldReplicas: "1", monitor.FieldReadyCount: "1"})
 	h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.36.3"})
 	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldImage: "registry.k8s.io/etcd:3.6.5-0"})
 	h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "True"))
@@ -229,6 +230,11 @@ func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
 				h.set(monitor.KindCluster, "c", map[string]string{monitor.FieldAvailable: "True", monitor.FieldCPUpToDate: "False", monitor.FieldWorkersUpToDate: "True"})
 			},
 			objects: []string{"Cluster/c"}, message: "controlPlaneMachinesUpToDate=False, workerMachinesUpToDate=True, rollingOut=absent, not that the upgrade is done, while every end rule passed"},
+		{name: "the application left short", rule: "end-application", params: inPlace,
+			breakIt: func(h *history) {
+				h.set(monitor.KindApp, "web", map[string]string{monitor.FieldReplicas: "1", monitor.FieldReadyCount: "0"})
+			},
+			objects: []string{"Deployment/web"}, message: "Deployment web ends with 0 of 1 replicas Ready"},
 		{name: "a Machine not up to date at the end", rule: "end-machines-up-to-date", params: inPlace,
 			breakIt: func(h *history) {
 				h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
@@ -314,6 +320,7 @@ func rolledBack() *history {
 	failed := machine("v1.36.3", "u1", "c-cp-a", true, "False")
 	failed[monitor.FieldUpdateFailed] = "true"
 	h.set(monitor.KindMachine, "c-cp-a", failed)
+	h.set(monitor.KindApp, "web", map[string]string{monitor.FieldReplicas: "1", monitor.FieldReadyCount: "1"})
 	// As CAPI v1.14 reports it: the spec is up to date, the Machine (its
 	// Ready counts the failed Updating) is not ready.
 	h.set(monitor.KindCluster, "c", map[string]string{monitor.FieldAvailable: "True", monitor.FieldCPUpToDate: "True", monitor.FieldWorkersUpToDate: "True",

@@ -70,6 +70,8 @@ var Rules = []Rule{
 		Applies: func(p Params) bool { return p.Apps }, During: pdbRespected, Note: pdbNote},
 	{Name: "drained-before-disruption", Why: "no node is rebooted, powered off or deleted while it still runs pods a drain moves (unless CAPI's nodeDrainTimeout passed)",
 		Applies: func(p Params) bool { return p.Apps }, During: drainedBeforeDisruption, Note: drainedNote},
+	{Name: "end-application", Why: "the application ends whole: every replica of its Deployment Ready (after a rollback too)",
+		Applies: func(p Params) bool { return p.Apps && finished(p) }, End: endApplication},
 	{Name: "workload-data", Why: "objects written into the workload cluster before the upgrade are still there after it",
 		Applies: func(p Params) bool { return p.WorkloadData }, End: workloadData},
 	{Name: "capi-agrees", Why: "CAPI's own Cluster conditions agree with this verdict", Applies: finished},

@@ -120,7 +120,50 @@ func (h *Handlers) DoUpdateMachine(ctx context.Context, req *runtimehooksv1.Upda
 
 // step looks at the host and does the next thing: drain, stage into the
 // inactive slot, activate and reboot, health check and commit, uncordon.
+// A failed update leaves the node as it found it once the host runs a
+// committed slot again (the old one it fell back to, or the one it never
+// left): uncordoned, so the pods the drain moved may come back.
 func (u *Updater) step(ctx context.Context, desired *clusterv1.Machine, desiredBMM *infrav1.BareMetalMachine) (progress, error) {
+	p, err := u.next(ctx, desired, desiredBMM)
+	if err == nil && p.failed {
+		u.uncordonOnAGoodSlot(ctx, desired)
+	}
+	return p, err
+}
+
+// uncordonOnAGoodSlot uncordons the Machine's node when its host runs a
+// committed slot; best effort (a failed update is answered again, and
+// this with it).
+func (u *Updater) uncordonOnAGoodSlot(ctx context.Context, machine *clusterv1.Machine) {
+	if !machine.Status.NodeRef.IsDefined() {
+		return
+	}
+	wl, err := u.Workloads.Client(ctx, machine.Namespace, machine.Spec.ClusterName)
+	if err != nil {
+		return
+	}
+	node := &corev1.Node{}
+	if wl.Get(ctx, client.ObjectKey{Name: machine.Status.NodeRef.Name}, node) != nil || !node.Spec.Unschedulable {
+		return
+	}
+	url := node.Annotations[agent.AgentURLAnnotation]
+	if url == "" {
+		return
+	}
+	st, err := hostagent.New(u.AgentHTTP, url).Status(ctx)
+	if err != nil || st.OS == nil || st.OS.Source != lab.FromDiskSlot {
+		return
+	}
+	if slot := st.Slots[st.OS.Slot]; slot == nil || !slot.Good {
+		return
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	node.Spec.Unschedulable = false
+	_ = wl.Patch(ctx, node, patch)
+}
+
+// next is one step of the update (see step).
+func (u *Updater) next(ctx context.Context, desired *clusterv1.Machine, desiredBMM *infrav1.BareMetalMachine) (progress, error) {
 	machine := &clusterv1.Machine{}
 	if err := u.Client.Get(ctx, client.ObjectKeyFromObject(desired), machine); err != nil {
 		return progress{}, err
