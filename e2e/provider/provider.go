@@ -274,6 +274,11 @@ func (c *Config) Runs(s *scenario.Scenario) (bool, string) {
 	for _, m := range c.ManagersFor(s.Strategy) {
 		running = append(running, m.Name)
 	}
+	if s.Workload.NodeDrainTimeout.Duration > 0 && !c.Lab {
+		// The budget and the drain it blocks need pods, which only the
+		// lab's workload clusters run.
+		return false, fmt.Sprintf("the scenario's workload (a budget under nodeDrainTimeout) needs pods, which provider %s's workload clusters do not run", c.Name)
+	}
 	for _, f := range s.Faults {
 		if (f.When.LabEvent != "" || f.PowerLoss != nil || f.AgentCrash != nil) && !c.Lab {
 			return false, fmt.Sprintf("fault %s waits for a lab event or acts on a lab host, and provider %s does not use the lab", f.Name, c.Name)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 )
@@ -169,6 +170,7 @@ func TestRunsSaysWhyAScenarioDoesNotApply(t *testing.T) {
 		{scenario.Scenario{Strategy: scenario.InPlace}, "does not support strategy in-place"},
 		{scenario.Scenario{Strategy: scenario.ScaleIn, Faults: []scenario.Fault{{Name: "f", Restart: "baremetal"}}}, "fault f restarts baremetal, which does not run for provider inmemory"},
 		{scenario.Scenario{Strategy: scenario.Rolling, Faults: []scenario.Fault{{Name: "f", BMC: &scenario.BMCFault{}}}}, "fault f acts on BMCs"},
+		{scenario.Scenario{Strategy: scenario.Rolling, Workload: scenario.Application{NodeDrainTimeout: scenario.Duration{Duration: time.Second}}}, "needs pods"},
 	} {
 		ok, why := mem.Runs(&tc.s)
 		if ok != (tc.want == "") || !strings.Contains(why, tc.want) {
