@@ -203,6 +203,16 @@ func TestBrokenRulesTheScenarioExpects(t *testing.T) {
 	if r := result(threeNodes(func(*history) {}), p, "api-availability"); r.Status != Fail || !strings.Contains(r.Violations[0].Message, "the fault did not do what the scenario says") {
 		t.Fatalf("an expected break that did not happen: %s %v", r.Status, r.Violations)
 	}
+	// A rule the fault may break: an expected failure if it did, a pass
+	// if it held.
+	p.Expect.BrokenRules, p.Expect.MayBreak = nil, []string{"api-availability"}
+	if r := result(outage, p, "api-availability"); r.Status != ExpectedFail {
+		t.Fatalf("a rule that may break, broken: %s", r.Status)
+	}
+	if r := result(threeNodes(func(*history) {}), p, "api-availability"); r.Status != Pass {
+		t.Fatalf("a rule that may break, held: %s", r.Status)
+	}
+	p.Expect.MayBreak = nil
 	p.Expect.BrokenRules = []string{"etcd-quorm"}
 	if r := result(outage, p, "etcd-quorm"); r.Status != Fail || !strings.Contains(r.Violations[0].Message, "which is no rule") {
 		t.Fatalf("a misspelt rule: %+v", r)

@@ -198,6 +198,13 @@ func expectBroken(s *State, p Params, results []Result) []Result {
 			results = append(results, r)
 		}
 	}
+	for _, name := range p.Expect.MayBreak {
+		for i := range results {
+			if results[i].Rule == name && results[i].Status == Fail {
+				results[i].Status = ExpectedFail
+			}
+		}
+	}
 	return results
 }
 

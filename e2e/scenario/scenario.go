@@ -185,6 +185,10 @@ type Expect struct {
 	// each must fail, and is reported as an expected failure; a listed
 	// rule that passes fails the run (the fault did not do what it says).
 	BrokenRules []string `yaml:"brokenRules"`
+	// MayBreak are rules the faults may or may not break, as chance has
+	// it (where the scheduler put a pod the fault then takes down): broken,
+	// they are reported as expected failures; held, as passes.
+	MayBreak []string `yaml:"mayBreak"`
 	// StallFor is, for outcome stalled, how long the runner watches the
 	// stalled upgrade after the faults fired before it judges.
 	StallFor Duration `yaml:"stallFor"`
@@ -402,9 +406,11 @@ func (s *Scenario) validate() []string {
 	if s.Expect.StallFor.Duration != 0 && s.Expect.Outcome != Stalled {
 		bad("expect.stallFor", "only for outcome stalled")
 	}
-	for i, r := range s.Expect.BrokenRules {
-		if !namePattern.MatchString(r) {
-			bad(fmt.Sprintf("expect.brokenRules[%d]", i), "%q is not a rule's name (docs/CONFORMANCE.md lists them)", r)
+	for field, rules := range map[string][]string{"expect.brokenRules": s.Expect.BrokenRules, "expect.mayBreak": s.Expect.MayBreak} {
+		for i, r := range rules {
+			if !namePattern.MatchString(r) {
+				bad(fmt.Sprintf("%s[%d]", field, i), "%q is not a rule's name (docs/CONFORMANCE.md lists them)", r)
+			}
 		}
 	}
 	switch s.Expect.PersistentData {

@@ -134,8 +134,11 @@ func (u *Updater) step(ctx context.Context, desired *clusterv1.Machine, desiredB
 // uncordonOnAGoodSlot uncordons the Machine's node when its host runs a
 // committed slot; best effort (a failed update is answered again, and
 // this with it).
-func (u *Updater) uncordonOnAGoodSlot(ctx context.Context, machine *clusterv1.Machine) {
-	if !machine.Status.NodeRef.IsDefined() {
+func (u *Updater) uncordonOnAGoodSlot(ctx context.Context, desired *clusterv1.Machine) {
+	// The hook's request carries the desired Machine's spec; its node is
+	// in the stored Machine's status.
+	machine := &clusterv1.Machine{}
+	if u.Client.Get(ctx, client.ObjectKeyFromObject(desired), machine) != nil || !machine.Status.NodeRef.IsDefined() {
 		return
 	}
 	wl, err := u.Workloads.Client(ctx, machine.Namespace, machine.Spec.ClusterName)
