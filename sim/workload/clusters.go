@@ -44,6 +44,7 @@ import (
 	cloudv1 "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/cloud/api/v1alpha1"
 	inmemoryruntime "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime"
 	inmemoryclient "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime/client"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/internal/loopback"
@@ -138,7 +139,10 @@ func Start(ctx context.Context, o Options) (*Clusters, error) {
 	}
 	c.manager = store{Manager: inmemoryruntime.NewManager(scheme), etcd: c}
 	c.codecs = serializer.NewCodecFactory(scheme)
-	if err := c.manager.Start(ctx); err != nil {
+	// The runtime's own log (its garbage collector's "Object garbage
+	// collected", and its error for a pod the kubelet model deleted first)
+	// says nothing a run needs.
+	if err := c.manager.Start(ctrl.LoggerInto(ctx, logr.Discard())); err != nil {
 		return nil, fmt.Errorf("workload clusters: in-memory runtime: %w", err)
 	}
 	log := logr.Discard()
