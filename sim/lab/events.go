@@ -2,6 +2,7 @@ package lab
 
 import (
 	"encoding/json"
+	"github.com/upgradelab/upgradelab/internal/queue"
 	"os"
 	"sync"
 	"time"
@@ -35,8 +36,7 @@ type Event struct {
 type eventLog struct {
 	mu   sync.Mutex
 	file *os.File
-	subs map[int]*queue[Event]
-	next int
+	subs queue.Fanout[Event]
 }
 
 func openEventLog(path string) (*eventLog, error) {
@@ -44,7 +44,7 @@ func openEventLog(path string) (*eventLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &eventLog{file: f, subs: map[int]*queue[Event]{}}, nil
+	return &eventLog{file: f}, nil
 }
 
 func (l *eventLog) emit(e Event) {
@@ -57,34 +57,16 @@ func (l *eventLog) emit(e Event) {
 	if l.file != nil {
 		l.file.Write(append(line, '\n'))
 	}
-	for _, q := range l.subs {
-		q.push(e)
-	}
+	l.subs.Emit(e)
 }
 
 // subscribe returns every event emitted from now on, until cancel.
-func (l *eventLog) subscribe() (<-chan Event, func()) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	id := l.next
-	l.next++
-	q := newQueue[Event]()
-	l.subs[id] = q
-	return q.out, func() {
-		l.mu.Lock()
-		delete(l.subs, id)
-		l.mu.Unlock()
-		q.close()
-	}
-}
+func (l *eventLog) subscribe() (<-chan Event, func()) { return l.subs.Subscribe() }
 
 func (l *eventLog) close() {
+	l.subs.Close()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for id, q := range l.subs {
-		q.close()
-		delete(l.subs, id)
-	}
 	if l.file != nil {
 		l.file.Close()
 		l.file = nil

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"github.com/upgradelab/upgradelab/internal/queue"
 	"os"
 	"path/filepath"
 	"sync"
@@ -37,7 +38,7 @@ type LibvirtBackend struct {
 	conn     *libvirt.Connect
 	callback int
 
-	queue  *queue[DomainEvent]
+	queue  *queue.Unbounded[DomainEvent]
 	closed sync.Once
 }
 
@@ -67,7 +68,7 @@ func NewLibvirtBackend(uri string) (*LibvirtBackend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("libvirt %s: %w", uri, err)
 	}
-	b := &LibvirtBackend{conn: conn, queue: newQueue[DomainEvent]()}
+	b := &LibvirtBackend{conn: conn, queue: queue.New[DomainEvent]()}
 	b.callback, err = conn.DomainEventLifecycleRegister(nil, b.onLifecycle)
 	if err != nil {
 		conn.Close()
@@ -94,7 +95,7 @@ func (b *LibvirtBackend) onLifecycle(_ *libvirt.Connect, d *libvirt.Domain, ev *
 	default:
 		return
 	}
-	b.queue.push(DomainEvent{Domain: name, Kind: kind, Detail: ev.String()})
+	b.queue.Push(DomainEvent{Domain: name, Kind: kind, Detail: ev.String()})
 }
 
 // Define implements Backend.
@@ -195,7 +196,7 @@ func (b *LibvirtBackend) Metadata(name string) (string, error) {
 }
 
 // Events implements Backend.
-func (b *LibvirtBackend) Events() <-chan DomainEvent { return b.queue.out }
+func (b *LibvirtBackend) Events() <-chan DomainEvent { return b.queue.Out() }
 
 // Close implements Backend.
 func (b *LibvirtBackend) Close() error {
@@ -203,7 +204,7 @@ func (b *LibvirtBackend) Close() error {
 	b.closed.Do(func() {
 		_ = b.conn.DomainEventDeregister(b.callback)
 		_, err = b.conn.Close()
-		b.queue.close()
+		b.queue.Close()
 	})
 	return err
 }

@@ -48,6 +48,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/internal/loopback"
+	"github.com/upgradelab/upgradelab/internal/queue"
 	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
@@ -70,7 +71,7 @@ type Clusters struct {
 	mu       sync.Mutex
 	clusters map[string]*cluster
 	byPort   map[int32]*cluster
-	events   eventLog
+	events   queue.Fanout[Event]
 }
 
 // cluster is one workload cluster's runtime state: which of its
@@ -167,7 +168,7 @@ func (c *Clusters) Stop(ctx context.Context) error {
 		}
 	}
 	c.mu.Unlock()
-	c.events.close()
+	c.events.Close()
 	if err := c.server.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}

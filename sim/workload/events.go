@@ -1,9 +1,6 @@
 package workload
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
 // Event is something a workload cluster did that no API object shows:
 // its VIP opening or closing, an etcd member changing state, its data
@@ -37,103 +34,13 @@ const (
 	EventNodeStarted = "NodeStarted"
 )
 
-// eventLog fans events out to subscribers; a slow subscriber never
-// blocks the cluster: each has its own unbounded queue.
-type eventLog struct {
-	mu     sync.Mutex
-	subs   map[int]*subscriber
-	next   int
-	closed bool
-}
+// Subscribe returns every workload event from now on, until cancel is
+// called or the clusters stop.
+func (c *Clusters) Subscribe() (<-chan Event, func()) { return c.events.Subscribe() }
 
-type subscriber struct {
-	mu      sync.Mutex
-	pending []Event
-	wake    chan struct{}
-	out     chan Event
-	done    chan struct{}
-	once    sync.Once
-}
-
-func (s *subscriber) stop() { s.once.Do(func() { close(s.done) }) }
-
-func (l *eventLog) emit(e Event) {
+func (c *Clusters) emit(e Event) {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, s := range l.subs {
-		s.mu.Lock()
-		s.pending = append(s.pending, e)
-		s.mu.Unlock()
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
-	}
+	c.events.Emit(e)
 }
-
-func (l *eventLog) subscribe() (<-chan Event, func()) {
-	s := &subscriber{wake: make(chan struct{}, 1), out: make(chan Event), done: make(chan struct{})}
-	l.mu.Lock()
-	if l.subs == nil {
-		l.subs = map[int]*subscriber{}
-	}
-	id := l.next
-	l.next++
-	closed := l.closed
-	if !closed {
-		l.subs[id] = s
-	}
-	l.mu.Unlock()
-	go s.run()
-	if closed {
-		s.stop()
-	}
-	cancel := func() {
-		l.mu.Lock()
-		delete(l.subs, id)
-		l.mu.Unlock()
-		s.stop()
-	}
-	return s.out, cancel
-}
-
-func (s *subscriber) run() {
-	defer close(s.out)
-	for {
-		s.mu.Lock()
-		batch := s.pending
-		s.pending = nil
-		s.mu.Unlock()
-		for _, e := range batch {
-			select {
-			case s.out <- e:
-			case <-s.done:
-				return
-			}
-		}
-		select {
-		case <-s.wake:
-		case <-s.done:
-			return
-		}
-	}
-}
-
-func (l *eventLog) close() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.closed = true
-	for id, s := range l.subs {
-		delete(l.subs, id)
-		s.stop()
-	}
-}
-
-// Subscribe returns every workload event from now on, until cancel is
-// called or the clusters stop.
-func (c *Clusters) Subscribe() (<-chan Event, func()) { return c.events.subscribe() }
-
-func (c *Clusters) emit(e Event) { c.events.emit(e) }
