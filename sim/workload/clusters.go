@@ -63,8 +63,6 @@ type Clusters struct {
 	key     servingKey
 	scale   timescale.Scale
 	timing  AppTiming
-	// evictMu makes each eviction one step (eviction.go).
-	evictMu sync.Mutex
 	// stop ends the controllers.
 	stop context.CancelFunc
 

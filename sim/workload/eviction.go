@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
+	inmemoryclient "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime/client"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -38,10 +40,6 @@ import (
 
 // Evict evicts a pod of cluster.
 func (c *Clusters) Evict(ctx context.Context, cluster, namespace, name string) error {
-	// One eviction at a time per run: the budget is read, taken and
-	// written as one step, as kube-apiserver's retry-on-conflict makes it.
-	c.evictMu.Lock()
-	defer c.evictMu.Unlock()
 	cl := c.client(cluster)
 	pod := &corev1.Pod{}
 	if err := cl.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod); err != nil {
@@ -50,9 +48,28 @@ func (c *Clusters) Evict(ctx context.Context, cluster, namespace, name string) e
 	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodPending {
 		return c.deleteEvicted(ctx, cluster, pod, "")
 	}
-	pdbs := &policyv1.PodDisruptionBudgetList{}
-	if err := cl.List(ctx, pdbs, client.InNamespace(namespace)); err != nil {
+	// The budget is read, checked and taken as one step: a write of it
+	// in between (the disruption controller's status, another eviction)
+	// is a conflict, and the step is made again, as kube-apiserver's
+	// eviction retries; two evictions never take one disruption.
+	var budget string
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		budget, err = c.takeDisruption(ctx, cluster, cl, pod)
 		return err
+	})
+	if err != nil {
+		return err
+	}
+	return c.deleteEvicted(ctx, cluster, pod, budget)
+}
+
+// takeDisruption asks the budget covering pod for one disruption and
+// takes it: the budget's name ("" for none), or the refusal.
+func (c *Clusters) takeDisruption(ctx context.Context, cluster string, cl inmemoryclient.Client, pod *corev1.Pod) (string, error) {
+	pdbs := &policyv1.PodDisruptionBudgetList{}
+	if err := cl.List(ctx, pdbs, client.InNamespace(pod.Namespace)); err != nil {
+		return "", err
 	}
 	var covering []policyv1.PodDisruptionBudget
 	for _, pdb := range pdbs.Items {
@@ -64,17 +81,17 @@ func (c *Clusters) Evict(ctx context.Context, cluster, namespace, name string) e
 	}
 	switch len(covering) {
 	case 0:
-		return c.deleteEvicted(ctx, cluster, pod, "")
+		return "", nil
 	case 1:
 	default:
-		return apierrors.NewInternalError(fmt.Errorf("this pod has more than one PodDisruptionBudget, which the eviction subresource does not support"))
+		return "", apierrors.NewInternalError(fmt.Errorf("this pod has more than one PodDisruptionBudget, which the eviction subresource does not support"))
 	}
 	pdb := covering[0]
 	if !podReady(pod) && pdb.Status.DesiredHealthy > 0 && pdb.Status.CurrentHealthy >= pdb.Status.DesiredHealthy {
-		return c.deleteEvicted(ctx, cluster, pod, pdb.Name)
+		return pdb.Name, nil
 	}
 	if pdb.Status.DisruptionsAllowed <= 0 {
-		return c.refuse(cluster, pod, &pdb, fmt.Sprintf("The disruption budget %s needs %d healthy pods and has %d currently", pdb.Name, pdb.Status.DesiredHealthy, pdb.Status.CurrentHealthy))
+		return "", c.refuse(cluster, pod, &pdb, fmt.Sprintf("The disruption budget %s needs %d healthy pods and has %d currently", pdb.Name, pdb.Status.DesiredHealthy, pdb.Status.CurrentHealthy))
 	}
 	pdb.Status.DisruptionsAllowed--
 	if pdb.Status.DisruptedPods == nil {
@@ -82,9 +99,9 @@ func (c *Clusters) Evict(ctx context.Context, cluster, namespace, name string) e
 	}
 	pdb.Status.DisruptedPods[pod.Name] = metav1.Now()
 	if err := cl.Update(ctx, &pdb); err != nil {
-		return err
+		return "", err
 	}
-	return c.deleteEvicted(ctx, cluster, pod, pdb.Name)
+	return pdb.Name, nil
 }
 
 func (c *Clusters) refuse(cluster string, pod *corev1.Pod, pdb *policyv1.PodDisruptionBudget, cause string) error {
