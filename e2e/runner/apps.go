@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/e2e/monitor"
+	"github.com/upgradelab/upgradelab/e2e/scenario"
 )
 
 // The application a run deploys into the workload cluster before the
@@ -29,14 +30,17 @@ const (
 func (r *run) appObjects() []client.Object {
 	a, c := r.scenario.Workload, r.scenario.Cluster
 	ns := monitor.AppNamespace
-	// Without workers the application runs on the control-plane nodes,
-	// as on a compact or single-node cluster.
+	// On the control-plane nodes (a compact or single-node cluster, or
+	// by choice) the pods tolerate their taint and select them; on the
+	// workers the taint keeps them off the control plane.
 	var tolerations []corev1.Toleration
-	if c.Workers.Replicas == 0 {
+	var selector map[string]string
+	if a.NodesFor(c) == scenario.OnControlPlane {
 		tolerations = []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+		selector = map[string]string{"node-role.kubernetes.io/control-plane": ""}
 	}
 	spec := func(name string) corev1.PodSpec {
-		return corev1.PodSpec{Tolerations: tolerations, TerminationGracePeriodSeconds: ptr.To(int64(5)),
+		return corev1.PodSpec{Tolerations: tolerations, NodeSelector: selector, TerminationGracePeriodSeconds: ptr.To(int64(5)),
 			Containers: []corev1.Container{{Name: name, Image: "registry.example/" + name + ":1"}}}
 	}
 	labels := func(app string) map[string]string { return map[string]string{"app": app} }

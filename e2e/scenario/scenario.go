@@ -111,6 +111,10 @@ type Application struct {
 	// Budget is the Deployment's PodDisruptionBudget (default
 	// maxUnavailable: 1).
 	Budget Budget `yaml:"budget"`
+	// Nodes is where the application's pods go: "workers" or
+	// "control-plane"; default the workers, or the control plane of a
+	// cluster without workers.
+	Nodes string `yaml:"nodes"`
 	// NodeDrainTimeout is CAPI's Machine deletion.nodeDrainTimeoutSeconds
 	// for every Machine (0: CAPI's default, drain until done); after it
 	// CAPI deletes a Machine whose drain a budget still blocks.
@@ -123,6 +127,24 @@ type Budget struct {
 	MinAvailable   string `yaml:"minAvailable"`
 	MaxUnavailable string `yaml:"maxUnavailable"`
 	None           bool   `yaml:"none"`
+}
+
+// Application placements (Application.Nodes).
+const (
+	OnWorkers      = "workers"
+	OnControlPlane = "control-plane"
+)
+
+// NodesFor is where the application's pods go on cluster c.
+func (a Application) NodesFor(c Cluster) string {
+	switch {
+	case a.Nodes != "":
+		return a.Nodes
+	case c.Workers.Replicas > 0:
+		return OnWorkers
+	default:
+		return OnControlPlane
+	}
 }
 
 // Replicas is the Deployment's replica count for cluster c.
@@ -512,6 +534,15 @@ func (a Application) validate(c Cluster) []string {
 	}
 	if a.NodeDrainTimeout.Duration < 0 {
 		bad("nodeDrainTimeout", "%s is negative", a.NodeDrainTimeout.Duration)
+	}
+	switch a.Nodes {
+	case "", OnControlPlane:
+	case OnWorkers:
+		if c.Workers.Replicas == 0 {
+			bad("nodes", "workers, but the cluster has none (cluster.workers.replicas is 0)")
+		}
+	default:
+		bad("nodes", "%q is not workers or control-plane", a.Nodes)
 	}
 	return errs
 }

@@ -72,6 +72,8 @@ func TestParseNamesFileFieldAndProblem(t *testing.T) {
 		{"budget with both bounds", "strategy: scale-in", "strategy: scale-in\nworkload: {budget: {minAvailable: \"1\", maxUnavailable: \"1\"}}", "workload.budget: give one of minAvailable, maxUnavailable and none"},
 		{"budget not a count", "strategy: scale-in", "strategy: scale-in\nworkload: {budget: {maxUnavailable: \"one\"}}", `workload.budget.maxUnavailable: "one" is not a count (2) or a percentage (50%)`},
 		{"budget above 100%", "strategy: scale-in", "strategy: scale-in\nworkload: {budget: {minAvailable: \"150%\"}}", "workload.budget.minAvailable: 150% is above 100%"},
+		{"application on workers the cluster lacks", "strategy: scale-in", "strategy: scale-in\nworkload: {nodes: workers}", "workload.nodes: workers, but the cluster has none"},
+		{"application on no such nodes", "strategy: scale-in", "strategy: scale-in\nworkload: {nodes: gpus}", `workload.nodes: "gpus" is not workers or control-plane`},
 		{"negative outage", "strategy: scale-in", "strategy: scale-in\nexpect: {maxAPIOutage: -1s}", "expect.maxAPIOutage: -1s is negative"},
 		{"fault at an unknown step", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: kcp, when: {afterStep: lunch}}]", `faults[0].when.afterStep: "lunch" is not env or upgrade`},
 	} {
