@@ -218,7 +218,7 @@ func (c *Clusters) AdminConfig(name string) (*rest.Config, error) {
 	if !ok {
 		return nil, fmt.Errorf("no workload cluster %s", name)
 	}
-	if !w.certs.haveClusterCA {
+	if w.certs.apiServer == nil {
 		return nil, fmt.Errorf("workload cluster %s: no API server has started yet", name)
 	}
 	return &rest.Config{

@@ -10,6 +10,7 @@ import (
 	stdlog "log"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -80,15 +81,14 @@ func (l *trackedListener) closeAll() {
 // presents, signed by the CAs CAPI generated for it (CABPK hands them to
 // the hosts, which give them to the workload when they join).
 type certificates struct {
-	clusterCA, etcdCA CA
-	apiServer         *tls.Certificate
+	clusterCA CA
+	apiServer *tls.Certificate
 	// etcd has a serving certificate per member pod (etcd-<node>): KCP's
 	// etcd client names the member it port-forwards to as the TLS server
 	// name.
-	etcd          map[string]*tls.Certificate
-	adminCert     *x509.Certificate
-	adminKey      *rsa.PrivateKey
-	haveClusterCA bool
+	etcd      map[string]*tls.Certificate
+	adminCert *x509.Certificate
+	adminKey  *rsa.PrivateKey
 }
 
 // servingKey is one private key for every certificate of a run: RSA key
@@ -127,7 +127,7 @@ var loopbackIPs = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 // setClusterCA makes the API server's serving and the admin certificates
 // once (every host of a cluster brings the same CA).
 func (c *Clusters) setClusterCA(w *cluster, ca CA) error {
-	if w.certs.haveClusterCA {
+	if w.certs.apiServer != nil {
 		return nil
 	}
 	serving, _, err := c.signed(ca, &certs.Config{CommonName: "kube-apiserver",
@@ -143,7 +143,6 @@ func (c *Clusters) setClusterCA(w *cluster, ca CA) error {
 	}
 	key, _ := c.key.get()
 	w.certs.clusterCA, w.certs.apiServer, w.certs.adminCert, w.certs.adminKey = ca, serving, admin, key
-	w.certs.haveClusterCA = true
 	return nil
 }
 
@@ -197,18 +196,21 @@ func (c *Clusters) byLocalAddr(addr net.Addr) *cluster {
 }
 
 // resolve maps a request's host (the VIP it reached) to the cluster's
-// resource group, for CAPI's in-memory handlers.
+// resource group, for CAPI's in-memory handlers; it runs on every
+// request.
 func (c *Clusters) resolve(hostPort string) (string, error) {
 	_, port, err := net.SplitHostPort(hostPort)
 	if err != nil {
 		return "", err
 	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return "", fmt.Errorf("no workload cluster at %s", hostPort)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for p, w := range c.byPort {
-		if fmt.Sprint(p) == port {
-			return w.name, nil
-		}
+	if w, ok := c.byPort[int32(n)]; ok {
+		return w.name, nil
 	}
 	return "", fmt.Errorf("no workload cluster at %s", hostPort)
 }
