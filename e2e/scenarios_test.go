@@ -324,6 +324,8 @@ func scenarioSpec(p plannedRun) {
 			RateLimitedReconciles: *rateLimitFlag,
 		})
 		AddReportEntry(resultEntry, res, ReportEntryVisibilityNever)
+		// In the spec's output, so in the JUnit test case too.
+		fmt.Fprintf(GinkgoWriter, "rules: %s\n", check.Summary(res.Checks))
 		Expect(res.Error).To(BeEmpty(), "the run stopped early")
 		var broken []string
 		for _, v := range check.Failed(res.Checks) {

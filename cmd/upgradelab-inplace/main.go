@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/providers/baremetal/hostagent"
@@ -141,7 +142,12 @@ func run(o options) error {
 	if err := mgr.Add(srv); err != nil {
 		return err
 	}
-	if err := (&singlenode.Reconciler{Client: mgr.GetClient(), Workloads: workloads}).SetupWithManager(mgr); err != nil {
+	srv.Register(singlenode.WebhookPath, &admission.Webhook{Handler: &singlenode.PauseOnChange{Decoder: admission.NewDecoder(s)}})
+	if err := (&singlenode.Reconciler{
+		Client: mgr.GetClient(), Workloads: workloads,
+		CanUpdate: handlers.DoCanUpdateMachine, Matches: inplace.MatchesAfterPatches,
+		Recorder: mgr.GetEventRecorder("upgradelab-singlenode"),
+	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -75,6 +75,10 @@ type Rule struct {
 	// Note says what the rule saw (figures, the cases it excused), for
 	// the report, whatever the verdict.
 	Note func(*State, Params) string
+	// Exercised says whether what the rule judges happened in the run (a
+	// host deprovisioned, a Machine deleted); a rule that held without
+	// it is NotExercised, not a pass. nil: every run exercises it.
+	Exercised func(*State, Params) bool
 }
 
 // Status of a rule in one run.
@@ -87,6 +91,10 @@ const (
 	// ExpectedFail is a rule the scenario's faults were to break, and did
 	// (expect.brokenRules): its violations show what the fault did.
 	ExpectedFail Status = "expected fail"
+	// NotExercised is a rule that applies and held, but what it judges
+	// never happened in the run (no host was deprovisioned, no Machine
+	// deleted): it could not have failed, so it did not pass.
+	NotExercised Status = "not exercised"
 )
 
 // Result is one rule's verdict.
@@ -162,6 +170,9 @@ func Run(entries []timeline.Entry, p Params) []Result {
 		if r.Note != nil && results[i].Status != NotApplicable {
 			results[i].Note = r.Note(s, p)
 		}
+		if r.Exercised != nil && results[i].Status == Pass && !r.Exercised(s, p) {
+			results[i].Status = NotExercised
+		}
 	}
 	agree(s, p, results)
 	return expectBroken(s, p, results)
@@ -188,6 +199,8 @@ func expectBroken(s *State, p Params, results []Result) []Result {
 				r.Status = ExpectedFail
 			case Pass:
 				broke(r, "the scenario's fault was to break this rule, and it held: the fault did not do what the scenario says")
+			case NotExercised:
+				broke(r, "the scenario's fault was to break this rule, but what it judges never happened in the run")
 			case NotApplicable:
 				broke(r, "the scenario expects this rule broken, but it does not apply to the run")
 			}
@@ -222,4 +235,27 @@ func Failed(results []Result) []Violation {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
 	return out
+}
+
+// Summary counts the verdicts and names the rules that did not pass or
+// fail outright (not exercised, expected fail), for a run's log and its
+// JUnit test case: "24 pass, 4 not exercised (deletion-order, ...), 3 n/a".
+func Summary(results []Result) string {
+	byStatus := map[Status][]string{}
+	for _, r := range results {
+		byStatus[r.Status] = append(byStatus[r.Status], r.Rule)
+	}
+	var parts []string
+	for _, st := range []Status{Pass, Fail, ExpectedFail, NotExercised, NotApplicable} {
+		rules := byStatus[st]
+		if len(rules) == 0 {
+			continue
+		}
+		part := fmt.Sprintf("%d %s", len(rules), st)
+		if st != Pass && st != NotApplicable {
+			part += " (" + strings.Join(rules, ", ") + ")"
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, ", ")
 }

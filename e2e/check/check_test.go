@@ -1,6 +1,8 @@
 package check
 
 import (
+	"fmt"
+	"k8s.io/utils/ptr"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,12 +75,14 @@ func goodInPlace() *history {
 	h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.35.3"})
 	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
 	h.set(monitor.KindAddon, "coredns", map[string]string{monitor.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
+	h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.35.3", monitor.FieldFeatureGates: "ControlPlaneKubeletLocalMode=true"})
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "written"})
 	h.set(monitor.KindWorkloadAPI, "api", apiUp)
 	h.set(monitor.KindBudget, "web", budget("app=web", 0))
 	h.set(monitor.KindPod, "web-1", pod("c-cp-a", "app=web", true, false))
 	h.step(StepUpgrade)
 	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
+	h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.36.3"})
 	h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
 	// The extension drains (the budget lets the one replica go), then
 	// reboots: the API is down until the host is back.
@@ -144,12 +148,17 @@ func TestEtcdVersionsAreNotJudgedWithoutImages(t *testing.T) {
 	}
 }
 
+// An in-place run deletes no Machine and deprovisions no host: the rules
+// that judge those are not exercised, never passed.
 func TestAGoodRunPassesEveryRuleThatApplies(t *testing.T) {
 	results := Run(goodInPlace().entries, inPlace)
 	for _, r := range results {
 		want := Pass
-		if r.Rule == "md-max-machines" || r.Rule == "md-min-available" || r.Rule == "end-workers" || r.Rule == "spares-left" || r.Rule == "end-rolled-back" || r.Rule == "etcd-quorum" || r.Rule == "workload-data" {
+		switch r.Rule {
+		case "md-max-machines", "md-min-available", "end-workers", "spares-left", "end-rolled-back", "etcd-quorum", "workload-data":
 			want = NotApplicable
+		case "kcp-one-deleting", "no-wipe-under-live-machine", "etcd-member-removed-first", "deletion-order":
+			want = NotExercised
 		}
 		if r.Status != want {
 			t.Errorf("%s: %s %v; want %s", r.Rule, r.Status, r.Violations, want)
@@ -175,7 +184,7 @@ func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
 				h.set(monitor.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "True"))
 				h.set(monitor.KindMachine, "c-cp-c", machine("v1.36.3", "u3", "c-cp-c", true, "True"))
 			},
-			objects: []string{"KubeadmControlPlane/c-cp", "Machine/c-cp-a", "Machine/c-cp-b", "Machine/c-cp-c"}, message: "3 control-plane Machines, KCP allows 2"},
+			objects: []string{"KubeadmControlPlane/c-cp", "Machine/c-cp-a", "Machine/c-cp-b", "Machine/c-cp-c"}, message: "3 Machines of the control plane, KCP allows 2"},
 		{name: "a Machine created in place", rule: "same-machines", params: inPlace,
 			breakIt: func(h *history) {
 				h.set(monitor.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "True"))
@@ -206,10 +215,49 @@ func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
 				b[monitor.FieldDeleting] = "true"
 				h.set(monitor.KindMachine, "c-cp-a", a).set(monitor.KindMachine, "c-cp-b", b)
 			},
-			objects: []string{"Machine/c-cp-a", "Machine/c-cp-b"}, message: "2 control-plane Machines deleting at once"},
+			objects: []string{"KubeadmControlPlane/c-cp", "Machine/c-cp-a", "Machine/c-cp-b"}, message: "2 Machines of the control plane deleting at once"},
+		{name: "KCP ends short of its replicas", rule: "end-control-plane", params: inPlace,
+			breakIt: func(h *history) { h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0")) },
+			objects: []string{"KubeadmControlPlane/c-cp"}, message: "KCP ends at v1.36.3 with upToDateReplicas 0"},
+		{name: "a MachineDeployment ends short", rule: "end-workers", params: withWorkers(inPlace),
+			breakIt: func(h *history) {
+				h.set(monitor.KindMachineDeployment, "c-md", map[string]string{monitor.FieldReplicas: "1", monitor.FieldVersion: "v1.36.3", monitor.FieldUpToDateCount: "0", monitor.FieldAvailableCount: "1"})
+			},
+			objects: []string{"MachineDeployment/c-md"}, message: "MachineDeployment ends at v1.36.3 with upToDateReplicas 0"},
+		{name: "workers expected, no MachineDeployment seen", rule: "end-workers", params: withWorkers(inPlace),
+			breakIt: func(h *history) {},
+			objects: []string{"MachineDeployment"}, message: "no MachineDeployment was seen"},
+		{name: "a MachineDeployment above replicas + maxSurge", rule: "md-max-machines", params: withWorkers(inPlace),
+			breakIt: func(h *history) {
+				h.set(monitor.KindMachineDeployment, "c-md", map[string]string{monitor.FieldReplicas: "1", monitor.FieldMaxSurge: "0", monitor.FieldMaxUnavailable: "1", monitor.FieldVersion: "v1.36.3"})
+				for _, w := range []string{"w1", "w2"} {
+					m := machine("v1.36.3", w, w, false, "True")
+					m[monitor.FieldDeployment] = "c-md"
+					h.set(monitor.KindMachine, w, m)
+				}
+			},
+			objects: []string{"Machine/w1", "Machine/w2", "MachineDeployment/c-md"}, message: "2 Machines, the MachineDeployment allows 1"},
+		{name: "the cluster moved to another host", rule: "same-hosts", params: expecting(inPlace, func(e *scenario.Expect) { e.SameHosts = true }),
+			breakIt: func(h *history) {
+				h.set(monitor.KindHost, "node-0", host("", "available"))
+				h.set(monitor.KindHost, "node-1", host("c-cp-a", "provisioned"))
+			},
+			objects: []string{"BareMetalHost/node-1"}, message: "bound hosts before [node-0], after [node-1]"},
+		{name: "no spare left", rule: "spares-left", params: expecting(inPlace, func(e *scenario.Expect) { e.SparesLeft = ptr.To(1) }),
+			breakIt: func(h *history) {
+				spare := host("c-cp-b", "provisioned")
+				spare[monitor.FieldSpare] = "true"
+				h.set(monitor.KindHost, "node-9", spare)
+			},
+			objects: nil, message: "0 free spare hosts at the end [], want 1"},
 		{name: "data lost in place", rule: "persistent-data", params: inPlace,
 			breakIt: func(h *history) { h.set(KindHostData, "node-0", map[string]string{FieldMarker: "absent"}) },
 			objects: []string{"HostData/node-0"}, message: "the marker written before the upgrade is absent"},
+		{name: "kubeadm-config left at the old version", rule: "end-kubeadm-config", params: inPlace,
+			breakIt: func(h *history) {
+				h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.35.3", monitor.FieldFeatureGates: "ControlPlaneKubeletLocalMode=true"})
+			},
+			objects: []string{"Addon/kubeadm-config"}, message: `kubernetesVersion "v1.35.3", not v1.36.3 (featureGates ControlPlaneKubeletLocalMode=true)`},
 		{name: "kube-proxy left behind", rule: "end-kube-proxy", params: inPlace,
 			breakIt: func(h *history) {
 				h.set(monitor.KindAddon, "kube-proxy", map[string]string{monitor.FieldImage: "registry.k8s.io/kube-proxy:v1.35.3"})
@@ -258,6 +306,107 @@ func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
 				t.Fatalf("violation %s; want objects %v and %q", v, tc.objects, tc.message)
 			}
 		})
+	}
+}
+
+func withWorkers(p Params) Params {
+	p.Workers = 1
+	return p
+}
+
+func expecting(p Params, edit func(*scenario.Expect)) Params {
+	edit(&p.Expect)
+	return p
+}
+
+// maxSurge and maxUnavailable as percentages are read as CAPI reads them:
+// of the MachineDeployment's own replicas, surge rounded up and
+// unavailable down.
+func TestMachineDeploymentPercentagesAreReadAsCAPIReadsThem(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		surge, unavailable  string
+		machines, available int
+		wantMax, wantMin    Status
+	}{
+		{name: "25% of 4 surges 1: 5 Machines are allowed", surge: "25%", unavailable: "0", machines: 5, available: 4, wantMax: Pass, wantMin: Pass},
+		{name: "25% of 4 surges 1: 6 are not", surge: "25%", unavailable: "0", machines: 6, available: 4, wantMax: Fail, wantMin: Pass},
+		{name: "10% of 4 still surges 1 (rounded up)", surge: "10%", unavailable: "0", machines: 5, available: 4, wantMax: Pass, wantMin: Pass},
+		{name: "30% of 4 leaves 1 unavailable (rounded down): 3 available hold", surge: "0", unavailable: "30%", machines: 4, available: 3, wantMax: Pass, wantMin: Pass},
+		{name: "30% of 4: 2 available break it", surge: "0", unavailable: "30%", machines: 4, available: 2, wantMax: Pass, wantMin: Fail},
+		{name: "both 0% read as 1 unavailable", surge: "0%", unavailable: "0%", machines: 4, available: 3, wantMax: Pass, wantMin: Pass},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHistory()
+			h.set(monitor.KindMachineDeployment, "c-md", map[string]string{monitor.FieldReplicas: "4", monitor.FieldMaxSurge: tc.surge, monitor.FieldMaxUnavailable: tc.unavailable, monitor.FieldVersion: "v1.35.3"})
+			worker := func(i int, available bool) {
+				name := fmt.Sprintf("w%d", i)
+				m := machine("v1.35.3", name, name, false, "True")
+				m[monitor.FieldDeployment] = "c-md"
+				if !available {
+					m[monitor.FieldAvailable] = "False"
+				}
+				h.set(monitor.KindMachine, name, m)
+			}
+			for i := range 4 {
+				worker(i, true)
+			}
+			h.step(StepUpgrade)
+			for i := 4; i < tc.machines; i++ {
+				worker(i, false) // surge Machines, provisioning
+			}
+			for i := tc.available; i < 4; i++ {
+				worker(i, false)
+			}
+			st := statuses(Run(h.entries, Params{Strategy: scenario.Rolling, Workers: 4, ToVersion: "v1.36.3"}))
+			if st["md-max-machines"] != tc.wantMax || st["md-min-available"] != tc.wantMin {
+				t.Fatalf("md-max-machines %s, md-min-available %s; want %s, %s", st["md-max-machines"], st["md-min-available"], tc.wantMax, tc.wantMin)
+			}
+		})
+	}
+}
+
+// Control-plane rules count each KCP's own Machines: two clusters'
+// control planes side by side break nothing.
+func TestControlPlaneRulesCountPerOwner(t *testing.T) {
+	h := newHistory()
+	for _, k := range []string{"a-cp", "b-cp"} {
+		h.set(monitor.KindControlPlane, k, kcp("v1.35.3", "1", "1", "1"))
+		for _, n := range []string{"1", "2"} {
+			m := machine("v1.35.3", k+n, k+n, true, "True")
+			m[monitor.FieldControlPlaneName] = k
+			m[monitor.FieldDeleting] = map[string]string{"1": "true", "2": ""}[n]
+			h.set(monitor.KindMachine, k+"-"+n, m)
+		}
+	}
+	st := statuses(Run(h.entries, scaleIn))
+	if st["kcp-max-machines"] != Pass || st["kcp-one-deleting"] != Pass {
+		t.Fatalf("two KCPs of 2 Machines each (replicas 1 + maxSurge 1), one deleting each: kcp-max-machines %s, kcp-one-deleting %s; want pass", st["kcp-max-machines"], st["kcp-one-deleting"])
+	}
+	m := machine("v1.35.3", "a3", "a3", true, "True")
+	m[monitor.FieldControlPlaneName] = "a-cp"
+	h.set(monitor.KindMachine, "a-cp-3", m)
+	if st := statuses(Run(h.entries, scaleIn)); st["kcp-max-machines"] != Fail {
+		t.Fatalf("a third Machine of a-cp: kcp-max-machines %s; want fail", st["kcp-max-machines"])
+	}
+}
+
+// Rules that judge deletions and deprovisioning pass only when one
+// happened; a rolling run exercises them.
+func TestDeletionRulesAreExercisedByARollout(t *testing.T) {
+	h := goodInPlace()
+	a := machine("v1.35.3", "u1", "c-cp-a", true, "True")
+	a[monitor.FieldNode], a[monitor.FieldDeleting] = "c-cp-a", "true"
+	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldRemoved: "true"})
+	h.set(monitor.KindMachine, "c-cp-a", a)
+	h.set(monitor.KindHost, "node-0", host("", "deprovisioning"))
+	p := scaleIn
+	p.HostsVisible = true
+	st := statuses(Run(h.entries, p))
+	for _, rule := range []string{"kcp-one-deleting", "no-wipe-under-live-machine", "etcd-member-removed-first", "deletion-order"} {
+		if st[rule] != Pass {
+			t.Errorf("%s: %s; want pass", rule, st[rule])
+		}
 	}
 }
 
@@ -314,6 +463,7 @@ func rolledBack() *history {
 	h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.35.3"})
 	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
 	h.set(monitor.KindAddon, "coredns", map[string]string{monitor.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
+	h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.35.3", monitor.FieldFeatureGates: "ControlPlaneKubeletLocalMode=true"})
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "written"})
 	h.step(StepUpgrade)
 	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
@@ -516,5 +666,12 @@ func TestOnePollIsJudgedAsAWhole(t *testing.T) {
 	h.entries[len(h.entries)-1].Time = at.Add(time.Millisecond)
 	if st := statuses(Run(h.entries, p)); st["md-min-available"] != Fail {
 		t.Errorf("deleting first, replacement available 1 ms later: md-min-available %s; want fail", st["md-min-available"])
+	}
+}
+
+func TestSummaryNamesWhatDidNotPass(t *testing.T) {
+	got := Summary([]Result{{Rule: "a", Status: Pass}, {Rule: "b", Status: NotExercised}, {Rule: "c", Status: NotExercised}, {Rule: "d", Status: NotApplicable}, {Rule: "e", Status: ExpectedFail}})
+	if want := "1 pass, 1 expected fail (e), 2 not exercised (b, c), 1 n/a"; got != want {
+		t.Fatalf("summary %q, want %q", got, want)
 	}
 }

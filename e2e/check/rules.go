@@ -5,6 +5,9 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment/mdutil"
+
 	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
@@ -25,7 +28,7 @@ var Rules = []Rule{
 	{Name: "kcp-max-machines", Why: "KCP never has more Machines than replicas + maxSurge",
 		During: kcpMaxMachines},
 	{Name: "kcp-one-deleting", Why: "KCP deletes at most one control-plane Machine at a time (etcd quorum)",
-		During: kcpOneDeleting},
+		During: kcpOneDeleting, Exercised: func(s *State, _ Params) bool { return s.Exercise.ControlPlaneDeletions > 0 }},
 	{Name: "md-max-machines", Why: "a MachineDeployment never has more Machines than replicas + maxSurge",
 		Applies: func(p Params) bool { return p.Workers > 0 }, During: mdMaxMachines},
 	{Name: "md-min-available", Why: "during the upgrade a MachineDeployment keeps replicas - maxUnavailable Machines available",
@@ -33,13 +36,15 @@ var Rules = []Rule{
 	{Name: "host-bound-once", Why: "no host is bound to two Machines at once",
 		Applies: func(p Params) bool { return p.HostsVisible }, During: hostBoundOnce},
 	{Name: "no-wipe-under-live-machine", Why: "no host is deprovisioned while the Machine it served is alive",
-		Applies: func(p Params) bool { return p.HostsVisible }, During: noWipeUnderLiveMachine},
+		Applies: func(p Params) bool { return p.HostsVisible }, During: noWipeUnderLiveMachine,
+		Exercised: func(s *State, _ Params) bool { return s.Exercise.Deprovisions > 0 }},
 	{Name: "etcd-member-removed-first", Why: "a control-plane host is deprovisioned only after KCP removed its etcd member",
-		Applies: func(p Params) bool { return p.HostsVisible }, During: etcdMemberRemovedFirst},
+		Applies: func(p Params) bool { return p.HostsVisible }, During: etcdMemberRemovedFirst,
+		Exercised: func(s *State, _ Params) bool { return s.Exercise.ControlPlaneDeprovisions > 0 }},
 	{Name: "etcd-quorum", Why: "during the upgrade etcd keeps its quorum: more than half of the members KCP has not removed run (as the hosts hold them; the members' Nodes Ready where a provider's etcd is not modelled)",
 		Applies: func(p Params) bool { return p.ControlPlaneReplicas >= 3 }, During: etcdQuorumRule},
 	{Name: "deletion-order", Why: "a Machine at the new version is never deleted while one of the same owner is still at the old version",
-		During: deletionOrder},
+		During: deletionOrder, Exercised: func(s *State, _ Params) bool { return s.Exercise.Deletions > 0 }},
 	{Name: "same-machines", Why: "an in-place upgrade keeps every Machine (name and UID); none created or deleted",
 		Applies: func(p Params) bool { return p.Expect.SameMachines }, During: sameMachines},
 	{Name: "end-machines-up-to-date", Why: "every Machine ends UpToDate at the new version, no update in progress",
@@ -48,6 +53,8 @@ var Rules = []Rule{
 		Applies: upgraded, End: endControlPlane},
 	{Name: "end-workers", Why: "the MachineDeployment ends with upToDateReplicas and availableReplicas == replicas",
 		Applies: func(p Params) bool { return p.Workers > 0 && upgraded(p) }, End: endWorkers},
+	{Name: "end-kubeadm-config", Why: "the kubeadm-config ClusterConfiguration ends at the new kubernetesVersion (KCP updates it before it rolls a Machine; kubeadm upgrade node reads it)",
+		Applies: upgraded, End: endKubeadmConfig},
 	{Name: "end-kube-proxy", Why: "KCP moved the kube-proxy DaemonSet to the new version's image",
 		Applies: upgraded, End: endKubeProxy},
 	{Name: "end-coredns", Why: "KCP moved CoreDNS to the tag its spec asks for at the new version",
@@ -100,14 +107,21 @@ func objs(kind string, names []string) []string {
 	return out
 }
 
+// ownedByKCP: a Machine of the named KubeadmControlPlane (by its
+// control-plane-name label; a control-plane Machine recorded without the
+// label is counted for every KCP).
+func ownedByKCP(m map[string]string, kcp string) bool {
+	return m[monitor.FieldControlPlane] == "true" && (m[monitor.FieldControlPlaneName] == "" || m[monitor.FieldControlPlaneName] == kcp)
+}
+
 func kcpMaxMachines(s *State, _ Params) []Violation {
 	var out []Violation
 	for _, name := range s.names(monitor.KindControlPlane) {
 		k := s.get(monitor.KindControlPlane, name)
 		limit := num(k, monitor.FieldReplicas) + num(k, monitor.FieldMaxSurge)
-		cp := s.machines(func(m map[string]string) bool { return m[monitor.FieldControlPlane] == "true" })
+		cp := s.machines(func(m map[string]string) bool { return ownedByKCP(m, name) })
 		if len(cp) > limit {
-			out = append(out, violation(s, fmt.Sprintf("%d control-plane Machines, KCP allows %d (replicas %s + maxSurge %s)",
+			out = append(out, violation(s, fmt.Sprintf("%d Machines of the control plane, KCP allows %d (replicas %s + maxSurge %s)",
 				len(cp), limit, k[monitor.FieldReplicas], k[monitor.FieldMaxSurge]), append(objs(monitor.KindMachine, cp), monitor.KindControlPlane+"/"+name)...)...)
 		}
 	}
@@ -115,24 +129,40 @@ func kcpMaxMachines(s *State, _ Params) []Violation {
 }
 
 func kcpOneDeleting(s *State, _ Params) []Violation {
-	deleting := s.machines(func(m map[string]string) bool {
-		return m[monitor.FieldControlPlane] == "true" && m[monitor.FieldDeleting] == "true"
-	})
-	if len(deleting) > 1 {
-		return violation(s, fmt.Sprintf("%d control-plane Machines deleting at once", len(deleting)), objs(monitor.KindMachine, deleting)...)
+	var out []Violation
+	for _, name := range s.names(monitor.KindControlPlane) {
+		deleting := s.machines(func(m map[string]string) bool { return ownedByKCP(m, name) && m[monitor.FieldDeleting] == "true" })
+		if len(deleting) > 1 {
+			out = append(out, violation(s, fmt.Sprintf("%d Machines of the control plane deleting at once", len(deleting)),
+				append(objs(monitor.KindMachine, deleting), monitor.KindControlPlane+"/"+name)...)...)
+		}
 	}
-	return nil
+	return out
+}
+
+// fenceposts are a MachineDeployment's maxSurge and maxUnavailable as
+// its controller reads them (mdutil.ResolveFenceposts: percentages of
+// its replicas, surge rounded up, unavailable down, and both 0 read as
+// unavailable 1). A summary it cannot read counts as 0 and 0.
+func fenceposts(d map[string]string) (surge, unavailable int) {
+	ms, mu := intstr.Parse(d[monitor.FieldMaxSurge]), intstr.Parse(d[monitor.FieldMaxUnavailable])
+	sg, un, err := mdutil.ResolveFenceposts(&ms, &mu, int32(num(d, monitor.FieldReplicas)))
+	if err != nil {
+		return 0, 0
+	}
+	return int(sg), int(un)
 }
 
 func mdMaxMachines(s *State, _ Params) []Violation {
 	var out []Violation
 	for _, name := range s.names(monitor.KindMachineDeployment) {
 		d := s.get(monitor.KindMachineDeployment, name)
-		limit := num(d, monitor.FieldReplicas) + num(d, monitor.FieldMaxSurge)
+		surge, _ := fenceposts(d)
+		limit := num(d, monitor.FieldReplicas) + surge
 		ms := s.machines(func(m map[string]string) bool { return m[monitor.FieldDeployment] == name })
 		if len(ms) > limit {
-			out = append(out, violation(s, fmt.Sprintf("%d Machines, the MachineDeployment allows %d (replicas %s + maxSurge %s)",
-				len(ms), limit, d[monitor.FieldReplicas], d[monitor.FieldMaxSurge]), append(objs(monitor.KindMachine, ms), monitor.KindMachineDeployment+"/"+name)...)...)
+			out = append(out, violation(s, fmt.Sprintf("%d Machines, the MachineDeployment allows %d (replicas %s + maxSurge %s = %d)",
+				len(ms), limit, d[monitor.FieldReplicas], d[monitor.FieldMaxSurge], surge), append(objs(monitor.KindMachine, ms), monitor.KindMachineDeployment+"/"+name)...)...)
 		}
 	}
 	return out
@@ -147,13 +177,14 @@ func mdMinAvailable(s *State, _ Params) []Violation {
 	var out []Violation
 	for _, name := range s.names(monitor.KindMachineDeployment) {
 		d := s.get(monitor.KindMachineDeployment, name)
-		floor := num(d, monitor.FieldReplicas) - num(d, monitor.FieldMaxUnavailable)
+		_, unavailable := fenceposts(d)
+		floor := num(d, monitor.FieldReplicas) - unavailable
 		available := s.machines(func(m map[string]string) bool {
 			return m[monitor.FieldDeployment] == name && m[monitor.FieldAvailable] == "True" && m[monitor.FieldDeleting] == ""
 		})
 		if len(available) < floor {
-			out = append(out, violation(s, fmt.Sprintf("%d Machines available, the MachineDeployment promises %d (replicas %s - maxUnavailable %s)",
-				len(available), floor, d[monitor.FieldReplicas], d[monitor.FieldMaxUnavailable]), monitor.KindMachineDeployment+"/"+name)...)
+			out = append(out, violation(s, fmt.Sprintf("%d Machines available, the MachineDeployment promises %d (replicas %s - maxUnavailable %s = %d)",
+				len(available), floor, d[monitor.FieldReplicas], d[monitor.FieldMaxUnavailable], unavailable), monitor.KindMachineDeployment+"/"+name)...)
 		}
 	}
 	return out
@@ -364,6 +395,9 @@ func endControlPlane(s *State, p Params) []Violation {
 
 func endWorkers(s *State, p Params) []Violation {
 	var out []Violation
+	if len(s.names(monitor.KindMachineDeployment)) == 0 {
+		out = append(out, violation(s, "no MachineDeployment was seen", monitor.KindMachineDeployment)...)
+	}
 	for _, name := range s.names(monitor.KindMachineDeployment) {
 		d := s.get(monitor.KindMachineDeployment, name)
 		if d[monitor.FieldUpToDateCount] != d[monitor.FieldReplicas] || d[monitor.FieldAvailableCount] != d[monitor.FieldReplicas] || d[monitor.FieldVersion] != p.ToVersion {
@@ -372,6 +406,22 @@ func endWorkers(s *State, p Params) []Violation {
 		}
 	}
 	return out
+}
+
+// endKubeadmConfig: the ClusterConfiguration in kubeadm-config says the
+// new version. A KCP bypassed (or paused through the moment it would
+// update it) leaves it at the old one, and hosts that join or run
+// kubeadm upgrade node read that.
+func endKubeadmConfig(s *State, p Params) []Violation {
+	c := s.get(monitor.KindAddon, monitor.AddonKubeadmConfig)
+	if c == nil {
+		return violation(s, "no kubeadm-config ConfigMap was seen in the workload cluster", monitor.KindAddon+"/"+monitor.AddonKubeadmConfig)
+	}
+	if c[monitor.FieldVersion] != p.ToVersion {
+		return violation(s, fmt.Sprintf("kubeadm-config's ClusterConfiguration ends at kubernetesVersion %q, not %s (featureGates %s)",
+			c[monitor.FieldVersion], p.ToVersion, or(c[monitor.FieldFeatureGates], "none")), monitor.KindAddon+"/"+monitor.AddonKubeadmConfig)
+	}
+	return nil
 }
 
 // endKubeProxy: kubeadm's kube-proxy runs the image of the control

@@ -65,6 +65,22 @@ type State struct {
 	// whatever the API, which a lost quorum freezes, still says).
 	undrainedStops []string
 	stoppedNodes   map[string]bool
+	// Exercise counts what happened that rules judge (see Rule.Exercised).
+	Exercise Exercise
+}
+
+// Exercise is what happened in a run that a rule needs to have happened
+// to mean anything.
+type Exercise struct {
+	// Deprovisions: hosts that started deprovisioning; of them,
+	// ControlPlaneDeprovisions served a control-plane Machine last.
+	Deprovisions, ControlPlaneDeprovisions int
+	// Deletions: Machines that started deleting after the upgrade step
+	// (each a choice of which Machine goes).
+	Deletions int
+	// ControlPlaneDeletions: control-plane Machines that started
+	// deleting at any time.
+	ControlPlaneDeletions int
 }
 
 // budgetTrack follows one budget across polls: its healthy pods and
@@ -92,9 +108,35 @@ func newState() *State {
 		podNodes: map[string]string{}, stoppedNodes: map[string]bool{}}
 }
 
+// count records what the entry did that a rule judges (before the
+// entry is applied: a host's last consumer is known from earlier ones).
+func (s *State) count(e timeline.Entry) {
+	if e.Kind == monitor.KindMachine && e.New != nil && e.New[monitor.FieldDeleting] != "" && e.Old[monitor.FieldDeleting] == "" {
+		if e.New[monitor.FieldControlPlane] == "true" {
+			s.Exercise.ControlPlaneDeletions++
+		}
+		if s.Before != nil {
+			s.Exercise.Deletions++
+		}
+	}
+	if startsDeprovisioning(e) {
+		s.Exercise.Deprovisions++
+		consumer := e.New[monitor.FieldConsumer]
+		if consumer == "" {
+			consumer = s.LastConsumer[e.Name]
+		}
+		if consumer != "" && len(s.machines(func(m map[string]string) bool {
+			return m[monitor.FieldInfra] == consumer && m[monitor.FieldControlPlane] == "true"
+		})) > 0 {
+			s.Exercise.ControlPlaneDeprovisions++
+		}
+	}
+}
+
 // apply moves the state past one entry.
 func (s *State) apply(e timeline.Entry) {
 	s.Now, s.Entry = e.Time, e
+	s.count(e)
 	if e.Kind == timeline.KindStep {
 		if e.Name == StepDone && !s.apiDownSince.IsZero() {
 			why := "still unavailable when the upgrade ended"

@@ -153,10 +153,19 @@ func (e *providerEnv) waitUpdateFailed(t *testing.T, ctx context.Context, machin
 		return c.Reason == clusterv1.MachineInPlaceUpdateFailedReason, c.Reason + ": " + c.Message
 	})
 	bmm := &infrav1.BareMetalMachine{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: m.Spec.InfrastructureRef.Name}, bmm); err != nil {
-		t.Fatal(err)
-	}
-	return bmm.Annotations["inplace.upgradelab.dev/failed"]
+	var why string
+	waitFor(t, ctx, "BareMetalMachine of "+machine+" InPlaceUpdated=False with InPlaceUpdateFailed", func() (bool, string) {
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: m.Spec.InfrastructureRef.Name}, bmm); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(bmm.Status.Conditions, infrav1.InPlaceUpdatedCondition)
+		if c == nil {
+			return false, "no InPlaceUpdated condition"
+		}
+		why = c.Message
+		return c.Status == metav1.ConditionFalse && c.Reason == infrav1.InPlaceUpdateFailedReason, c.Reason + ": " + c.Message
+	})
+	return why
 }
 
 func sortedKeys[V any](m map[string]V) []string {

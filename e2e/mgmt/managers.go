@@ -26,8 +26,9 @@ type Provider struct {
 	Name string
 	// Binary is the manager's executable.
 	Binary string
-	// ConfigDir holds crd/bases (with crd/kustomization.yaml's labels) and
-	// webhook/manifests.yaml; empty for a manager without manifests.
+	// ConfigDir holds crd/bases (with crd/kustomization.yaml's labels;
+	// no crd/ for a manager without CRDs) and webhook/manifests.yaml;
+	// empty for a manager without manifests.
 	ConfigDir string
 	// ExtraCRDDirs hold CRDs installed as they are (no contract labels, no
 	// conversion), such as the BareMetalHost inventory's.

@@ -38,6 +38,9 @@ func (e webhookEndpoint) url(path string) *string {
 // more than one version.
 func loadCRDs(m managerSpec, ep webhookEndpoint) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	crdDir := filepath.Join(m.configDir, "crd")
+	if _, err := os.Stat(crdDir); errors.Is(err, os.ErrNotExist) {
+		return nil, nil // webhooks only (the in-place extension)
+	}
 	labels, err := kustomizationLabels(filepath.Join(crdDir, "kustomization.yaml"))
 	if err != nil {
 		return nil, err

@@ -257,7 +257,7 @@ func (p *Plane) install(ctx context.Context, managers []managerSpec, certs *webh
 	var allCRDs []*apiextensionsv1.CustomResourceDefinition
 	for _, m := range managers {
 		if m.configDir == "" {
-			continue // a runtime extension ships no manifests
+			continue // a manager without manifests
 		}
 		ep := webhookEndpoint{host: host, port: ports[m.name].webhook, caBundle: certs.caPEM}
 		crds, err := loadCRDs(m, ep)

@@ -209,8 +209,9 @@ func (r *Recorder) machineSets(ctx context.Context) (map[string]map[string]strin
 	return out, nil
 }
 
-// addons reads kube-proxy and CoreDNS in the workload cluster (once it
-// answers), by the names kubeadm gives them.
+// addons reads kube-proxy, CoreDNS and the kubeadm-config ConfigMap in
+// the workload cluster (once it answers), by the names kubeadm gives
+// them.
 func (r *Recorder) addons(ctx context.Context) (map[string]map[string]string, error) {
 	if r.workload == nil {
 		return nil, nil
@@ -225,6 +226,12 @@ func (r *Recorder) addons(ctx context.Context) (map[string]map[string]string, er
 	dep := &appsv1.Deployment{}
 	if err := r.workload.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "coredns"}, dep); err == nil {
 		out["coredns"] = AddonSummary(dep.Spec.Template.Spec.Containers)
+	} else if !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	cm := &corev1.ConfigMap{}
+	if err := r.workload.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "kubeadm-config"}, cm); err == nil {
+		out[AddonKubeadmConfig] = KubeadmConfigSummary(cm.Data["ClusterConfiguration"])
 	} else if !apierrors.IsNotFound(err) {
 		return nil, err
 	}

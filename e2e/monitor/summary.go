@@ -1,7 +1,9 @@
 package monitor
 
 import (
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -10,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 )
@@ -34,7 +37,12 @@ const (
 	FieldDeployment   = "deployment"
 	FieldInfra        = "infra"
 
-	FieldReplicas       = "replicas"
+	FieldReplicas = "replicas"
+	// FieldControlPlaneName is the KubeadmControlPlane a control-plane
+	// Machine belongs to (its control-plane-name label).
+	FieldControlPlaneName = "controlPlaneName"
+	// FieldFeatureGates are a ClusterConfiguration's ("A=true,B=false").
+	FieldFeatureGates   = "featureGates"
 	FieldMaxSurge       = "maxSurge"
 	FieldMaxUnavailable = "maxUnavailable"
 	FieldUpToDateCount  = "upToDateReplicas"
@@ -118,6 +126,9 @@ func MachineSummary(m *clusterv1.Machine) map[string]string {
 	}
 	_, cp := m.Labels[clusterv1.MachineControlPlaneLabel]
 	set(s, FieldControlPlane, cp)
+	if name := m.Labels[clusterv1.MachineControlPlaneNameLabel]; name != "" {
+		s[FieldControlPlaneName] = name
+	}
 	condition(s, FieldUpToDate, m.Status.Conditions, clusterv1.MachineUpToDateCondition)
 	condition(s, FieldAvailable, m.Status.Conditions, clusterv1.MachineAvailableCondition)
 	if t := m.Spec.Deletion.NodeDrainTimeoutSeconds; t != nil && *t > 0 {
@@ -190,6 +201,34 @@ func AddonSummary(containers []corev1.Container) map[string]string {
 		return map[string]string{}
 	}
 	return map[string]string{FieldImage: containers[0].Image}
+}
+
+// AddonKubeadmConfig names the kubeadm-config ConfigMap among the add-ons.
+const AddonKubeadmConfig = "kubeadm-config"
+
+// KubeadmConfigSummary is the kubernetesVersion and feature gates of the
+// ClusterConfiguration in kubeadm-config (kubeadm's YAML), which KCP
+// updates before it rolls a Machine and `kubeadm upgrade node` reads.
+func KubeadmConfigSummary(clusterConfiguration string) map[string]string {
+	var cc struct {
+		KubernetesVersion string          `json:"kubernetesVersion"`
+		FeatureGates      map[string]bool `json:"featureGates"`
+	}
+	s := map[string]string{}
+	if err := yaml.Unmarshal([]byte(clusterConfiguration), &cc); err != nil {
+		s[FieldVersion] = "unreadable: " + err.Error()
+		return s
+	}
+	s[FieldVersion] = cc.KubernetesVersion
+	var gates []string
+	for g, on := range cc.FeatureGates {
+		gates = append(gates, g+"="+strconv.FormatBool(on))
+	}
+	sort.Strings(gates)
+	if len(gates) > 0 {
+		s[FieldFeatureGates] = strings.Join(gates, ",")
+	}
+	return s
 }
 
 // HostSummary is a BareMetalHost's state and who holds it.

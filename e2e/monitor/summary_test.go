@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"strings"
 	"testing"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -82,3 +83,16 @@ func TestSummariesCarryWhatTheChecksRead(t *testing.T) {
 }
 
 func ptr(v int32) *int32 { return &v }
+
+func TestKubeadmConfigSummaryReadsTheVersionAndGates(t *testing.T) {
+	s := KubeadmConfigSummary("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.3\nfeatureGates:\n  B: false\n  A: true\n")
+	if s[FieldVersion] != "v1.36.3" || s[FieldFeatureGates] != "A=true,B=false" {
+		t.Fatalf("summary %v", s)
+	}
+	if s := KubeadmConfigSummary(""); s[FieldVersion] != "" || s[FieldFeatureGates] != "" {
+		t.Fatalf("empty ClusterConfiguration (CAPI's in-memory provider): %v", s)
+	}
+	if s := KubeadmConfigSummary("kubernetesVersion: [1"); !strings.HasPrefix(s[FieldVersion], "unreadable") {
+		t.Fatalf("broken YAML: %v", s)
+	}
+}

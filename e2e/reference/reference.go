@@ -82,14 +82,21 @@ func Build(ctx context.Context, dir, name string) (string, error) {
 
 // Extension describes the in-place update extension to the plane: a
 // runtime extension (the plane registers its ExtensionConfig) that
-// reaches hosts with the same kind of certificate as the provider.
+// reaches hosts with the same kind of certificate as the provider, with
+// the single-node pause as its one admission webhook
+// (providers/inplace/config).
 func Extension(s *site.Site, binary, certDir string, args ...string) (mgmt.Provider, error) {
 	if err := s.WriteProviderCertificate(certDir); err != nil {
 		return mgmt.Provider{}, err
 	}
+	root, err := RepoRoot()
+	if err != nil {
+		return mgmt.Provider{}, err
+	}
 	return mgmt.Provider{
 		Name: "inplace", Binary: binary, RuntimeExtension: true,
-		Args: append([]string{"--ca-file=" + s.CAFile, "--cert-dir=" + certDir}, args...),
+		ConfigDir: filepath.Join(root, "providers", "inplace", "config"),
+		Args:      append([]string{"--ca-file=" + s.CAFile, "--cert-dir=" + certDir}, args...),
 	}, nil
 }
 

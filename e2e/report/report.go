@@ -344,14 +344,14 @@ var pageTemplate = template.Must(template.New("report").Parse(`<!doctype html>
 body{font:14px system-ui,sans-serif;margin:2em}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;font-size:12px}
 th.rule{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap}
-.pass{background:#c8e6c9}.fail{background:#ffcdd2;font-weight:bold}.na{background:#eee;color:#777}
+.pass{background:#c8e6c9}.fail{background:#ffcdd2;font-weight:bold}.na{background:#eee;color:#777}.unex{background:#fff3c4;color:#6d5c00}.xfail{background:#ffe0b2}
 .v{font-family:monospace;font-size:12px}
 </style></head><body>
 <h1>upgradelab e2e report</h1>
-<p>Generated {{.Generated}}. Each cell is one rule (see docs/CONFORMANCE.md) in one run: pass, fail (hover for the first violation) or n/a (the rule means nothing for that run).</p>
+<p>Generated {{.Generated}}. Each cell is one rule (see docs/CONFORMANCE.md) in one run: pass, fail (hover for the first violation), expected fail (a fault variant broke it, as it was to), not exercised (it applies and held, but what it judges never happened in the run, so it could not have failed: not a pass) or n/a (the rule means nothing for that run).</p>
 <table><tr><th>run</th><th>provider</th><th>strategy</th><th>time</th>{{range .Rules}}<th class="rule" title="{{.Why}}">{{.Name}}</th>{{end}}</tr>
 {{range .Runs}}<tr><td><a href="#{{.Anchor}}">{{.Name}}</a>{{if .Error}} <b>stopped</b>{{end}}</td><td>{{.Provider}}</td><td>{{.Strategy}}</td><td>{{.Duration}}</td>
-{{range .Cells}}<td class="{{if eq .Status "pass"}}pass{{else if eq .Status "fail"}}fail{{else}}na{{end}}" title="{{.Title}}">{{.Status}}</td>{{end}}</tr>
+{{range .Cells}}<td class="{{if eq .Status "pass"}}pass{{else if eq .Status "fail"}}fail{{else if eq .Status "not exercised"}}unex{{else if eq .Status "expected fail"}}xfail{{else}}na{{end}}" title="{{.Title}}">{{.Status}}</td>{{end}}</tr>
 {{end}}</table>
 {{with .Layout}}<h2 id="layout">Layout</h2>
 <p>{{.Processes}} process(es) ran the runs, each run on its own plane and lab; {{.Wall}} from the first start to the last end. Hover a bar for its run.</p>

@@ -29,10 +29,11 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 	broken := check.Violation{Time: t0, Rule: "host-bound-once", Objects: []string{"BareMetalHost/node-0"}, Message: "bound twice"}
 	res := runner.Result{Provider: "baremetal", Scenario: "single-node-in-place", Form: scenario.Plain, Strategy: "in-place", Duration: 90 * time.Second,
 		Timeline: filepath.Join(dir, "timeline.jsonl"),
-		Checks:   []check.Result{{Rule: "host-bound-once", Status: check.Fail, Violations: []check.Violation{broken}}, {Rule: "same-machines", Status: check.Pass}}}
+		Checks: []check.Result{{Rule: "host-bound-once", Status: check.Fail, Violations: []check.Violation{broken}}, {Rule: "same-machines", Status: check.Pass},
+			{Rule: "deletion-order", Status: check.NotExercised}}}
 	theirs := runner.Result{Provider: "inmemory", Scenario: "single-node-in-place", Form: scenario.Plain, Strategy: "in-place",
 		Timeline: filepath.Join(dir, "missing.jsonl"),
-		Checks:   []check.Result{{Rule: "host-bound-once", Status: check.NotApplicable}, {Rule: "same-machines", Status: check.Pass}}}
+		Checks:   []check.Result{{Rule: "host-bound-once", Status: check.NotApplicable}, {Rule: "same-machines", Status: check.Pass}, {Rule: "deletion-order", Status: check.Pass}}}
 	res.Profile = runner.Profile{Phases: []runner.PhaseTime{{Name: runner.PhaseUpgrade, Took: 40 * time.Second}}}
 	layout := Layout{Processes: 2, Runs: []Placement{
 		{Run: RunAnchor(res), Process: 1, Start: t0, End: t0.Add(90 * time.Second)},
@@ -46,7 +47,7 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(html)
-	for _, want := range []string{"single-node-in-place (plain)", `class="fail" title="`, "bound twice", `<rect x=`, "Machine/sc-cp-a", "BareMetalHost/node-0", "stroke-dasharray",
+	for _, want := range []string{"single-node-in-place (plain)", `class="fail" title="`, `class="unex" title="">not exercised</td>`, "bound twice", `<rect x=`, "Machine/sc-cp-a", "BareMetalHost/node-0", "stroke-dasharray",
 		"2 process(es) ran the runs", ">process 1<", ">process 2<", RunAnchor(res) + ": from 0s for 1m30s", "wall: upgrade 40s"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report.html lacks %q", want)
@@ -63,7 +64,7 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 	}
 	row := page[other:]
 	row = row[:strings.Index(row, "</tr>")]
-	if !strings.Contains(row, `class="na" title="">n/a</td>`) || strings.Count(row, `class="pass"`) != 1 {
-		t.Errorf("inmemory row should show host-bound-once n/a and one pass: %s", row)
+	if !strings.Contains(row, `class="na" title="">n/a</td>`) || strings.Count(row, `class="pass"`) != 2 {
+		t.Errorf("inmemory row should show host-bound-once n/a and two passes: %s", row)
 	}
 }

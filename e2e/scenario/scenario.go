@@ -245,8 +245,9 @@ const (
 	Upgraded   Outcome = "upgraded"
 	RolledBack Outcome = "rolled-back"
 	// Stalled: a fault the cluster cannot survive (its only
-	// control-plane host dead) stops the upgrade; the end rules do not
-	// apply, the rules the fault breaks are named in brokenRules.
+	// control-plane host dead), or a change CAPI can only roll out where
+	// no host is free, stops the upgrade; the end rules do not apply,
+	// the rules the stall breaks are named in brokenRules.
 	Stalled Outcome = "stalled"
 )
 
@@ -416,8 +417,8 @@ func (s *Scenario) validate() []string {
 			bad("expect.outcome", "rolled-back needs strategy in-place (only an in-place update falls back to the slot it left)")
 		}
 	case Stalled:
-		if len(s.Faults) == 0 {
-			bad("expect.outcome", "stalled needs a fault that stalls the upgrade")
+		if len(s.Faults) == 0 && len(s.Expect.BrokenRules) == 0 {
+			bad("expect.outcome", "stalled needs a fault that stalls the upgrade, or the rules the stall breaks (expect.brokenRules)")
 		}
 		if s.Expect.StallFor.Duration <= 0 {
 			bad("expect.stallFor", "stalled needs how long to watch the stalled upgrade (e.g. 20s)")

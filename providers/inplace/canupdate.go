@@ -11,49 +11,127 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 
 	"gomodules.xyz/jsonpatch/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+	"github.com/upgradelab/upgradelab/sim/agent"
 	"github.com/upgradelab/upgradelab/sim/image"
+	"github.com/upgradelab/upgradelab/sim/nic"
 )
 
 // ManifestReader reads the manifest of the image at a URL (the header of
 // the image bundle), to check an image's Kubernetes version.
 type ManifestReader func(ctx context.Context, url string) (image.Manifest, error)
 
-// coverMachine declares what this extension changes in place on one
-// machine: the OS image (spec.image of the BareMetalMachine), the NIC
-// firmware (spec.nicFirmware; whether an order keeps the NIC up is
-// checked when the update runs, against the NVM the host really has) and,
-// when the image carries it, the Kubernetes version, with the kubeadm
-// feature gates KCP sets per version (a `kubeadm upgrade` applies them;
-// currentKC and desiredKC are nil for a MachineSet). Everything else is
-// left different, so CAPI rolls the machine out instead (a new host
-// selector, another bootstrap change).
-func coverMachine(ctx context.Context, readManifest ManifestReader, current, desired *clusterv1.MachineSpec, currentBMM, desiredBMM *infrav1.BareMetalMachineSpec, currentKC, desiredKC *bootstrapv1.KubeadmConfigSpec) error {
-	currentBMM.Image = desiredBMM.Image
-	currentBMM.NICFirmware = desiredBMM.NICFirmware.DeepCopy()
-	if current.Version == desired.Version {
-		return nil
+// HostReader reads the agent's report of the host behind a Machine (its
+// running OS, slots and NIC ports), found through the Machine's Node.
+type HostReader func(ctx context.Context, machine client.ObjectKey) (agent.Status, error)
+
+// coverage is one CanUpdate question: the current objects (patched in
+// place toward the desired ones in what the extension covers) and the
+// hosts they run on (one for a Machine, every Machine's for a MachineSet).
+// currentKC and desiredKC are nil for a MachineSet.
+type coverage struct {
+	current, desired       *clusterv1.MachineSpec
+	currentBMM, desiredBMM *infrav1.BareMetalMachineSpec
+	currentKC, desiredKC   *bootstrapv1.KubeadmConfigSpec
+	hosts                  []agent.Status
+}
+
+// cover is the one place that decides whether a change can be made in
+// place. It claims only what UpdateMachine applies: the OS image
+// (spec.image, which must carry the desired Kubernetes version), the NIC
+// firmware (spec.nicFirmware, only when every host has an order of image
+// and NVM that keeps its links up, from the NVM it reports and the
+// drivers of both images), the version, and the kubeadm feature gates KCP
+// sets per version (the host's `kubeadm upgrade node` applies the
+// cluster's kubeadm-config, and UpdateMachine waits until the host
+// reports them). Anything it does not cover stays different (a new host
+// selector, any other bootstrap change), and a refusal leaves everything
+// different, so CAPI rolls out instead. The refusal says why.
+func (h *Handlers) cover(ctx context.Context, c coverage) (refusal string, err error) {
+	imageChanges := c.currentBMM.Image != c.desiredBMM.Image
+	var next image.Manifest
+	if imageChanges || c.current.Version != c.desired.Version {
+		if next, err = h.updater.ReadManifest(ctx, c.desiredBMM.Image.URL); err != nil {
+			return "", fmt.Errorf("reading the manifest of %s: %w", c.desiredBMM.Image.URL, err)
+		}
+		if next.KubernetesVersion != c.desired.Version {
+			return fmt.Sprintf("image %s carries Kubernetes %s, not %s", c.desiredBMM.Image.URL, next.KubernetesVersion, c.desired.Version), nil
+		}
 	}
-	m, err := readManifest(ctx, desiredBMM.Image.URL)
+	if fw := c.desiredBMM.NICFirmware; fw != nil {
+		nvm, err := h.updater.ReadFirmware(ctx, fw.URL)
+		if err != nil {
+			return "", fmt.Errorf("reading the firmware package %s: %w", fw.URL, err)
+		}
+		for _, st := range c.hosts {
+			if refusal := nicRefusal(st, next, imageChanges, nvm); refusal != "" {
+				return refusal, nil
+			}
+		}
+	}
+	c.currentBMM.Image = c.desiredBMM.Image
+	c.currentBMM.NICFirmware = c.desiredBMM.NICFirmware.DeepCopy()
+	c.current.Version = c.desired.Version
+	if c.currentKC != nil && c.desiredKC != nil {
+		c.currentKC.ClusterConfiguration.FeatureGates = maps.Clone(c.desiredKC.ClusterConfiguration.FeatureGates)
+	}
+	return "", nil
+}
+
+// nicRefusal says why a host cannot take an NVM change with the image
+// change in place ("" when it can, or has nothing to flash): the order
+// is the one UpdateMachine will follow (planNIC).
+func nicRefusal(st agent.Status, next image.Manifest, imageChanges bool, nvm nic.NVMImage) string {
+	if st.OS == nil {
+		return fmt.Sprintf("host %s reports no running OS, so its NIC firmware cannot be judged", st.Host)
+	}
+	ports, api, err := portsToFlash(st.OS.Links, nvm)
 	if err != nil {
-		return fmt.Errorf("reading the manifest of %s: %w", desiredBMM.Image.URL, err)
+		return fmt.Sprintf("host %s: %v", st.Host, err)
 	}
-	if m.KubernetesVersion != desired.Version {
-		return nil // the image does not carry the version: roll out
+	if len(ports) == 0 {
+		return ""
 	}
-	current.Version = desired.Version
-	if currentKC != nil && desiredKC != nil {
-		currentKC.ClusterConfiguration.FeatureGates = desiredKC.ClusterConfiguration.FeatureGates
+	running := st.OS.Image.I40eDriver()
+	driver := running
+	if imageChanges {
+		driver = next.I40eDriver()
 	}
-	return nil
+	if _, err := planNIC(running, driver, imageChanges, api, nvm.API); err != nil {
+		return fmt.Sprintf("host %s: NVM %s: %v", st.Host, nvm.Firmware, err)
+	}
+	return ""
+}
+
+// ours says whether a request's infrastructure object is of the kind
+// this extension updates; any other kind is answered with no patches
+// (so CAPI rolls it out), never a Failure, which CAPI would retry forever.
+func ours(raw runtime.RawExtension, kind string) bool {
+	var meta metav1.TypeMeta
+	data := raw.Raw
+	if data == nil && raw.Object != nil {
+		var err error
+		if data, err = json.Marshal(raw.Object); err != nil {
+			return false
+		}
+	}
+	if json.Unmarshal(data, &meta) != nil {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(meta.APIVersion)
+	return err == nil && gv.Group == infrav1.GroupVersion.Group && meta.Kind == kind
 }
 
 // Handlers serve the three hooks.
@@ -81,9 +159,17 @@ func (h *Handlers) decode(raw runtime.RawExtension, into runtime.Object) error {
 }
 
 // DoCanUpdateMachine answers KCP: patches that make the current objects
-// equal the desired ones in what can change in place.
+// equal the desired ones in what can change in place, or none (CAPI then
+// rolls the Machine out). A Failure means the question could not be
+// answered now (a manifest or host that could not be read); KCP asks
+// again.
 func (h *Handlers) DoCanUpdateMachine(ctx context.Context, req *runtimehooksv1.CanUpdateMachineRequest, resp *runtimehooksv1.CanUpdateMachineResponse) {
 	log := ctrl.LoggerFrom(ctx).WithValues("Machine", req.Desired.Machine.Name)
+	resp.Status = runtimehooksv1.ResponseStatusSuccess
+	if !ours(req.Current.InfrastructureMachine, "BareMetalMachine") {
+		log.Info("CanUpdateMachine: not a BareMetalMachine; no in-place update")
+		return
+	}
 	current, desired := req.Current.Machine.DeepCopy(), req.Desired.Machine.DeepCopy()
 	currentBMM, desiredBMM := &infrav1.BareMetalMachine{}, &infrav1.BareMetalMachine{}
 	if err := h.decode(req.Current.InfrastructureMachine, currentBMM); err != nil {
@@ -103,12 +189,27 @@ func (h *Handlers) DoCanUpdateMachine(ctx context.Context, req *runtimehooksv1.C
 		fail(&resp.CommonResponse, "desired bootstrap config: %v", err)
 		return
 	}
+	var hosts []agent.Status
+	if desiredBMM.Spec.NICFirmware != nil {
+		st, err := h.updater.readHost(ctx, client.ObjectKeyFromObject(&req.Current.Machine))
+		if err != nil {
+			fail(&resp.CommonResponse, "the host of Machine %s: %v", req.Current.Machine.Name, err)
+			return
+		}
+		hosts = append(hosts, st)
+	}
 	originalBMM, originalKC := currentBMM.DeepCopy(), currentKC.DeepCopy()
-	if err := coverMachine(ctx, h.updater.ReadManifest, &current.Spec, &desired.Spec, &currentBMM.Spec, &desiredBMM.Spec, &currentKC.Spec, &desiredKC.Spec); err != nil {
+	refusal, err := h.cover(ctx, coverage{current: &current.Spec, desired: &desired.Spec, currentBMM: &currentBMM.Spec, desiredBMM: &desiredBMM.Spec,
+		currentKC: &currentKC.Spec, desiredKC: &desiredKC.Spec, hosts: hosts})
+	if err != nil {
 		fail(&resp.CommonResponse, "%v", err)
 		return
 	}
-	var err error
+	if refusal != "" {
+		log.Info("CanUpdateMachine: not in place", "why", refusal)
+		resp.Message = "not in place: " + refusal
+		return
+	}
 	if resp.MachinePatch, err = patchFrom(req.Current.Machine, current); err == nil {
 		resp.InfrastructureMachinePatch, err = patchFrom(originalBMM, currentBMM)
 	}
@@ -119,13 +220,19 @@ func (h *Handlers) DoCanUpdateMachine(ctx context.Context, req *runtimehooksv1.C
 		fail(&resp.CommonResponse, "%v", err)
 		return
 	}
-	log.Info("CanUpdateMachine", "machinePatch", string(resp.MachinePatch.Patch), "infraPatch", string(resp.InfrastructureMachinePatch.Patch))
-	resp.Status = runtimehooksv1.ResponseStatusSuccess
+	log.Info("CanUpdateMachine", "machinePatch", string(resp.MachinePatch.Patch), "infraPatch", string(resp.InfrastructureMachinePatch.Patch), "bootstrapPatch", string(resp.BootstrapConfigPatch.Patch))
 }
 
 // DoCanUpdateMachineSet answers the MachineDeployment controller, on
-// templates.
+// templates; the hosts judged are those of the current MachineSet's
+// Machines, which an in-place update would move to the new one.
 func (h *Handlers) DoCanUpdateMachineSet(ctx context.Context, req *runtimehooksv1.CanUpdateMachineSetRequest, resp *runtimehooksv1.CanUpdateMachineSetResponse) {
+	log := ctrl.LoggerFrom(ctx).WithValues("MachineSet", req.Current.MachineSet.Name)
+	resp.Status = runtimehooksv1.ResponseStatusSuccess
+	if !ours(req.Current.InfrastructureMachineTemplate, "BareMetalMachineTemplate") {
+		log.Info("CanUpdateMachineSet: not a BareMetalMachineTemplate; no in-place update")
+		return
+	}
 	current, desired := req.Current.MachineSet.DeepCopy(), req.Desired.MachineSet.DeepCopy()
 	currentT, desiredT := &infrav1.BareMetalMachineTemplate{}, &infrav1.BareMetalMachineTemplate{}
 	if err := h.decode(req.Current.InfrastructureMachineTemplate, currentT); err != nil {
@@ -136,20 +243,62 @@ func (h *Handlers) DoCanUpdateMachineSet(ctx context.Context, req *runtimehooksv
 		fail(&resp.CommonResponse, "desired infrastructure machine template: %v", err)
 		return
 	}
+	var hosts []agent.Status
+	if desiredT.Spec.Template.Spec.NICFirmware != nil {
+		var err error
+		if hosts, err = h.hostsOfMachineSet(ctx, &req.Current.MachineSet); err != nil {
+			fail(&resp.CommonResponse, "the hosts of MachineSet %s: %v", req.Current.MachineSet.Name, err)
+			return
+		}
+	}
 	originalT := currentT.DeepCopy()
-	if err := coverMachine(ctx, h.updater.ReadManifest, &current.Spec.Template.Spec, &desired.Spec.Template.Spec, &currentT.Spec.Template.Spec, &desiredT.Spec.Template.Spec, nil, nil); err != nil {
+	refusal, err := h.cover(ctx, coverage{current: &current.Spec.Template.Spec, desired: &desired.Spec.Template.Spec,
+		currentBMM: &currentT.Spec.Template.Spec, desiredBMM: &desiredT.Spec.Template.Spec, hosts: hosts})
+	if err != nil {
 		fail(&resp.CommonResponse, "%v", err)
 		return
 	}
-	var err error
+	if refusal != "" {
+		log.Info("CanUpdateMachineSet: not in place", "why", refusal)
+		resp.Message = "not in place: " + refusal
+		return
+	}
 	if resp.MachineSetPatch, err = patchFrom(req.Current.MachineSet, current); err == nil {
 		resp.InfrastructureMachineTemplatePatch, err = patchFrom(originalT, currentT)
 	}
 	if err != nil {
 		fail(&resp.CommonResponse, "%v", err)
-		return
 	}
-	resp.Status = runtimehooksv1.ResponseStatusSuccess
+}
+
+// hostsOfMachineSet reads the host of every Machine the MachineSet owns.
+func (h *Handlers) hostsOfMachineSet(ctx context.Context, ms *clusterv1.MachineSet) ([]agent.Status, error) {
+	machines := &clusterv1.MachineList{}
+	if err := h.updater.Client.List(ctx, machines, client.InNamespace(ms.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: ms.Spec.ClusterName}); err != nil {
+		return nil, err
+	}
+	var out []agent.Status
+	for i := range machines.Items {
+		m := &machines.Items[i]
+		if !ownedBy(m, ms.Name) || !m.DeletionTimestamp.IsZero() {
+			continue
+		}
+		st, err := h.updater.readHost(ctx, client.ObjectKeyFromObject(m))
+		if err != nil {
+			return nil, fmt.Errorf("Machine %s: %w", m.Name, err)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func ownedBy(m *clusterv1.Machine, machineSet string) bool {
+	for _, ref := range m.OwnerReferences {
+		if ref.Kind == "MachineSet" && ref.Name == machineSet {
+			return true
+		}
+	}
+	return false
 }
 
 func fail(resp *runtimehooksv1.CommonResponse, format string, args ...any) {

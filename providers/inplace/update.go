@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,6 +12,9 @@ import (
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -50,6 +54,9 @@ type Updater struct {
 	// the wanted NVM's API version, which order the NIC flash.
 	ReadManifest ManifestReader
 	ReadFirmware FirmwareReader
+	// ReadHost reads a Machine's host for CanUpdate (nil: through the
+	// Machine's Node and its agent, HostStatus).
+	ReadHost HostReader
 	// Workloads reaches a cluster's API server.
 	Workloads *Workloads
 	// HealthGrace is how long a freshly booted slot may fail its health
@@ -99,7 +106,14 @@ func (h *Handlers) DoUpdateMachine(ctx context.Context, req *runtimehooksv1.Upda
 		fail(&resp.CommonResponse, "desired infrastructure machine: %v", err)
 		return
 	}
-	p, err := h.updater.step(ctx, &req.Desired.Machine, bmm)
+	kc := &bootstrapv1.KubeadmConfig{}
+	if req.Desired.BootstrapConfig.Raw != nil || req.Desired.BootstrapConfig.Object != nil {
+		if err := h.decode(req.Desired.BootstrapConfig, kc); err != nil {
+			fail(&resp.CommonResponse, "desired bootstrap config: %v", err)
+			return
+		}
+	}
+	p, err := h.updater.step(ctx, &req.Desired.Machine, bmm, kc)
 	switch {
 	case err != nil:
 		// A step that could not run (API server, agent unreachable) is
@@ -115,6 +129,9 @@ func (h *Handlers) DoUpdateMachine(ctx context.Context, req *runtimehooksv1.Upda
 		resp.Status = runtimehooksv1.ResponseStatusSuccess
 	}
 	resp.Message = p.message
+	if err == nil {
+		h.updater.reportCondition(ctx, bmm, p)
+	}
 	log.Info("UpdateMachine", "status", resp.Status, "retryAfterSeconds", resp.RetryAfterSeconds, "message", resp.Message)
 }
 
@@ -123,54 +140,118 @@ func (h *Handlers) DoUpdateMachine(ctx context.Context, req *runtimehooksv1.Upda
 // A failed update leaves the node as it found it once the host runs a
 // committed slot again (the old one it fell back to, or the one it never
 // left): uncordoned, so the pods the drain moved may come back.
-func (u *Updater) step(ctx context.Context, desired *clusterv1.Machine, desiredBMM *infrav1.BareMetalMachine) (progress, error) {
-	p, err := u.next(ctx, desired, desiredBMM)
+func (u *Updater) step(ctx context.Context, desired *clusterv1.Machine, desiredBMM *infrav1.BareMetalMachine, desiredKC *bootstrapv1.KubeadmConfig) (progress, error) {
+	p, err := u.next(ctx, desired, desiredBMM, desiredKC)
 	if err == nil && p.failed {
 		u.uncordonOnAGoodSlot(ctx, desired)
 	}
 	return p, err
 }
 
+// reportCondition writes the BareMetalMachine's InPlaceUpdated condition
+// for a step's outcome (best effort: the next call writes it again). An
+// update in progress is written once, not at every message.
+func (u *Updater) reportCondition(ctx context.Context, desiredBMM *infrav1.BareMetalMachine, p progress) {
+	c := metav1.Condition{Type: infrav1.InPlaceUpdatedCondition, Status: metav1.ConditionFalse, Reason: infrav1.InPlaceUpdatingReason, Message: "in-place update in progress"}
+	switch {
+	case p.failed:
+		c.Reason, c.Message = infrav1.InPlaceUpdateFailedReason, p.message
+	case p.done:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, infrav1.InPlaceUpdatedReason, p.message
+	}
+	bmm := &infrav1.BareMetalMachine{}
+	if err := u.Client.Get(ctx, client.ObjectKeyFromObject(desiredBMM), bmm); err != nil {
+		return
+	}
+	if old := meta.FindStatusCondition(bmm.Status.Conditions, c.Type); old != nil && old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
+		return
+	}
+	before := bmm.DeepCopy()
+	c.ObservedGeneration = bmm.Generation
+	meta.SetStatusCondition(&bmm.Status.Conditions, c)
+	_ = u.Client.Status().Patch(ctx, bmm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
 // uncordonOnAGoodSlot uncordons the Machine's node when its host runs a
 // committed slot; best effort (a failed update is answered again, and
 // this with it).
 func (u *Updater) uncordonOnAGoodSlot(ctx context.Context, desired *clusterv1.Machine) {
-	// The hook's request carries the desired Machine's spec; its node is
-	// in the stored Machine's status.
-	machine := &clusterv1.Machine{}
-	if u.Client.Get(ctx, client.ObjectKeyFromObject(desired), machine) != nil || !machine.Status.NodeRef.IsDefined() {
+	h, failure, err := u.findHost(ctx, client.ObjectKeyFromObject(desired))
+	if err != nil || failure != "" || !h.node.Spec.Unschedulable {
 		return
 	}
-	wl, err := u.Workloads.Client(ctx, machine.Namespace, machine.Spec.ClusterName)
-	if err != nil {
-		return
-	}
-	node := &corev1.Node{}
-	if wl.Get(ctx, client.ObjectKey{Name: machine.Status.NodeRef.Name}, node) != nil || !node.Spec.Unschedulable {
-		return
-	}
-	url := node.Annotations[agent.AgentURLAnnotation]
-	if url == "" {
-		return
-	}
-	st, err := hostagent.New(u.AgentHTTP, url).Status(ctx)
+	st, err := h.agent.Status(ctx)
 	if err != nil || st.OS == nil || st.OS.Source != lab.FromDiskSlot {
 		return
 	}
 	if slot := st.Slots[st.OS.Slot]; slot == nil || !slot.Good {
 		return
 	}
-	patch := client.MergeFrom(node.DeepCopy())
-	node.Spec.Unschedulable = false
-	_ = wl.Patch(ctx, node, patch)
+	patch := client.MergeFrom(h.node.DeepCopy())
+	h.node.Spec.Unschedulable = false
+	_ = h.wl.Patch(ctx, h.node, patch)
+}
+
+// machineHost is a Machine as stored (the hook's request carries the
+// desired spec; the node is in the stored status), its Node and the
+// agent of its host.
+type machineHost struct {
+	machine *clusterv1.Machine
+	wl      client.Client
+	node    *corev1.Node
+	agent   *hostagent.Client
+}
+
+// findHost follows a Machine to its host's agent: the Machine's nodeRef,
+// the Node's agent-url annotation. failure says why a Machine has no host
+// to update (no Node, no agent published); err is a read that may work
+// next time.
+func (u *Updater) findHost(ctx context.Context, key client.ObjectKey) (h machineHost, failure string, err error) {
+	h.machine = &clusterv1.Machine{}
+	if err := u.Client.Get(ctx, key, h.machine); err != nil {
+		return h, "", err
+	}
+	if !h.machine.Status.NodeRef.IsDefined() {
+		return h, "the Machine has no Node", nil
+	}
+	if h.wl, err = u.Workloads.Client(ctx, h.machine.Namespace, h.machine.Spec.ClusterName); err != nil {
+		return h, "", err
+	}
+	h.node = &corev1.Node{}
+	if err := h.wl.Get(ctx, client.ObjectKey{Name: h.machine.Status.NodeRef.Name}, h.node); err != nil {
+		return h, "", fmt.Errorf("node %s: %w", h.machine.Status.NodeRef.Name, err)
+	}
+	url := h.node.Annotations[agent.AgentURLAnnotation]
+	if url == "" {
+		return h, "node " + h.node.Name + " publishes no host agent (annotation " + agent.AgentURLAnnotation + ")", nil
+	}
+	h.agent = hostagent.New(u.AgentHTTP, url)
+	return h, "", nil
+}
+
+// readHost reads a Machine's host with ReadHost or HostStatus.
+func (u *Updater) readHost(ctx context.Context, key client.ObjectKey) (agent.Status, error) {
+	if u.ReadHost != nil {
+		return u.ReadHost(ctx, key)
+	}
+	return u.HostStatus(ctx, key)
+}
+
+// HostStatus is the agent's report of the host behind a Machine (a
+// HostReader).
+func (u *Updater) HostStatus(ctx context.Context, key client.ObjectKey) (agent.Status, error) {
+	h, failure, err := u.findHost(ctx, key)
+	switch {
+	case err != nil:
+		return agent.Status{}, err
+	case failure != "":
+		return agent.Status{}, errors.New(failure)
+	}
+	return h.agent.Status(ctx)
 }
 
 // next is one step of the update (see step).
-func (u *Updater) next(ctx context.Context, desired *clusterv1.Machine, desiredBMM *infrav1.BareMetalMachine) (progress, error) {
-	machine := &clusterv1.Machine{}
-	if err := u.Client.Get(ctx, client.ObjectKeyFromObject(desired), machine); err != nil {
-		return progress{}, err
-	}
+func (u *Updater) next(ctx context.Context, desired *clusterv1.Machine, desiredBMM *infrav1.BareMetalMachine, desiredKC *bootstrapv1.KubeadmConfig) (progress, error) {
 	bmm := &infrav1.BareMetalMachine{}
 	if err := u.Client.Get(ctx, client.ObjectKeyFromObject(desiredBMM), bmm); err != nil {
 		return progress{}, err
@@ -180,22 +261,14 @@ func (u *Updater) next(ctx context.Context, desired *clusterv1.Machine, desiredB
 	if msg, ok := failedFor(bmm, key); ok {
 		return progress{failed: true, message: msg}, nil
 	}
-	if !machine.Status.NodeRef.IsDefined() {
-		return progress{failed: true, message: "the Machine has no Node"}, nil
-	}
-	wl, err := u.Workloads.Client(ctx, machine.Namespace, machine.Spec.ClusterName)
-	if err != nil {
+	h, failure, err := u.findHost(ctx, client.ObjectKeyFromObject(desired))
+	switch {
+	case err != nil:
 		return progress{}, err
+	case failure != "":
+		return progress{failed: true, message: failure}, nil
 	}
-	node := &corev1.Node{}
-	if err := wl.Get(ctx, client.ObjectKey{Name: machine.Status.NodeRef.Name}, node); err != nil {
-		return progress{}, fmt.Errorf("node %s: %w", machine.Status.NodeRef.Name, err)
-	}
-	url := node.Annotations[agent.AgentURLAnnotation]
-	if url == "" {
-		return progress{failed: true, message: "node " + node.Name + " publishes no host agent (annotation " + agent.AgentURLAnnotation + ")"}, nil
-	}
-	ag := hostagent.New(u.AgentHTTP, url)
+	machine, wl, node, ag := h.machine, h.wl, h.node, h.agent
 	st, err := ag.Status(ctx)
 	if err != nil {
 		return running("host agent of %s not answering (rebooting?)", node.Name), nil
@@ -214,7 +287,7 @@ func (u *Updater) next(ctx context.Context, desired *clusterv1.Machine, desiredB
 	case flash != nil && flash.plan.order == nicFirst:
 		return u.flashNIC(ctx, bmm, wl, node, flash, key)
 	case onNewImage:
-		return u.afterReboot(ctx, machine, bmm, wl, node, ag, st, slot, flash, key)
+		return u.afterReboot(ctx, machine, bmm, desiredKC, wl, node, ag, st, slot, flash, key)
 	}
 	return u.beforeReboot(ctx, machine, bmm, wl, node, ag, st, want, key)
 }
@@ -283,7 +356,7 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 // afterReboot runs on the new image: health check (commit), the NIC
 // flash when it comes after the image, uncordon, wait for the Node to
 // report the new kubelet.
-func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agent.Status, slot *disk.Slot, flash *nicFlash, key string) (progress, error) {
+func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, desiredKC *bootstrapv1.KubeadmConfig, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agent.Status, slot *disk.Slot, flash *nicFlash, key string) (progress, error) {
 	if !slot.Good {
 		h, err := ag.Health(ctx)
 		if err != nil {
@@ -307,6 +380,14 @@ func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, b
 	if msg := linksDown(st.OS.Links); msg != "" && bmm.Spec.NICFirmware != nil {
 		return u.recordFailure(ctx, bmm, key, fmt.Sprintf("after the NVM update of %s: %s", node.Name, msg))
 	}
+	if _, cp := machine.Labels[clusterv1.MachineControlPlaneLabel]; cp {
+		if p, ok := kubeadmApplied(st, desiredKC); !ok {
+			if p.failed {
+				return u.recordFailure(ctx, bmm, key, p.message)
+			}
+			return p, nil
+		}
+	}
 	if node.Spec.Unschedulable {
 		patch := client.MergeFrom(node.DeepCopy())
 		node.Spec.Unschedulable = false
@@ -320,8 +401,6 @@ func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, b
 	return progress{done: true, message: fmt.Sprintf("%s runs %s from slot %s", node.Name, st.OS.Image.Name, st.OS.Slot)}, nil
 }
 
-// stage writes the image in the background (a hook call must answer in
-// seconds); done reports when it has finished.
 // stage writes want into slot in the background and reports whether it
 // is written. A write cut short (see cutShort) is started again, up to
 // maxWrites; a failure the agent reported is returned.
@@ -449,4 +528,21 @@ func nodeReady(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// kubeadmApplied says whether the control-plane host runs what the
+// KubeadmConfig claims for it: `kubeadm upgrade node` on the new image
+// applied the cluster's kubeadm-config, whose feature gates KCP updates
+// before it updates a Machine. Other gates than the desired ones mean the
+// kubeadm-config was not updated, which a reboot would not change: the
+// update fails.
+func kubeadmApplied(st agent.Status, desiredKC *bootstrapv1.KubeadmConfig) (progress, bool) {
+	if st.Kubeadm == nil || st.Kubeadm.KubernetesVersion != st.OS.Image.KubernetesVersion {
+		return running("waiting for kubeadm upgrade node on %s", st.Host), false
+	}
+	want := desiredKC.Spec.ClusterConfiguration.FeatureGates
+	if !maps.Equal(st.Kubeadm.FeatureGates, want) {
+		return progress{failed: true, message: fmt.Sprintf("kubeadm upgrade node on %s applied feature gates %v from the cluster's kubeadm-config; the KubeadmConfig wants %v", st.Host, st.Kubeadm.FeatureGates, want)}, false
+	}
+	return progress{}, true
 }

@@ -67,6 +67,10 @@ type Workload interface {
 	// MemberDataLost: the host's disk was erased; the etcd data of its
 	// member (if it has one) is gone.
 	MemberDataLost(ctx context.Context, cluster, node string) error
+	// ClusterConfiguration is the kubeadm-config ConfigMap's
+	// ClusterConfiguration, which kubeadm join and kubeadm upgrade node
+	// read from the cluster ("" when there is none).
+	ClusterConfiguration(ctx context.Context, cluster string) (string, error)
 }
 
 // Agent is the OS of one host. It acts on each boot the lab reports.
@@ -87,6 +91,9 @@ type Agent struct {
 	boot int
 	// resetPending is set by a reset request: the next recovery boot wipes.
 	resetPending bool
+	// applied is what kubeadm last configured this control-plane host
+	// with (init, join, upgrade node).
+	applied *Kubeadm
 	// prov is how the agent reaches its provisioner, apiURL where its own
 	// API answers (reported to the provisioner).
 	prov   Provisioner
@@ -298,13 +305,22 @@ func (a *Agent) kubeadm(ctx context.Context, b *Bootstrap, status lab.HostStatus
 			return err
 		}
 	}
-	if b.Action == Init {
+	var applied *Kubeadm
+	switch b.Action {
+	case Init:
 		if err := a.clusters.InitObjects(ctx, cluster, rel, b.ClusterConfiguration); err != nil {
 			return err
 		}
+		applied = kubeadmApplied(rel.Kubernetes, b.ClusterConfiguration)
+	case JoinControlPlane:
+		cc, err := a.clusters.ClusterConfiguration(ctx, cluster)
+		if err != nil {
+			return fmt.Errorf("kubeadm join of %s: reading kubeadm-config: %w", b.NodeName, err)
+		}
+		applied = kubeadmApplied(rel.Kubernetes, cc)
 	}
 	a.mu.Lock()
-	a.joined, a.cluster, a.joinedWith = b, cluster, data
+	a.joined, a.cluster, a.joinedWith, a.applied = b, cluster, data, applied
 	a.mu.Unlock()
 	return a.rejoin(ctx, b, status)
 }
@@ -328,6 +344,9 @@ func (a *Agent) rejoin(ctx context.Context, b *Bootstrap, status lab.HostStatus)
 		if err := a.clusters.JoinControlPlane(ctx, a.cluster, b.NodeName, release(img), *b.ClusterCA, *b.EtcdCA); err != nil {
 			return err
 		}
+		if err := a.upgradeNode(ctx, img.KubernetesVersion); err != nil {
+			return err
+		}
 	}
 	var annotations map[string]string
 	if _, apiURL := a.provisioner(); apiURL != "" {
@@ -342,6 +361,30 @@ func (a *Agent) rejoin(ctx context.Context, b *Bootstrap, status lab.HostStatus)
 		a.record("KubeletRunning", fmt.Sprintf("node %s: kubelet %s, ready=%v %s", b.NodeName, img.KubernetesVersion, ready, reason))
 	}
 	return err
+}
+
+// upgradeNode is `kubeadm upgrade node` on a control-plane host that
+// booted another Kubernetes version than kubeadm last configured: it
+// reads the cluster's ClusterConfiguration (which KCP updates before an
+// upgrade) and applies it, feature gates included. A reboot into the same
+// version changes nothing.
+func (a *Agent) upgradeNode(ctx context.Context, version string) error {
+	a.mu.Lock()
+	applied, cluster := a.applied, a.cluster
+	a.mu.Unlock()
+	if applied != nil && applied.KubernetesVersion == version {
+		return nil
+	}
+	cc, err := a.clusters.ClusterConfiguration(ctx, cluster)
+	if err != nil {
+		return fmt.Errorf("kubeadm upgrade node: reading kubeadm-config: %w", err)
+	}
+	next := kubeadmApplied(version, cc)
+	a.mu.Lock()
+	a.applied = next
+	a.mu.Unlock()
+	a.record("KubeadmUpgrade", fmt.Sprintf("kubeadm upgrade node to %s with feature gates %v", version, next.FeatureGates))
+	return nil
 }
 
 // stopNode is the host gone off: what its node ran (kubelet, static

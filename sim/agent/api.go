@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"sync"
@@ -39,6 +40,17 @@ type Status struct {
 	Slots   map[disk.SlotName]*disk.Slot `json:"slots"`
 	Node    string                       `json:"node,omitempty"`
 	Cluster string                       `json:"cluster,omitempty"`
+	// Kubeadm is what kubeadm last configured a control-plane host with.
+	Kubeadm *Kubeadm `json:"kubeadm,omitempty"`
+}
+
+// Kubeadm is the configuration kubeadm applied on a control-plane host:
+// the Kubernetes version and the ClusterConfiguration's feature gates
+// (from the user data at init, from the cluster's kubeadm-config at join
+// and at each `kubeadm upgrade node`).
+type Kubeadm struct {
+	KubernetesVersion string          `json:"kubernetesVersion"`
+	FeatureGates      map[string]bool `json:"featureGates,omitempty"`
 }
 
 // ServeAPI listens on addr (e.g. 127.0.0.1:0) with the host's serving
@@ -155,6 +167,9 @@ func (api *API) status(w http.ResponseWriter, _ *http.Request) {
 	api.agent.mu.Lock()
 	if api.agent.joined != nil {
 		st.Node, st.Cluster = api.agent.joined.NodeName, api.agent.cluster
+	}
+	if k := api.agent.applied; k != nil {
+		st.Kubeadm = &Kubeadm{KubernetesVersion: k.KubernetesVersion, FeatureGates: maps.Clone(k.FeatureGates)}
 	}
 	api.agent.mu.Unlock()
 	reply(w, http.StatusOK, st)

@@ -221,6 +221,12 @@ func (s *HardwareServer) call(ctx context.Context, call string, body io.Reader) 
 			return nil, err
 		}
 		return nil, wl.MemberDataLost(ctx, a.Cluster, a.Name)
+	case "cluster-configuration":
+		var cluster string
+		if err := decodeInto(body, &cluster); err != nil {
+			return nil, err
+		}
+		return wl.ClusterConfiguration(ctx, cluster)
 	case "node-ready":
 		var a hwNode
 		if err := decodeInto(body, &a); err != nil {
@@ -465,4 +471,11 @@ func (r *Remote) StopNode(ctx context.Context, cluster, node string) error {
 // MemberDataLost implements Workload.
 func (r *Remote) MemberDataLost(ctx context.Context, cluster, node string) error {
 	return r.do(ctx, "member-data-lost", hwNode{Cluster: cluster, Name: node}, nil)
+}
+
+// ClusterConfiguration implements Workload.
+func (r *Remote) ClusterConfiguration(ctx context.Context, cluster string) (string, error) {
+	var cc string
+	err := r.do(ctx, "cluster-configuration", cluster, &cc)
+	return cc, err
 }

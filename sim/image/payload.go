@@ -39,7 +39,8 @@ type Manifest struct {
 	} `json:"i40e"`
 }
 
-func manifestOf(b Bundle) Manifest {
+// Manifest is what the image's header says about it.
+func (b Bundle) Manifest() Manifest {
 	m := Manifest{Name: b.Name, Role: b.Role, KubernetesVersion: b.KubernetesVersion,
 		Containerd: b.Containerd, Etcd: b.Etcd, CoreDNS: b.CoreDNS, Kernel: b.Kernel, OSImage: b.OSImage}
 	m.I40e.Version = b.I40e.Version
@@ -51,7 +52,7 @@ func manifestOf(b Bundle) Manifest {
 // that depends only on the image's name. The same bundle always gives the
 // same bytes, so the catalog can carry their checksum.
 func Payload(b Bundle) []byte {
-	header, _ := json.Marshal(manifestOf(b))
+	header, _ := json.Marshal(b.Manifest())
 	buf := bytes.NewBuffer(make([]byte, 0, PayloadBytes))
 	buf.WriteString(magic)
 	buf.Write(header)

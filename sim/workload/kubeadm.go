@@ -91,3 +91,18 @@ func (c *Clusters) ByEndpoint(hostPort string) (string, bool) {
 	}
 	return "", false
 }
+
+// ClusterConfiguration is the ClusterConfiguration in the cluster's
+// kubeadm-config ConfigMap, as kubeadm join and kubeadm upgrade node read
+// it; "" when there is none yet.
+func (c *Clusters) ClusterConfiguration(ctx context.Context, cluster string) (string, error) {
+	cm := &corev1.ConfigMap{}
+	err := c.client(cluster).Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "kubeadm-config"}, cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("workload cluster %s: kubeadm-config: %w", cluster, err)
+	}
+	return cm.Data["ClusterConfiguration"], nil
+}

@@ -89,7 +89,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	before := bmm.DeepCopy()
 	defer func() {
 		summarize(bmm)
-		if err := r.Client.Status().Patch(ctx, bmm, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil && reterr == nil {
+		// Optimistic: the conditions list is replaced whole by a merge
+		// patch, and the in-place extension writes one of them too.
+		if err := r.Client.Status().Patch(ctx, bmm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil && reterr == nil {
 			reterr = err
 		}
 	}()

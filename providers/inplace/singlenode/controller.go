@@ -1,15 +1,29 @@
 // Package singlenode upgrades a one-machine KubeadmControlPlane in place.
 //
-// Upstream KCP refuses maxSurge 0 below three replicas and always creates
-// a surge Machine for one replica, so a single-node control plane cannot
-// be updated in place without a spare host. This controller drives CAPI's
-// own in-place protocol for that one Machine instead of KCP: the same
-// annotations, the same desired objects (computed by KCP's own package),
-// and CAPI's Machine controller calling the UpdateMachine hook. To keep
-// KCP from creating the surge Machine first, it holds an opted-in KCP
-// paused while the control plane is steady, runs the update while KCP is
-// paused, and lets KCP go once the Machine matches the new spec, so KCP
-// finds it up to date. docs/SINGLE-NODE.md says what this gives up.
+// Upstream KCP (v1.14) refuses maxSurge 0 below three replicas and always
+// creates a surge Machine for one replica, so a single-node control plane
+// cannot be updated in place without a spare host. This package closes
+// that gap with as little of KCP's work taken over as possible:
+//
+//   - a mutating webhook (webhook.go) pauses an opted-in one-replica KCP
+//     in the same write that changes its spec, so KCP never sees the new
+//     spec unpaused and never surges; at any other time KCP runs
+//     unpaused (status, remediation, certificate rollouts, add-ons);
+//   - this controller, while that pause holds, does what KCP's rollout
+//     does before it touches a Machine, with KCP's own package
+//     (sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg): the kubeadm RBAC
+//     of the new version and the kubeadm-config ClusterConfiguration;
+//     then asks the extension's CanUpdateMachine exactly as KCP would and
+//     judges the answer as KCP does; then starts the update with CAPI's
+//     in-place protocol (the same annotations and desired objects KCP
+//     writes), under its own field manager;
+//   - CAPI's Machine controller calls UpdateMachine; once the Machine
+//     matches the spec the controller lifts the pause and KCP finds its
+//     Machine up to date.
+//
+// A change that cannot be made in place is handed back to KCP unpaused,
+// which then behaves as upstream. docs/SINGLE-NODE.md maps this onto
+// CAPI's in-place proposal.
 package singlenode
 
 import (
@@ -18,15 +32,16 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
+	"github.com/blang/semver/v4"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -40,20 +55,31 @@ import (
 const (
 	// Annotation opts a one-replica KCP in ("true").
 	Annotation = "inplace.upgradelab.dev/single-node"
-	// PausedByAnnotation marks a pause this controller set (and may lift).
+	// PausedByAnnotation marks a pause this package set (and may lift).
 	PausedByAnnotation = "inplace.upgradelab.dev/paused-by-single-node"
 )
 
-// kcpManager is KCP's field manager: objects this controller applies look
-// to KCP as if it had applied them itself.
-const kcpManager = "capi-kubeadmcontrolplane"
+// FieldManager is the field manager of what this controller writes: its
+// own, so a Machine's managed fields say who changed it.
+const FieldManager = "upgradelab-singlenode"
+
+// CanUpdateMachine answers the hook in process (the extension's own
+// handler, Handlers.DoCanUpdateMachine).
+type CanUpdateMachine func(ctx context.Context, req *runtimehooksv1.CanUpdateMachineRequest, resp *runtimehooksv1.CanUpdateMachineResponse)
+
+// Matches judges a CanUpdateMachine answer as KCP does
+// (inplace.MatchesAfterPatches).
+type Matches func(req *runtimehooksv1.CanUpdateMachineRequest, resp *runtimehooksv1.CanUpdateMachineResponse) (bool, []string, error)
 
 // Reconciler drives opted-in KubeadmControlPlanes.
 type Reconciler struct {
 	Client client.Client
-	// Workloads reaches a workload cluster (to see that KCP finished its
-	// work there before pausing it).
+	// Workloads reaches a workload cluster (the kubeadm-config and RBAC
+	// KCP's rollout would update).
 	Workloads Workloads
+	CanUpdate CanUpdateMachine
+	Matches   Matches
+	Recorder  events.EventRecorder
 }
 
 // Workloads gives a client of a workload cluster.
@@ -76,14 +102,64 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
+// facts are what one reconcile decides on.
+type facts struct {
+	optedIn    bool // annotation, one replica, not deleting
+	pausedByUs bool
+	oneMachine bool // exactly one Machine, with a Node
+	updating   bool // the Machine carries update-in-progress
+	upToDate   bool // KCP's UpToDate: the Machine matches the spec
+	eligible   bool // KCP's EligibleForInPlaceUpdate
+}
+
+// action is what the controller does about them.
+type action string
+
+const (
+	// none: nothing to do (KCP runs).
+	none action = "none"
+	// release: lift this package's pause, KCP takes over.
+	release action = "release"
+	// hold: keep the pause (an update is running).
+	hold action = "hold"
+	// pauseLate: the spec changed without the webhook's pause (it was
+	// not installed, or the opt-in came after the change): pause now,
+	// best effort: KCP may have surged already.
+	pauseLate action = "pause-late"
+	// update: prepare the workload cluster, ask CanUpdateMachine and
+	// start the in-place update, or hand the change back to KCP.
+	update action = "update"
+)
+
+// decide is the controller's decision table.
+func decide(f facts) action {
+	switch {
+	case !f.optedIn || !f.oneMachine:
+		return release // not ours to drive, or provisioning
+	case f.updating:
+		return hold // CAPI's Machine controller runs UpdateMachine
+	case f.upToDate:
+		return release // done, or nothing to do: KCP runs unpaused
+	case !f.eligible:
+		return release // rolloutAfter, expiring certificates: KCP's own rollout
+	case !f.pausedByUs:
+		return pauseLate
+	}
+	return update
+}
+
 // Reconcile holds, updates, or releases one KCP.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	kcp := &controlplanev1.KubeadmControlPlane{}
 	if err := r.Client.Get(ctx, req.NamespacedName, kcp); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if kcp.Annotations[Annotation] != "true" || kcp.Spec.Replicas == nil || *kcp.Spec.Replicas != 1 || !kcp.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+	f := facts{
+		optedIn:    OptedIn(kcp) && kcp.DeletionTimestamp.IsZero(),
+		pausedByUs: kcp.Annotations[PausedByAnnotation] == "true",
+	}
+	if !f.optedIn {
+		return ctrl.Result{}, r.release(ctx, kcp)
 	}
 	cluster := &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: kcp.Namespace, Name: kcp.Labels[clusterv1.ClusterNameLabel]}, cluster); err != nil {
@@ -93,83 +169,169 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.List(ctx, machines, client.InNamespace(kcp.Namespace), client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: kcp.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
-	if len(machines.Items) != 1 || !machines.Items[0].Status.NodeRef.IsDefined() {
-		return ctrl.Result{}, r.release(ctx, kcp) // provisioning, or not ours to drive
+	var res *pkg.UpToDateResult
+	if f.oneMachine = len(machines.Items) == 1 && machines.Items[0].Status.NodeRef.IsDefined(); f.oneMachine {
+		m := &machines.Items[0]
+		_, f.updating = m.Annotations[clusterv1.UpdateInProgressAnnotation]
+		var err error
+		if f.upToDate, res, err = r.upToDate(ctx, cluster, kcp, m); err != nil {
+			return ctrl.Result{}, err
+		}
+		f.eligible = res.EligibleForInPlaceUpdate
 	}
-	m := &machines.Items[0]
-	upToDate, res, err := r.upToDate(ctx, cluster, kcp, m)
+	a := decide(f)
+	log.FromContext(ctx).V(4).Info("single-node decision", "facts", fmt.Sprintf("%+v", f), "action", a)
+	switch a {
+	case release:
+		return ctrl.Result{}, r.release(ctx, kcp)
+	case hold:
+		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+	case pauseLate:
+		log.FromContext(ctx).Info("the spec changed while KCP ran unpaused (is the webhook installed?); pausing it now", "why", strings.Join(res.LogMessages, "; "))
+		return ctrl.Result{RequeueAfter: time.Second}, r.pause(ctx, kcp)
+	}
+	return r.update(ctx, cluster, kcp, &machines.Items[0], res)
+}
+
+// OptedIn says whether a KCP is one this package drives.
+func OptedIn(kcp *controlplanev1.KubeadmControlPlane) bool {
+	return kcp.Annotations[Annotation] == "true" && kcp.Spec.Replicas != nil && *kcp.Spec.Replicas == 1
+}
+
+// update runs while the KCP is paused by this package and its Machine
+// needs an update that may be made in place.
+func (r *Reconciler) update(ctx context.Context, cluster *clusterv1.Cluster, kcp *controlplanev1.KubeadmControlPlane, m *clusterv1.Machine, res *pkg.UpToDateResult) (ctrl.Result, error) {
+	logger := log.FromContext(ctx).WithValues("machine", m.Name)
+	if err := r.prepareWorkload(ctx, cluster, kcp); err != nil {
+		return ctrl.Result{}, fmt.Errorf("preparing the workload cluster for %s: %w", kcp.Spec.Version, err)
+	}
+	inPlace, why, err := r.canUpdate(ctx, m, res)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	_, updating := m.Annotations[clusterv1.UpdateInProgressAnnotation]
-	switch {
-	case updating:
-		return ctrl.Result{RequeueAfter: 2 * time.Second}, r.hold(ctx, kcp)
-	case upToDate && steady(kcp) && r.addonsDone(ctx, cluster, kcp):
-		return ctrl.Result{}, r.hold(ctx, kcp) // keep KCP from surging on the next change
-	case upToDate:
-		return ctrl.Result{RequeueAfter: 2 * time.Second}, r.release(ctx, kcp) // let KCP see the Machine up to date
-	case !res.EligibleForInPlaceUpdate:
-		log.FromContext(ctx).Info("the change cannot be made in place; leaving it to KCP", "why", strings.Join(res.LogMessages, "; "))
+	if !inPlace {
+		logger.Info("the extension cannot make the change in place; handing it back to KCP", "why", why)
+		r.event(kcp, corev1.EventTypeWarning, "InPlaceUpdateNotPossible", "handing the change back to KCP (which needs a spare host for one replica): "+why)
 		return ctrl.Result{}, r.release(ctx, kcp)
 	}
-	if err := r.hold(ctx, kcp); err != nil {
+	logger.Info("updating the single control-plane Machine in place", "why", strings.Join(res.LogMessages, "; "))
+	if err := r.trigger(ctx, m, res); err != nil {
 		return ctrl.Result{}, err
 	}
-	log.FromContext(ctx).Info("updating the single control-plane Machine in place", "machine", m.Name, "why", strings.Join(res.LogMessages, "; "))
-	return ctrl.Result{RequeueAfter: 2 * time.Second}, r.trigger(ctx, m, res)
+	r.event(kcp, corev1.EventTypeNormal, "SuccessfulStartInPlaceUpdate", "Machine "+m.Name+" starting in-place update")
+	return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 }
 
-// steady: KCP has seen its current spec and reports everything done: its
-// Machine up to date, ready and available, etcd and the control plane
-// components healthy. Pausing earlier would freeze KCP mid-way.
-func steady(kcp *controlplanev1.KubeadmControlPlane) bool {
-	if kcp.Status.ObservedGeneration != kcp.Generation || ptrValue(kcp.Status.UpToDateReplicas) != 1 ||
-		ptrValue(kcp.Status.ReadyReplicas) != 1 || ptrValue(kcp.Status.AvailableReplicas) != 1 {
-		return false
+func (r *Reconciler) event(obj *controlplanev1.KubeadmControlPlane, kind, reason, msg string) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(obj, nil, kind, reason, "SingleNodeInPlaceUpdate", "%s", msg)
 	}
-	for _, c := range []string{
-		controlplanev1.KubeadmControlPlaneAvailableCondition, controlplanev1.KubeadmControlPlaneMachinesReadyCondition,
-		controlplanev1.KubeadmControlPlaneMachinesUpToDateCondition, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition,
-		controlplanev1.KubeadmControlPlaneControlPlaneComponentsHealthyCondition,
-	} {
-		if !meta.IsStatusConditionTrue(kcp.Status.Conditions, c) {
-			return false
-		}
-	}
-	return true
 }
 
-// addonsDone: KCP's last work after an upgrade, in the workload cluster,
-// is done: kube-proxy runs the image of KCP's version (KCP updates it only
-// once every Machine is up to date, in a reconcile that a pause set too
-// early would never let run). A cluster without kube-proxy has nothing to
-// wait for; one that cannot be reached yet is not done.
-func (r *Reconciler) addonsDone(ctx context.Context, cluster *clusterv1.Cluster, kcp *controlplanev1.KubeadmControlPlane) bool {
-	if r.Workloads == nil {
-		return true
-	}
+// prepareWorkload is what KCP's updateControlPlane does in the workload
+// cluster before it rolls a Machine (KCP v1.14,
+// reconcilers/kubeadmcontrolplane/update.go), with the same functions of
+// KCP's package: the ClusterRoles and bindings kubeadm of the new version
+// needs, and the kubeadm-config ClusterConfiguration (version, image
+// repository, feature gates, API server, controller manager, scheduler,
+// certificate validity, encryption algorithm, etcd), which the host's
+// `kubeadm upgrade node` reads. Both are idempotent.
+func (r *Reconciler) prepareWorkload(ctx context.Context, cluster *clusterv1.Cluster, kcp *controlplanev1.KubeadmControlPlane) error {
 	wl, err := r.Workloads.Client(ctx, cluster.Namespace, cluster.Name)
 	if err != nil {
-		return false
+		return err
 	}
-	ds := &appsv1.DaemonSet{}
-	if err := wl.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "kube-proxy"}, ds); err != nil {
-		return apierrors.IsNotFound(err)
+	w := &pkg.Workload{Client: wl}
+	version, err := semver.ParseTolerant(kcp.Spec.Version)
+	if err != nil {
+		return err
 	}
-	for _, c := range ds.Spec.Template.Spec.Containers {
-		if c.Name == "kube-proxy" && !strings.HasSuffix(c.Image, ":"+kcp.Spec.Version) {
-			return false
+	if err := w.EnsureKubeadmPermissions(ctx, version); err != nil {
+		return err
+	}
+	var mutators []func(*bootstrapv1.ClusterConfiguration)
+	if cc := kcp.Spec.KubeadmConfigSpec.ClusterConfiguration; cc.IsDefined() {
+		mutators = append(mutators,
+			w.UpdateImageRepositoryInKubeadmConfigMap(pkg.ImageRepositoryFromClusterConfig(cc)),
+			w.UpdateFeatureGatesInKubeadmConfigMap(kcp.Spec.KubeadmConfigSpec, version),
+			w.UpdateAPIServerInKubeadmConfigMap(cc.APIServer),
+			w.UpdateControllerManagerInKubeadmConfigMap(cc.ControllerManager),
+			w.UpdateSchedulerInKubeadmConfigMap(cc.Scheduler),
+			w.UpdateCertificateValidityPeriodDays(cc.CertificateValidityPeriodDays),
+			w.UpdateEncryptionAlgorithm(cc.EncryptionAlgorithm))
+		if cc.Etcd.External.IsDefined() {
+			mutators = append(mutators, w.UpdateEtcdExternalInKubeadmConfigMap(cc.Etcd.External))
+		} else {
+			mutators = append(mutators, w.UpdateEtcdLocalInKubeadmConfigMap(cc.Etcd.Local))
 		}
 	}
-	return true
+	return w.UpdateClusterConfiguration(ctx, version, mutators...)
 }
 
-func ptrValue(p *int32) int32 {
-	if p == nil {
-		return -1
+// canUpdate builds the CanUpdateMachine request as KCP does
+// (inplace_canupdatemachine.go: createRequest): the desired Machine and
+// both InfraMachines through a server-side-apply dry run, so defaulting
+// and fields other controllers set make no difference; the KubeadmConfigs
+// through KCP's PrepareKubeadmConfigsForDiff; then each object cut to
+// name, namespace, labels, annotations and spec. The answer is judged as
+// KCP judges it: the patches must make current equal desired.
+func (r *Reconciler) canUpdate(ctx context.Context, m *clusterv1.Machine, res *pkg.UpToDateResult) (bool, string, error) {
+	if res.DesiredMachine == nil || res.CurrentInfraMachine == nil || res.DesiredInfraMachine == nil ||
+		res.CurrentKubeadmConfig == nil || res.DesiredKubeadmConfig == nil {
+		return false, "KCP's UpToDate did not give every current and desired object", nil
 	}
-	return *p
+	desiredMachine := res.DesiredMachine.DeepCopy()
+	desiredMachine.SetGroupVersionKind(clusterv1.GroupVersion.WithKind("Machine"))
+	currentInfra, desiredInfra := res.CurrentInfraMachine.DeepCopy(), res.DesiredInfraMachine.DeepCopy()
+	desiredKC, currentKC := res.DesiredKubeadmConfig.DeepCopy(), res.CurrentKubeadmConfig.DeepCopy()
+	currentInfra.SetLabels(desiredInfra.GetLabels())
+	currentInfra.SetAnnotations(desiredInfra.GetAnnotations())
+	currentKC.SetLabels(desiredKC.GetLabels())
+	currentKC.SetAnnotations(desiredKC.GetAnnotations())
+	for _, obj := range []client.Object{desiredMachine, currentInfra, desiredInfra} {
+		if err := r.dryRunApply(ctx, obj); err != nil {
+			return false, "", fmt.Errorf("dry run of %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
+		}
+	}
+	desiredKC, currentKC = pkg.PrepareKubeadmConfigsForDiff(desiredKC, currentKC, true)
+	req := &runtimehooksv1.CanUpdateMachineRequest{
+		Current: runtimehooksv1.CanUpdateMachineRequestObjects{Machine: cutMachine(m)},
+		Desired: runtimehooksv1.CanUpdateMachineRequestObjects{Machine: cutMachine(desiredMachine)},
+	}
+	var err error
+	for _, o := range []struct {
+		into *runtimeRaw
+		obj  client.Object
+	}{
+		{&req.Current.BootstrapConfig, cutKubeadmConfig(currentKC)},
+		{&req.Desired.BootstrapConfig, cutKubeadmConfig(desiredKC)},
+		{&req.Current.InfrastructureMachine, cutUnstructured(currentInfra)},
+		{&req.Desired.InfrastructureMachine, cutUnstructured(desiredInfra)},
+	} {
+		if *o.into, err = toRaw(o.obj); err != nil {
+			return false, "", err
+		}
+	}
+	resp := &runtimehooksv1.CanUpdateMachineResponse{}
+	r.CanUpdate(ctx, req, resp)
+	if resp.Status != runtimehooksv1.ResponseStatusSuccess {
+		return false, "", fmt.Errorf("CanUpdateMachine for %s: %s", m.Name, resp.Message)
+	}
+	match, diffs, err := r.Matches(req, resp)
+	if err != nil {
+		return false, "", err
+	}
+	if !match {
+		why := strings.TrimSpace(resp.Message + " " + strings.Join(diffs, "; "))
+		return false, why, nil
+	}
+	return true, "", nil
+}
+
+func (r *Reconciler) dryRunApply(ctx context.Context, obj client.Object) error {
+	obj.SetManagedFields(nil)
+	obj.SetResourceVersion("")
+	return r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll) //nolint:staticcheck // typed apply configurations do not exist for CAPI's kinds
 }
 
 // upToDate asks KCP's own package whether m matches the KCP's spec, and
@@ -193,13 +355,10 @@ func (r *Reconciler) upToDate(ctx context.Context, cluster *clusterv1.Cluster, k
 		map[string]*unstructured.Unstructured{m.Name: infra}, map[string]*bootstrapv1.KubeadmConfig{m.Name: kc})
 }
 
-// trigger does what KCP does to start an in-place update: mark the
-// Machine, apply the desired InfraMachine, KubeadmConfig and Machine,
-// and mark the UpdateMachine hook pending.
+// trigger does what KCP does to start an in-place update
+// (inplace_trigger.go): mark the Machine, apply the desired InfraMachine,
+// KubeadmConfig and Machine, and mark the UpdateMachine hook pending.
 func (r *Reconciler) trigger(ctx context.Context, m *clusterv1.Machine, res *pkg.UpToDateResult) error {
-	if res.DesiredInfraMachine == nil || res.DesiredKubeadmConfig == nil || res.DesiredMachine == nil {
-		return fmt.Errorf("machine %s: desired objects not computed", m.Name)
-	}
 	orig := m.DeepCopy()
 	if m.Annotations == nil {
 		m.Annotations = map[string]string{}
@@ -208,7 +367,7 @@ func (r *Reconciler) trigger(ctx context.Context, m *clusterv1.Machine, res *pkg
 	if err := r.Client.Patch(ctx, m, client.MergeFrom(orig)); err != nil {
 		return err
 	}
-	infra := res.DesiredInfraMachine
+	infra := res.DesiredInfraMachine.DeepCopy()
 	infra.SetLabels(nil)
 	infra.SetAnnotations(map[string]string{
 		clusterv1.TemplateClonedFromNameAnnotation:      infra.GetAnnotations()[clusterv1.TemplateClonedFromNameAnnotation],
@@ -218,21 +377,26 @@ func (r *Reconciler) trigger(ctx context.Context, m *clusterv1.Machine, res *pkg
 	if err := r.apply(ctx, infra); err != nil {
 		return fmt.Errorf("machine %s: infrastructure machine: %w", m.Name, err)
 	}
-	kc := res.DesiredKubeadmConfig
-	kc.Labels = nil
-	kc.Annotations = map[string]string{clusterv1.UpdateInProgressAnnotation: ""}
-	kc.SetGroupVersionKind(bootstrapv1.GroupVersion.WithKind("KubeadmConfig"))
-	if err := r.apply(ctx, kc); err != nil {
+	// The KubeadmConfig's spec is patched to the desired one, not
+	// applied: an apply by this field manager could change what KCP's
+	// manager owns but never remove it (a feature gate KCP set for the
+	// old version, which the new version's KubeadmConfig drops, would
+	// stay), and a merge patch from the current spec removes it.
+	kc := &bootstrapv1.KubeadmConfig{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(res.DesiredKubeadmConfig), kc); err != nil {
 		return fmt.Errorf("machine %s: KubeadmConfig: %w", m.Name, err)
 	}
-	if kc.Spec.InitConfiguration.IsDefined() {
-		before := kc.DeepCopy()
-		kc.Spec.InitConfiguration = bootstrapv1.InitConfiguration{}
-		if err := r.Client.Patch(ctx, kc, client.MergeFrom(before)); err != nil {
-			return err
-		}
+	before := kc.DeepCopy()
+	kc.Spec = *res.DesiredKubeadmConfig.Spec.DeepCopy()
+	kc.Spec.InitConfiguration = bootstrapv1.InitConfiguration{}
+	if kc.Annotations == nil {
+		kc.Annotations = map[string]string{}
 	}
-	desired := res.DesiredMachine
+	kc.Annotations[clusterv1.UpdateInProgressAnnotation] = ""
+	if err := r.Client.Patch(ctx, kc, client.MergeFrom(before), client.FieldOwner(FieldManager)); err != nil {
+		return fmt.Errorf("machine %s: KubeadmConfig: %w", m.Name, err)
+	}
+	desired := res.DesiredMachine.DeepCopy()
 	desired.SetGroupVersionKind(clusterv1.GroupVersion.WithKind("Machine"))
 	if err := r.apply(ctx, desired); err != nil {
 		return fmt.Errorf("machine %s: %w", m.Name, err)
@@ -241,7 +405,7 @@ func (r *Reconciler) trigger(ctx context.Context, m *clusterv1.Machine, res *pkg
 	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(m), latest); err != nil {
 		return err
 	}
-	before := latest.DeepCopy()
+	orig = latest.DeepCopy()
 	hooks := strings.Split(latest.Annotations[runtimev1.PendingHooksAnnotation], ",")
 	for _, h := range hooks {
 		if h == "UpdateMachine" {
@@ -249,21 +413,20 @@ func (r *Reconciler) trigger(ctx context.Context, m *clusterv1.Machine, res *pkg
 		}
 	}
 	latest.Annotations[runtimev1.PendingHooksAnnotation] = strings.Trim(strings.Join(append(hooks, "UpdateMachine"), ","), ",")
-	return r.Client.Patch(ctx, latest, client.MergeFrom(before))
+	return r.Client.Patch(ctx, latest, client.MergeFrom(orig))
 }
 
 func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
 	obj.SetManagedFields(nil)
 	obj.SetResourceVersion("")
-	return r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(kcpManager), client.ForceOwnership) //nolint:staticcheck // typed apply configurations do not exist for CAPI's kinds
+	return r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership) //nolint:staticcheck // typed apply configurations do not exist for CAPI's kinds
 }
 
-// hold pauses the KCP (marking the pause as ours), only as it was read:
-// a paused KCP writes no status, so pausing it just after it wrote one
-// this reconcile has not seen (a Machine unavailable a moment ago) would
-// freeze that status for good. The optimistic lock turns that into a
-// Conflict, and the next reconcile judges the fresh KCP.
-func (r *Reconciler) hold(ctx context.Context, kcp *controlplanev1.KubeadmControlPlane) error {
+// pause pauses the KCP (marking the pause as ours), only as it was read,
+// so a status KCP wrote since is never frozen under a stale read (the
+// optimistic lock turns that into a Conflict; the next reconcile judges
+// the fresh KCP).
+func (r *Reconciler) pause(ctx context.Context, kcp *controlplanev1.KubeadmControlPlane) error {
 	if _, paused := kcp.Annotations[clusterv1.PausedAnnotation]; paused {
 		return nil
 	}
@@ -276,7 +439,7 @@ func (r *Reconciler) hold(ctx context.Context, kcp *controlplanev1.KubeadmContro
 	return r.Client.Patch(ctx, kcp, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }
 
-// release lifts a pause this controller set (never one a user set).
+// release lifts a pause this package set (never one a user set).
 func (r *Reconciler) release(ctx context.Context, kcp *controlplanev1.KubeadmControlPlane) error {
 	if kcp.Annotations[PausedByAnnotation] == "" {
 		return nil

@@ -69,7 +69,8 @@ type BareMetalMachineStatus struct {
 	// Host is the BareMetalHost bound to this machine (same namespace).
 	// +optional
 	Host string `json:"host,omitempty"`
-	// Conditions: Ready, HostAssociated, HostProvisioned.
+	// Conditions: Ready, HostAssociated, HostProvisioned; InPlaceUpdated
+	// (written by the in-place update extension).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -94,6 +95,17 @@ const (
 	ProvisioningErrorReason = "ProvisioningError"
 	// DeletingReason: the host is being released.
 	DeletingReason = "Deleting"
+
+	// InPlaceUpdatedCondition is written by the in-place update extension
+	// (providers/inplace), not by this provider: False while an update
+	// runs (InPlaceUpdatingReason) or after it failed
+	// (InPlaceUpdateFailedReason, the message says why and what the host
+	// runs), True once the last update completed. CAPI's Machine shows
+	// a failure only as its Updating condition's InPlaceUpdateFailed.
+	InPlaceUpdatedCondition   = "InPlaceUpdated"
+	InPlaceUpdatingReason     = "InPlaceUpdating"
+	InPlaceUpdateFailedReason = "InPlaceUpdateFailed"
+	InPlaceUpdatedReason      = "InPlaceUpdated"
 )
 
 // BareMetalMachine binds a CAPI Machine to one BareMetalHost.
