@@ -48,6 +48,7 @@ type options struct {
 	leaderElect, insecureDiagnostics    bool
 	syncPeriod, healthGrace, retry      time.Duration
 	flashTimeout, drainTimeout          time.Duration
+	deadline                            time.Duration
 	caFile, certDir                     string
 }
 
@@ -64,6 +65,7 @@ func main() {
 	fs.DurationVar(&o.healthGrace, "health-grace", 30*time.Second, "how long a freshly booted slot may fail its health check before the update fails")
 	fs.DurationVar(&o.flashTimeout, "flash-timeout", 15*time.Minute, "how long a staged NIC flash may take to show on the NIC before the update fails")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 5*time.Minute, "how long a node's drain may wait for PodDisruptionBudgets to allow its pods' eviction before the update fails (0: forever)")
+	fs.DurationVar(&o.deadline, "update-deadline", time.Hour, "how long a whole in-place update may take, from its first step, before it fails (0: no deadline)")
 	fs.DurationVar(&o.retry, "retry", time.Second, "RetryAfterSeconds of an update in progress (at least 1s)")
 	fs.StringVar(&o.caFile, "ca-file", "", "CA of the BMCs' and host agents' certificates (required)")
 	fs.StringVar(&o.certDir, "cert-dir", "", "folder with tls.crt and tls.key, the client certificate shown to host agents (required)")
@@ -128,7 +130,7 @@ func run(o options) error {
 			Client: direct, AgentHTTP: httpClient, BMCHTTP: httpClient,
 			ReadManifest: manifestReader(httpClient), ReadFirmware: firmwareReader(httpClient),
 			Workloads:   workloads,
-			HealthGrace: o.healthGrace, FlashTimeout: o.flashTimeout, DrainTimeout: o.drainTimeout, Retry: o.retry,
+			HealthGrace: o.healthGrace, FlashTimeout: o.flashTimeout, DrainTimeout: o.drainTimeout, Retry: o.retry, Deadline: o.deadline,
 		})
 	for _, h := range []server.ExtensionHandler{
 		{Hook: runtimehooksv1.CanUpdateMachine, Name: "can-update-machine", HandlerFunc: handlers.DoCanUpdateMachine},

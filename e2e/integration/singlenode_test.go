@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/providers/inplace/singlenode"
@@ -168,6 +170,45 @@ func singleNodeInPlace(t *testing.T, clusterClass bool) {
 	if deref(kcp.Status.UpToDateReplicas) != 1 {
 		t.Fatalf("KCP upToDateReplicas = %d, want 1", deref(kcp.Status.UpToDateReplicas))
 	}
+	// KCP's workload-side work of the upgrade was done: kubeadm-config
+	// says the new version (and the new version's feature gates).
+	cm, err := e.workloadClient(t, ctx, "one").CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "kubeadm-config", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cc := monitor.KubeadmConfigSummary(cm.Data["ClusterConfiguration"]); cc[monitor.FieldVersion] != "v1.36.3" || cc[monitor.FieldFeatureGates] != "" {
+		t.Fatalf("kubeadm-config after the upgrade: %v; want v1.36.3 without ControlPlaneKubeletLocalMode", cc)
+	}
+	// KCP runs unpaused when steady: its status follows the cluster. The
+	// only host goes off; KCP's conditions must move.
+	waitFor(t, ctx, "KCP unpaused", func() (bool, string) {
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "one-cp"}, kcp); err != nil {
+			return false, err.Error()
+		}
+		_, paused := kcp.Annotations[clusterv1.PausedAnnotation]
+		return !paused, fmt.Sprintf("annotations %v", kcp.Annotations)
+	})
+	steady := conditionStates(kcp.Status.Conditions)
+	if err := host.PowerOff(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "KCP's conditions to follow the host going off", func() (bool, string) {
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "one-cp"}, kcp); err != nil {
+			return false, err.Error()
+		}
+		now := conditionStates(kcp.Status.Conditions)
+		return now != steady && kcp.Status.ObservedGeneration == kcp.Generation, now
+	})
+}
+
+// conditionStates is "Type=Status" of each condition, in order.
+func conditionStates(conds []metav1.Condition) string {
+	var out []string
+	for _, c := range conds {
+		out = append(out, c.Type+"="+string(c.Status))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }
 
 // watchMachineNames records every Machine name of a cluster until ctx ends.

@@ -41,6 +41,9 @@ const (
 	// ("FIRMWARE:N"): one cut short is staged again, up to maxFlashes.
 	NICFlashAttemptsAnnotation = "inplace.upgradelab.dev/nic-flash-attempts"
 	FailedAnnotation           = "inplace.upgradelab.dev/failed"
+	// StartedAnnotation is when an update began ("KEY@TIME"), for its
+	// overall deadline.
+	StartedAnnotation = "inplace.upgradelab.dev/started"
 )
 
 // Updater performs one machine's update, a step per UpdateMachine call.
@@ -70,6 +73,9 @@ type Updater struct {
 	DrainTimeout time.Duration
 	// Retry is the RetryAfterSeconds of an update in progress.
 	Retry time.Duration
+	// Deadline bounds a whole update, from its first step: one still not
+	// done after it fails, whatever step it is at (0: no deadline).
+	Deadline time.Duration
 
 	mu      sync.Mutex
 	staging map[string]*staging
@@ -260,6 +266,13 @@ func (u *Updater) next(ctx context.Context, desired *clusterv1.Machine, desiredB
 	key := updateKey(want, fw)
 	if msg, ok := failedFor(bmm, key); ok {
 		return progress{failed: true, message: msg}, nil
+	}
+	if started, ok := annotatedAt(bmm, StartedAnnotation, key); !ok {
+		if err := u.annotate(ctx, bmm, StartedAnnotation, key+"@"+time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+			return progress{}, err
+		}
+	} else if u.Deadline > 0 && time.Since(started) > u.Deadline {
+		return u.recordFailure(ctx, bmm, key, fmt.Sprintf("the update to %s did not finish within %s (started %s)", want.URL, u.Deadline, started.Format(time.RFC3339)))
 	}
 	h, failure, err := u.findHost(ctx, client.ObjectKeyFromObject(desired))
 	switch {

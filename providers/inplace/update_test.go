@@ -1,12 +1,22 @@
 package inplace
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/providers/baremetal/hostagent"
 	"github.com/upgradelab/upgradelab/sim/agent"
 	"github.com/upgradelab/upgradelab/sim/lab"
@@ -34,5 +44,52 @@ func TestCutShortTellsACutWriteFromARefusedOne(t *testing.T) {
 		if got := cutShort(&staging{started: start, err: tc.err}, tc.st); got != tc.want {
 			t.Errorf("%s: cutShort = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// An update past its deadline fails whatever step it is at, and the
+// failure is kept for that image (answered again without touching the
+// host); an update not past it goes on to find its host.
+func TestAnUpdatePastItsDeadlineFails(t *testing.T) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clusterv1.AddToScheme, infrav1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := infrav1.Image{URL: "http://images/ubuntu-24.04-k8s-v1.36.3", Checksum: "bb"}
+	for _, tc := range []struct {
+		name        string
+		startedAgo  time.Duration
+		wantFailure string
+	}{
+		{name: "past the deadline", startedAgo: 2 * time.Hour, wantFailure: "did not finish within 1h0m0s"},
+		{name: "within it", startedAgo: time.Minute, wantFailure: "the Machine has no Node"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bmm := &infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", Annotations: map[string]string{
+				StartedAnnotation: updateKey(want, nil) + "@" + time.Now().Add(-tc.startedAgo).UTC().Format(time.RFC3339Nano)}},
+				Spec: infrav1.BareMetalMachineSpec{Image: want}}
+			machine := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"}}
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(bmm.DeepCopy(), machine).Build()
+			u := &Updater{Client: c, Deadline: time.Hour}
+			p, err := u.step(context.Background(), machine, bmm, &bootstrapv1.KubeadmConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !p.failed || !strings.Contains(p.message, tc.wantFailure) {
+				t.Fatalf("step: %+v; want a failure mentioning %q", p, tc.wantFailure)
+			}
+			if tc.startedAgo < time.Hour {
+				return
+			}
+			stored := &infrav1.BareMetalMachine{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(bmm), stored); err != nil {
+				t.Fatal(err)
+			}
+			if msg, ok := failedFor(stored, updateKey(want, nil)); !ok || !strings.Contains(msg, "did not finish") {
+				t.Fatalf("failure kept as %q (%v)", stored.Annotations[FailedAnnotation], ok)
+			}
+		})
 	}
 }

@@ -155,6 +155,16 @@ func TestKubeadmInitUpdateAndNICMismatch(t *testing.T) {
 		t.Fatalf("write marker: %v %v", resp, err)
 	}
 
+	if k := w.kubeadmStatus(t, api); k == nil || k.KubernetesVersion != "v1.35.3" {
+		t.Fatalf("kubeadm after init: %+v; want v1.35.3", k)
+	}
+	// What KCP does before it updates a Machine: the cluster's
+	// ClusterConfiguration at the new version, with its feature gates.
+	cm, _ := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubeadm-config", metav1.GetOptions{})
+	cm.Data["ClusterConfiguration"] = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.3\nfeatureGates:\n  NewGate: true\n"
+	if _, err := cs.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	next, _ := w.lab.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.36.3")
 	if code, out := post(t, api, w.api.URL()+"/v1/stage", StageRequest{URL: w.lab.ImageServer().ImageURL(next.Name), SHA256: next.SHA256}); code != 200 || out["slot"] != "B" {
 		t.Fatalf("stage: %d %v", code, out)
@@ -173,6 +183,10 @@ func TestKubeadmInitUpdateAndNICMismatch(t *testing.T) {
 	}
 	if w.host.Persistent()["marker"] != "keep me" {
 		t.Fatal("the in-place update lost the persistent marker")
+	}
+	// kubeadm upgrade node applied the cluster's ClusterConfiguration.
+	if k := w.kubeadmStatus(t, api); k == nil || k.KubernetesVersion != "v1.36.3" || !k.FeatureGates["NewGate"] || len(k.FeatureGates) != 1 {
+		t.Fatalf("kubeadm after the upgrade: %+v; want v1.36.3 with NewGate only", k)
 	}
 
 	// An NVM the driver cannot run: the port stays down, the node goes
@@ -199,6 +213,21 @@ func TestKubeadmInitUpdateAndNICMismatch(t *testing.T) {
 	if code != http.StatusServiceUnavailable || h["healthy"] != false || !strings.Contains(fmt.Sprint(h["reason"]), "link down") {
 		t.Fatalf("health with the NIC down: %d %v", code, h)
 	}
+}
+
+// kubeadmStatus is what the agent reports kubeadm applied.
+func (w *world) kubeadmStatus(t *testing.T, api *http.Client) *Kubeadm {
+	t.Helper()
+	resp, err := api.Get(w.api.URL() + "/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Kubeadm
 }
 
 func TestAPIRequiresAClientCertificateFromTheLabCA(t *testing.T) {
