@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -94,10 +95,11 @@ type staging struct {
 
 const maxWrites = 3
 
-// progress is one step's outcome.
+// progress is one step's outcome. abandoned is done without the update:
+// a failed update whose owner was reverted.
 type progress struct {
-	done, failed bool
-	message      string
+	done, failed, abandoned bool
+	message                 string
 }
 
 func running(format string, args ...any) progress {
@@ -162,6 +164,8 @@ func (u *Updater) reportCondition(ctx context.Context, desiredBMM *infrav1.BareM
 	switch {
 	case p.failed:
 		c.Reason, c.Message = infrav1.InPlaceUpdateFailedReason, p.message
+	case p.abandoned:
+		c.Reason, c.Message = infrav1.InPlaceUpdateAbandonedReason, p.message
 	case p.done:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, infrav1.InPlaceUpdatedReason, p.message
 	}
@@ -265,6 +269,9 @@ func (u *Updater) next(ctx context.Context, desired *clusterv1.Machine, desiredB
 	want, fw := desiredBMM.Spec.Image, desiredBMM.Spec.NICFirmware
 	key := updateKey(want, fw)
 	if msg, ok := failedFor(bmm, key); ok {
+		if p, abandoned, err := u.abandon(ctx, desired, bmm, want, msg); err != nil || abandoned {
+			return p, err
+		}
 		return progress{failed: true, message: msg}, nil
 	}
 	if started, ok := annotatedAt(bmm, StartedAnnotation, key); !ok {
@@ -303,6 +310,73 @@ func (u *Updater) next(ctx context.Context, desired *clusterv1.Machine, desiredB
 		return u.afterReboot(ctx, machine, bmm, desiredKC, wl, node, ag, st, slot, flash, key)
 	}
 	return u.beforeReboot(ctx, machine, bmm, wl, node, ag, st, want, key)
+}
+
+// abandon ends a failed update whose owner no longer asks for its image
+// (the user reverted the KubeadmControlPlane or MachineDeployment), once
+// the host runs a committed slot. CAPI defines no way out of a failed
+// UpdateMachine but remediation, and promises not to change the
+// Machine's spec until the hook answers done; answering done (with what
+// happened, and the host as it is) lets the owner take the Machine to
+// what it asks for now, in place again. The update's annotations go, so
+// a later update to the same image starts fresh.
+func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, bmm *infrav1.BareMetalMachine, want infrav1.Image, failure string) (progress, bool, error) {
+	img, owner, err := u.ownerImage(ctx, desired)
+	if err != nil || owner == "" || img.Checksum == want.Checksum {
+		return progress{}, false, err
+	}
+	h, noHost, err := u.findHost(ctx, client.ObjectKeyFromObject(desired))
+	if err != nil || noHost != "" {
+		return progress{}, false, err
+	}
+	st, err := h.agent.Status(ctx)
+	if err != nil || st.OS == nil || st.OS.Source != lab.FromDiskSlot {
+		return progress{}, false, nil
+	}
+	if slot := st.Slots[st.OS.Slot]; slot == nil || !slot.Good {
+		return progress{}, false, nil
+	}
+	patch := client.MergeFrom(bmm.DeepCopy())
+	for _, a := range []string{FailedAnnotation, RebootAnnotation, StartedAnnotation} {
+		delete(bmm.Annotations, a)
+	}
+	if err := u.Client.Patch(ctx, bmm, patch); err != nil {
+		return progress{}, false, err
+	}
+	return progress{done: true, abandoned: true, message: fmt.Sprintf("the update to %s failed (%s) and %s now asks for %s: abandoned; %s runs %s from its committed slot %s",
+		want.URL, failure, owner, img.URL, h.node.Name, st.OS.Image.Name, st.OS.Slot)}, true, nil
+}
+
+// ownerImage is the image a Machine's owner asks for now: its
+// KubeadmControlPlane's or MachineDeployment's BareMetalMachineTemplate
+// ("" owner when the Machine has neither, or another kind of template).
+func (u *Updater) ownerImage(ctx context.Context, m *clusterv1.Machine) (infrav1.Image, string, error) {
+	var ref clusterv1.ContractVersionedObjectReference
+	var owner string
+	switch {
+	case m.Labels[clusterv1.MachineControlPlaneNameLabel] != "":
+		kcp := &controlplanev1.KubeadmControlPlane{}
+		if err := u.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Labels[clusterv1.MachineControlPlaneNameLabel]}, kcp); err != nil {
+			return infrav1.Image{}, "", client.IgnoreNotFound(err)
+		}
+		ref, owner = kcp.Spec.MachineTemplate.Spec.InfrastructureRef, "KubeadmControlPlane "+kcp.Name
+	case m.Labels[clusterv1.MachineDeploymentNameLabel] != "":
+		md := &clusterv1.MachineDeployment{}
+		if err := u.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Labels[clusterv1.MachineDeploymentNameLabel]}, md); err != nil {
+			return infrav1.Image{}, "", client.IgnoreNotFound(err)
+		}
+		ref, owner = md.Spec.Template.Spec.InfrastructureRef, "MachineDeployment "+md.Name
+	default:
+		return infrav1.Image{}, "", nil
+	}
+	if ref.Kind != "BareMetalMachineTemplate" || ref.APIGroup != infrav1.GroupVersion.Group {
+		return infrav1.Image{}, "", nil
+	}
+	t := &infrav1.BareMetalMachineTemplate{}
+	if err := u.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, t); err != nil {
+		return infrav1.Image{}, "", client.IgnoreNotFound(err)
+	}
+	return t.Spec.Template.Spec.Image, owner, nil
 }
 
 // updateKey names what an update brings, so a failure is remembered for
@@ -395,10 +469,21 @@ func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, b
 	}
 	if _, cp := machine.Labels[clusterv1.MachineControlPlaneLabel]; cp {
 		if p, ok := kubeadmApplied(st, desiredKC); !ok {
-			if p.failed {
+			if !p.failed {
+				return p, nil
+			}
+			// The host may run this image since before the update (a
+			// revert to the image it fell back to): no boot ran
+			// kubeadm upgrade node against the cluster's current
+			// kubeadm-config. Run it once now.
+			k, err := ag.KubeadmUpgrade(ctx)
+			if err != nil {
+				return progress{}, err
+			}
+			st.Kubeadm = &k
+			if p, ok := kubeadmApplied(st, desiredKC); !ok {
 				return u.recordFailure(ctx, bmm, key, p.message)
 			}
-			return p, nil
 		}
 	}
 	if node.Spec.Unschedulable {

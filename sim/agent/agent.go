@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"maps"
 	"bytes"
 	"context"
 	"fmt"
@@ -344,7 +345,7 @@ func (a *Agent) rejoin(ctx context.Context, b *Bootstrap, status lab.HostStatus)
 		if err := a.clusters.JoinControlPlane(ctx, a.cluster, b.NodeName, release(img), *b.ClusterCA, *b.EtcdCA); err != nil {
 			return err
 		}
-		if err := a.upgradeNode(ctx, img.KubernetesVersion); err != nil {
+		if err := a.upgradeNode(ctx, img.KubernetesVersion, false); err != nil {
 			return err
 		}
 	}
@@ -363,16 +364,34 @@ func (a *Agent) rejoin(ctx context.Context, b *Bootstrap, status lab.HostStatus)
 	return err
 }
 
+// KubeadmUpgrade runs `kubeadm upgrade node` on a joined control-plane
+// host at the version it runs, whatever kubeadm applied before.
+func (a *Agent) KubeadmUpgrade(ctx context.Context) (*Kubeadm, error) {
+	a.mu.Lock()
+	b := a.joined
+	a.mu.Unlock()
+	st := a.host.Status()
+	if b == nil || b.Action == JoinWorker || st.OS == nil {
+		return nil, fmt.Errorf("kubeadm upgrade node: %s runs no control-plane node", st.Name)
+	}
+	if err := a.upgradeNode(ctx, st.OS.Image.KubernetesVersion, true); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return &Kubeadm{KubernetesVersion: a.applied.KubernetesVersion, FeatureGates: maps.Clone(a.applied.FeatureGates)}, nil
+}
+
 // upgradeNode is `kubeadm upgrade node` on a control-plane host that
-// booted another Kubernetes version than kubeadm last configured: it
-// reads the cluster's ClusterConfiguration (which KCP updates before an
-// upgrade) and applies it, feature gates included. A reboot into the same
-// version changes nothing.
-func (a *Agent) upgradeNode(ctx context.Context, version string) error {
+// booted another Kubernetes version than kubeadm last configured (or,
+// forced, on any): it reads the cluster's ClusterConfiguration (which KCP
+// updates before an upgrade) and applies it, feature gates included. A
+// reboot into the same version changes nothing.
+func (a *Agent) upgradeNode(ctx context.Context, version string, force bool) error {
 	a.mu.Lock()
 	applied, cluster := a.applied, a.cluster
 	a.mu.Unlock()
-	if applied != nil && applied.KubernetesVersion == version {
+	if !force && applied != nil && applied.KubernetesVersion == version {
 		return nil
 	}
 	cc, err := a.clusters.ClusterConfiguration(ctx, cluster)

@@ -70,6 +70,7 @@ func ServeAPI(a *Agent, cert tls.Certificate, clientCAs *x509.CertPool, addr str
 	mux.HandleFunc("PUT /v1/configdrive", api.putConfigDrive)
 	mux.HandleFunc("POST /v1/clean", api.clean)
 	mux.HandleFunc("POST /v1/reboot", api.reboot)
+	mux.HandleFunc("POST /v1/kubeadm/upgrade", api.kubeadmUpgrade)
 	mux.HandleFunc("GET /v1/persistent", api.getPersistent)
 	mux.HandleFunc("PUT /v1/persistent/{name}", api.putPersistent)
 	api.tls = &tls.Config{
@@ -298,6 +299,18 @@ func (api *API) clean(w http.ResponseWriter, _ *http.Request) {
 	api.agent.record("DiskCleaned", "metadata cleaning erased the disk")
 	api.agent.erased()
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// kubeadmUpgrade runs `kubeadm upgrade node` now on a control-plane
+// host (an updater does, when the host already runs the image it wants:
+// no boot ran it), and answers what it applied.
+func (api *API) kubeadmUpgrade(w http.ResponseWriter, r *http.Request) {
+	k, err := api.agent.KubeadmUpgrade(r.Context())
+	if err != nil {
+		replyErr(w, err)
+		return
+	}
+	reply(w, http.StatusOK, k)
 }
 
 // reboot restarts the host from its OS, the way a host without a BMC (or

@@ -105,6 +105,14 @@ func (c *Client) Reboot(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/v1/reboot", nil, nil)
 }
 
+// KubeadmUpgrade runs kubeadm upgrade node on a control-plane host and
+// returns what it applied.
+func (c *Client) KubeadmUpgrade(ctx context.Context) (agent.Kubeadm, error) {
+	var k agent.Kubeadm
+	err := c.do(ctx, http.MethodPost, "/v1/kubeadm/upgrade", nil, &k)
+	return k, err
+}
+
 // Reset reboots into recovery, which wipes and reinstalls the host.
 func (c *Client) Reset(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/v1/reset", nil, nil)

@@ -106,6 +106,10 @@ const (
 	InPlaceUpdatingReason     = "InPlaceUpdating"
 	InPlaceUpdateFailedReason = "InPlaceUpdateFailed"
 	InPlaceUpdatedReason      = "InPlaceUpdated"
+	// InPlaceUpdateAbandonedReason: the update failed, its owner was
+	// reverted, and the extension let CAPI end it (the host runs the
+	// slot it fell back to).
+	InPlaceUpdateAbandonedReason = "InPlaceUpdateAbandoned"
 )
 
 // BareMetalMachine binds a CAPI Machine to one BareMetalHost.
