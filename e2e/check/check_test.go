@@ -155,7 +155,7 @@ func TestAGoodRunPassesEveryRuleThatApplies(t *testing.T) {
 	for _, r := range results {
 		want := Pass
 		switch r.Rule {
-		case "md-max-machines", "md-min-available", "end-workers", "spares-left", "end-rolled-back", "etcd-quorum", "workload-data":
+		case "md-max-machines", "md-min-available", "end-workers", "spares-left", "end-rolled-back", "reverted-after-failure", "etcd-quorum", "workload-data":
 			want = NotApplicable
 		case "kcp-one-deleting", "no-wipe-under-live-machine", "etcd-member-removed-first", "deletion-order":
 			want = NotExercised
@@ -673,5 +673,70 @@ func TestSummaryNamesWhatDidNotPass(t *testing.T) {
 	got := Summary([]Result{{Rule: "a", Status: Pass}, {Rule: "b", Status: NotExercised}, {Rule: "c", Status: NotExercised}, {Rule: "d", Status: NotApplicable}, {Rule: "e", Status: ExpectedFail}})
 	if want := "1 pass, 1 expected fail (e), 2 not exercised (b, c), 1 n/a"; got != want {
 		t.Fatalf("summary %q, want %q", got, want)
+	}
+}
+
+// reverted is an in-place update that failed, then the user's revert to
+// v1.35.3 taking the same Machine back; failed says whether CAPI
+// reported the failure before the revert.
+func reverted(failed bool) *history {
+	h := newHistory()
+	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.35.3", "1", "1", "1"))
+	h.set(monitor.KindMachine, "c-cp-a", machine("v1.35.3", "u1", "c-cp-a", true, "True"))
+	h.set(monitor.KindHost, "node-0", host("c-cp-a", "provisioned"))
+	h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.35.3"})
+	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
+	h.set(monitor.KindAddon, "coredns", map[string]string{monitor.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
+	h.set(monitor.KindAddon, "kube-proxy", map[string]string{monitor.FieldImage: "registry.k8s.io/kube-proxy:v1.35.3"})
+	h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.35.3"})
+	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "written"})
+	h.set(monitor.KindWorkloadAPI, "api", apiUp)
+	h.step(StepUpgrade)
+	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
+	h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.36.3"})
+	m := machine("v1.36.3", "u1", "c-cp-a", true, "False")
+	if failed {
+		m[monitor.FieldUpdateFailed] = "true"
+	}
+	h.set(monitor.KindMachine, "c-cp-a", m)
+	h.step(StepRevert)
+	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.35.3", "1", "1", "0"))
+	h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.35.3", monitor.FieldFeatureGates: "ControlPlaneKubeletLocalMode=true"})
+	h.set(monitor.KindMachine, "c-cp-a", machine("v1.35.3", "u1", "c-cp-a", true, "True"))
+	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.35.3", "1", "1", "1"))
+	h.set(monitor.KindApp, "web", map[string]string{monitor.FieldReplicas: "1", monitor.FieldReadyCount: "1"})
+	h.set(monitor.KindCluster, "c", done)
+	h.step(StepDone)
+	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "present"})
+	return h
+}
+
+var revertedParams = func() Params {
+	p := inPlace
+	p.FromVersion, p.ToCoreDNS, p.ToEtcd = "v1.35.3", "v1.12.1", "3.6.4-0"
+	p.Expect.Outcome = scenario.Reverted
+	p.Expect.SameMachines = true
+	return p
+}()
+
+// A reverted run is judged whole at the version it went back to, and
+// only after a failure it reverted.
+func TestARevertIsJudgedAtTheOldVersion(t *testing.T) {
+	st := statuses(Run(reverted(true).entries, revertedParams))
+	for _, rule := range []string{"end-machines-up-to-date", "end-control-plane", "end-kubeadm-config", "end-kube-proxy", "end-coredns", "end-etcd", "end-nodes-ready", "same-machines", "reverted-after-failure", "capi-agrees"} {
+		if st[rule] != Pass {
+			t.Errorf("%s: %s; want pass", rule, st[rule])
+		}
+	}
+	if st["end-rolled-back"] != NotApplicable {
+		t.Errorf("end-rolled-back %s; want n/a", st["end-rolled-back"])
+	}
+	if st := statuses(Run(reverted(false).entries, revertedParams)); st["reverted-after-failure"] != Fail {
+		t.Errorf("a revert without a failure: reverted-after-failure %s; want fail", st["reverted-after-failure"])
+	}
+	h := reverted(true)
+	h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.36.3"})
+	if st := statuses(Run(h.entries, revertedParams)); st["end-kubeadm-config"] != Fail {
+		t.Errorf("kubeadm-config left at the failed version: end-kubeadm-config %s; want fail", st["end-kubeadm-config"])
 	}
 }

@@ -63,6 +63,8 @@ var Rules = []Rule{
 		Applies: func(p Params) bool { return upgraded(p) && p.ToEtcd != "" }, End: endEtcd},
 	{Name: "end-rolled-back", Why: "a failed in-place update is reported by CAPI on the Machine, which is kept, none deleting",
 		Applies: isRolledBack, End: endRolledBack},
+	{Name: "reverted-after-failure", Why: "a reverted run saw CAPI report the failed in-place update before the spec went back (else the revert tested nothing)",
+		Applies: func(p Params) bool { return p.Expect.Outcome == scenario.Reverted }, End: revertedAfterFailure},
 	{Name: "end-nodes-ready", Why: "every Node is Ready with the new kubelet (after a rollback: the old one)",
 		Applies: finished, End: endNodes},
 	{Name: "same-hosts", Why: "the cluster ends on the hosts it started on (node reuse)",
@@ -84,8 +86,19 @@ var Rules = []Rule{
 	{Name: "capi-agrees", Why: "CAPI's own Cluster conditions agree with this verdict", Applies: finished},
 }
 
+// upgraded: the cluster is to end whole, every Machine up to date, at
+// endVersion: the new release, or (reverted) the one the user went back
+// to after the update failed.
 func upgraded(p Params) bool {
-	return p.Expect.Outcome == scenario.Upgraded || p.Expect.Outcome == ""
+	return p.Expect.Outcome == scenario.Upgraded || p.Expect.Outcome == "" || p.Expect.Outcome == scenario.Reverted
+}
+
+// endVersion is the version the cluster is to end at.
+func endVersion(p Params) string {
+	if p.Expect.Outcome == scenario.Upgraded || p.Expect.Outcome == "" {
+		return p.ToVersion
+	}
+	return p.FromVersion
 }
 
 func isRolledBack(p Params) bool { return p.Expect.Outcome == scenario.RolledBack }
@@ -359,7 +372,7 @@ func endMachines(s *State, p Params) []Violation {
 		if m[monitor.FieldUpToDate] != "True" {
 			why = append(why, "UpToDate "+or(m[monitor.FieldUpToDate], "absent"))
 		}
-		if m[monitor.FieldVersion] != p.ToVersion {
+		if m[monitor.FieldVersion] != endVersion(p) {
 			why = append(why, "version "+m[monitor.FieldVersion])
 		}
 		if m[monitor.FieldUpdating] != "" {
@@ -382,7 +395,7 @@ func endControlPlane(s *State, p Params) []Violation {
 	var out []Violation
 	for _, name := range s.names(monitor.KindControlPlane) {
 		k := s.get(monitor.KindControlPlane, name)
-		if k[monitor.FieldUpToDateCount] != k[monitor.FieldReplicas] || k[monitor.FieldAvailableCount] != k[monitor.FieldReplicas] || k[monitor.FieldVersion] != p.ToVersion {
+		if k[monitor.FieldUpToDateCount] != k[monitor.FieldReplicas] || k[monitor.FieldAvailableCount] != k[monitor.FieldReplicas] || k[monitor.FieldVersion] != endVersion(p) {
 			out = append(out, violation(s, fmt.Sprintf("KCP ends at %s with upToDateReplicas %s, availableReplicas %s of %s",
 				k[monitor.FieldVersion], k[monitor.FieldUpToDateCount], k[monitor.FieldAvailableCount], k[monitor.FieldReplicas]), monitor.KindControlPlane+"/"+name)...)
 		}
@@ -400,7 +413,7 @@ func endWorkers(s *State, p Params) []Violation {
 	}
 	for _, name := range s.names(monitor.KindMachineDeployment) {
 		d := s.get(monitor.KindMachineDeployment, name)
-		if d[monitor.FieldUpToDateCount] != d[monitor.FieldReplicas] || d[monitor.FieldAvailableCount] != d[monitor.FieldReplicas] || d[monitor.FieldVersion] != p.ToVersion {
+		if d[monitor.FieldUpToDateCount] != d[monitor.FieldReplicas] || d[monitor.FieldAvailableCount] != d[monitor.FieldReplicas] || d[monitor.FieldVersion] != endVersion(p) {
 			out = append(out, violation(s, fmt.Sprintf("MachineDeployment ends at %s with upToDateReplicas %s, availableReplicas %s of %s",
 				d[monitor.FieldVersion], d[monitor.FieldUpToDateCount], d[monitor.FieldAvailableCount], d[monitor.FieldReplicas]), monitor.KindMachineDeployment+"/"+name)...)
 		}
@@ -417,9 +430,9 @@ func endKubeadmConfig(s *State, p Params) []Violation {
 	if c == nil {
 		return violation(s, "no kubeadm-config ConfigMap was seen in the workload cluster", monitor.KindAddon+"/"+monitor.AddonKubeadmConfig)
 	}
-	if c[monitor.FieldVersion] != p.ToVersion {
+	if c[monitor.FieldVersion] != endVersion(p) {
 		return violation(s, fmt.Sprintf("kubeadm-config's ClusterConfiguration ends at kubernetesVersion %q, not %s (featureGates %s)",
-			c[monitor.FieldVersion], p.ToVersion, or(c[monitor.FieldFeatureGates], "none")), monitor.KindAddon+"/"+monitor.AddonKubeadmConfig)
+			c[monitor.FieldVersion], endVersion(p), or(c[monitor.FieldFeatureGates], "none")), monitor.KindAddon+"/"+monitor.AddonKubeadmConfig)
 	}
 	return nil
 }
@@ -427,7 +440,7 @@ func endKubeadmConfig(s *State, p Params) []Violation {
 // endKubeProxy: kubeadm's kube-proxy runs the image of the control
 // plane's version, which KCP sets during an upgrade.
 func endKubeProxy(s *State, p Params) []Violation {
-	return addonEndsOn(s, "kube-proxy", "kube-proxy", "DaemonSet", p.ToVersion, "the image of "+p.ToVersion)
+	return addonEndsOn(s, "kube-proxy", "kube-proxy", "DaemonSet", endVersion(p), "the image of "+endVersion(p))
 }
 
 // endCoreDNS: KCP's last upgrade step rewrote the CoreDNS Deployment to
@@ -494,10 +507,7 @@ func endRolledBack(s *State, _ Params) []Violation {
 func endNodes(s *State, p Params) []Violation {
 	var out []Violation
 	ready := 0
-	version := p.ToVersion
-	if !upgraded(p) {
-		version = p.FromVersion
-	}
+	version := endVersion(p)
 	for _, name := range s.names(monitor.KindNode) {
 		n := s.get(monitor.KindNode, name)
 		if n[monitor.FieldReady] == "True" && n[monitor.FieldKubelet] == version {
@@ -587,6 +597,13 @@ func CAPISays(c map[string]string, outcome scenario.Outcome) bool {
 		return available && !(upToDate && ready)
 	}
 	return available && upToDate && c[monitor.FieldRollingOut] != "True"
+}
+
+func revertedAfterFailure(s *State, _ Params) []Violation {
+	if s.Exercise.UpdateFailures == 0 {
+		return violation(s, "no Machine's in-place update was reported failed after the upgrade: the revert undid an update that never failed", "Step/upgrade")
+	}
+	return nil
 }
 
 // workloadData: every upgrade, whatever it replaces, keeps the cluster's

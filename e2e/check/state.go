@@ -81,6 +81,9 @@ type Exercise struct {
 	// ControlPlaneDeletions: control-plane Machines that started
 	// deleting at any time.
 	ControlPlaneDeletions int
+	// UpdateFailures: Machines whose in-place update CAPI reported
+	// failed (Updating, InPlaceUpdateFailed) after the upgrade step.
+	UpdateFailures int
 }
 
 // budgetTrack follows one budget across polls: its healthy pods and
@@ -118,6 +121,9 @@ func (s *State) count(e timeline.Entry) {
 		if s.Before != nil {
 			s.Exercise.Deletions++
 		}
+	}
+	if e.Kind == monitor.KindMachine && e.New != nil && e.New[monitor.FieldUpdateFailed] != "" && e.Old[monitor.FieldUpdateFailed] == "" && s.Before != nil {
+		s.Exercise.UpdateFailures++
 	}
 	if startsDeprovisioning(e) {
 		s.Exercise.Deprovisions++
@@ -305,6 +311,9 @@ const (
 	StepUpgrade = "upgrade"
 	// StepDone: the runner saw the upgrade finish (or gave up).
 	StepDone = "done"
+	// StepRevert: the update failed and the runner reverts the spec
+	// (outcome reverted).
+	StepRevert = "revert"
 )
 
 // names of a kind, sorted.

@@ -161,8 +161,24 @@ func (r *run) createCluster(ctx context.Context) error {
 // bump of the topology, or new machine templates and the KCP and
 // MachineDeployment pointed at them.
 func (r *run) upgrade(ctx context.Context) error {
-	to := r.scenario.To
-	v, err := r.vars(ctx, to, "to")
+	return r.moveTo(ctx, r.scenario.To, "to")
+}
+
+// revert is the user going back to the from-release after a failed
+// update: the same edits as the upgrade, to the from-templates (which
+// the provisioning created), except CoreDNS: KCP's webhook refuses to
+// migrate CoreDNS down, so its dns.imageTag stays as the upgrade asked
+// (and KCP moves CoreDNS to it once the Machines are up to date). Only a
+// plain cluster can be reverted: CAPI's Cluster webhook refuses to
+// decrease spec.topology.version.
+func (r *run) revert(ctx context.Context) error {
+	return r.moveTo(ctx, r.scenario.From, "from")
+}
+
+// moveTo points the cluster at rel (its templates named by suffix), as a
+// user upgrading (or reverting) would.
+func (r *run) moveTo(ctx context.Context, to scenario.Release, suffix string) error {
+	v, err := r.vars(ctx, to, suffix)
 	if err != nil {
 		return err
 	}
@@ -176,8 +192,11 @@ func (r *run) upgrade(ctx context.Context) error {
 			}
 		})
 	}
-	if err := r.apply(ctx, "machine-templates.yaml", v); err != nil {
-		return err
+	reverting := suffix == "from"
+	if !reverting {
+		if err := r.apply(ctx, "machine-templates.yaml", v); err != nil {
+			return err
+		}
 	}
 	kcp := &controlplanev1.KubeadmControlPlane{}
 	if err := r.env.Client.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName + "-cp"}, kcp); err != nil {
@@ -188,10 +207,10 @@ func (r *run) upgrade(ctx context.Context) error {
 	// conflict with them.
 	kcpPatch := client.MergeFrom(kcp.DeepCopy())
 	kcp.Spec.Version = to.Version
-	if kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag != "" { // the templates have KCP manage CoreDNS
+	if kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag != "" && !reverting { // the templates have KCP manage CoreDNS
 		kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag = v["COREDNS_VERSION"]
 	}
-	kcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name = clusterName + "-cp-to"
+	kcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name = clusterName + "-cp-" + suffix
 	if err := r.env.Client.Patch(ctx, kcp, kcpPatch); err != nil {
 		return err
 	}
@@ -201,7 +220,7 @@ func (r *run) upgrade(ctx context.Context) error {
 	}
 	mdPatch := client.MergeFrom(md.DeepCopy())
 	md.Spec.Template.Spec.Version = to.Version
-	md.Spec.Template.Spec.InfrastructureRef.Name = clusterName + "-md-to"
+	md.Spec.Template.Spec.InfrastructureRef.Name = clusterName + "-md-" + suffix
 	return r.env.Client.Patch(ctx, md, mdPatch)
 }
 

@@ -153,7 +153,11 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		// hosts; another provider's (CAPI's in-memory one) do neither.
 		p.Apps, p.EtcdOnHosts = r.provider.Lab, r.provider.Lab
 		p.ToCoreDNS = coreDNSAsked(entries)
-		if to, err := def.Catalog.Get(s.To.Image); err == nil && r.provider.Lab { // CAPI's in-memory etcd members carry no image
+		end := s.To.Image
+		if s.Expect.Outcome == scenario.Reverted {
+			end = s.From.Image
+		}
+		if to, err := def.Catalog.Get(end); err == nil && r.provider.Lab { // CAPI's in-memory etcd members carry no image
 			p.ToEtcd = to.Etcd
 		}
 		judged := time.Now()
@@ -320,6 +324,16 @@ func (r *run) upgradeAndWait(ctx context.Context) error {
 	switch r.scenario.Expect.Outcome {
 	case scenario.RolledBack:
 		return r.waitRolledBack(ctx, r.provider.Intervals.Upgrade.Duration)
+	case scenario.Reverted:
+		if err := r.waitRolledBack(ctx, r.provider.Intervals.Upgrade.Duration); err != nil {
+			return err
+		}
+		r.tl.Step(check.StepRevert, fmt.Sprintf("%s -> %s: the update failed, the user goes back", r.scenario.To.Version, r.scenario.From.Version))
+		r.say("step 5/6: the update failed; reverting the cluster to %s", r.scenario.From.Version)
+		if err := r.revert(ctx); err != nil {
+			return err
+		}
+		return r.waitRolledOut(ctx, r.scenario.From.Version, "revert", r.provider.Intervals.Upgrade.Duration)
 	case scenario.Stalled:
 		return r.waitStalled(ctx, r.scenario.Expect.StallFor.Duration)
 	}
@@ -330,6 +344,8 @@ func (r *run) doneDetail() string {
 	switch r.scenario.Expect.Outcome {
 	case scenario.RolledBack:
 		return "the update failed and every Node is back at " + r.scenario.From.Version
+	case scenario.Reverted:
+		return "the update failed, the spec went back, and every Machine is up to date at " + r.scenario.From.Version
 	case scenario.Stalled:
 		return "the upgrade stalled, as the scenario's fault makes it"
 	}
@@ -423,8 +439,17 @@ func (r *run) countsCaughtUp(ctx context.Context) bool {
 	return true
 }
 
+// endVersion is the version the cluster is to end at: the to-release,
+// or the from-release it was reverted to.
+func (r *run) endVersion() string {
+	if r.scenario.Expect.Outcome == scenario.Reverted {
+		return r.scenario.From.Version
+	}
+	return r.scenario.To.Version
+}
+
 // addonsMoved says whether the workload cluster's kube-proxy runs the
-// to-version's image and CoreDNS the tag KCP is asked for.
+// end version's image and CoreDNS the tag KCP is asked for.
 func (r *run) addonsMoved(ctx context.Context) bool {
 	wl, err := r.workloadClient(ctx)
 	if err != nil {
@@ -440,7 +465,7 @@ func (r *run) addonsMoved(ctx context.Context) bool {
 		return false
 	}
 	tag := kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag
-	return strings.HasSuffix(monitor.AddonSummary(ds.Spec.Template.Spec.Containers)[monitor.FieldImage], ":"+r.scenario.To.Version) &&
+	return strings.HasSuffix(monitor.AddonSummary(ds.Spec.Template.Spec.Containers)[monitor.FieldImage], ":"+r.endVersion()) &&
 		(tag == "" || strings.HasSuffix(monitor.AddonSummary(dns.Spec.Template.Spec.Containers)[monitor.FieldImage], ":"+tag))
 }
 

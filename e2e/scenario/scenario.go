@@ -244,6 +244,10 @@ type Outcome string
 const (
 	Upgraded   Outcome = "upgraded"
 	RolledBack Outcome = "rolled-back"
+	// Reverted: the in-place update fails (the host falls back), the
+	// user then reverts the cluster's spec to the from-release, and the
+	// cluster ends whole at it: every Machine up to date, none replaced.
+	Reverted Outcome = "reverted"
 	// Stalled: a fault the cluster cannot survive (its only
 	// control-plane host dead), or a change CAPI can only roll out where
 	// no host is free, stops the upgrade; the end rules do not apply,
@@ -412,9 +416,12 @@ func (s *Scenario) validate() []string {
 	}
 	switch s.Expect.Outcome {
 	case Upgraded:
-	case RolledBack:
+	case RolledBack, Reverted:
 		if s.Strategy != InPlace {
-			bad("expect.outcome", "rolled-back needs strategy in-place (only an in-place update falls back to the slot it left)")
+			bad("expect.outcome", "%s needs strategy in-place (only an in-place update falls back to the slot it left)", s.Expect.Outcome)
+		}
+		if s.Expect.Outcome == Reverted && slices.Contains(s.Forms, ClusterClass) {
+			bad("forms", "reverted needs forms [plain]: CAPI's Cluster webhook refuses to decrease spec.topology.version, so a ClusterClass cluster cannot be reverted")
 		}
 	case Stalled:
 		if len(s.Faults) == 0 && len(s.Expect.BrokenRules) == 0 {
@@ -424,7 +431,7 @@ func (s *Scenario) validate() []string {
 			bad("expect.stallFor", "stalled needs how long to watch the stalled upgrade (e.g. 20s)")
 		}
 	default:
-		bad("expect.outcome", "%q is not upgraded, rolled-back or stalled", s.Expect.Outcome)
+		bad("expect.outcome", "%q is not upgraded, rolled-back, reverted or stalled", s.Expect.Outcome)
 	}
 	if s.Expect.StallFor.Duration != 0 && s.Expect.Outcome != Stalled {
 		bad("expect.stallFor", "only for outcome stalled")

@@ -114,12 +114,12 @@ func (u *Updater) drain(ctx context.Context, bmm *infrav1.BareMetalMachine, wl c
 	}
 	started, ok := annotatedAt(bmm, DrainAnnotation, key)
 	if !ok {
-		if err := u.annotate(ctx, bmm, DrainAnnotation, key+"@"+time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		if err := u.annotate(ctx, bmm, DrainAnnotation, key+"@"+u.now().UTC().Format(time.RFC3339Nano)); err != nil {
 			return progress{}, false, err
 		}
-		started = time.Now()
+		started = u.now()
 	}
-	if u.DrainTimeout > 0 && time.Since(started) > u.DrainTimeout {
+	if u.DrainTimeout > 0 && u.now().Sub(started) > u.DrainTimeout {
 		p, err := u.recordFailure(ctx, bmm, key, fmt.Sprintf("drain of %s did not finish in %s: %s; nothing was changed on the host", node.Name, u.DrainTimeout, d))
 		return p, false, err
 	}

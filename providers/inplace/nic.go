@@ -192,7 +192,7 @@ func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, w
 		return u.recordFailure(ctx, bmm, key, fmt.Sprintf("NIC ports %s of %s stay in firmware recovery mode after %d flashes of NVM %s",
 			strings.Join(f.recovery, ", "), node.Name, attempts, f.nvm.Firmware))
 	case cut: // stage it again below
-	case wasStaged && !f.bootedAt.After(staged) && time.Since(staged) > rebootRetry:
+	case wasStaged && !f.bootedAt.After(staged) && u.now().Sub(staged) > rebootRetry:
 		// The OS that ran when the flash was staged is still up: the
 		// reset that applies it never reached the host. Ask again.
 		bmc, err := u.dialBMC(ctx, bmm)
@@ -203,13 +203,13 @@ func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, w
 		if err := bmc.PowerOn(); err != nil {
 			return progress{}, err
 		}
-		if err := u.annotate(ctx, bmm, NICFlashAnnotation, f.nvm.Firmware+"@"+time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		if err := u.annotate(ctx, bmm, NICFlashAnnotation, f.nvm.Firmware+"@"+u.now().UTC().Format(time.RFC3339Nano)); err != nil {
 			return progress{}, err
 		}
 		return running("reset %s again to apply NVM %s", node.Name, f.nvm.Firmware), nil
 	case wasStaged:
-		if time.Since(staged) > u.FlashTimeout {
-			return u.recordFailure(ctx, bmm, key, fmt.Sprintf("NVM %s staged %s ago is still not active on %s of %s", f.nvm.Firmware, time.Since(staged).Round(time.Second), strings.Join(f.ports, ", "), node.Name))
+		if u.now().Sub(staged) > u.FlashTimeout {
+			return u.recordFailure(ctx, bmm, key, fmt.Sprintf("NVM %s staged %s ago is still not active on %s of %s", f.nvm.Firmware, u.now().Sub(staged).Round(time.Second), strings.Join(f.ports, ", "), node.Name))
 		}
 		return running("flashing NVM %s on %s of %s (%s: %s)", f.nvm.Firmware, strings.Join(f.ports, ", "), node.Name, f.plan.order, f.plan.reason), nil
 	}
@@ -232,7 +232,7 @@ func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, w
 	if err := u.annotate(ctx, bmm, NICFlashAttemptsAnnotation, fmt.Sprintf("%s:%d", f.nvm.Firmware, attempts+1)); err != nil {
 		return progress{}, err
 	}
-	if err := u.annotate(ctx, bmm, NICFlashAnnotation, f.nvm.Firmware+"@"+time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+	if err := u.annotate(ctx, bmm, NICFlashAnnotation, f.nvm.Firmware+"@"+u.now().UTC().Format(time.RFC3339Nano)); err != nil {
 		return progress{}, err
 	}
 	if err := bmc.PowerOn(); err != nil { // a restart: the BMC flashes during it

@@ -47,6 +47,11 @@ const (
 	StartedAnnotation = "inplace.upgradelab.dev/started"
 )
 
+// WorkloadClients gives a client of a workload cluster.
+type WorkloadClients interface {
+	Client(ctx context.Context, namespace, cluster string) (client.Client, error)
+}
+
 // Updater performs one machine's update, a step per UpdateMachine call.
 type Updater struct {
 	// Client reads and annotates the management cluster.
@@ -61,8 +66,9 @@ type Updater struct {
 	// ReadHost reads a Machine's host for CanUpdate (nil: through the
 	// Machine's Node and its agent, HostStatus).
 	ReadHost HostReader
-	// Workloads reaches a cluster's API server.
-	Workloads *Workloads
+	// Workloads reaches a cluster's API server (*Workloads, from CAPI's
+	// kubeconfig secret).
+	Workloads WorkloadClients
 	// HealthGrace is how long a freshly booted slot may fail its health
 	// check before the update counts as failed.
 	HealthGrace time.Duration
@@ -77,6 +83,8 @@ type Updater struct {
 	// Deadline bounds a whole update, from its first step: one still not
 	// done after it fails, whatever step it is at (0: no deadline).
 	Deadline time.Duration
+	// Now is the clock (nil: time.Now); the tests move it.
+	Now func() time.Time
 
 	mu      sync.Mutex
 	staging map[string]*staging
@@ -94,6 +102,13 @@ type staging struct {
 }
 
 const maxWrites = 3
+
+func (u *Updater) now() time.Time {
+	if u.Now != nil {
+		return u.Now()
+	}
+	return time.Now()
+}
 
 // progress is one step's outcome. abandoned is done without the update:
 // a failed update whose owner was reverted.
@@ -275,10 +290,10 @@ func (u *Updater) next(ctx context.Context, desired *clusterv1.Machine, desiredB
 		return progress{failed: true, message: msg}, nil
 	}
 	if started, ok := annotatedAt(bmm, StartedAnnotation, key); !ok {
-		if err := u.annotate(ctx, bmm, StartedAnnotation, key+"@"+time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		if err := u.annotate(ctx, bmm, StartedAnnotation, key+"@"+u.now().UTC().Format(time.RFC3339Nano)); err != nil {
 			return progress{}, err
 		}
-	} else if u.Deadline > 0 && time.Since(started) > u.Deadline {
+	} else if u.Deadline > 0 && u.now().Sub(started) > u.Deadline {
 		return u.recordFailure(ctx, bmm, key, fmt.Sprintf("the update to %s did not finish within %s (started %s)", want.URL, u.Deadline, started.Format(time.RFC3339)))
 	}
 	h, failure, err := u.findHost(ctx, client.ObjectKeyFromObject(desired))
@@ -400,7 +415,7 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 		msg := fmt.Sprintf("%s did not boot: the host fell back to slot %s (%s)", want.URL, st.OS.Slot, st.OS.Image.Name)
 		return u.recordFailure(ctx, bmm, key, msg)
 	} else if ok {
-		if time.Since(at) > rebootRetry {
+		if u.now().Sub(at) > rebootRetry {
 			// The OS that ran before the reboot is still up: the reset
 			// never reached the host (a BMC that did not answer). Ask
 			// again.
@@ -450,7 +465,7 @@ func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, b
 			return progress{}, err
 		}
 		if !h.Healthy {
-			if time.Since(st.OS.BootedAt) < u.HealthGrace {
+			if u.now().Sub(st.OS.BootedAt) < u.HealthGrace {
 				return running("health check of slot %s: %s", st.OS.Slot, h.Reason), nil
 			}
 			msg := fmt.Sprintf("health check of %s in slot %s failed: %s; rebooting into slot %s", st.OS.Image.Name, st.OS.Slot, h.Reason, st.OS.Slot.Other())
@@ -523,7 +538,7 @@ func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, st age
 		}
 		attempts = s.attempts // cut short by a restart: write again
 	}
-	s := &staging{checksum: want.Checksum, started: time.Now(), attempts: attempts + 1}
+	s := &staging{checksum: want.Checksum, started: u.now(), attempts: attempts + 1}
 	u.staging[key] = s
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -581,7 +596,7 @@ func (u *Updater) dialBMC(ctx context.Context, bmm *infrav1.BareMetalMachine) (*
 }
 
 func (u *Updater) markReboot(ctx context.Context, bmm *infrav1.BareMetalMachine, checksum string) error {
-	return u.annotate(ctx, bmm, RebootAnnotation, checksum+"@"+time.Now().UTC().Format(time.RFC3339Nano))
+	return u.annotate(ctx, bmm, RebootAnnotation, checksum+"@"+u.now().UTC().Format(time.RFC3339Nano))
 }
 
 func rebootedAt(bmm *infrav1.BareMetalMachine, checksum string) (time.Time, bool) {

@@ -1,0 +1,319 @@
+package inplace
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+	"github.com/upgradelab/upgradelab/sim/agent"
+	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/image"
+	"github.com/upgradelab/upgradelab/sim/lab"
+)
+
+// fakeHost is a host agent's API over HTTPS, answering from a report the
+// test edits: what the Updater sees of a host (its running OS, slots,
+// kubeadm) and what it asked (stage, activate, reboot).
+type fakeHost struct {
+	mu       sync.Mutex
+	st       agent.Status
+	healthy  bool
+	reboots  int
+	staged   string
+	gatesCfg map[string]bool // what kubeadm upgrade node would apply now
+}
+
+func (f *fakeHost) serve(t *testing.T) *httptest.Server {
+	mux := http.NewServeMux()
+	reply := func(w http.ResponseWriter, code int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		reply(w, 200, f.st)
+	})
+	mux.HandleFunc("POST /v1/stage", func(w http.ResponseWriter, r *http.Request) {
+		var req agent.StageRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.staged = req.URL
+		f.st.Slots[req.Slot] = &disk.Slot{State: disk.Written, Checksum: req.SHA256, Image: req.URL}
+		reply(w, 200, map[string]string{"slot": string(req.Slot)})
+	})
+	mux.HandleFunc("POST /v1/activate", func(w http.ResponseWriter, _ *http.Request) { reply(w, 200, map[string]string{}) })
+	mux.HandleFunc("POST /v1/reboot", func(w http.ResponseWriter, _ *http.Request) {
+		f.mu.Lock()
+		f.reboots++
+		f.mu.Unlock()
+		reply(w, 202, map[string]string{"status": "rebooting"})
+	})
+	mux.HandleFunc("POST /v1/health", func(w http.ResponseWriter, _ *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if !f.healthy {
+			reply(w, 503, agent.Health{Reason: "link down on eno1"})
+			return
+		}
+		f.st.Slots[f.st.OS.Slot].Good = true
+		reply(w, 200, agent.Health{Healthy: true})
+	})
+	mux.HandleFunc("POST /v1/kubeadm/upgrade", func(w http.ResponseWriter, _ *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.st.Kubeadm = &agent.Kubeadm{KubernetesVersion: f.st.OS.Image.KubernetesVersion, FeatureGates: f.gatesCfg}
+		reply(w, 200, f.st.Kubeadm)
+	})
+	srv := httptest.NewTLSServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// boot is the host coming up on slot, at t.
+func (f *fakeHost) boot(slot disk.SlotName, version string, at time.Time, kubeadmGates map[string]bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st.OS = &lab.RunningOS{Source: lab.FromDiskSlot, Slot: slot, BootedAt: at,
+		Image: image.Manifest{Name: "img-" + version, KubernetesVersion: version}}
+	f.st.Kubeadm = &agent.Kubeadm{KubernetesVersion: version, FeatureGates: kubeadmGates}
+}
+
+type fixedWorkloads struct{ c client.Client }
+
+func (w fixedWorkloads) Client(context.Context, string, string) (client.Client, error) { return w.c, nil }
+
+// stepWorld is one control-plane Machine, its BareMetalMachine and a
+// host without a BMC (rebooted through its agent), its Node, and a clock
+// the test moves.
+type stepWorld struct {
+	t       *testing.T
+	now     time.Time
+	host    *fakeHost
+	mgmt    client.Client
+	wl      client.Client
+	u       *Updater
+	machine *clusterv1.Machine
+	bmm     *infrav1.BareMetalMachine
+	kc      *bootstrapv1.KubeadmConfig
+}
+
+var (
+	oldImage = infrav1.Image{URL: "http://images/v1.35.3", Checksum: "aa"}
+	newImage = infrav1.Image{URL: "http://images/v1.36.3", Checksum: "bb"}
+)
+
+func newStepWorld(t *testing.T) *stepWorld {
+	w := &stepWorld{t: t, now: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)}
+	w.host = &fakeHost{healthy: true, st: agent.Status{Host: "node-0", Slots: map[disk.SlotName]*disk.Slot{
+		disk.SlotA: {State: disk.Written, Checksum: oldImage.Checksum, Good: true}}}}
+	w.host.boot(disk.SlotA, "v1.35.3", w.now.Add(-time.Hour), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+	srv := w.host.serve(t)
+
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, controlplanev1.AddToScheme, bootstrapv1.AddToScheme, metal3.AddToScheme} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.machine = &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp-1", UID: "u1",
+		Labels: map[string]string{clusterv1.MachineControlPlaneLabel: "", clusterv1.MachineControlPlaneNameLabel: "c-cp"}},
+		Spec:   clusterv1.MachineSpec{ClusterName: "c", Version: "v1.36.3"},
+		Status: clusterv1.MachineStatus{NodeRef: clusterv1.MachineNodeReference{Name: "cp-1"}}}
+	w.bmm = &infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp-1"},
+		Spec: infrav1.BareMetalMachineSpec{Image: newImage}, Status: infrav1.BareMetalMachineStatus{Host: "node-0"}}
+	w.kc = &bootstrapv1.KubeadmConfig{} // v1.36.3: KCP sets no feature gate
+	bmh := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "node-0"}}
+	w.mgmt = fake.NewClientBuilder().WithScheme(s).WithObjects(w.machine.DeepCopy(), w.bmm.DeepCopy(), bmh).WithStatusSubresource(&infrav1.BareMetalMachine{}).Build()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp-1", Annotations: map[string]string{agent.AgentURLAnnotation: srv.URL}},
+		Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.35.3"}, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	w.wl = fake.NewClientBuilder().WithScheme(s).WithObjects(node).WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string {
+		return []string{o.(*corev1.Pod).Spec.NodeName}
+	}).Build()
+	w.u = &Updater{Client: w.mgmt, AgentHTTP: srv.Client(), Workloads: fixedWorkloads{w.wl}, HealthGrace: 30 * time.Second,
+		Deadline: time.Hour, Now: func() time.Time { return w.now }}
+	return w
+}
+
+// step runs one UpdateMachine step; staging runs in the background, so a
+// step that started one waits for it.
+func (w *stepWorld) step() progress {
+	w.t.Helper()
+	p, err := w.u.step(context.Background(), w.machine, w.bmm, w.kc)
+	if err != nil {
+		w.t.Fatalf("step: %v", err)
+	}
+	for i := 0; i < 100 && strings.HasPrefix(p.message, "writing"); i++ {
+		time.Sleep(5 * time.Millisecond)
+		if p, err = w.u.step(context.Background(), w.machine, w.bmm, w.kc); err != nil {
+			w.t.Fatalf("step: %v", err)
+		}
+	}
+	return p
+}
+
+func (w *stepWorld) nodeAt(version string) {
+	n := &corev1.Node{}
+	if err := w.wl.Get(context.Background(), client.ObjectKey{Name: "cp-1"}, n); err != nil {
+		w.t.Fatal(err)
+	}
+	n.Status.NodeInfo.KubeletVersion = version
+	if err := w.wl.Status().Update(context.Background(), n); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *stepWorld) annotations() map[string]string {
+	b := &infrav1.BareMetalMachine{}
+	if err := w.mgmt.Get(context.Background(), client.ObjectKeyFromObject(w.bmm), b); err != nil {
+		w.t.Fatal(err)
+	}
+	return b.Annotations
+}
+
+// The update's step machine, each case from the host as it reports
+// itself to the end the Updater answers.
+func TestUpdaterSteps(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(w *stepWorld) progress
+		want string // "done", "running: ...", "failed: ..." (a prefix of the message)
+	}{
+		{name: "stages, activates and reboots the old OS", want: "running: rebooting cp-1 into slot B", run: func(w *stepWorld) progress {
+			p := w.step()
+			if w.host.staged != newImage.URL || w.host.reboots != 1 {
+				t.Errorf("staged %q, reboots %d", w.host.staged, w.host.reboots)
+			}
+			return p
+		}},
+		{name: "the new slot booted and is healthy: done at the new version", want: "done", run: func(w *stepWorld) progress {
+			w.step()
+			w.host.boot(disk.SlotB, "v1.36.3", w.now.Add(time.Second), nil)
+			w.now = w.now.Add(time.Minute)
+			if p := w.step(); !strings.HasPrefix(p.message, "waiting for node cp-1 to be Ready at v1.36.3") {
+				t.Errorf("before the kubelet reports the new version: %+v", p)
+			}
+			w.nodeAt("v1.36.3")
+			return w.step()
+		}},
+		{name: "unhealthy within the grace: waits", want: "running: health check of slot B", run: func(w *stepWorld) progress {
+			w.step()
+			w.host.healthy = false
+			w.now = w.now.Add(time.Minute)
+			w.host.boot(disk.SlotB, "v1.36.3", w.now.Add(-10*time.Second), nil)
+			return w.step()
+		}},
+		{name: "unhealthy past the grace: fails and reboots into the old slot", want: "failed: health check of img-v1.36.3 in slot B failed: link down on eno1; rebooting into slot A", run: func(w *stepWorld) progress {
+			w.step()
+			w.host.healthy = false
+			w.now = w.now.Add(time.Minute)
+			w.host.boot(disk.SlotB, "v1.36.3", w.now.Add(-40*time.Second), nil)
+			p := w.step()
+			if w.host.reboots != 2 {
+				t.Errorf("reboots %d, want 2 (into B, back to A)", w.host.reboots)
+			}
+			if _, ok := failedFor(&infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{Annotations: w.annotations()}}, updateKey(newImage, nil)); !ok {
+				t.Errorf("the failure is not kept: %v", w.annotations())
+			}
+			return p
+		}},
+		{name: "back on the old slot after the reboot: the new one did not boot", want: "failed: http://images/v1.36.3 did not boot: the host fell back to slot A", run: func(w *stepWorld) progress {
+			w.step()
+			w.now = w.now.Add(time.Minute)
+			w.host.boot(disk.SlotA, "v1.35.3", w.now.Add(-time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+			return w.step()
+		}},
+		{name: "the old OS still up 30 s after the reboot: asks again", want: "running: rebooting cp-1 into the new slot", run: func(w *stepWorld) progress {
+			w.step()
+			w.now = w.now.Add(31 * time.Second)
+			p := w.step()
+			if w.host.reboots != 2 {
+				t.Errorf("reboots %d, want 2", w.host.reboots)
+			}
+			return p
+		}},
+		{name: "kubeadm applied other feature gates: runs kubeadm upgrade node once, then fails", want: "failed: kubeadm upgrade node on node-0 applied feature gates map[ControlPlaneKubeletLocalMode:true]", run: func(w *stepWorld) progress {
+			w.step()
+			// The cluster's kubeadm-config was never updated (KCP's work
+			// skipped): the host keeps the old version's gate.
+			w.host.gatesCfg = map[string]bool{"ControlPlaneKubeletLocalMode": true}
+			w.host.boot(disk.SlotB, "v1.36.3", w.now.Add(time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+			w.now = w.now.Add(time.Minute)
+			return w.step()
+		}},
+		{name: "kubeadm behind the cluster's kubeadm-config: kubeadm upgrade node brings it", want: "running: waiting for node cp-1", run: func(w *stepWorld) progress {
+			w.step()
+			w.host.gatesCfg = nil
+			w.host.boot(disk.SlotB, "v1.36.3", w.now.Add(time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+			w.now = w.now.Add(time.Minute)
+			return w.step()
+		}},
+		{name: "past the deadline: fails wherever it is", want: "failed: the update to http://images/v1.36.3 did not finish within 1h0m0s", run: func(w *stepWorld) progress {
+			w.step()
+			w.now = w.now.Add(2 * time.Hour)
+			return w.step()
+		}},
+		{name: "a failure whose owner was reverted is abandoned on a committed slot", want: "done: the update to http://images/v1.36.3 failed", run: func(w *stepWorld) progress {
+			ctx := context.Background()
+			tmpl := &infrav1.BareMetalMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-cp-from"},
+				Spec: infrav1.BareMetalMachineTemplateSpec{Template: infrav1.BareMetalMachineTemplateResource{Spec: infrav1.BareMetalMachineSpec{Image: oldImage}}}}
+			kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-cp"}}
+			kcp.Spec.MachineTemplate.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "BareMetalMachineTemplate", Name: "c-cp-from"}
+			for _, o := range []client.Object{tmpl, kcp} {
+				if err := w.mgmt.Create(ctx, o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w.step()
+			w.now = w.now.Add(time.Minute)
+			w.host.boot(disk.SlotA, "v1.35.3", w.now.Add(-time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+			if p := w.step(); !p.failed {
+				t.Fatalf("the fallback: %+v; want a failure", p)
+			}
+			p := w.step() // the owner asks for the old image: abandoned
+			if !p.abandoned {
+				t.Errorf("not marked abandoned: %+v", p)
+			}
+			if a := w.annotations(); a[FailedAnnotation] != "" || a[RebootAnnotation] != "" {
+				t.Errorf("annotations kept after abandoning: %v", a)
+			}
+			return p
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newStepWorld(t)
+			p := tc.run(w)
+			got := "running: " + p.message
+			switch {
+			case p.failed:
+				got = "failed: " + p.message
+			case p.done && tc.want == "done":
+				got = "done"
+			case p.done:
+				got = "done: " + p.message
+			}
+			if !strings.HasPrefix(got, tc.want) {
+				t.Fatalf("got %q\nwant %q...", got, tc.want)
+			}
+		})
+	}
+}
