@@ -190,6 +190,13 @@ func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
 				h.set(monitor.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "True"))
 			},
 			objects: []string{"Machine/c-cp-b"}, message: "created during an in-place upgrade"},
+		{name: "a Machine deleting in place", rule: "same-machines", params: inPlace,
+			breakIt: func(h *history) {
+				a := machine("v1.36.3", "u1", "c-cp-a", true, "True")
+				a[monitor.FieldDeleting] = "true"
+				h.set(monitor.KindMachine, "c-cp-a", a)
+			},
+			objects: []string{"Machine/c-cp-a"}, message: "being deleted during an in-place upgrade"},
 		{name: "a Machine recreated under its name", rule: "same-machines", params: inPlace,
 			breakIt: func(h *history) {
 				h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u9", "c-cp-a", true, "True"))

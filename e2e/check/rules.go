@@ -45,7 +45,7 @@ var Rules = []Rule{
 		Applies: func(p Params) bool { return p.ControlPlaneReplicas >= 3 }, During: etcdQuorumRule},
 	{Name: "deletion-order", Why: "a Machine at the new version is never deleted while one of the same owner is still at the old version",
 		During: deletionOrder, Exercised: func(s *State, _ Params) bool { return s.Exercise.Deletions > 0 }},
-	{Name: "same-machines", Why: "an in-place upgrade keeps every Machine (name and UID); none created or deleted",
+	{Name: "same-machines", Why: "an in-place upgrade keeps every Machine (name and UID); none created, deleted or being deleted",
 		Applies: func(p Params) bool { return p.Expect.SameMachines }, During: sameMachines},
 	{Name: "end-machines-up-to-date", Why: "every Machine ends UpToDate at the new version, no update in progress",
 		Applies: upgraded, End: endMachines},
@@ -343,6 +343,9 @@ func sameMachines(s *State, _ Params) []Violation {
 	}
 	if s.Before != nil {
 		for name, m := range s.Objects[monitor.KindMachine] {
+			if _, ok := s.Before[monitor.KindMachine][name]; ok && m[monitor.FieldDeleting] != "" {
+				out = append(out, violation(s, "a Machine is being deleted during an in-place upgrade", monitor.KindMachine+"/"+name)...)
+			}
 			if was, ok := s.Before[monitor.KindMachine][name]; ok && was[monitor.FieldUID] != m[monitor.FieldUID] {
 				out = append(out, violation(s, fmt.Sprintf("Machine %s has UID %s, had %s", name, m[monitor.FieldUID], was[monitor.FieldUID]), monitor.KindMachine+"/"+name)...)
 			}

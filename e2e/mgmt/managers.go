@@ -41,6 +41,11 @@ type Provider struct {
 	// the ExtensionConfig's spec.settings.
 	RuntimeExtension  bool
 	ExtensionSettings map[string]string
+	// ExtensionNamespaceLabels become the ExtensionConfig's
+	// namespaceSelector (matchLabels): CAPI calls the extension only
+	// about objects in namespaces with these labels (nil: every
+	// namespace).
+	ExtensionNamespaceLabels map[string]string
 	// FeatureGates: it is built on CAPI's manager scaffolding and takes
 	// CAPI's --feature-gates (CAPD does; ours take none).
 	FeatureGates bool
@@ -60,6 +65,7 @@ type managerSpec struct {
 	extraArgs []string
 	extension bool
 	settings  map[string]string // the ExtensionConfig's, for an extension
+	nsLabels  map[string]string // the ExtensionConfig's namespaceSelector
 	env       []string
 }
 
@@ -80,7 +86,7 @@ func capiManagers(a Assets, gates []string) []managerSpec {
 
 func (p Provider) spec(gates []string) managerSpec {
 	s := managerSpec{name: p.Name, binary: p.Binary, configDir: p.ConfigDir, extraCRDs: p.ExtraCRDDirs, extraArgs: p.Args,
-		extension: p.RuntimeExtension, settings: p.ExtensionSettings, env: p.Env}
+		extension: p.RuntimeExtension, settings: p.ExtensionSettings, nsLabels: p.ExtensionNamespaceLabels, env: p.Env}
 	if p.FeatureGates {
 		s.gates = gates
 	}

@@ -304,6 +304,9 @@ func (p *Plane) registerExtensions(ctx context.Context, caPEM []byte, host strin
 				URL: "https://" + host + ":" + strconv.Itoa(p.ports[m.name].webhook), CABundle: caPEM,
 			}, Settings: m.settings},
 		}
+		if m.nsLabels != nil {
+			ec.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: m.nsLabels}
+		}
 		if err := createOrReplace(ctx, p.Client, ec); err != nil {
 			return fmt.Errorf("ExtensionConfig %s: %w", m.name, err)
 		}

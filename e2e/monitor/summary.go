@@ -41,6 +41,9 @@ const (
 	// FieldControlPlaneName is the KubeadmControlPlane a control-plane
 	// Machine belongs to (its control-plane-name label).
 	FieldControlPlaneName = "controlPlaneName"
+	// FieldHealthCheck is a Machine's HealthCheckSucceeded condition (a
+	// MachineHealthCheck's verdict; absent without one).
+	FieldHealthCheck = "healthCheck"
 	// FieldFeatureGates are a ClusterConfiguration's ("A=true,B=false").
 	FieldFeatureGates   = "featureGates"
 	FieldMaxSurge       = "maxSurge"
@@ -130,6 +133,7 @@ func MachineSummary(m *clusterv1.Machine) map[string]string {
 		s[FieldControlPlaneName] = name
 	}
 	condition(s, FieldUpToDate, m.Status.Conditions, clusterv1.MachineUpToDateCondition)
+	condition(s, FieldHealthCheck, m.Status.Conditions, clusterv1.MachineHealthCheckSucceededCondition)
 	condition(s, FieldAvailable, m.Status.Conditions, clusterv1.MachineAvailableCondition)
 	if t := m.Spec.Deletion.NodeDrainTimeoutSeconds; t != nil && *t > 0 {
 		s[FieldDrainTimeout] = strconv.Itoa(int(*t))

@@ -80,6 +80,11 @@ func Build(ctx context.Context, dir, name string) (string, error) {
 	return out, nil
 }
 
+// ExtensionNamespaceLabel marks a namespace whose clusters the in-place
+// extension updates: its ExtensionConfig's namespaceSelector, so CAPI
+// asks it only about those (and never about another provider's).
+const ExtensionNamespaceLabel = "inplace.upgradelab.dev/enabled"
+
 // Extension describes the in-place update extension to the plane: a
 // runtime extension (the plane registers its ExtensionConfig) that
 // reaches hosts with the same kind of certificate as the provider, with
@@ -95,8 +100,9 @@ func Extension(s *site.Site, binary, certDir string, args ...string) (mgmt.Provi
 	}
 	return mgmt.Provider{
 		Name: "inplace", Binary: binary, RuntimeExtension: true,
-		ConfigDir: filepath.Join(root, "providers", "inplace", "config"),
-		Args:      append([]string{"--ca-file=" + s.CAFile, "--cert-dir=" + certDir}, args...),
+		ExtensionNamespaceLabels: map[string]string{ExtensionNamespaceLabel: "true"},
+		ConfigDir:                filepath.Join(root, "providers", "inplace", "config"),
+		Args:                     append([]string{"--ca-file=" + s.CAFile, "--cert-dir=" + certDir}, args...),
 	}, nil
 }
 

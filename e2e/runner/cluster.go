@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"path/filepath"
 	"strconv"
 
@@ -125,6 +128,7 @@ func (r *run) createCluster(ctx context.Context) error {
 		return err
 	}
 	singleNode := r.scenario.Strategy == scenario.InPlace && r.scenario.Cluster.ControlPlane.Replicas == 1
+	hc := r.scenario.Cluster.HealthCheck
 	if r.form == scenario.ClusterClass {
 		if err := r.apply(ctx, "clusterclass.yaml", v); err != nil {
 			return err
@@ -132,18 +136,31 @@ func (r *run) createCluster(ctx context.Context) error {
 		if err := r.apply(ctx, "cluster-topology.yaml", v); err != nil {
 			return err
 		}
-		if singleNode {
-			return r.patchCluster(ctx, func(c *clusterv1.Cluster) {
-				c.Spec.Topology.ControlPlane.Metadata.Annotations = map[string]string{singlenode.Annotation: "true"}
-			})
+		if !singleNode && hc == nil {
+			return nil
 		}
-		return nil
+		return r.patchCluster(ctx, func(c *clusterv1.Cluster) {
+			if singleNode {
+				c.Spec.Topology.ControlPlane.Metadata.Annotations = map[string]string{singlenode.Annotation: "true"}
+			}
+			if hc != nil {
+				c.Spec.Topology.ControlPlane.HealthCheck.Checks.UnhealthyNodeConditions = unhealthyNode(hc)
+				for i := range c.Spec.Topology.Workers.MachineDeployments {
+					c.Spec.Topology.Workers.MachineDeployments[i].HealthCheck.Checks.UnhealthyNodeConditions = unhealthyNode(hc)
+				}
+			}
+		})
 	}
 	if err := r.apply(ctx, "machine-templates.yaml", v); err != nil {
 		return err
 	}
 	if err := r.apply(ctx, "cluster.yaml", v); err != nil {
 		return err
+	}
+	if hc != nil {
+		if err := r.createHealthChecks(ctx, hc); err != nil {
+			return err
+		}
 	}
 	if singleNode {
 		kcp := &controlplanev1.KubeadmControlPlane{}
@@ -153,6 +170,36 @@ func (r *run) createCluster(ctx context.Context) error {
 		patch := client.MergeFrom(kcp.DeepCopy())
 		kcp.Annotations = map[string]string{singlenode.Annotation: "true"}
 		return r.env.Client.Patch(ctx, kcp, patch)
+	}
+	return nil
+}
+
+// unhealthyNode is a health check's Node conditions: Ready Unknown (the
+// kubelet stopped reporting) or False, for its timeout.
+func unhealthyNode(hc *scenario.HealthCheck) []clusterv1.UnhealthyNodeCondition {
+	secs := ptr.To(int32(hc.UnhealthyAfter.Seconds()))
+	return []clusterv1.UnhealthyNodeCondition{
+		{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: secs},
+		{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: secs},
+	}
+}
+
+// createHealthChecks adds a plain cluster's MachineHealthChecks, one for
+// the control plane's Machines and one for the MachineDeployment's, as
+// a user adds them beside the cluster.
+func (r *run) createHealthChecks(ctx context.Context, hc *scenario.HealthCheck) error {
+	for name, labels := range map[string]map[string]string{
+		clusterName + "-cp": {clusterv1.MachineControlPlaneLabel: ""},
+		clusterName + "-md": {clusterv1.MachineDeploymentNameLabel: clusterName + "-md"},
+	} {
+		mhc := &clusterv1.MachineHealthCheck{
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.env.Namespace, Name: name},
+			Spec: clusterv1.MachineHealthCheckSpec{ClusterName: clusterName, Selector: metav1.LabelSelector{MatchLabels: labels},
+				Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: unhealthyNode(hc)}},
+		}
+		if err := r.env.Client.Create(ctx, mhc); err != nil {
+			return fmt.Errorf("MachineHealthCheck %s: %w", name, err)
+		}
 	}
 	return nil
 }

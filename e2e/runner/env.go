@@ -81,7 +81,15 @@ func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 	if e.Client, err = client.New(e.Plane.RESTConfig, client.Options{Scheme: reference.Scheme()}); err != nil {
 		return nil, err
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "scenario-"}}
+	// The run's namespace carries the labels the extensions select their
+	// namespaces by, as a user labels the namespaces an extension serves.
+	labels := map[string]string{}
+	for _, p := range providers {
+		for k, v := range p.ExtensionNamespaceLabels {
+			labels[k] = v
+		}
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "scenario-", Labels: labels}}
 	if err := e.Client.Create(ctx, ns); err != nil {
 		return nil, err
 	}

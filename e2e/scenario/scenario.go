@@ -83,6 +83,18 @@ type Scenario struct {
 type Cluster struct {
 	ControlPlane ControlPlane `yaml:"controlPlane"`
 	Workers      Workers      `yaml:"workers"`
+	// HealthCheck adds CAPI MachineHealthChecks for the control plane
+	// and the workers (nil: none).
+	HealthCheck *HealthCheck `yaml:"healthCheck"`
+}
+
+// HealthCheck is a MachineHealthCheck: a Machine whose Node is Ready
+// Unknown or False for UnhealthyAfter is remediated by its owner (KCP,
+// or the MachineSet). CAPI's timeouts are wall-clock time, not the lab's
+// modelled time: 10s is about 17 modelled minutes at the suite's
+// time-scale, far above a reboot's NotReady.
+type HealthCheck struct {
+	UnhealthyAfter Duration `yaml:"unhealthyAfter"`
 }
 
 // ControlPlane is the KubeadmControlPlane.
@@ -384,6 +396,9 @@ func (s *Scenario) validate() []string {
 	}
 	if (s.Strategy == ScaleIn || s.Strategy == Reset) && cp.MaxSurge != 0 {
 		bad("cluster.controlPlane.maxSurge", "%d: strategy %s scales in (maxSurge 0)", cp.MaxSurge, s.Strategy)
+	}
+	if hc := s.Cluster.HealthCheck; hc != nil && hc.UnhealthyAfter.Duration < time.Second {
+		bad("cluster.healthCheck.unhealthyAfter", "%s: at least 1s (a MachineHealthCheck's timeout is whole seconds)", hc.UnhealthyAfter.Duration)
 	}
 	if w.Replicas < 0 || w.MaxSurge < 0 || w.MaxUnavailable < 0 {
 		bad("cluster.workers", "replicas, maxSurge and maxUnavailable must not be negative")

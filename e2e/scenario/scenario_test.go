@@ -67,6 +67,7 @@ func TestParseNamesFileFieldAndProblem(t *testing.T) {
 		{"power cut on more control planes than there are", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, when: {labEvent: WriteStarted}, powerLoss: {controlPlanes: 4}}]", "faults[0].powerLoss.controlPlanes: 4: between 0 and the 3"},
 		{"power that stays off and comes back", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, when: {labEvent: WriteStarted}, powerLoss: {stayOff: true, restoreAfter: 5s}}]", "stayOff and restoreAfter exclude each other"},
 		{"rolled back by scale-in", "strategy: scale-in", "strategy: scale-in\nexpect: {outcome: rolled-back}", "expect.outcome: rolled-back needs strategy in-place"},
+		{"a health check without a timeout", "  controlPlane: {replicas: 3, maxSurge: 0}", "  controlPlane: {replicas: 3, maxSurge: 0}\n  healthCheck: {}", "cluster.healthCheck.unhealthyAfter: 0s: at least 1s"},
 		{"a ClusterClass cluster reverted", "strategy: scale-in", "strategy: in-place\nexpect: {outcome: reverted}", "forms: reverted needs forms [plain]"},
 		{"impossible budget", "strategy: scale-in", "strategy: scale-in\nworkload: {replicas: 3, budget: {minAvailable: \"4\"}}", "workload.budget.minAvailable: 4 is above the 3 replicas: the budget could never be met"},
 		{"impossible default budget", "strategy: scale-in", "strategy: scale-in\nworkload: {budget: {minAvailable: \"5\"}}", "workload.budget.minAvailable: 5 is above the 3 replicas"},
