@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"k8s.io/utils/ptr"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -745,5 +746,33 @@ func TestARevertIsJudgedAtTheOldVersion(t *testing.T) {
 	h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.36.3"})
 	if st := statuses(Run(h.entries, revertedParams)); st["end-kubeadm-config"] != Fail {
 		t.Errorf("kubeadm-config left at the failed version: end-kubeadm-config %s; want fail", st["end-kubeadm-config"])
+	}
+}
+
+// A Machine at the new version that a MachineHealthCheck found unhealthy
+// may be deleted before the old ones: that is remediation, not a
+// rollout's order.
+func TestRemediationIsNotADeletionOrderViolation(t *testing.T) {
+	build := func(healthCheck string) *history {
+		h := newHistory()
+		h.set(monitor.KindControlPlane, "c-cp", kcp("v1.35.3", "3", "0", "3"))
+		for _, n := range []string{"a", "b"} {
+			h.set(monitor.KindMachine, "c-cp-"+n, machine("v1.35.3", "u"+n, "c-cp-"+n, true, "True"))
+		}
+		h.set(monitor.KindMachine, "c-cp-c", machine("v1.35.3", "uc", "c-cp-c", true, "True"))
+		h.step(StepUpgrade)
+		c := machine("v1.36.3", "uc", "c-cp-c", true, "True")
+		c[monitor.FieldHealthCheck] = healthCheck
+		h.set(monitor.KindMachine, "c-cp-c", c)
+		c = maps.Clone(c)
+		c[monitor.FieldDeleting] = "true"
+		h.set(monitor.KindMachine, "c-cp-c", c)
+		return h
+	}
+	if st := statuses(Run(build("False").entries, scaleIn)); st["deletion-order"] != Pass {
+		t.Errorf("an unhealthy Machine remediated: deletion-order %s; want pass", st["deletion-order"])
+	}
+	if st := statuses(Run(build("True").entries, scaleIn)); st["deletion-order"] != Fail {
+		t.Errorf("a healthy new Machine deleted first: deletion-order %s; want fail", st["deletion-order"])
 	}
 }

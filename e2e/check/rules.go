@@ -43,7 +43,7 @@ var Rules = []Rule{
 		Exercised: func(s *State, _ Params) bool { return s.Exercise.ControlPlaneDeprovisions > 0 }},
 	{Name: "etcd-quorum", Why: "during the upgrade etcd keeps its quorum: more than half of the members KCP has not removed run (as the hosts hold them; the members' Nodes Ready where a provider's etcd is not modelled)",
 		Applies: func(p Params) bool { return p.ControlPlaneReplicas >= 3 }, During: etcdQuorumRule},
-	{Name: "deletion-order", Why: "a Machine at the new version is never deleted while one of the same owner is still at the old version",
+	{Name: "deletion-order", Why: "a Machine at the new version is never deleted while one of the same owner is still at the old version (unless a MachineHealthCheck found it unhealthy: remediation)",
 		During: deletionOrder, Exercised: func(s *State, _ Params) bool { return s.Exercise.Deletions > 0 }},
 	{Name: "same-machines", Why: "an in-place upgrade keeps every Machine (name and UID); none created, deleted or being deleted",
 		Applies: func(p Params) bool { return p.Expect.SameMachines }, During: sameMachines},
@@ -287,6 +287,9 @@ func deletionOrder(s *State, p Params) []Violation {
 	if e.Kind != monitor.KindMachine || e.New == nil || e.New[monitor.FieldDeleting] == "" || e.Old[monitor.FieldDeleting] != "" ||
 		e.New[monitor.FieldVersion] != p.ToVersion || s.Before == nil {
 		return nil
+	}
+	if e.New[monitor.FieldHealthCheck] == "False" {
+		return nil // remediation: a MachineHealthCheck found it unhealthy, whatever its version
 	}
 	owner := func(m map[string]string) string {
 		if m[monitor.FieldControlPlane] != "" {

@@ -290,7 +290,71 @@ func (c *Clusters) setMember(name, node string, st MemberState, why string) {
 		c.manager.DeleteResourceGroup(name)
 		c.manager.AddResourceGroup(name)
 		c.emit(Event{Cluster: name, Reason: EventDataLost, Message: "every etcd member's data is gone: the cluster's objects are gone (" + members + ")"})
+		return
 	}
+	c.electLeader(name)
+}
+
+// electLeader is etcd's leader election as the members see it: when the
+// leader is not running (its host off, its disk wiped, KCP removed it)
+// and the running members have quorum, one of them becomes the leader,
+// as etcd elects one within its election timeout (here at once: the
+// running member first by name). Without quorum there is no leader, and
+// the behaviour table refuses every read and write. CAPI's etcd
+// emulation names the leader by its pod's leader-from annotation, the
+// latest wins; KCP's remediation moves leadership away from a member it
+// removes and cannot reach a stopped one, so a leader that never moved
+// made it fail ("failed to move etcd leadership").
+func (c *Clusters) electLeader(name string) {
+	c.mu.Lock()
+	w, ok := c.clusters[name]
+	if !ok || health(w.members) != HealthQuorum {
+		c.mu.Unlock()
+		return
+	}
+	running := map[string]bool{}
+	for node, st := range w.members {
+		running[node] = st == MemberRunning
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl := c.client(name)
+	pods := &corev1.PodList{}
+	if err := cl.List(ctx, pods, client.InNamespace(metav1.NamespaceSystem), client.MatchingLabels{"component": "etcd"}); err != nil {
+		return
+	}
+	var leader *corev1.Pod
+	var leaderFrom time.Time
+	var candidates []*corev1.Pod
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if _, removed := p.Annotations[cloudv1.EtcdMemberRemoved]; removed {
+			continue
+		}
+		if t, err := time.Parse(time.RFC3339, p.Annotations[cloudv1.EtcdLeaderFromAnnotationName]); err == nil && t.After(leaderFrom) {
+			leader, leaderFrom = p, t
+		}
+		if running[p.Spec.NodeName] {
+			candidates = append(candidates, p)
+		}
+	}
+	if leader == nil || running[leader.Spec.NodeName] || len(candidates) == 0 {
+		return
+	}
+	sort.Slice(candidates, func(i, j int) bool { return candidates[i].Name < candidates[j].Name })
+	next := candidates[0]
+	from := time.Now().Truncate(time.Second)
+	if !from.After(leaderFrom) {
+		from = leaderFrom.Add(time.Second) // the annotation has whole seconds; the latest wins
+	}
+	patch := client.MergeFrom(next.DeepCopy())
+	next.Annotations[cloudv1.EtcdLeaderFromAnnotationName] = from.Format(time.RFC3339)
+	if err := cl.Patch(ctx, next, patch); err != nil {
+		return
+	}
+	c.emit(Event{Cluster: name, Node: next.Spec.NodeName, Reason: EventEtcdLeader,
+		Message: fmt.Sprintf("etcd member %s became the leader (%s, the leader, is not running)", next.Spec.NodeName, leader.Spec.NodeName)})
 }
 
 // StopNode is a host that powered off or reset: the kubelet, the static

@@ -21,6 +21,9 @@ const (
 	EventAPIUnavailable = "APIUnavailable"
 	EventEtcdMember     = "EtcdMember"
 	EventEtcdHealth     = "EtcdHealth"
+	// EventEtcdLeader: a running member became etcd's leader because the
+	// leader stopped.
+	EventEtcdLeader     = "EtcdLeader"
 	EventDataLost       = "DataLost"
 	EventEvicted        = "Evicted"
 	EventEvictionDenied = "EvictionRefused"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	cloudv1 "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/cloud/api/v1alpha1"
 	"strings"
 	"testing"
 	"time"
@@ -506,5 +507,49 @@ func BenchmarkEviction(b *testing.B) {
 		if err := cs.CoreV1().Pods("default").EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The leader's host goes off: the two left elect a new leader, as etcd
+// does, so KCP's MoveLeader away from a member it removes never has to
+// reach the stopped one. Without quorum nobody becomes leader.
+func TestARunningMemberBecomesLeaderWhenTheLeaderStops(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, cs := threeControlPlanes(t, ctx)
+	leader := func() string {
+		pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "component=etcd"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var name string
+		var from time.Time
+		for _, p := range pods.Items {
+			if ts, err := time.Parse(time.RFC3339, p.Annotations[cloudv1.EtcdLeaderFromAnnotationName]); err == nil && ts.After(from) {
+				name, from = p.Spec.NodeName, ts
+			}
+		}
+		return name
+	}
+	if got := leader(); got != "cp-0" {
+		t.Fatalf("leader %q; want cp-0, the first member", got)
+	}
+	events, stop := c.Subscribe()
+	defer stop()
+	if err := c.StopNode(ctx, "default/wl", "cp-0"); err != nil {
+		t.Fatal(err)
+	}
+	if got := leader(); got != "cp-1" {
+		t.Fatalf("after the leader stopped: leader %q; want cp-1", got)
+	}
+	wantEvent(t, events, EventEtcdLeader)
+	// cp-1 stops too: no quorum, no election (and the API answers nothing
+	// to read the leader with).
+	if err := c.StopNode(ctx, "default/wl", "cp-1"); err != nil {
+		t.Fatal(err)
+	}
+	c.setMember("default/wl", "cp-1", MemberRunning, "test")
+	if got := leader(); got != "cp-1" {
+		t.Fatalf("quorum back with the leader running: leader %q; want cp-1 still", got)
 	}
 }
