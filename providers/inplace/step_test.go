@@ -100,7 +100,9 @@ func (f *fakeHost) boot(slot disk.SlotName, version string, at time.Time, kubead
 
 type fixedWorkloads struct{ c client.Client }
 
-func (w fixedWorkloads) Client(context.Context, string, string) (client.Client, error) { return w.c, nil }
+func (w fixedWorkloads) Client(context.Context, string, string) (client.Client, error) {
+	return w.c, nil
+}
 
 // stepWorld is one control-plane Machine, its BareMetalMachine and a
 // host without a BMC (rebooted through its agent), its Node, and a clock

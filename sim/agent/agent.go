@@ -1,10 +1,10 @@
 package agent
 
 import (
-	"maps"
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
