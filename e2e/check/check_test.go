@@ -67,8 +67,9 @@ func host(consumer, state string) map[string]string {
 
 var done = map[string]string{monitor.FieldAvailable: "True", monitor.FieldCPUpToDate: "True", monitor.FieldWorkersUpToDate: "True", monitor.FieldRollingOut: "False"}
 
-// A single-node in-place upgrade as it should go.
-func goodInPlace() *history {
+// provisionedSingleNode is a one-machine cluster at v1.35.3 as the
+// recorder sees it before the upgrade, with a marker on its host.
+func provisionedSingleNode() *history {
 	h := newHistory()
 	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.35.3", "1", "1", "1"))
 	h.set(monitor.KindMachine, "c-cp-a", machine("v1.35.3", "u1", "c-cp-a", true, "True"))
@@ -78,6 +79,12 @@ func goodInPlace() *history {
 	h.set(monitor.KindAddon, "coredns", map[string]string{monitor.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
 	h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.35.3", monitor.FieldFeatureGates: "ControlPlaneKubeletLocalMode=true"})
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "written"})
+	return h
+}
+
+// A single-node in-place upgrade as it should go.
+func goodInPlace() *history {
+	h := provisionedSingleNode()
 	h.set(monitor.KindWorkloadAPI, "api", apiUp)
 	h.set(monitor.KindBudget, "web", budget("app=web", 0))
 	h.set(monitor.KindPod, "web-1", pod("c-cp-a", "app=web", true, false))
@@ -464,15 +471,7 @@ func TestEtcdMemberRemovedBeforeTheHostGoesPasses(t *testing.T) {
 // CAPI reports the failed update on the Machine, the Node stays at the
 // old version.
 func rolledBack() *history {
-	h := newHistory()
-	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.35.3", "1", "1", "1"))
-	h.set(monitor.KindMachine, "c-cp-a", machine("v1.35.3", "u1", "c-cp-a", true, "True"))
-	h.set(monitor.KindHost, "node-0", host("c-cp-a", "provisioned"))
-	h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.35.3"})
-	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
-	h.set(monitor.KindAddon, "coredns", map[string]string{monitor.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
-	h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.35.3", monitor.FieldFeatureGates: "ControlPlaneKubeletLocalMode=true"})
-	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "written"})
+	h := provisionedSingleNode()
 	h.step(StepUpgrade)
 	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
 	failed := machine("v1.36.3", "u1", "c-cp-a", true, "False")
@@ -688,16 +687,8 @@ func TestSummaryNamesWhatDidNotPass(t *testing.T) {
 // v1.35.3 taking the same Machine back; failed says whether CAPI
 // reported the failure before the revert.
 func reverted(failed bool) *history {
-	h := newHistory()
-	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.35.3", "1", "1", "1"))
-	h.set(monitor.KindMachine, "c-cp-a", machine("v1.35.3", "u1", "c-cp-a", true, "True"))
-	h.set(monitor.KindHost, "node-0", host("c-cp-a", "provisioned"))
-	h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.35.3"})
-	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
-	h.set(monitor.KindAddon, "coredns", map[string]string{monitor.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
+	h := provisionedSingleNode()
 	h.set(monitor.KindAddon, "kube-proxy", map[string]string{monitor.FieldImage: "registry.k8s.io/kube-proxy:v1.35.3"})
-	h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.35.3"})
-	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "written"})
 	h.set(monitor.KindWorkloadAPI, "api", apiUp)
 	h.step(StepUpgrade)
 	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
