@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
@@ -147,18 +151,28 @@ func TestInPlaceNICFirmwareKeepsTheLinkUp(t *testing.T) {
 	}
 
 	// A preview driver on NVM API 2.0: the running driver stops on the
-	// new NVM, the new driver on the old one. Refused before anything is
-	// touched.
+	// new NVM, the new driver on the old one. CanUpdateMachineSet answers
+	// no patch, so the MachineDeployment does what CAPI defines and rolls
+	// the worker out (deletes it, a new Machine replaces it) instead of
+	// updating it in place; the NIC is never flashed.
 	history = recordHost(t, e.site.Lab, id.host)
 	e.upgradeWorkers(t, ctx, "nic", workerVars("ubuntu-24.04-k8s-v1.36.3-i40e-3.0-preview", "preview", "x710-nvm-10.0-next"))
-	// CAPI's condition says only that the hook failed; the why is on the
-	// BareMetalMachine.
-	if why := e.waitUpdateFailed(t, ctx, worker); !strings.Contains(why, "no order keeps the NIC up") || !strings.Contains(why, "nothing was changed") {
-		t.Fatalf("the BareMetalMachine says %q; want the refusal and why", why)
+	waitFor(t, ctx, "worker "+worker+" rolled out by the MachineDeployment", func() (bool, string) {
+		m := &clusterv1.Machine{}
+		err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: worker}, m)
+		if apierrors.IsNotFound(err) {
+			return true, "gone"
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		_, updating := m.Annotations[clusterv1.UpdateInProgressAnnotation]
+		if updating {
+			t.Fatalf("the refused change was started in place on %s", worker)
+		}
+		return !m.DeletionTimestamp.IsZero(), "deleting=" + fmt.Sprint(!m.DeletionTimestamp.IsZero())
+	})
+	if history.first("FlashStarted", "port", host.Status().Ports[0].Name) >= 0 {
+		t.Fatalf("a refused NVM change was flashed: events %s", history)
 	}
-	st := host.Status()
-	if st.OS.Image.Name != "ubuntu-24.04-k8s-v1.35.3-i40e-2.28" || nvmOf(host) != "9.20" || history.first("FlashStarted", "port", st.Ports[0].Name) >= 0 || history.first("WriteStarted", "image", "ubuntu-24.04-k8s-v1.36.3-i40e-3.0-preview") >= 0 {
-		t.Fatalf("a refused update touched the host: %s on NVM %q; events %s", st.OS.Image.Name, nvmOf(host), history)
-	}
-	e.waitNodeVersion(t, ctx, "nic", worker, "v1.35.3")
 }

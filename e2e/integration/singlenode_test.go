@@ -181,12 +181,13 @@ func singleNodeInPlace(t *testing.T, clusterClass bool) {
 	}
 	// KCP runs unpaused when steady: its status follows the cluster. The
 	// only host goes off; KCP's conditions must move.
-	waitFor(t, ctx, "KCP unpaused", func() (bool, string) {
+	waitFor(t, ctx, "KCP unpaused, its status at its generation and Available", func() (bool, string) {
 		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "one-cp"}, kcp); err != nil {
 			return false, err.Error()
 		}
 		_, paused := kcp.Annotations[clusterv1.PausedAnnotation]
-		return !paused, fmt.Sprintf("annotations %v", kcp.Annotations)
+		return !paused && kcp.Status.ObservedGeneration == kcp.Generation && meta.IsStatusConditionTrue(kcp.Status.Conditions, controlplanev1.KubeadmControlPlaneAvailableCondition),
+			fmt.Sprintf("annotations %v, observedGeneration %d of %d, %s", kcp.Annotations, kcp.Status.ObservedGeneration, kcp.Generation, conditionStates(kcp.Status.Conditions))
 	})
 	steady := conditionStates(kcp.Status.Conditions)
 	if err := host.PowerOff(); err != nil {
@@ -197,7 +198,7 @@ func singleNodeInPlace(t *testing.T, clusterClass bool) {
 			return false, err.Error()
 		}
 		now := conditionStates(kcp.Status.Conditions)
-		return now != steady && kcp.Status.ObservedGeneration == kcp.Generation, now
+		return now != steady, now
 	})
 }
 

@@ -90,7 +90,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	defer func() {
 		summarize(bmm)
 		// Optimistic: the conditions list is replaced whole by a merge
-		// patch, and the in-place extension writes one of them too.
+		// patch, and the in-place extension writes one of them too. The
+		// lock is against others' writes since this reconcile's last
+		// one (its own patches above moved the resourceVersion).
+		before.ResourceVersion = bmm.ResourceVersion
 		if err := r.Client.Status().Patch(ctx, bmm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil && reterr == nil {
 			reterr = err
 		}
