@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+	"github.com/upgradelab/upgradelab/sim/workload"
 )
 
 // Fields of the summaries, which the checks read. A boolean is "true" or
@@ -214,12 +214,9 @@ const AddonKubeadmConfig = "kubeadm-config"
 // ClusterConfiguration in kubeadm-config (kubeadm's YAML), which KCP
 // updates before it rolls a Machine and `kubeadm upgrade node` reads.
 func KubeadmConfigSummary(clusterConfiguration string) map[string]string {
-	var cc struct {
-		KubernetesVersion string          `json:"kubernetesVersion"`
-		FeatureGates      map[string]bool `json:"featureGates"`
-	}
 	s := map[string]string{}
-	if err := yaml.Unmarshal([]byte(clusterConfiguration), &cc); err != nil {
+	cc, err := workload.ParseClusterConfiguration(clusterConfiguration)
+	if err != nil {
 		s[FieldVersion] = "unreadable: " + err.Error()
 		return s
 	}

@@ -153,11 +153,7 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		// hosts; another provider's (CAPI's in-memory one) do neither.
 		p.Apps, p.EtcdOnHosts = r.provider.Lab, r.provider.Lab
 		p.ToCoreDNS = coreDNSAsked(entries)
-		end := s.To.Image
-		if s.Expect.Outcome == scenario.Reverted {
-			end = s.From.Image
-		}
-		if to, err := def.Catalog.Get(end); err == nil && r.provider.Lab { // CAPI's in-memory etcd members carry no image
+		if to, err := def.Catalog.Get(s.EndRelease().Image); err == nil && r.provider.Lab { // CAPI's in-memory etcd members carry no image
 			p.ToEtcd = to.Etcd
 		}
 		judged := time.Now()
@@ -439,15 +435,6 @@ func (r *run) countsCaughtUp(ctx context.Context) bool {
 	return true
 }
 
-// endVersion is the version the cluster is to end at: the to-release,
-// or the from-release it was reverted to.
-func (r *run) endVersion() string {
-	if r.scenario.Expect.Outcome == scenario.Reverted {
-		return r.scenario.From.Version
-	}
-	return r.scenario.To.Version
-}
-
 // addonsMoved says whether the workload cluster's kube-proxy runs the
 // end version's image and CoreDNS the tag KCP is asked for.
 func (r *run) addonsMoved(ctx context.Context) bool {
@@ -465,7 +452,7 @@ func (r *run) addonsMoved(ctx context.Context) bool {
 		return false
 	}
 	tag := kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag
-	return strings.HasSuffix(monitor.AddonSummary(ds.Spec.Template.Spec.Containers)[monitor.FieldImage], ":"+r.endVersion()) &&
+	return strings.HasSuffix(monitor.AddonSummary(ds.Spec.Template.Spec.Containers)[monitor.FieldImage], ":"+r.scenario.EndRelease().Version) &&
 		(tag == "" || strings.HasSuffix(monitor.AddonSummary(dns.Spec.Template.Spec.Containers)[monitor.FieldImage], ":"+tag))
 }
 

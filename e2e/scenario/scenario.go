@@ -250,6 +250,15 @@ func (s *Scenario) APIOutageBound() time.Duration {
 	return 0
 }
 
+// EndRelease is the release the cluster is to end at: the to-release, or
+// (reverted) the from-release the user went back to.
+func (s *Scenario) EndRelease() Release {
+	if s.Expect.Outcome == Reverted {
+		return s.From
+	}
+	return s.To
+}
+
 // Outcome is how an upgrade ends.
 type Outcome string
 

@@ -269,6 +269,13 @@ func TestUpdaterSteps(t *testing.T) {
 			w.now = w.now.Add(time.Minute)
 			return w.step()
 		}},
+		{name: "kubeadm reports nothing applied (its agent restarted): kubeadm upgrade node runs", want: "running: waiting for node cp-1", run: func(w *stepWorld) progress {
+			w.step()
+			w.host.boot(disk.SlotB, "v1.36.3", w.now.Add(time.Second), nil)
+			w.host.st.Kubeadm = nil
+			w.now = w.now.Add(time.Minute)
+			return w.step()
+		}},
 		{name: "past the deadline: fails wherever it is", want: "failed: the update to http://images/v1.36.3 did not finish within 1h0m0s", run: func(w *stepWorld) progress {
 			w.step()
 			w.now = w.now.Add(2 * time.Hour)

@@ -483,21 +483,19 @@ func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, b
 		return u.recordFailure(ctx, bmm, key, fmt.Sprintf("after the NVM update of %s: %s", node.Name, msg))
 	}
 	if _, cp := machine.Labels[clusterv1.MachineControlPlaneLabel]; cp {
-		if p, ok := kubeadmApplied(st, desiredKC); !ok {
-			if !p.failed {
-				return p, nil
-			}
-			// The host may run this image since before the update (a
-			// revert to the image it fell back to): no boot ran
-			// kubeadm upgrade node against the cluster's current
-			// kubeadm-config. Run it once now.
+		if kubeadmDiffers(st, desiredKC) != "" {
+			// The host's kubeadm is not what the KubeadmConfig claims (it
+			// ran this image since before the update, as after a revert
+			// to the image it fell back to, or its agent lost what it
+			// applied): run kubeadm upgrade node against the cluster's
+			// current kubeadm-config, once, and judge what it applied.
 			k, err := ag.KubeadmUpgrade(ctx)
 			if err != nil {
 				return progress{}, err
 			}
 			st.Kubeadm = &k
-			if p, ok := kubeadmApplied(st, desiredKC); !ok {
-				return u.recordFailure(ctx, bmm, key, p.message)
+			if msg := kubeadmDiffers(st, desiredKC); msg != "" {
+				return u.recordFailure(ctx, bmm, key, msg)
 			}
 		}
 	}
@@ -643,19 +641,20 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// kubeadmApplied says whether the control-plane host runs what the
-// KubeadmConfig claims for it: `kubeadm upgrade node` on the new image
-// applied the cluster's kubeadm-config, whose feature gates KCP updates
-// before it updates a Machine. Other gates than the desired ones mean the
-// kubeadm-config was not updated, which a reboot would not change: the
-// update fails.
-func kubeadmApplied(st agent.Status, desiredKC *bootstrapv1.KubeadmConfig) (progress, bool) {
-	if st.Kubeadm == nil || st.Kubeadm.KubernetesVersion != st.OS.Image.KubernetesVersion {
-		return running("waiting for kubeadm upgrade node on %s", st.Host), false
-	}
+// kubeadmDiffers says how the control-plane host's kubeadm differs from
+// what the KubeadmConfig claims ("": it does not): `kubeadm upgrade node`
+// on the running image applied the cluster's kubeadm-config, whose
+// feature gates KCP updates before it updates a Machine. Other gates mean
+// the kubeadm-config was not updated, which no reboot changes.
+func kubeadmDiffers(st agent.Status, desiredKC *bootstrapv1.KubeadmConfig) string {
 	want := desiredKC.Spec.ClusterConfiguration.FeatureGates
-	if !maps.Equal(st.Kubeadm.FeatureGates, want) {
-		return progress{failed: true, message: fmt.Sprintf("kubeadm upgrade node on %s applied feature gates %v from the cluster's kubeadm-config; the KubeadmConfig wants %v", st.Host, st.Kubeadm.FeatureGates, want)}, false
+	switch {
+	case st.Kubeadm == nil:
+		return "kubeadm on " + st.Host + " reports nothing applied"
+	case st.Kubeadm.KubernetesVersion != st.OS.Image.KubernetesVersion:
+		return fmt.Sprintf("kubeadm on %s last applied %s, the host runs %s", st.Host, st.Kubeadm.KubernetesVersion, st.OS.Image.KubernetesVersion)
+	case !maps.Equal(st.Kubeadm.FeatureGates, want):
+		return fmt.Sprintf("kubeadm upgrade node on %s applied feature gates %v from the cluster's kubeadm-config; the KubeadmConfig wants %v", st.Host, st.Kubeadm.FeatureGates, want)
 	}
-	return progress{}, true
+	return ""
 }

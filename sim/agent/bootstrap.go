@@ -225,12 +225,9 @@ func caFromFiles(files map[string]string, base string) (*workload.CA, error) {
 }
 
 // kubeadmApplied is what kubeadm configures a host with from a
-// ClusterConfiguration document (kubeadm's YAML): its feature gates, at
-// version. An empty or unreadable document has none.
+// ClusterConfiguration document: its feature gates, at version. An empty
+// or unreadable document has none.
 func kubeadmApplied(version, clusterConfiguration string) *Kubeadm {
-	var cc struct {
-		FeatureGates map[string]bool `json:"featureGates"`
-	}
-	_ = yaml.Unmarshal([]byte(clusterConfiguration), &cc)
+	cc, _ := workload.ParseClusterConfiguration(clusterConfiguration)
 	return &Kubeadm{KubernetesVersion: version, FeatureGates: cc.FeatureGates}
 }

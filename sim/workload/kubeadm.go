@@ -22,8 +22,8 @@ import (
 func (c *Clusters) InitObjects(ctx context.Context, cluster string, rel Release, clusterConfiguration string) error {
 	cl := c.client(cluster)
 	version, coreDNS := rel.Kubernetes, rel.CoreDNS
-	if tag := dnsImageTag(clusterConfiguration); tag != "" {
-		coreDNS = tag
+	if cc, err := ParseClusterConfiguration(clusterConfiguration); err == nil && cc.DNS.ImageTag != "" {
+		coreDNS = cc.DNS.ImageTag
 	}
 	objs := []client.Object{
 		&rbacv1.ClusterRole{
@@ -64,18 +64,24 @@ func (c *Clusters) InitObjects(ctx context.Context, cluster string, rel Release,
 	return nil
 }
 
-// dnsImageTag is the CoreDNS tag a ClusterConfiguration (kubeadm's YAML,
-// as CABPK writes it) asks for, or "".
-func dnsImageTag(clusterConfiguration string) string {
-	var cc struct {
-		DNS struct {
-			ImageTag string `json:"imageTag"`
-		} `json:"dns"`
-	}
-	if err := yaml.Unmarshal([]byte(clusterConfiguration), &cc); err != nil {
-		return ""
-	}
-	return cc.DNS.ImageTag
+// ClusterConfiguration is what the lab reads of kubeadm's
+// ClusterConfiguration document (kubeadm's YAML, as CABPK writes it into
+// the user data and KCP into kubeadm-config): the version, the kubeadm
+// feature gates, the CoreDNS tag.
+type ClusterConfiguration struct {
+	KubernetesVersion string          `json:"kubernetesVersion"`
+	FeatureGates      map[string]bool `json:"featureGates"`
+	DNS               struct {
+		ImageTag string `json:"imageTag"`
+	} `json:"dns"`
+}
+
+// ParseClusterConfiguration reads a ClusterConfiguration document ("" is
+// an empty one, as CAPI's in-memory provider writes).
+func ParseClusterConfiguration(doc string) (ClusterConfiguration, error) {
+	var cc ClusterConfiguration
+	err := yaml.Unmarshal([]byte(doc), &cc)
+	return cc, err
 }
 
 // ByEndpoint names the cluster whose API server answers at host:port, as

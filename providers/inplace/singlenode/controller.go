@@ -36,6 +36,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
@@ -300,7 +301,7 @@ func (r *Reconciler) canUpdate(ctx context.Context, m *clusterv1.Machine, res *p
 	}
 	var err error
 	for _, o := range []struct {
-		into *runtimeRaw
+		into *runtime.RawExtension
 		obj  client.Object
 	}{
 		{&req.Current.BootstrapConfig, cutKubeadmConfig(currentKC)},

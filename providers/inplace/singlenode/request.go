@@ -11,8 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-type runtimeRaw = runtime.RawExtension
-
 // The cut* functions keep what KCP's CanUpdateMachine request carries of
 // each object: type, name, namespace, labels, annotations and spec.
 
