@@ -22,7 +22,7 @@ RACE_PKGS := ./e2e/mgmt/... ./e2e/monitor/ ./internal/... ./sim/... ./providers/
 
 GO_TEST ?= go test
 
-.PHONY: all deps tools test e2e e2e-faults bench fuzz lint build generate clean-cache
+.PHONY: all deps tools test e2e e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
 
 all: build
 
@@ -54,7 +54,7 @@ build: deps
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
-	go vet -tags e2e ./e2e/
+	go vet -tags e2e ./e2e/ ./e2e/upstream/
 
 # Unit and integration tests (real kube-apiserver, etcd and CAPI managers).
 # The integration tests each run their own plane and site; two at a time
@@ -96,6 +96,18 @@ e2e: tools
 e2e-faults: tools
 	@mkdir -p $(ARTIFACTS)
 	UPGRADELAB_SCENARIOS='../scenarios/faults/*.yaml' $(GINKGO_RUN) --label-filter='scenario' ./e2e/ -- $(E2E_ARGS)
+
+# CAPI's own e2e specs (sigs.k8s.io/cluster-api/test/e2e at go.mod's
+# version) against the reference provider on the lab (e2e/upstream,
+# docs/PROVIDERS.md): each Ginkgo process starts its own plane and lab
+# and runs one spec at a time. GINKGO_LABELS selects, e.g.
+# GINKGO_LABELS=quick-start or GINKGO_LABELS='k8s-upgrade && topology'.
+UPSTREAM_PARALLEL ?= 2
+e2e-upstream: tools
+	@mkdir -p $(ARTIFACTS)
+	$(GINKGO) run --tags=e2e --procs=$(UPSTREAM_PARALLEL) $(if $(filter 1,$(UPSTREAM_PARALLEL)),-v,) \
+		--timeout=40m --output-dir=$(ARTIFACTS) --junit-report=junit.xml --label-filter='$(GINKGO_LABELS)' \
+		./e2e/upstream/ -- -artifacts=$(ARTIFACTS)
 
 # Benchmarks print figures (ns/op and custom metrics such as seconds to ready).
 # Start-up benchmarks run a few whole iterations; request rates run for time.

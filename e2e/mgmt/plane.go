@@ -62,6 +62,10 @@ type Options struct {
 	// then most of what a scenario takes, about half of cold-spare-rolling.
 	// The limit paces reconciles; it does not change what they decide.
 	RateLimitedReconciles bool
+	// ExtraFeatureGates are more CAPI gates (NAME=true) for CAPI's managers
+	// and every provider that takes them, e.g. MachineTaintPropagation,
+	// which CAPI's own e2e specs exercise.
+	ExtraFeatureGates []string
 }
 
 // Plane is a running management plane.
@@ -155,7 +159,7 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 	if err != nil {
 		return p, fmt.Errorf("webhook certificates: %w", err)
 	}
-	gates := FeatureGates(opts.RateLimitedReconciles)
+	gates := append(FeatureGates(opts.RateLimitedReconciles), opts.ExtraFeatureGates...)
 	managers := capiManagers(assets, gates)
 	names := []string{"capi", "kcp", "cabpk"}
 	for _, prov := range opts.Providers {

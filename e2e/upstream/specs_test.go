@@ -1,0 +1,118 @@
+//go:build e2e
+
+package upstream
+
+import (
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	"k8s.io/utils/ptr"
+	capie2e "sigs.k8s.io/cluster-api/test/e2e"
+)
+
+// upstreamSpecs declares CAPI's specs against one provider. Each spec's
+// input is built when the spec starts (CAPI calls the getter in its
+// BeforeEach), so a process starts a provider's plane only for the specs
+// it runs. Every spec with Kubernetes conformance (kubetest) skips it:
+// kubetest runs the conformance suite's pods, which nothing here can run.
+func upstreamSpecs(name string) {
+	infra := ptr.To(name)
+	artifacts := func(spec string) string { return filepath.Join(processDir(name), "specs", spec) }
+
+	Describe("QuickStart", Label("quick-start"), func() {
+		capie2e.QuickStartSpec(ctx, func() capie2e.QuickStartSpecInput {
+			e := envFor(name)
+			return capie2e.QuickStartSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
+				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("quick-start"), SkipCleanup: *skipCleanup,
+				InfrastructureProvider: infra, PostNamespaceCreated: e.namespaceSetup(false)}
+		})
+	})
+	Describe("QuickStart topology", Label("quick-start", "topology"), func() {
+		capie2e.QuickStartSpec(ctx, func() capie2e.QuickStartSpecInput {
+			e := envFor(name)
+			return capie2e.QuickStartSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
+				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("quick-start-topology"), SkipCleanup: *skipCleanup,
+				InfrastructureProvider: infra, Flavor: ptr.To("topology"), PostNamespaceCreated: e.namespaceSetup(false)}
+		})
+	})
+	for _, u := range []struct {
+		flavor  string
+		cp, wrk int64
+	}{{"upgrades", 1, 2}, {"topology", 1, 2}, {"kcp-scale-in", 3, 1}} {
+		Describe("ClusterUpgradeConformance "+u.flavor, Label("k8s-upgrade", u.flavor), func() {
+			capie2e.ClusterUpgradeConformanceSpec(ctx, func() capie2e.ClusterUpgradeConformanceSpecInput {
+				e := envFor(name)
+				return capie2e.ClusterUpgradeConformanceSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
+					BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("k8s-upgrade-" + u.flavor), SkipCleanup: *skipCleanup,
+					SkipConformanceTests: true, InfrastructureProvider: infra, Flavor: ptr.To(u.flavor),
+					ControlPlaneMachineCount: ptr.To(u.cp), WorkerMachineCount: ptr.To(u.wrk),
+					PostNamespaceCreated: e.namespaceSetup(false)}
+			})
+		})
+	}
+	Describe("MachineDeploymentScale", Label("md-scale"), func() {
+		capie2e.MachineDeploymentScaleSpec(ctx, func() capie2e.MachineDeploymentScaleSpecInput {
+			e := envFor(name)
+			return capie2e.MachineDeploymentScaleSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
+				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("md-scale"), SkipCleanup: *skipCleanup,
+				InfrastructureProvider: infra, PostNamespaceCreated: e.namespaceSetup(false)}
+		})
+	})
+	Describe("KCPAndMachineDeploymentRollout", Label("md-rollout"), func() {
+		capie2e.KCPAndMachineDeploymentRolloutSpec(ctx, func() capie2e.KCPAndMachineDeploymentRolloutSpecInput {
+			e := envFor(name)
+			return capie2e.KCPAndMachineDeploymentRolloutSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
+				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("md-rollout"), SkipCleanup: *skipCleanup,
+				InfrastructureProvider: infra, Flavor: "kcp-md-taints", PostNamespaceCreated: e.namespaceSetup(false)}
+		})
+	})
+	Describe("ClusterClassRollout", Label("clusterclass-rollout"), func() {
+		capie2e.ClusterClassRolloutSpec(ctx, func() capie2e.ClusterClassRolloutSpecInput {
+			e := envFor(name)
+			return capie2e.ClusterClassRolloutSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
+				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("clusterclass-rollout"), SkipCleanup: *skipCleanup,
+				InfrastructureProvider: infra, Flavor: "topology", PostNamespaceCreated: e.namespaceSetup(false)}
+		})
+	})
+	Describe("ClusterClassChanges", Label("clusterclass-changes"), func() {
+		capie2e.ClusterClassChangesSpec(ctx, func() capie2e.ClusterClassChangesSpecInput {
+			e := envFor(name)
+			return capie2e.ClusterClassChangesSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
+				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("clusterclass-changes"), SkipCleanup: *skipCleanup,
+				InfrastructureProvider: infra, Flavor: "topology", PostNamespaceCreated: e.namespaceSetup(false),
+				ModifyControlPlaneFields:                             map[string]interface{}{"spec.kubeadmConfigSpec.verbosity": int64(4)},
+				ModifyMachineDeploymentBootstrapConfigTemplateFields: map[string]interface{}{"spec.template.spec.verbosity": int64(4)},
+				// A field of the provider's machine template that makes a
+				// rollout and that every lab host still satisfies.
+				ModifyMachineDeploymentInfrastructureMachineTemplateFields: map[string]interface{}{
+					"spec.template.spec.hostSelector.matchLabels.pool": "upstream"},
+			}
+		})
+	})
+	Describe("ClusterInPlaceUpdate", Label("in-place"), func() {
+		capie2e.ClusterInPlaceUpdateSpec(ctx, func() capie2e.ClusterInPlaceUpdateSpecInput {
+			e := envFor(name)
+			return capie2e.ClusterInPlaceUpdateSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
+				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("in-place"), SkipCleanup: *skipCleanup,
+				InfrastructureProvider: infra, Flavor: ptr.To("in-place"), PostNamespaceCreated: e.namespaceSetup(true)}
+		})
+	})
+	Describe("KCPAdoption", Label("kcp-adoption"), func() {
+		capie2e.KCPAdoptionSpec(ctx, func() capie2e.KCPAdoptionSpecInput {
+			e := envFor(name)
+			return capie2e.KCPAdoptionSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
+				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("kcp-adoption"), SkipCleanup: *skipCleanup,
+				InfrastructureProvider: infra, PostNamespaceCreated: e.namespaceSetup(false)}
+		})
+	})
+	Describe("MachineDeploymentRemediation", Label("md-remediation"), func() {
+		capie2e.MachineDeploymentRemediationSpec(ctx, func() capie2e.MachineDeploymentRemediationSpecInput {
+			e := envFor(name)
+			return capie2e.MachineDeploymentRemediationSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
+				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("md-remediation"), SkipCleanup: *skipCleanup,
+				InfrastructureProvider: infra, PostNamespaceCreated: e.namespaceSetup(false)}
+		})
+	})
+}
+
+var _ = Describe("baremetal", Label("baremetal"), func() { upstreamSpecs("baremetal") })
