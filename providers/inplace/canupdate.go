@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 
 	"gomodules.xyz/jsonpatch/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,7 +41,8 @@ type HostReader func(ctx context.Context, machine client.ObjectKey) (agent.Statu
 // coverage is one CanUpdate question: the current objects (patched in
 // place toward the desired ones in what the extension covers) and the
 // hosts they run on (one for a Machine, every Machine's for a MachineSet).
-// currentKC and desiredKC are nil for a MachineSet.
+// currentKC and desiredKC are the KubeadmConfigs' specs, or for a
+// MachineSet its bootstrap templates' (nil when it has none).
 type coverage struct {
 	current, desired       *clusterv1.MachineSpec
 	currentBMM, desiredBMM *infrav1.BareMetalMachineSpec
@@ -53,12 +55,14 @@ type coverage struct {
 // (spec.image, which must carry the desired Kubernetes version), the NIC
 // firmware (spec.nicFirmware, only when every host has an order of image
 // and NVM that keeps its links up, from the NVM it reports and the
-// drivers of both images), the version, and the kubeadm feature gates KCP
+// drivers of both images), the version, the kubeadm feature gates KCP
 // sets per version (the host's `kubeadm upgrade node` applies the
 // cluster's kubeadm-config, and UpdateMachine waits until the host
-// reports them). Anything it does not cover stays different (a new host
-// selector, any other bootstrap change), and a refusal leaves everything
-// different, so CAPI rolls out instead. The refusal says why.
+// reports them), and the KubeadmConfig's files when each is written as
+// it is (filesRefusal: UpdateMachine writes them on the host). Anything
+// it does not cover stays different (a new host selector, any other
+// bootstrap change), and a refusal leaves everything different, so CAPI
+// rolls out instead. The refusal says why.
 func (h *Handlers) cover(ctx context.Context, c coverage) (refusal string, err error) {
 	imageChanges := c.currentBMM.Image != c.desiredBMM.Image
 	var next image.Manifest
@@ -86,8 +90,48 @@ func (h *Handlers) cover(ctx context.Context, c coverage) (refusal string, err e
 	c.current.Version = c.desired.Version
 	if c.currentKC != nil && c.desiredKC != nil {
 		c.currentKC.ClusterConfiguration.FeatureGates = maps.Clone(c.desiredKC.ClusterConfiguration.FeatureGates)
+		if filesRefusal(c.currentKC.Files, c.desiredKC.Files) == "" {
+			c.currentKC.Files = slices.Clone(c.desiredKC.Files)
+		}
 	}
 	return "", nil
+}
+
+// filesRefusal says why the KubeadmConfig's files cannot change in place
+// ("" when they can): UpdateMachine writes files, as cloud-init's
+// write_files did at the first boot, so it covers a file added or given
+// new content inline. A file removed would stay on the host (nothing
+// deletes what cloud-init wrote), and a file whose content comes from a
+// Secret, or that is not written as it is (an encoding, another owner or
+// mode, an append), is not what the host's file would be: those stay
+// different, and CAPI rolls the Machine out.
+func filesRefusal(current, desired []bootstrapv1.File) string {
+	want := map[string]bool{}
+	for _, f := range desired {
+		want[f.Path] = true
+		if refusal := plainFile(f); refusal != "" {
+			return refusal
+		}
+	}
+	for _, f := range current {
+		if !want[f.Path] {
+			return fmt.Sprintf("file %s would be removed, and nothing removes a file from the host", f.Path)
+		}
+	}
+	return ""
+}
+
+// plainFile says why a file is not one UpdateMachine writes as it is.
+func plainFile(f bootstrapv1.File) string {
+	switch {
+	case f.ContentFrom.IsDefined():
+		return fmt.Sprintf("file %s takes its content from a Secret", f.Path)
+	case f.Encoding != "" || f.Append != nil && *f.Append:
+		return fmt.Sprintf("file %s is encoded or appended", f.Path)
+	case f.Owner != "" || f.Permissions != "":
+		return fmt.Sprintf("file %s names an owner or permissions", f.Path)
+	}
+	return ""
 }
 
 // nicRefusal says why a host cannot take an NVM change with the image
@@ -252,8 +296,24 @@ func (h *Handlers) DoCanUpdateMachineSet(ctx context.Context, req *runtimehooksv
 		}
 	}
 	originalT := currentT.DeepCopy()
-	refusal, err := h.cover(ctx, coverage{current: &current.Spec.Template.Spec, desired: &desired.Spec.Template.Spec,
-		currentBMM: &currentT.Spec.Template.Spec, desiredBMM: &desiredT.Spec.Template.Spec, hosts: hosts})
+	c := coverage{current: &current.Spec.Template.Spec, desired: &desired.Spec.Template.Spec,
+		currentBMM: &currentT.Spec.Template.Spec, desiredBMM: &desiredT.Spec.Template.Spec, hosts: hosts}
+	// The bootstrap templates, when the MachineSet has one (a KubeadmConfigTemplate).
+	var currentKCT, desiredKCT, originalKCT *bootstrapv1.KubeadmConfigTemplate
+	if req.Current.BootstrapConfigTemplate.Raw != nil || req.Current.BootstrapConfigTemplate.Object != nil {
+		currentKCT, desiredKCT = &bootstrapv1.KubeadmConfigTemplate{}, &bootstrapv1.KubeadmConfigTemplate{}
+		if err := h.decode(req.Current.BootstrapConfigTemplate, currentKCT); err != nil {
+			fail(&resp.CommonResponse, "current bootstrap config template: %v", err)
+			return
+		}
+		if err := h.decode(req.Desired.BootstrapConfigTemplate, desiredKCT); err != nil {
+			fail(&resp.CommonResponse, "desired bootstrap config template: %v", err)
+			return
+		}
+		originalKCT = currentKCT.DeepCopy()
+		c.currentKC, c.desiredKC = &currentKCT.Spec.Template.Spec, &desiredKCT.Spec.Template.Spec
+	}
+	refusal, err := h.cover(ctx, c)
 	if err != nil {
 		fail(&resp.CommonResponse, "%v", err)
 		return
@@ -265,6 +325,9 @@ func (h *Handlers) DoCanUpdateMachineSet(ctx context.Context, req *runtimehooksv
 	}
 	if resp.MachineSetPatch, err = patchFrom(req.Current.MachineSet, current); err == nil {
 		resp.InfrastructureMachineTemplatePatch, err = patchFrom(originalT, currentT)
+	}
+	if err == nil && currentKCT != nil {
+		resp.BootstrapConfigTemplatePatch, err = patchFrom(originalKCT, currentKCT)
 	}
 	if err != nil {
 		fail(&resp.CommonResponse, "%v", err)

@@ -97,7 +97,8 @@ type machineChange struct {
 	version, image string
 	firmware       string // NVM package name, "" for none
 	selector       map[string]string
-	files          []bootstrapv1.File // a bootstrap change the extension does not apply
+	files          []bootstrapv1.File // the desired KubeadmConfig's files
+	currentFiles   []bootstrapv1.File // the current one's
 	infraKind      string
 }
 
@@ -139,7 +140,7 @@ func (w *canUpdateWorld) request(c machineChange) *runtimehooksv1.CanUpdateMachi
 	}
 	return &runtimehooksv1.CanUpdateMachineRequest{
 		Current: runtimehooksv1.CanUpdateMachineRequestObjects{Machine: machine("v1.35.3"),
-			InfrastructureMachine: raw(w.t, bmm(imgV135, "", nil)), BootstrapConfig: raw(w.t, kc(map[string]bool{"ControlPlaneKubeletLocalMode": true}, nil))},
+			InfrastructureMachine: raw(w.t, bmm(imgV135, "", nil)), BootstrapConfig: raw(w.t, kc(map[string]bool{"ControlPlaneKubeletLocalMode": true}, c.currentFiles))},
 		Desired: runtimehooksv1.CanUpdateMachineRequestObjects{Machine: machine(c.version),
 			InfrastructureMachine: raw(w.t, bmm(c.image, c.firmware, c.selector)), BootstrapConfig: raw(w.t, kc(desiredGates, c.files))},
 	}
@@ -172,7 +173,16 @@ func TestCanUpdateMachineDecidesEverything(t *testing.T) {
 			stillDiff: "version"},
 		{name: "a new host selector: left different", change: machineChange{version: "v1.36.3", image: imgV136, selector: map[string]string{"rack": "b"}},
 			stillDiff: "hostSelector"},
-		{name: "a bootstrap change it does not apply: left different", change: machineChange{version: "v1.36.3", image: imgV136, files: []bootstrapv1.File{{Path: "/etc/motd", Content: "hi"}}},
+		{name: "a file added or changed: written in place", change: machineChange{version: "v1.36.3", image: imgV136,
+			currentFiles: []bootstrapv1.File{{Path: "/etc/motd", Content: "hi"}}, files: []bootstrapv1.File{{Path: "/etc/motd", Content: "hello"}, {Path: "/tmp/test", Content: "x"}}},
+			inPlace: true},
+		{name: "a file removed: left different", change: machineChange{version: "v1.36.3", image: imgV136, currentFiles: []bootstrapv1.File{{Path: "/etc/motd", Content: "hi"}}},
+			stillDiff: "files"},
+		{name: "a file from a Secret: left different", change: machineChange{version: "v1.36.3", image: imgV136,
+			files: []bootstrapv1.File{{Path: "/etc/token", ContentFrom: bootstrapv1.FileSource{Secret: bootstrapv1.SecretFileSource{Name: "s", Key: "k"}}}}},
+			stillDiff: "files"},
+		{name: "a file with permissions: left different", change: machineChange{version: "v1.36.3", image: imgV136,
+			files: []bootstrapv1.File{{Path: "/etc/motd", Content: "hi", Permissions: "0600"}}},
 			stillDiff: "files"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -206,7 +216,7 @@ func TestCanUpdateMachineDecidesEverything(t *testing.T) {
 			if tc.stillDiff != "" && !strings.Contains(strings.ToLower(strings.Join(diffs, "\n")), strings.ToLower(tc.stillDiff)) {
 				t.Fatalf("differences %v; want one in %s", diffs, tc.stillDiff)
 			}
-			if !tc.inPlace && resp.MachinePatch.IsDefined() && tc.change.selector == nil && tc.change.files == nil {
+			if !tc.inPlace && resp.MachinePatch.IsDefined() && tc.change.selector == nil && tc.change.files == nil && tc.change.currentFiles == nil {
 				t.Fatalf("a refusal patched the Machine: %s", resp.MachinePatch.Patch)
 			}
 		})

@@ -38,6 +38,9 @@ type fakeHost struct {
 	reboots  int
 	staged   string
 	gatesCfg map[string]bool // what kubeadm upgrade node would apply now
+	// loseFiles: the host answers a file write but keeps nothing.
+	loseFiles bool
+	writes    int
 }
 
 func (f *fakeHost) serve(t *testing.T) *httptest.Server {
@@ -83,6 +86,22 @@ func (f *fakeHost) serve(t *testing.T) *httptest.Server {
 		defer f.mu.Unlock()
 		f.st.Kubeadm = &agent.Kubeadm{KubernetesVersion: f.st.OS.Image.KubernetesVersion, FeatureGates: f.gatesCfg}
 		reply(w, 200, f.st.Kubeadm)
+	})
+	mux.HandleFunc("PUT /v1/files", func(w http.ResponseWriter, r *http.Request) {
+		var req agent.FilesRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.writes++
+		if f.st.Files == nil {
+			f.st.Files = map[string]string{}
+		}
+		for path, content := range req.Files {
+			if !f.loseFiles {
+				f.st.Files[path] = agent.FileSum(content)
+			}
+		}
+		reply(w, 200, f.st.Files)
 	})
 	srv := httptest.NewTLSServer(mux)
 	t.Cleanup(srv.Close)
@@ -171,6 +190,24 @@ func (w *stepWorld) step() progress {
 		}
 	}
 	return p
+}
+
+// filesOnly makes the desired Machine the one it runs with the
+// KubeadmConfig's /tmp/test changed (ClusterInPlaceUpdateSpec's change).
+func (w *stepWorld) filesOnly(content string) {
+	w.bmm.Spec.Image = oldImage
+	w.machine.Spec.Version = "v1.35.3"
+	stored := &clusterv1.Machine{}
+	if err := w.mgmt.Get(context.Background(), client.ObjectKeyFromObject(w.machine), stored); err != nil {
+		w.t.Fatal(err)
+	}
+	stored.Spec.Version = w.machine.Spec.Version
+	if err := w.mgmt.Update(context.Background(), stored); err != nil {
+		w.t.Fatal(err)
+	}
+	w.kc = &bootstrapv1.KubeadmConfig{Spec: bootstrapv1.KubeadmConfigSpec{
+		ClusterConfiguration: bootstrapv1.ClusterConfiguration{FeatureGates: map[string]bool{"ControlPlaneKubeletLocalMode": true}},
+		Files:                []bootstrapv1.File{{Path: "/tmp/test", Content: content}}}}
 }
 
 func (w *stepWorld) nodeAt(version string) {
@@ -274,6 +311,25 @@ func TestUpdaterSteps(t *testing.T) {
 			w.host.boot(disk.SlotB, "v1.36.3", w.now.Add(time.Second), nil)
 			w.host.st.Kubeadm = nil
 			w.now = w.now.Add(time.Minute)
+			return w.step()
+		}},
+		{name: "a files change on the image it runs: written, no drain or reboot, done", want: "done", run: func(w *stepWorld) progress {
+			w.filesOnly("third in-place update")
+			p := w.step()
+			if w.host.writes != 1 || w.host.reboots != 0 || w.host.staged != "" {
+				t.Errorf("writes %d, reboots %d, staged %q; want one write and nothing else", w.host.writes, w.host.reboots, w.host.staged)
+			}
+			if w.host.st.Files["/tmp/test"] != agent.FileSum("third in-place update") {
+				t.Errorf("host files %v", w.host.st.Files)
+			}
+			if p2 := w.step(); !p2.done || w.host.writes != 1 {
+				t.Errorf("again: %+v after %d writes; want done without writing again", p2, w.host.writes)
+			}
+			return p
+		}},
+		{name: "a host that does not keep the files: fails naming them", want: "failed: host of cp-1 does not report the files written: /tmp/test", run: func(w *stepWorld) progress {
+			w.filesOnly("x")
+			w.host.loseFiles = true
 			return w.step()
 		}},
 		{name: "past the deadline: fails wherever it is", want: "failed: the update to http://images/v1.36.3 did not finish within 1h0m0s", run: func(w *stepWorld) progress {

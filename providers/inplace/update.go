@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -482,6 +483,18 @@ func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, b
 	if msg := linksDown(st.OS.Links); msg != "" && bmm.Spec.NICFirmware != nil {
 		return u.recordFailure(ctx, bmm, key, fmt.Sprintf("after the NVM update of %s: %s", node.Name, msg))
 	}
+	if write := filesToWrite(st, desiredKC); len(write) > 0 {
+		// The KubeadmConfig's files changed in place: write them as
+		// cloud-init's write_files did, and judge what the host reports.
+		sums, err := ag.WriteFiles(ctx, write)
+		if err != nil {
+			return progress{}, err
+		}
+		st.Files = sums
+		if still := filesToWrite(st, desiredKC); len(still) > 0 {
+			return u.recordFailure(ctx, bmm, key, fmt.Sprintf("host of %s does not report the files written: %s", node.Name, strings.Join(slices.Sorted(maps.Keys(still)), ", ")))
+		}
+	}
 	if _, cp := machine.Labels[clusterv1.MachineControlPlaneLabel]; cp {
 		if kubeadmDiffers(st, desiredKC) != "" {
 			// The host's kubeadm is not what the KubeadmConfig claims (it
@@ -510,6 +523,22 @@ func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, b
 		return running("waiting for node %s to be Ready at %s (kubelet %s)", node.Name, machine.Spec.Version, node.Status.NodeInfo.KubeletVersion), nil
 	}
 	return progress{done: true, message: fmt.Sprintf("%s runs %s from slot %s", node.Name, st.OS.Image.Name, st.OS.Slot)}, nil
+}
+
+// filesToWrite are the KubeadmConfig's files the host does not have with
+// their content (path to content); files CanUpdate never claims
+// (plainFile) are left to a rollout.
+func filesToWrite(st agent.Status, kc *bootstrapv1.KubeadmConfig) map[string]string {
+	if kc == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, f := range kc.Spec.Files {
+		if plainFile(f) == "" && st.Files[f.Path] != agent.FileSum(f.Content) {
+			out[f.Path] = f.Content
+		}
+	}
+	return out
 }
 
 // stage writes want into slot in the background and reports whether it

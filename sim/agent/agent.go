@@ -3,8 +3,11 @@ package agent
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -95,6 +98,11 @@ type Agent struct {
 	// applied is what kubeadm last configured this control-plane host
 	// with (init, join, upgrade node).
 	applied *Kubeadm
+	// files are the files written on the host (path to content): the
+	// user data's write_files at its first boot, then each WriteFiles.
+	// They live where /etc does on an image-based OS, kept across A/B
+	// image updates and lost with a wipe.
+	files map[string]string
 	// prov is how the agent reaches its provisioner, apiURL where its own
 	// API answers (reported to the provisioner).
 	prov   Provisioner
@@ -169,7 +177,7 @@ func (a *Agent) booted(ctx context.Context, boot int) {
 	data := a.host.UserData()
 	a.mu.Lock()
 	if a.joined != nil && !bytes.Equal(a.joinedWith, data) {
-		a.joined, a.cluster, a.joinedWith = nil, "", nil
+		a.joined, a.cluster, a.joinedWith, a.files = nil, "", nil, nil
 	}
 	joined := a.joined
 	a.mu.Unlock()
@@ -257,7 +265,7 @@ func (a *Agent) recovered() {
 func (a *Agent) erased() {
 	a.mu.Lock()
 	joined, cluster := a.joined, a.cluster
-	a.joined, a.cluster, a.joinedWith = nil, "", nil
+	a.joined, a.cluster, a.joinedWith, a.files = nil, "", nil, nil
 	a.mu.Unlock()
 	a.dataLost(joined, cluster)
 }
@@ -322,6 +330,7 @@ func (a *Agent) kubeadm(ctx context.Context, b *Bootstrap, status lab.HostStatus
 	}
 	a.mu.Lock()
 	a.joined, a.cluster, a.joinedWith, a.applied = b, cluster, data, applied
+	a.files = maps.Clone(b.Files)
 	a.mu.Unlock()
 	return a.rejoin(ctx, b, status)
 }
@@ -362,6 +371,48 @@ func (a *Agent) rejoin(ctx context.Context, b *Bootstrap, status lab.HostStatus)
 		a.record("KubeletRunning", fmt.Sprintf("node %s: kubelet %s, ready=%v %s", b.NodeName, img.KubernetesVersion, ready, reason))
 	}
 	return err
+}
+
+// WriteFiles writes files on the running OS (path to content, as
+// cloud-init's write_files does) and answers every file the host has,
+// path to the SHA-256 of its content. A host that runs no OS refuses.
+func (a *Agent) WriteFiles(files map[string]string) (map[string]string, error) {
+	st := a.host.Status()
+	if st.OS == nil || st.OS.Source != lab.FromDiskSlot {
+		return nil, fmt.Errorf("write files: %s runs no installed OS: %w", st.Name, lab.ErrNotRunning)
+	}
+	a.mu.Lock()
+	if a.files == nil {
+		a.files = map[string]string{}
+	}
+	var paths []string
+	for path, content := range files {
+		a.files[path] = content
+		paths = append(paths, path)
+	}
+	out := fileSums(a.files)
+	a.mu.Unlock()
+	sort.Strings(paths)
+	a.record("FilesWritten", fmt.Sprintf("wrote %s", strings.Join(paths, ", ")))
+	return out, nil
+}
+
+// fileSums is path to the hex SHA-256 of each file's content.
+func fileSums(files map[string]string) map[string]string {
+	if len(files) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(files))
+	for path, content := range files {
+		out[path] = FileSum(content)
+	}
+	return out
+}
+
+// FileSum is the hex SHA-256 of a file's content, as Status.Files has it.
+func FileSum(content string) string {
+	sum := sha256.Sum256([]byte(content))
+	return hex.EncodeToString(sum[:])
 }
 
 // KubeadmUpgrade runs `kubeadm upgrade node` on a joined control-plane

@@ -189,6 +189,21 @@ func TestKubeadmInitUpdateAndNICMismatch(t *testing.T) {
 		t.Fatalf("kubeadm after the upgrade: %+v; want v1.36.3 with NewGate only", k)
 	}
 
+	// Files written in place (a KubeadmConfig files change) are reported
+	// and outlive a reboot; the bootstrap's own are there from the start.
+	if sums := w.filesStatus(t, api); sums["/run/kubeadm/kubeadm.yaml"] == "" {
+		t.Fatalf("files after init: %v; want the bootstrap's write_files", sums)
+	}
+	body, _ := json.Marshal(FilesRequest{Files: map[string]string{"/tmp/test": "first in-place update"}})
+	req, _ = http.NewRequest(http.MethodPut, w.api.URL()+"/v1/files", bytes.NewReader(body))
+	if resp, err := api.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("write files: %v %v", resp, err)
+	}
+	req, _ = http.NewRequest(http.MethodPut, w.api.URL()+"/v1/files", strings.NewReader(`{"files":{"relative":"x"}}`))
+	if resp, err := api.Do(req); err != nil || resp.StatusCode != 400 {
+		t.Fatalf("a relative path: %v %v; want 400", resp, err)
+	}
+
 	// An NVM the driver cannot run: the port stays down, the node goes
 	// NotReady and the health check fails.
 	if err := w.host.FlashNVM(ctx, "eno1", "x710-nvm-10.0-next"); err != nil {
@@ -209,10 +224,28 @@ func TestKubeadmInitUpdateAndNICMismatch(t *testing.T) {
 	if !notReady {
 		t.Fatal("the node has no Ready condition")
 	}
+	if got := w.filesStatus(t, api)["/tmp/test"]; got != FileSum("first in-place update") {
+		t.Fatalf("/tmp/test after a reboot: %q", got)
+	}
 	code, h := post(t, api, w.api.URL()+"/v1/health", nil)
 	if code != http.StatusServiceUnavailable || h["healthy"] != false || !strings.Contains(fmt.Sprint(h["reason"]), "link down") {
 		t.Fatalf("health with the NIC down: %d %v", code, h)
 	}
+}
+
+// filesStatus is the files the agent reports.
+func (w *world) filesStatus(t *testing.T, api *http.Client) map[string]string {
+	t.Helper()
+	resp, err := api.Get(w.api.URL() + "/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Files
 }
 
 // kubeadmStatus is what the agent reports kubeadm applied.

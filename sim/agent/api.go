@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +43,16 @@ type Status struct {
 	Cluster string                       `json:"cluster,omitempty"`
 	// Kubeadm is what kubeadm last configured a control-plane host with.
 	Kubeadm *Kubeadm `json:"kubeadm,omitempty"`
+	// Files are the files written on the host by its bootstrap data and
+	// by PUT /v1/files: path to the hex SHA-256 of the content.
+	Files map[string]string `json:"files,omitempty"`
+}
+
+// FilesRequest is PUT /v1/files: files to write on the running OS, as
+// cloud-init's write_files would (path to content). The answer is every
+// file the host has, as Status.Files.
+type FilesRequest struct {
+	Files map[string]string `json:"files"`
 }
 
 // Kubeadm is the configuration kubeadm applied on a control-plane host:
@@ -71,6 +82,7 @@ func ServeAPI(a *Agent, cert tls.Certificate, clientCAs *x509.CertPool, addr str
 	mux.HandleFunc("POST /v1/clean", api.clean)
 	mux.HandleFunc("POST /v1/reboot", api.reboot)
 	mux.HandleFunc("POST /v1/kubeadm/upgrade", api.kubeadmUpgrade)
+	mux.HandleFunc("PUT /v1/files", api.putFiles)
 	mux.HandleFunc("GET /v1/persistent", api.getPersistent)
 	mux.HandleFunc("PUT /v1/persistent/{name}", api.putPersistent)
 	api.tls = &tls.Config{
@@ -172,6 +184,7 @@ func (api *API) status(w http.ResponseWriter, _ *http.Request) {
 	if k := api.agent.applied; k != nil {
 		st.Kubeadm = &Kubeadm{KubernetesVersion: k.KubernetesVersion, FeatureGates: maps.Clone(k.FeatureGates)}
 	}
+	st.Files = fileSums(api.agent.files)
 	api.agent.mu.Unlock()
 	reply(w, http.StatusOK, st)
 }
@@ -311,6 +324,28 @@ func (api *API) kubeadmUpgrade(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply(w, http.StatusOK, k)
+}
+
+// putFiles writes files on the running OS (an updater changing the
+// KubeadmConfig's files in place).
+func (api *API) putFiles(w http.ResponseWriter, r *http.Request) {
+	var req FilesRequest
+	if err := decodeBody(r, &req); err != nil {
+		replyErr(w, err)
+		return
+	}
+	for path := range req.Files {
+		if !strings.HasPrefix(path, "/") {
+			replyErr(w, fmt.Errorf("%w: file path %q is not absolute", errBadRequest, path))
+			return
+		}
+	}
+	sums, err := api.agent.WriteFiles(req.Files)
+	if err != nil {
+		replyErr(w, err)
+		return
+	}
+	reply(w, http.StatusOK, sums)
 }
 
 // reboot restarts the host from its OS, the way a host without a BMC (or

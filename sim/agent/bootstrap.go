@@ -37,6 +37,9 @@ type Bootstrap struct {
 	// kubeadm-config ConfigMap.
 	ClusterConfiguration string
 	ClusterCA, EtcdCA    *workload.CA
+	// Files are cloud-init's write_files, path to content: what the first
+	// boot wrote on the host (the KubeadmConfig's files among them).
+	Files map[string]string
 }
 
 type cloudConfig struct {
@@ -67,7 +70,7 @@ func ParseBootstrap(data []byte, hostname string) (*Bootstrap, error) {
 		}
 		files[f.Path] = content
 	}
-	b := &Bootstrap{NodeName: hostname, Labels: map[string]string{}}
+	b := &Bootstrap{NodeName: hostname, Labels: map[string]string{}, Files: files}
 	var kubeadmFile string
 	switch {
 	case strings.Contains(commands(cc.RunCmd), "kubeadm init"):

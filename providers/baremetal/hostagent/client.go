@@ -113,6 +113,14 @@ func (c *Client) KubeadmUpgrade(ctx context.Context) (agent.Kubeadm, error) {
 	return k, err
 }
 
+// WriteFiles writes files (path to content) on the running OS and
+// returns every file the host has, path to the SHA-256 of its content.
+func (c *Client) WriteFiles(ctx context.Context, files map[string]string) (map[string]string, error) {
+	var sums map[string]string
+	err := c.do(ctx, http.MethodPut, "/v1/files", jsonBody(agent.FilesRequest{Files: files}), &sums)
+	return sums, err
+}
+
 // Reset reboots into recovery, which wipes and reinstalls the host.
 func (c *Client) Reset(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/v1/reset", nil, nil)
