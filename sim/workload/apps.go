@@ -75,11 +75,17 @@ type appState struct {
 	// notReadySince: when each Node was first seen not Ready;
 	// kubeletStarted: when each node's kubelet last started.
 	notReadySince, kubeletStarted map[string]time.Time
+	// nodesSeen are the Nodes the controllers ever saw: a kube-system
+	// pod bound to one of them that is gone is an orphan. (A static pod
+	// is there before its kubelet registers the Node, so a node never
+	// seen is not a deleted one; kube-controller-manager's pod GC waits
+	// a 40 s quarantine for the same reason.)
+	nodesSeen map[string]bool
 }
 
 func newAppState() *appState {
 	return &appState{kubelets: map[string]bool{}, bound: map[string]time.Time{}, deleted: map[string]time.Time{},
-		notReadySince: map[string]time.Time{}, kubeletStarted: map[string]time.Time{}}
+		notReadySince: map[string]time.Time{}, kubeletStarted: map[string]time.Time{}, nodesSeen: map[string]bool{}}
 }
 
 func (c *Clusters) runControllers(ctx context.Context) {
@@ -110,8 +116,11 @@ func (c *Clusters) runControllers(ctx context.Context) {
 
 // world is one tick's reading of a cluster's application objects.
 type world struct {
-	nodes       map[string]*corev1.Node
-	pods        []*corev1.Pod
+	nodes map[string]*corev1.Node
+	pods  []*corev1.Pod
+	// orphans are kube-system pods (static pods' mirrors) bound to a
+	// node that does not exist.
+	orphans     []*corev1.Pod
 	deployments []appsv1.Deployment
 	daemonSets  []appsv1.DaemonSet
 	budgets     []policyv1.PodDisruptionBudget
@@ -131,8 +140,13 @@ func (c *Clusters) read(ctx context.Context, cl inmemoryclient.Reader) (*world, 
 		return nil, err
 	}
 	for i := range pods.Items {
-		if p := &pods.Items[i]; managed(p) {
+		p := &pods.Items[i]
+		_, bound := w.nodes[p.Spec.NodeName]
+		switch {
+		case managed(p):
 			w.pods = append(w.pods, p)
+		case p.Spec.NodeName != "" && !bound:
+			w.orphans = append(w.orphans, p)
 		}
 	}
 	deps := &appsv1.DeploymentList{}
@@ -205,10 +219,23 @@ func nodeReady(n *corev1.Node) bool {
 }
 
 // nodeLifecycle is kube-controller-manager's pod GC and node lifecycle
-// controller: pods of a deleted node go at once; pods of a node NotReady
-// for longer than the toleration are deleted (and, their kubelet being
-// gone, removed).
+// controller: pods of a deleted node go at once, kube-system's static
+// pods' mirrors among them (so a replaced control-plane node leaves no
+// etcd or kube-apiserver pod behind); pods of a node NotReady for longer
+// than the toleration are deleted (and, their kubelet being gone,
+// removed).
 func (c *Clusters) nodeLifecycle(ctx context.Context, cluster string, cl inmemoryclient.Writer, w *world, st *appState, now time.Time) error {
+	for name := range w.nodes {
+		st.nodesSeen[name] = true
+	}
+	for _, p := range w.orphans {
+		if !st.nodesSeen[p.Spec.NodeName] {
+			continue
+		}
+		if err := c.forceDelete(ctx, cluster, cl, p, "its node "+p.Spec.NodeName+" was deleted"); err != nil {
+			return err
+		}
+	}
 	for name, n := range w.nodes {
 		if nodeReady(n) {
 			delete(st.notReadySince, name)

@@ -169,6 +169,43 @@ func appCluster(t *testing.T, ctx context.Context) (*Clusters, kubernetes.Interf
 	return c, cs
 }
 
+// A deleted control-plane Node's static pods go (pod GC of orphaned
+// pods), so CAPI's etcd and kube-apiserver pod
+// counts see only the nodes there are; the other nodes' stay.
+func TestPodGCDeletesTheStaticPodsOfADeletedNode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, cs := appCluster(t, ctx)
+	staticPods := func(node string) int {
+		pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return -1
+		}
+		n := 0
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == node {
+				n++
+			}
+		}
+		return n
+	}
+	if staticPods("cp-2") == 0 {
+		t.Fatal("cp-2 has no static pods to begin with")
+	}
+	// A pod scheduled shows the lab's controllers have seen the nodes.
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, deployment("web", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a scheduled pod", func() bool { return len(readyPods(t, ctx, cs, "web")) == 1 })
+	if err := cs.CoreV1().Nodes().Delete(ctx, "cp-2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "cp-2's static pods deleted", func() bool { return staticPods("cp-2") == 0 })
+	if staticPods("cp-0") == 0 || staticPods("cp-1") == 0 {
+		t.Fatal("the static pods of nodes that exist were collected")
+	}
+}
+
 func deployment(name string, replicas int32) *appsv1.Deployment {
 	labels := map[string]string{"app": name}
 	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
