@@ -32,10 +32,13 @@ import (
 // and go with a deleted node; PodDisruptionBudgets get the status the
 // disruption controller computes, which the Eviction API reads.
 //
+// kube-system's add-ons (the kube-proxy DaemonSet and the CoreDNS
+// Deployment kubeadm init leaves, which KCP versions) get pods and status
+// like any other; its static pods (no controller) are the hosts' own.
+//
 // Not modelled: ReplicaSets (a Deployment owns its pods directly, so a
-// template change does not roll), probes, resources, affinity, and
-// kube-system, whose add-ons (kube-proxy, CoreDNS) are KCP's to version
-// and run no pods here.
+// template change does not roll: an add-on's pods keep the image they
+// started with), probes, resources, affinity.
 //
 // Every read and write goes through the cluster's etcd (store.go), and
 // the controllers run only while one of its control-plane hosts runs an
@@ -175,8 +178,21 @@ func (c *Clusters) read(ctx context.Context, cl inmemoryclient.Reader) (*world, 
 	return w, nil
 }
 
-// managed: the lab's controllers act on everything outside kube-system.
-func managed(o client.Object) bool { return o.GetNamespace() != metav1.NamespaceSystem }
+// managed: the lab's controllers act on everything outside kube-system,
+// and in kube-system on the add-ons' Deployments and DaemonSets and the
+// pods they own; static pods (their mirrors have no controller) are the
+// hosts'.
+func managed(o client.Object) bool {
+	if o.GetNamespace() != metav1.NamespaceSystem {
+		return true
+	}
+	switch o.(type) {
+	case *appsv1.Deployment, *appsv1.DaemonSet:
+		return true
+	}
+	ref := metav1.GetControllerOf(o)
+	return ref != nil && (ref.Kind == "Deployment" || ref.Kind == "DaemonSet")
+}
 
 func (c *Clusters) reconcileApps(ctx context.Context, name string) error {
 	cl := c.client(name)
@@ -402,6 +418,7 @@ func (c *Clusters) replicate(ctx context.Context, cl inmemoryclient.Writer, w *w
 			ReadyReplicas: ready, AvailableReplicas: ready, UnavailableReplicas: max(0, want-ready)}
 		if !equality.Semantic.DeepEqual(d.Status, status) {
 			d.Status = status
+			d.Status.ObservedGeneration = writtenGeneration(d)
 			note(cl.Update(ctx, d))
 		}
 	}
@@ -428,11 +445,19 @@ func (c *Clusters) replicate(ctx context.Context, cl inmemoryclient.Writer, w *w
 			NumberReady: ready, NumberAvailable: ready, UpdatedNumberScheduled: int32(len(live)), NumberUnavailable: max(0, desired-ready)}
 		if !equality.Semantic.DeepEqual(ds.Status, status) {
 			ds.Status = status
+			ds.Status.ObservedGeneration = writtenGeneration(ds)
 			note(cl.Update(ctx, ds))
 		}
 	}
 	return firstErr
 }
+
+// writtenGeneration is the generation a status write leaves: CAPI's
+// store bumps metadata.generation on every write (kube-apiserver only on
+// a spec change), so a controller that recorded the generation it read
+// would never catch up with it (CAPI's DNS upgrade wait reads CoreDNS's
+// observedGeneration).
+func writtenGeneration(o client.Object) int64 { return o.GetGeneration() + 1 }
 
 // owned are the live (not terminating) pods a controller owns.
 func owned(pods []*corev1.Pod, uid types.UID) []*corev1.Pod {

@@ -206,6 +206,34 @@ func TestPodGCDeletesTheStaticPodsOfADeletedNode(t *testing.T) {
 	}
 }
 
+// kubeadm's add-ons run: CoreDNS's two replicas (on the control plane
+// too, which they tolerate) and a kube-proxy pod on every node, with the
+// status CAPI's upgrade spec waits on (observedGeneration caught up,
+// every replica available).
+func TestTheAddOnsRunPodsWithTheirStatus(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, cs := appCluster(t, ctx)
+	if err := c.InitObjects(ctx, "default/wl", Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0", CoreDNS: "v1.12.1"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "CoreDNS available and kube-proxy on all five nodes", func() bool {
+		d, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+		if err != nil || d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas != 2 || d.Status.UpdatedReplicas != 2 {
+			return false
+		}
+		ds, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+		return err == nil && ds.Status.ObservedGeneration >= ds.Generation && ds.Status.NumberReady == 5 && ds.Status.DesiredNumberScheduled == 5
+	})
+	// Settled: the controllers stop writing once the status is written.
+	d1, _ := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+	time.Sleep(3 * controllerTick)
+	d2, _ := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+	if d1.ResourceVersion != d2.ResourceVersion {
+		t.Fatalf("the CoreDNS Deployment is rewritten at every tick (resourceVersion %s -> %s)", d1.ResourceVersion, d2.ResourceVersion)
+	}
+}
+
 func deployment(name string, replicas int32) *appsv1.Deployment {
 	labels := map[string]string{"app": name}
 	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},

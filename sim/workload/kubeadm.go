@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"fmt"
+	"k8s.io/utils/ptr"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -41,9 +42,14 @@ func (c *Clusters) InitObjects(ctx context.Context, cluster string, rel Release,
 		},
 		&appsv1.DaemonSet{
 			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "kube-proxy", Labels: map[string]string{"k8s-app": "kube-proxy"}},
-			Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:" + container.SemverToOCIImageTag(version),
-			}}}}},
+			Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"k8s-app": "kube-proxy"}},
+					Spec: corev1.PodSpec{
+						// kubeadm's kube-proxy runs on every node, whatever its taints.
+						Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+						Containers: []corev1.Container{{
+							Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:" + container.SemverToOCIImageTag(version),
+						}}}}},
 		},
 		&corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "coredns"},
@@ -51,9 +57,15 @@ func (c *Clusters) InitObjects(ctx context.Context, cluster string, rel Release,
 		},
 		&appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "coredns", Labels: map[string]string{"k8s-app": "kube-dns"}},
-			Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "coredns", Image: "registry.k8s.io/coredns/coredns:" + coreDNS,
-			}}}}},
+			// kubeadm's CoreDNS: two replicas that may run on control-plane nodes.
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"k8s-app": "kube-dns"}},
+					Spec: corev1.PodSpec{
+						Tolerations: []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
+							{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}},
+						Containers: []corev1.Container{{
+							Name: "coredns", Image: "registry.k8s.io/coredns/coredns:" + coreDNS,
+						}}}}},
 		},
 	}
 	for _, obj := range objs {
