@@ -21,7 +21,8 @@ import (
 // is reused) and its manifests. repoRoot is this repository, whose go.mod
 // pins the module.
 func (c *Config) Process(ctx context.Context, m Manager, repoRoot, cacheDir string) (mgmt.Provider, error) {
-	p := mgmt.Provider{Name: m.Name, Args: m.Args, FeatureGates: m.FeatureGates, RuntimeExtension: m.RuntimeExtension, ExtensionSettings: m.Settings}
+	p := mgmt.Provider{Name: m.Name, Args: m.Args, FeatureGates: m.FeatureGates, RuntimeExtension: m.RuntimeExtension, ExtensionSettings: m.Settings,
+		ExtensionNamespaceLabels: m.NamespaceLabels}
 	keys := make([]string, 0, len(m.Env))
 	for k := range m.Env {
 		keys = append(keys, k)

@@ -76,8 +76,12 @@ type Manager struct {
 	// passes to every hook call).
 	RuntimeExtension bool              `yaml:"runtimeExtension"`
 	Settings         map[string]string `yaml:"settings"`
-	Env              map[string]string `yaml:"env"`
-	Args             []string          `yaml:"args"`
+	// NamespaceLabels: CAPI calls the runtime extension only about
+	// namespaces with these labels (its ExtensionConfig's
+	// namespaceSelector; the runs label their namespaces with them).
+	NamespaceLabels map[string]string `yaml:"namespaceLabels"`
+	Env             map[string]string `yaml:"env"`
+	Args            []string          `yaml:"args"`
 	// OnlyFor limits it to runs of these strategies (default: every run).
 	OnlyFor []scenario.Strategy `yaml:"onlyFor"`
 	// FixedPorts are ports the manager binds whatever its flags say
@@ -190,6 +194,9 @@ func (c *Config) validate() []string {
 		}
 		if len(m.Settings) > 0 && !m.RuntimeExtension {
 			bad(field+".settings", "only a runtimeExtension has settings (they go to its ExtensionConfig)")
+		}
+		if len(m.NamespaceLabels) > 0 && !m.RuntimeExtension {
+			bad(field+".namespaceLabels", "only a runtimeExtension has namespaceLabels (they select the namespaces CAPI calls it about)")
 		}
 	}
 	if slices.Contains(c.Strategies, scenario.InPlace) && !extension {

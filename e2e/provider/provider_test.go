@@ -82,6 +82,7 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{good + "intervals: {upgrade: soon}\n", "not a duration"},
 		{strings.Replace(good, "binary: bin/manager", "binary: x\n  fixedPorts: [70000]", 1), "managers[0].fixedPorts[0]: 70000 is not a port"},
 		{strings.Replace(good, "binary: bin/manager", "binary: x\n  settings: {a: b}", 1), "managers[0].settings: only a runtimeExtension has settings"},
+		{strings.Replace(good, "binary: bin/manager", "binary: x\n  namespaceLabels: {a: b}", 1), "managers[0].namespaceLabels: only a runtimeExtension has namespaceLabels"},
 	} {
 		_, err := Parse("providers/theirs.yaml", []byte(tc.doc))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -47,26 +47,40 @@ func TestEveryFlavorRenders(t *testing.T) {
 	c, err := clusterctlclient.New(ctx, path)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	for _, flavor := range Flavors {
-		t.Run("flavor="+flavor, func(t *testing.T) {
-			tmpl, err := c.GetClusterTemplate(ctx, clusterctlclient.GetClusterTemplateOptions{
-				ProviderRepositorySource: &clusterctlclient.ProviderRepositorySourceOptions{InfrastructureProvider: "baremetal:v0.1.0", Flavor: flavor},
-				ClusterName:              "c1", TargetNamespace: "ns1", KubernetesVersion: cfg.MustGetVariable("KUBERNETES_VERSION"),
-				ControlPlaneMachineCount: ptr.To[int64](3), WorkerMachineCount: ptr.To[int64](1),
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := tmpl.Yaml()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s := string(out); strings.Contains(s, "${") {
-				t.Fatalf("unrendered variable in flavor %q:\n%s", flavor, s)
-			}
-			if len(tmpl.Objs()) == 0 {
-				t.Fatalf("flavor %q has no objects", flavor)
-			}
-		})
+		for _, infra := range []string{"baremetal:v0.1.0", "in-memory:v1.14.4"} {
+			t.Run(infra+"/flavor="+flavor, func(t *testing.T) { renders(ctx, t, c, cfg, infra, flavor) })
+		}
+	}
+}
+
+// renders renders one flavor of one provider's templates; the
+// topology flavors bring their ClusterClass (clusterctl adds it).
+func renders(ctx context.Context, t *testing.T, c clusterctlclient.Client, cfg *clusterctl.E2EConfig, infra, flavor string) {
+	t.Helper()
+	tmpl, err := c.GetClusterTemplate(ctx, clusterctlclient.GetClusterTemplateOptions{
+		ProviderRepositorySource: &clusterctlclient.ProviderRepositorySourceOptions{InfrastructureProvider: infra, Flavor: flavor},
+		ClusterName:              "c1", TargetNamespace: "ns1", KubernetesVersion: cfg.MustGetVariable("KUBERNETES_VERSION"),
+		ControlPlaneMachineCount: ptr.To[int64](3), WorkerMachineCount: ptr.To[int64](1),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tmpl.Yaml()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(out); strings.Contains(s, "${") {
+		t.Fatalf("unrendered variable in flavor %q:\n%s", flavor, s)
+	}
+	kinds := map[string]bool{}
+	for _, o := range tmpl.Objs() {
+		kinds[o.GetKind()] = true
+	}
+	if !kinds["Cluster"] {
+		t.Fatalf("flavor %q has no Cluster: %v", flavor, kinds)
+	}
+	if (flavor == "topology" || flavor == "in-place") && !kinds["ClusterClass"] {
+		t.Fatalf("flavor %q came without its ClusterClass: %v", flavor, kinds)
 	}
 }
 

@@ -59,13 +59,14 @@ var (
 
 // envFor is the provider's environment, started on first use in this
 // process (each Ginkgo process has its own planes and labs).
-func envFor(name string) *providerEnv {
+func envFor(p upstreamProvider) *providerEnv {
+	name := p.config
 	envsMu.Lock()
 	defer envsMu.Unlock()
 	if e, ok := envs[name]; ok {
 		return e
 	}
-	e, err := startEnv(context.Background(), name)
+	e, err := startEnv(context.Background(), p)
 	Expect(err).NotTo(HaveOccurred(), "starting the %s management cluster", name)
 	envs[name] = e
 	return e
@@ -89,7 +90,8 @@ func processDir(name string) string {
 	return dir
 }
 
-func startEnv(ctx context.Context, name string) (*providerEnv, error) {
+func startEnv(ctx context.Context, p upstreamProvider) (*providerEnv, error) {
+	name := p.config
 	e := &providerEnv{name: name, dir: processDir(name)}
 	fmt.Fprintf(GinkgoWriter, "starting the %s management cluster and lab in %s\n", name, e.dir)
 	cfg, err := provider.Load(filepath.Join("..", "..", "fixtures", "providers", name+".yaml"))
@@ -113,7 +115,7 @@ func startEnv(ctx context.Context, name string) (*providerEnv, error) {
 			e.env.Stop()
 		}
 	}()
-	if err := installAsClusterctl(ctx, e.env, cfg); err != nil {
+	if err := installAsClusterctl(ctx, e.env, p.infra); err != nil {
 		return nil, err
 	}
 	e.config = clusterctl.LoadE2EConfig(ctx, clusterctl.LoadE2EConfigInput{ConfigPath: filepath.Join("..", "..", ConfigPath)})
@@ -148,6 +150,7 @@ var inventory = []struct {
 	{"kubeadm", clusterctlv1.BootstrapProviderType, "v1.14.2", "capi-kubeadm-bootstrap-system", []string{"bootstrap.cluster.x-k8s.io"}},
 	{"kubeadm", clusterctlv1.ControlPlaneProviderType, "v1.14.2", "capi-kubeadm-control-plane-system", []string{"controlplane.cluster.x-k8s.io"}},
 	{"baremetal", clusterctlv1.InfrastructureProviderType, "v0.1.0", "baremetal-system", []string{"infrastructure.upgradelab.dev", "metal3.io"}},
+	{"in-memory", clusterctlv1.InfrastructureProviderType, "v1.14.4", "capd-system", []string{"infrastructure.cluster.x-k8s.io"}},
 }
 
 // installAsClusterctl makes the plane look as `clusterctl init` leaves a
@@ -158,7 +161,7 @@ var inventory = []struct {
 // Provider object per provider (clusterctl finds the version of a
 // provider's templates there), created with clusterctl's own inventory
 // client.
-func installAsClusterctl(ctx context.Context, env *runner.Env, cfg *provider.Config) error {
+func installAsClusterctl(ctx context.Context, env *runner.Env, infra string) error {
 	crds := &apiextensionsv1.CustomResourceDefinitionList{}
 	if err := env.Client.List(ctx, crds); err != nil {
 		return err
@@ -195,7 +198,7 @@ func installAsClusterctl(ctx context.Context, env *runner.Env, cfg *provider.Con
 		return err
 	}
 	for _, p := range inventory {
-		if p.typ == clusterctlv1.InfrastructureProviderType && p.name != cfg.Name {
+		if p.typ == clusterctlv1.InfrastructureProviderType && p.name != infra {
 			continue
 		}
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.namespace}}

@@ -10,18 +10,39 @@ import (
 	capie2e "sigs.k8s.io/cluster-api/test/e2e"
 )
 
+// upstreamProvider is a provider CAPI's specs run against: its provider
+// config (fixtures/providers/NAME.yaml, which says what runs beside CAPI's
+// managers), its infrastructure provider's name in the E2EConfig, and the
+// one provider-specific input (a field of its machine template that makes
+// ClusterClassChangesSpec roll the workers out).
+type upstreamProvider struct {
+	config, infra string
+	mdInfraChange map[string]interface{}
+}
+
+var (
+	baremetal = upstreamProvider{config: "baremetal", infra: "baremetal",
+		// Every lab host carries pool: upstream, so the rollout still finds hosts.
+		mdInfraChange: map[string]interface{}{"spec.template.spec.hostSelector.matchLabels.pool": "upstream"}}
+	// CAPI's in-memory provider with CAPI's test extension (for the
+	// in-place spec; it serves only that spec's namespace).
+	inMemory = upstreamProvider{config: "inmemory-testextension", infra: "in-memory",
+		mdInfraChange: map[string]interface{}{"spec.template.spec.backend.inMemory.vm.provisioning.startupDuration": "4s"}}
+)
+
 // upstreamSpecs declares CAPI's specs against one provider. Each spec's
 // input is built when the spec starts (CAPI calls the getter in its
 // BeforeEach), so a process starts a provider's plane only for the specs
 // it runs. Every spec with Kubernetes conformance (kubetest) skips it:
 // kubetest runs the conformance suite's pods, which nothing here can run.
-func upstreamSpecs(name string) {
-	infra := ptr.To(name)
+func upstreamSpecs(p upstreamProvider) {
+	name := p.config
+	infra := ptr.To(p.infra)
 	artifacts := func(spec string) string { return filepath.Join(processDir(name), "specs", spec) }
 
 	Describe("QuickStart", Label("quick-start"), func() {
 		capie2e.QuickStartSpec(ctx, func() capie2e.QuickStartSpecInput {
-			e := envFor(name)
+			e := envFor(p)
 			return capie2e.QuickStartSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
 				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("quick-start"), SkipCleanup: *skipCleanup,
 				InfrastructureProvider: infra, PostNamespaceCreated: e.namespaceSetup(false)}
@@ -29,7 +50,7 @@ func upstreamSpecs(name string) {
 	})
 	Describe("QuickStart topology", Label("quick-start", "topology"), func() {
 		capie2e.QuickStartSpec(ctx, func() capie2e.QuickStartSpecInput {
-			e := envFor(name)
+			e := envFor(p)
 			return capie2e.QuickStartSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
 				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("quick-start-topology"), SkipCleanup: *skipCleanup,
 				InfrastructureProvider: infra, Flavor: ptr.To("topology"), PostNamespaceCreated: e.namespaceSetup(false)}
@@ -41,7 +62,7 @@ func upstreamSpecs(name string) {
 	}{{"upgrades", 1, 2}, {"topology", 1, 2}, {"kcp-scale-in", 3, 1}} {
 		Describe("ClusterUpgradeConformance "+u.flavor, Label("k8s-upgrade", u.flavor), func() {
 			capie2e.ClusterUpgradeConformanceSpec(ctx, func() capie2e.ClusterUpgradeConformanceSpecInput {
-				e := envFor(name)
+				e := envFor(p)
 				return capie2e.ClusterUpgradeConformanceSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
 					BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("k8s-upgrade-" + u.flavor), SkipCleanup: *skipCleanup,
 					SkipConformanceTests: true, InfrastructureProvider: infra, Flavor: ptr.To(u.flavor),
@@ -52,7 +73,7 @@ func upstreamSpecs(name string) {
 	}
 	Describe("MachineDeploymentScale", Label("md-scale"), func() {
 		capie2e.MachineDeploymentScaleSpec(ctx, func() capie2e.MachineDeploymentScaleSpecInput {
-			e := envFor(name)
+			e := envFor(p)
 			return capie2e.MachineDeploymentScaleSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
 				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("md-scale"), SkipCleanup: *skipCleanup,
 				InfrastructureProvider: infra, PostNamespaceCreated: e.namespaceSetup(false)}
@@ -60,7 +81,7 @@ func upstreamSpecs(name string) {
 	})
 	Describe("KCPAndMachineDeploymentRollout", Label("md-rollout"), func() {
 		capie2e.KCPAndMachineDeploymentRolloutSpec(ctx, func() capie2e.KCPAndMachineDeploymentRolloutSpecInput {
-			e := envFor(name)
+			e := envFor(p)
 			return capie2e.KCPAndMachineDeploymentRolloutSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
 				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("md-rollout"), SkipCleanup: *skipCleanup,
 				InfrastructureProvider: infra, Flavor: "kcp-md-taints", PostNamespaceCreated: e.namespaceSetup(false)}
@@ -68,7 +89,7 @@ func upstreamSpecs(name string) {
 	})
 	Describe("ClusterClassRollout", Label("clusterclass-rollout"), func() {
 		capie2e.ClusterClassRolloutSpec(ctx, func() capie2e.ClusterClassRolloutSpecInput {
-			e := envFor(name)
+			e := envFor(p)
 			return capie2e.ClusterClassRolloutSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
 				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("clusterclass-rollout"), SkipCleanup: *skipCleanup,
 				InfrastructureProvider: infra, Flavor: "topology", PostNamespaceCreated: e.namespaceSetup(false)}
@@ -76,22 +97,19 @@ func upstreamSpecs(name string) {
 	})
 	Describe("ClusterClassChanges", Label("clusterclass-changes"), func() {
 		capie2e.ClusterClassChangesSpec(ctx, func() capie2e.ClusterClassChangesSpecInput {
-			e := envFor(name)
+			e := envFor(p)
 			return capie2e.ClusterClassChangesSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
 				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("clusterclass-changes"), SkipCleanup: *skipCleanup,
 				InfrastructureProvider: infra, Flavor: "topology", PostNamespaceCreated: e.namespaceSetup(false),
 				ModifyControlPlaneFields:                             map[string]interface{}{"spec.kubeadmConfigSpec.verbosity": int64(4)},
 				ModifyMachineDeploymentBootstrapConfigTemplateFields: map[string]interface{}{"spec.template.spec.verbosity": int64(4)},
-				// A field of the provider's machine template that makes a
-				// rollout and that every lab host still satisfies.
-				ModifyMachineDeploymentInfrastructureMachineTemplateFields: map[string]interface{}{
-					"spec.template.spec.hostSelector.matchLabels.pool": "upstream"},
+				ModifyMachineDeploymentInfrastructureMachineTemplateFields: p.mdInfraChange,
 			}
 		})
 	})
 	Describe("ClusterInPlaceUpdate", Label("in-place"), func() {
 		capie2e.ClusterInPlaceUpdateSpec(ctx, func() capie2e.ClusterInPlaceUpdateSpecInput {
-			e := envFor(name)
+			e := envFor(p)
 			return capie2e.ClusterInPlaceUpdateSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
 				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("in-place"), SkipCleanup: *skipCleanup,
 				InfrastructureProvider: infra, Flavor: ptr.To("in-place"), PostNamespaceCreated: e.namespaceSetup(true)}
@@ -99,7 +117,7 @@ func upstreamSpecs(name string) {
 	})
 	Describe("KCPAdoption", Label("kcp-adoption"), func() {
 		capie2e.KCPAdoptionSpec(ctx, func() capie2e.KCPAdoptionSpecInput {
-			e := envFor(name)
+			e := envFor(p)
 			return capie2e.KCPAdoptionSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
 				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("kcp-adoption"), SkipCleanup: *skipCleanup,
 				InfrastructureProvider: infra, PostNamespaceCreated: e.namespaceSetup(false)}
@@ -107,7 +125,7 @@ func upstreamSpecs(name string) {
 	})
 	Describe("MachineDeploymentRemediation", Label("md-remediation"), func() {
 		capie2e.MachineDeploymentRemediationSpec(ctx, func() capie2e.MachineDeploymentRemediationSpecInput {
-			e := envFor(name)
+			e := envFor(p)
 			return capie2e.MachineDeploymentRemediationSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
 				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("md-remediation"), SkipCleanup: *skipCleanup,
 				InfrastructureProvider: infra, PostNamespaceCreated: e.namespaceSetup(false)}
@@ -115,4 +133,9 @@ func upstreamSpecs(name string) {
 	})
 }
 
-var _ = Describe("baremetal", Label("baremetal"), func() { upstreamSpecs("baremetal") })
+var _ = Describe("baremetal", Label("baremetal"), func() { upstreamSpecs(baremetal) })
+
+// CAPD's in-memory backend binds :19000 whatever its flags say, so its
+// specs run one after another on one process (Ordered), while the other
+// processes take the baremetal specs.
+var _ = Describe("in-memory", Label("inmemory"), Ordered, ContinueOnFailure, func() { upstreamSpecs(inMemory) })
