@@ -101,8 +101,8 @@ func upstreamSpecs(p upstreamProvider) {
 			return capie2e.ClusterClassChangesSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
 				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("clusterclass-changes"), SkipCleanup: *skipCleanup,
 				InfrastructureProvider: infra, Flavor: "topology", PostNamespaceCreated: e.namespaceSetup(false),
-				ModifyControlPlaneFields:                             map[string]interface{}{"spec.kubeadmConfigSpec.verbosity": int64(4)},
-				ModifyMachineDeploymentBootstrapConfigTemplateFields: map[string]interface{}{"spec.template.spec.verbosity": int64(4)},
+				ModifyControlPlaneFields:                                   map[string]interface{}{"spec.kubeadmConfigSpec.verbosity": int64(4)},
+				ModifyMachineDeploymentBootstrapConfigTemplateFields:       map[string]interface{}{"spec.template.spec.verbosity": int64(4)},
 				ModifyMachineDeploymentInfrastructureMachineTemplateFields: p.mdInfraChange,
 			}
 		})
