@@ -100,7 +100,7 @@ func startEnv(ctx context.Context, p upstreamProvider) (*providerEnv, error) {
 	}
 	opts := runner.EnvOptions{Provider: cfg, Strategy: scenario.InPlace, RepoRoot: filepath.Join("..", ".."), Dir: e.dir,
 		Scale: timescale.Scale(*timeScaleFlag), ProviderBinary: shared.Provider, ExtensionBinary: shared.Extension,
-		ExtraFeatureGates: extraGates}
+		ExtraFeatureGates: extraGates, RateLimitedReconciles: *rateLimitFlag}
 	if cfg.Lab {
 		if opts.Lab, err = lab.Load(filepath.Join("..", "..", "fixtures", "labs", "upstream.yaml")); err != nil {
 			return nil, err
