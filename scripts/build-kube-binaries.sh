@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the management plane's kube-apiserver and etcd from their Go modules
+# Builds the management plane's kube-apiserver, kube-controller-manager and
+# etcd from their Go modules
 # into a versioned cache outside the repository. No prebuilt binary is
 # downloaded: only the Go module proxy is reachable where upgradelab runs.
 #
@@ -49,7 +50,10 @@ build_kube_apiserver() {
 
 package tools
 
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+)
 GO
   (cd "$dir" && go mod tidy >/dev/null)
   local major=${KUBE_VERSION#v}; major=${major%%.*}
@@ -60,6 +64,25 @@ GO
     ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
   (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$out.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
+  mv "$out.tmp" "$out"
+}
+
+# kube-controller-manager from the same wrapper module (kube-apiserver's
+# build prepares it): the plane runs its garbage collector and namespace
+# controllers, which foreground deletion and namespace deletion need.
+build_kube_controller_manager() {
+  local out="$ASSETS/kube-controller-manager" dir="$SRC/kube-apiserver-$KUBE_VERSION"
+  if have_version "$out" "Kubernetes $KUBE_VERSION"; then return; fi
+  log "building kube-controller-manager $KUBE_VERSION (cold: about 3 minutes on 2 cores)"
+  grep -q kube-controller-manager "$dir/tools.go" 2>/dev/null || { rm -f "$ASSETS/kube-apiserver"; build_kube_apiserver; }
+  local major=${KUBE_VERSION#v}; major=${major%%.*}
+  local minor=${KUBE_VERSION#v*.}; minor=${minor%%.*}
+  local ld="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$out.tmp" k8s.io/kubernetes/cmd/kube-controller-manager)
   mv "$out.tmp" "$out"
 }
 
@@ -93,4 +116,5 @@ GO
 
 build_etcd
 build_kube_apiserver
+build_kube_controller_manager
 echo "$ASSETS"

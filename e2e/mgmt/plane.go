@@ -62,6 +62,10 @@ type Options struct {
 	// then most of what a scenario takes, about half of cold-spare-rolling.
 	// The limit paces reconciles; it does not change what they decide.
 	RateLimitedReconciles bool
+	// ControllerManager runs kube-controller-manager's garbage collector
+	// and namespace controllers beside an embedded API server (see
+	// controllerManagerControllers); an existing cluster runs its own.
+	ControllerManager bool
 	// ExtraFeatureGates are more CAPI gates (NAME=true) for CAPI's managers
 	// and every provider that takes them, e.g. MachineTaintPropagation,
 	// which CAPI's own e2e specs exercise.
@@ -78,14 +82,16 @@ type Plane struct {
 	// LogDir holds one log file per process.
 	LogDir string
 
-	env      *envtest.Environment
-	procs    []*process
-	managers []managerSpec
-	ports    map[string]managerPorts
-	certDir  string
-	reaper   *reaper
-	webhooks []client.Object
-	progress io.Writer
+	env   *envtest.Environment
+	procs []*process
+	// controllerManager is kube-controller-manager (Options.ControllerManager).
+	controllerManager *process
+	managers          []managerSpec
+	ports             map[string]managerPorts
+	certDir           string
+	reaper            *reaper
+	webhooks          []client.Object
+	progress          io.Writer
 	// apiServer is the kube-apiserver RestartAPIServer started (nil while
 	// envtest's first one runs).
 	apiServer *process
@@ -154,6 +160,15 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 		return p, err
 	}
 	fmt.Fprintf(p.progress, "mgmt: API server up (%s) in %s\n", p.Target, time.Since(begin).Round(10*time.Millisecond))
+	if opts.ControllerManager && p.Target.Kind == Embedded {
+		kcm, err := startControllerManager(ctx, assets, p.Kubeconfig, dir, opts.StartTimeout)
+		if err != nil {
+			return p, err
+		}
+		_ = r.record(kcm.pid())
+		p.controllerManager = kcm
+		fmt.Fprintf(p.progress, "mgmt: kube-controller-manager (%s) up in %s\n", controllerManagerControllers, time.Since(begin).Round(10*time.Millisecond))
+	}
 
 	certs, err := newWebhookCerts(filepath.Join(dir, "webhook-certs"), []string{opts.WebhookHost, "127.0.0.1", "localhost"})
 	if err != nil {
@@ -370,6 +385,10 @@ func (p *Plane) Stop() {
 	}
 	stopping.Wait()
 	p.procs = nil
+	if p.controllerManager != nil {
+		p.controllerManager.stop(10 * time.Second)
+		p.controllerManager = nil
+	}
 	if p.Target.Kind == ExistingCluster && p.Client != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		for _, h := range p.webhooks {

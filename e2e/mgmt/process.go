@@ -71,7 +71,11 @@ func (p *process) stop(grace time.Duration) {
 // waitHealthy polls url until it answers 200, the process exits, or ctx
 // ends; the error carries the end of the process's log.
 func (p *process) waitHealthy(ctx context.Context, url string) error {
-	client := &http.Client{Timeout: time.Second}
+	return p.waitHealthyWith(ctx, &http.Client{Timeout: time.Second}, url)
+}
+
+// waitHealthyWith is waitHealthy through client.
+func (p *process) waitHealthyWith(ctx context.Context, client *http.Client, url string) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {

@@ -44,9 +44,11 @@ type EnvOptions struct {
 	// Extension adds the in-place extension with ExtensionArgs.
 	Extension     bool
 	ExtensionArgs []string
-	// RateLimitedReconciles, ExtraFeatureGates: see mgmt.Options.
+	// RateLimitedReconciles, ExtraFeatureGates, ControllerManager: see
+	// mgmt.Options.
 	RateLimitedReconciles bool
 	ExtraFeatureGates     []string
+	ControllerManager     bool
 }
 
 // Env is a site, a management plane running CAPI's managers and the
@@ -75,7 +77,7 @@ func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 		return nil, err
 	}
 	if e.Plane, err = mgmt.Start(ctx, mgmt.Options{ArtifactsDir: filepath.Join(o.Dir, "mgmt"), Providers: providers,
-		RateLimitedReconciles: o.RateLimitedReconciles, ExtraFeatureGates: o.ExtraFeatureGates}); err != nil {
+		RateLimitedReconciles: o.RateLimitedReconciles, ExtraFeatureGates: o.ExtraFeatureGates, ControllerManager: o.ControllerManager}); err != nil {
 		return nil, err
 	}
 	e.stops = append(e.stops, e.Plane.Stop)

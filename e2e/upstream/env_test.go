@@ -100,7 +100,9 @@ func startEnv(ctx context.Context, p upstreamProvider) (*providerEnv, error) {
 	}
 	opts := runner.EnvOptions{Provider: cfg, Strategy: scenario.InPlace, RepoRoot: filepath.Join("..", ".."), Dir: e.dir,
 		Scale: timescale.Scale(*timeScaleFlag), ProviderBinary: shared.Provider, ExtensionBinary: shared.Extension,
-		ExtraFeatureGates: extraGates, RateLimitedReconciles: *rateLimitFlag}
+		ExtraFeatureGates: extraGates, RateLimitedReconciles: *rateLimitFlag,
+		// CAPI's specs delete namespaces and delete in the foreground.
+		ControllerManager: true}
 	if cfg.Lab {
 		if opts.Lab, err = lab.Load(filepath.Join("..", "..", "fixtures", "labs", "upstream.yaml")); err != nil {
 			return nil, err

@@ -13,7 +13,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/cluster-api/test/framework"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,8 +24,10 @@ import (
 // hostPool hands the lab's hosts to the specs' namespaces. A host is free
 // when no BareMetalHost names it in any namespace: CAPI's cleanup deletes
 // a spec's cluster (our Machines go only once their hosts are
-// deprovisioned) and then its namespace without waiting, so the next spec
-// waits here until the last one's BareMetalHosts are gone.
+// deprovisioned) and then its namespace without waiting (the plane's
+// namespace controller deletes its BareMetalHosts, and the host
+// controller lets each go once powered off), so the next spec waits here
+// until the last one's BareMetalHosts are gone.
 type hostPool struct {
 	site   *site.Site
 	client client.Client
@@ -45,27 +46,10 @@ func (p *hostPool) free(ctx context.Context) (map[string]bool, error) {
 	for _, h := range p.site.Lab.Info().Hosts {
 		out[h.Name] = true
 	}
-	for i := range held.Items {
-		h := &held.Items[i]
+	for _, h := range held.Items {
 		delete(out, h.Name)
-		if h.DeletionTimestamp.IsZero() && p.terminating(ctx, h.Namespace) {
-			if err := p.client.Delete(ctx, h); err != nil && !apierrors.IsNotFound(err) {
-				return nil, err
-			}
-		}
 	}
 	return out, nil
-}
-
-// terminating says whether a namespace is being deleted. The embedded
-// plane runs no kube-controller-manager, whose namespace controller would
-// delete a deleted namespace's objects, so the namespace stays
-// Terminating with its BareMetalHosts; the pool deletes those as that
-// controller would (the host controller powers each off and lets it go).
-func (p *hostPool) terminating(ctx context.Context, namespace string) bool {
-	ns := &corev1.Namespace{}
-	err := p.client.Get(ctx, client.ObjectKey{Name: namespace}, ns)
-	return err == nil && !ns.DeletionTimestamp.IsZero()
 }
 
 // enroll waits until every lab host is free (or freeWait passed and at

@@ -137,5 +137,6 @@ var _ = Describe("baremetal", Label("baremetal"), func() { upstreamSpecs(baremet
 
 // CAPD's in-memory backend binds :19000 whatever its flags say, so its
 // specs run one after another on one process (Ordered), while the other
-// processes take the baremetal specs.
-var _ = Describe("in-memory", Label("inmemory"), Ordered, ContinueOnFailure, func() { upstreamSpecs(inMemory) })
+// processes take the baremetal specs; the chain is handed out first
+// (SpecPriority), as the longest piece.
+var _ = Describe("in-memory", Label("inmemory"), Ordered, ContinueOnFailure, SpecPriority(1), func() { upstreamSpecs(inMemory) })
