@@ -106,7 +106,7 @@ e2e-faults: tools
 # its per-object reconcile rate limit on): CAPI's specs were written
 # against that, and KCPAdoptionSpec's unretried Get-then-Update of the
 # Cluster loses the race against the cluster controller without it.
-UPSTREAM_PARALLEL ?= 2
+UPSTREAM_PARALLEL ?= 3
 UPSTREAM_CAPI_RATE_LIMITING ?= true
 e2e-upstream: tools
 	@mkdir -p $(ARTIFACTS)

@@ -59,14 +59,11 @@ var _ = SynchronizedBeforeSuite(func(ctx context.Context) []byte {
 	Expect(os.MkdirAll(artifactsDir(), 0o755)).To(Succeed())
 	By("building the reference provider and the in-place extension")
 	bin := filepath.Join(artifactsDir(), "bin")
-	var err error
 	abs, _ := filepath.Abs(artifactsDir())
+	bins, err := reference.BuildAll(ctx, bin)
+	Expect(err).NotTo(HaveOccurred())
 	built := binaries
-	built.Artifacts = abs
-	built.Provider, err = reference.Build(ctx, bin, reference.ProviderCommand)
-	Expect(err).NotTo(HaveOccurred())
-	built.Extension, err = reference.Build(ctx, bin, reference.ExtensionCommand)
-	Expect(err).NotTo(HaveOccurred())
+	built.Artifacts, built.Provider, built.Extension = abs, bins.Provider, bins.Extension
 	// Managers built from modules (CAPI's in-memory provider) are built
 	// only when a selected spec runs them, and in the background: the
 	// runs that do not need them start meanwhile, and a run that does

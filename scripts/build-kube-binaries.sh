@@ -25,6 +25,18 @@ have_version() { # binary, expected substring
   [[ -x "$1" ]] && v="$("$1" --version 2>/dev/null)" && grep -qF "$2" <<<"$v"
 }
 
+# kube_ldflags stamps KUBE_VERSION into a Kubernetes binary (its --version).
+kube_ldflags() {
+  local major=${KUBE_VERSION#v}; major=${major%%.*}
+  local minor=${KUBE_VERSION#v*.}; minor=${minor%%.*}
+  local ld="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  echo "$ld"
+}
+
 build_kube_apiserver() {
   local out="$ASSETS/kube-apiserver" dir="$SRC/kube-apiserver-$KUBE_VERSION"
   if have_version "$out" "Kubernetes $KUBE_VERSION"; then return; fi
@@ -56,13 +68,7 @@ import (
 )
 GO
   (cd "$dir" && go mod tidy >/dev/null)
-  local major=${KUBE_VERSION#v}; major=${major%%.*}
-  local minor=${KUBE_VERSION#v*.}; minor=${minor%%.*}
-  local ld="-s -w"
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-    ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-  done
+  local ld; ld=$(kube_ldflags)
   (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$out.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
   mv "$out.tmp" "$out"
 }
@@ -75,13 +81,7 @@ build_kube_controller_manager() {
   if have_version "$out" "Kubernetes $KUBE_VERSION"; then return; fi
   log "building kube-controller-manager $KUBE_VERSION (cold: about 3 minutes on 2 cores)"
   grep -q kube-controller-manager "$dir/tools.go" 2>/dev/null || { rm -f "$ASSETS/kube-apiserver"; build_kube_apiserver; }
-  local major=${KUBE_VERSION#v}; major=${major%%.*}
-  local minor=${KUBE_VERSION#v*.}; minor=${minor%%.*}
-  local ld="-s -w"
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-    ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-  done
+  local ld; ld=$(kube_ldflags)
   (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$out.tmp" k8s.io/kubernetes/cmd/kube-controller-manager)
   mv "$out.tmp" "$out"
 }

@@ -80,6 +80,19 @@ func Build(ctx context.Context, dir, name string) (string, error) {
 	return out, nil
 }
 
+// Binaries are the provider's and the extension's executables.
+type Binaries struct{ Provider, Extension string }
+
+// BuildAll builds the provider and the extension into dir (a suite does
+// once, and hands the paths to its parallel processes).
+func BuildAll(ctx context.Context, dir string) (b Binaries, err error) {
+	if b.Provider, err = Build(ctx, dir, ProviderCommand); err != nil {
+		return b, err
+	}
+	b.Extension, err = Build(ctx, dir, ExtensionCommand)
+	return b, err
+}
+
 // ExtensionNamespaceLabel marks a namespace whose clusters the in-place
 // extension updates: its ExtensionConfig's namespaceSelector, so CAPI
 // asks it only about those (and never about another provider's).

@@ -57,12 +57,10 @@ var _ = SynchronizedBeforeSuite(func(ctx context.Context) []byte {
 	bin := filepath.Join(artifactsDir(), "bin")
 	abs, err := filepath.Abs(artifactsDir())
 	Expect(err).NotTo(HaveOccurred())
+	bins, err := reference.BuildAll(ctx, bin)
+	Expect(err).NotTo(HaveOccurred())
 	built := shared
-	built.Artifacts = abs
-	built.Provider, err = reference.Build(ctx, bin, reference.ProviderCommand)
-	Expect(err).NotTo(HaveOccurred())
-	built.Extension, err = reference.Build(ctx, bin, reference.ExtensionCommand)
-	Expect(err).NotTo(HaveOccurred())
+	built.Artifacts, built.Provider, built.Extension = abs, bins.Provider, bins.Extension
 	data, err := json.Marshal(built)
 	Expect(err).NotTo(HaveOccurred())
 	return data

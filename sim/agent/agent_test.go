@@ -236,20 +236,11 @@ func TestKubeadmInitUpdateAndNICMismatch(t *testing.T) {
 // filesStatus is the files the agent reports.
 func (w *world) filesStatus(t *testing.T, api *http.Client) map[string]string {
 	t.Helper()
-	resp, err := api.Get(w.api.URL() + "/v1/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var st Status
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Files
+	return w.status(t, api).Files
 }
 
-// kubeadmStatus is what the agent reports kubeadm applied.
-func (w *world) kubeadmStatus(t *testing.T, api *http.Client) *Kubeadm {
+// status is the agent's GET /v1/status.
+func (w *world) status(t *testing.T, api *http.Client) Status {
 	t.Helper()
 	resp, err := api.Get(w.api.URL() + "/v1/status")
 	if err != nil {
@@ -260,7 +251,13 @@ func (w *world) kubeadmStatus(t *testing.T, api *http.Client) *Kubeadm {
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}
-	return st.Kubeadm
+	return st
+}
+
+// kubeadmStatus is what the agent reports kubeadm applied.
+func (w *world) kubeadmStatus(t *testing.T, api *http.Client) *Kubeadm {
+	t.Helper()
+	return w.status(t, api).Kubeadm
 }
 
 func TestAPIRequiresAClientCertificateFromTheLabCA(t *testing.T) {
