@@ -5,6 +5,7 @@ package upstream
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	clusterctlcluster "sigs.k8s.io/cluster-api/cmd/clusterctl/client/cluster"
@@ -134,8 +136,35 @@ func startEnv(ctx context.Context, p upstreamProvider) (*providerEnv, error) {
 	scheme := reference.Scheme()
 	framework.TryAddDefaultSchemes(scheme)
 	e.proxy = framework.NewClusterProxy("upgradelab-"+name, e.env.Plane.Kubeconfig, scheme)
+	if p.infra == inMemory.infra {
+		e.proxy = directWorkloads{ClusterProxy: e.proxy, scheme: scheme, dir: filepath.Join(e.dir, "workload-kubeconfigs")}
+	}
 	ok = true
 	return e, nil
+}
+
+// directWorkloads is the management cluster's ClusterProxy with one
+// change: a workload cluster is reached at the address its kubeconfig
+// secret names. CAPI's framework reaches an in-memory (DevCluster)
+// workload cluster by port-forwarding through the capd-controller-manager
+// pod in capd-system, as CAPD runs in kind; here CAPD runs as a process
+// whose in-memory API servers listen on 127.0.0.1 (its POD_IP), which
+// this process dials directly, and there is no such pod (the framework's
+// dialer then never connects).
+type directWorkloads struct {
+	framework.ClusterProxy
+	scheme *runtime.Scheme
+	dir    string
+}
+
+func (p directWorkloads) GetWorkloadCluster(ctx context.Context, namespace, name string, options ...framework.Option) framework.ClusterProxy {
+	secret := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: namespace, Name: name + "-kubeconfig"}
+	Eventually(func() error { return p.GetClient().Get(ctx, key, secret) }, "1m", "1s").Should(Succeed(), "the kubeconfig secret of %s/%s", namespace, name)
+	Expect(os.MkdirAll(p.dir, 0o700)).To(Succeed())
+	path := filepath.Join(p.dir, namespace+"-"+name+".kubeconfig")
+	Expect(os.WriteFile(path, secret.Data["value"], 0o600)).To(Succeed())
+	return framework.NewClusterProxy(name, path, p.scheme, options...)
 }
 
 // inventory is how clusterctl names each provider, by the API groups of
