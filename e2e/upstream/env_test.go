@@ -131,6 +131,9 @@ func startEnv(ctx context.Context, p upstreamProvider) (*providerEnv, error) {
 		AddVariables(e.config, vars)
 		e.hosts = &hostPool{site: e.env.Site, client: e.env.Client}
 	}
+	for _, v := range p.unset {
+		delete(e.config.Variables, v)
+	}
 	e.clusterctlConfig = clusterctl.CreateRepository(ctx, clusterctl.CreateRepositoryInput{
 		E2EConfig: e.config, RepositoryFolder: filepath.Join(e.dir, "repository")})
 	scheme := reference.Scheme()

@@ -18,6 +18,9 @@ import (
 type upstreamProvider struct {
 	config, infra string
 	mdInfraChange map[string]interface{}
+	// unset are E2EConfig variables this provider runs without, each for
+	// a reason its comment gives.
+	unset []string
 }
 
 var (
@@ -27,7 +30,13 @@ var (
 	// CAPI's in-memory provider with CAPI's test extension (for the
 	// in-place spec; it serves only that spec's namespace).
 	inMemory = upstreamProvider{config: "inmemory-testextension", infra: "in-memory",
-		mdInfraChange: map[string]interface{}{"spec.template.spec.backend.inMemory.vm.provisioning.startupDuration": "4s"}}
+		mdInfraChange: map[string]interface{}{"spec.template.spec.backend.inMemory.vm.provisioning.startupDuration": "4s"},
+		// CAPD's in-memory workload clusters cannot show an etcd or CoreDNS
+		// upgrade: their static pods carry no image, and their API server
+		// answers KCP's CoreDNS ConfigMap update with a Conflict, so
+		// CoreDNS never moves. Without these variables the upgrade spec
+		// does not set the tags, nor wait for them.
+		unset: []string{"ETCD_VERSION_UPGRADE_TO", "COREDNS_VERSION_UPGRADE_TO"}}
 )
 
 // upstreamSpecs declares CAPI's specs against one provider. Each spec's
