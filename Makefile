@@ -108,10 +108,15 @@ e2e-faults: tools
 # Cluster loses the race against the cluster controller without it.
 UPSTREAM_PARALLEL ?= 3
 UPSTREAM_CAPI_RATE_LIMITING ?= true
+# CAPI's test extension (the in-memory provider's in-place run) sleeps
+# 15-20 s in each UpdateMachine, about 7 minutes for the spec's five
+# updates of four Machines, so the default leaves that one run out;
+# GINKGO_LABELS=inmemory (or any filter) runs it.
+UPSTREAM_LABELS ?= !(inmemory && in-place)
 e2e-upstream: tools
 	@mkdir -p $(ARTIFACTS)
 	$(GINKGO) run --tags=e2e --procs=$(UPSTREAM_PARALLEL) $(if $(filter 1,$(UPSTREAM_PARALLEL)),-v,) \
-		--timeout=40m --output-dir=$(ARTIFACTS) --junit-report=junit.xml --label-filter='$(GINKGO_LABELS)' \
+		--timeout=40m --output-dir=$(ARTIFACTS) --junit-report=junit.xml --label-filter='$(or $(GINKGO_LABELS),$(UPSTREAM_LABELS))' \
 		./e2e/upstream/ -- -artifacts=$(ARTIFACTS) -capi-rate-limiting=$(UPSTREAM_CAPI_RATE_LIMITING)
 
 # Benchmarks print figures (ns/op and custom metrics such as seconds to ready).

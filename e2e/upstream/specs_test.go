@@ -7,7 +7,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	capie2e "sigs.k8s.io/cluster-api/test/e2e"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // upstreamProvider is a provider CAPI's specs run against: its provider
@@ -21,6 +23,10 @@ type upstreamProvider struct {
 	// unset are E2EConfig variables this provider runs without, each for
 	// a reason its comment gives.
 	unset []string
+	// filterMetadata drops what the provider itself writes into its
+	// objects' labels and annotations before ClusterClassRolloutSpec
+	// compares them with the topology's (nil: nothing).
+	filterMetadata func(client.Object) clusterv1.ObjectMeta
 }
 
 var (
@@ -36,7 +42,15 @@ var (
 		// answers KCP's CoreDNS ConfigMap update with a Conflict, so
 		// CoreDNS never moves. Without these variables the upgrade spec
 		// does not set the tags, nor wait for them.
-		unset: []string{"ETCD_VERSION_UPGRADE_TO", "COREDNS_VERSION_UPGRADE_TO"}}
+		unset: []string{"ETCD_VERSION_UPGRADE_TO", "COREDNS_VERSION_UPGRADE_TO"},
+		// CAPD's in-memory backend annotates its DevClusters and
+		// DevMachines (CAPI's own run of this spec drops the same two).
+		filterMetadata: func(o client.Object) clusterv1.ObjectMeta {
+			annotations := o.GetAnnotations()
+			delete(annotations, "inmemorycluster.infrastructure.cluster.x-k8s.io/listener")
+			delete(annotations, "machine.inmemory.infrastructure.cluster.x-k8s.io/bootstrapped")
+			return clusterv1.ObjectMeta{Labels: o.GetLabels(), Annotations: annotations}
+		}}
 )
 
 // upstreamSpecs declares CAPI's specs against one provider. Each spec's
@@ -101,7 +115,8 @@ func upstreamSpecs(p upstreamProvider) {
 			e := envFor(p)
 			return capie2e.ClusterClassRolloutSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
 				BootstrapClusterProxy: e.proxy, ArtifactFolder: artifacts("clusterclass-rollout"), SkipCleanup: *skipCleanup,
-				InfrastructureProvider: infra, Flavor: "topology", PostNamespaceCreated: e.namespaceSetup(false)}
+				InfrastructureProvider: infra, Flavor: "topology", PostNamespaceCreated: e.namespaceSetup(false),
+				FilterMetadataBeforeValidation: p.filterMetadata}
 		})
 	})
 	Describe("ClusterClassChanges", Label("clusterclass-changes"), func() {
