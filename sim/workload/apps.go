@@ -70,14 +70,18 @@ const controllerTick = 50 * time.Millisecond
 
 // appState is the controllers' memory of one cluster, as theirs is.
 type appState struct {
-	// kubelets are the nodes whose kubelet runs (their host booted).
-	kubelets map[string]bool
+	// kubelets are the nodes whose kubelet runs (their host booted), and
+	// kubeletStarted when each node's kubelet last started. The node
+	// agents write both (SetNode, StopNode) under Clusters.mu; the
+	// controllers read a copy (kubeletsNow). The other fields are the
+	// controller goroutine's alone.
+	kubelets       map[string]bool
+	kubeletStarted map[string]time.Time
 	// bound: when each pod (by UID) was bound to its node, and
 	// deleted: when its deletion was first seen.
 	bound, deleted map[string]time.Time
-	// notReadySince: when each Node was first seen not Ready;
-	// kubeletStarted: when each node's kubelet last started.
-	notReadySince, kubeletStarted map[string]time.Time
+	// notReadySince: when each Node was first seen not Ready.
+	notReadySince map[string]time.Time
 	// nodesSeen are the Nodes the controllers ever saw: a kube-system
 	// pod bound to one of them that is gone is an orphan. (A static pod
 	// is there before its kubelet registers the Node, so a node never
@@ -209,7 +213,7 @@ func (c *Clusters) reconcileApps(ctx context.Context, name string) error {
 		}
 	}
 	note(c.nodeLifecycle(ctx, name, cl, w, st, now))
-	note(c.kubelet(ctx, name, cl, w, st, now))
+	note(c.kubelet(ctx, name, cl, w, st, c.kubeletsNow(st), now))
 	note(c.replicate(ctx, cl, w))
 	note(c.schedule(ctx, name, cl, w, st, now))
 	note(c.disruption(ctx, cl, w, now))
@@ -223,6 +227,28 @@ func (c *Clusters) appState(name string) *appState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.clusters[name].apps
+}
+
+// kubeletView is which kubelets run, and since when, as one controller
+// pass sees it.
+type kubeletView struct {
+	running map[string]bool
+	started map[string]time.Time
+}
+
+// kubeletsNow copies the node agents' part of st under the lock they
+// write it with.
+func (c *Clusters) kubeletsNow(st *appState) kubeletView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := kubeletView{running: make(map[string]bool, len(st.kubelets)), started: make(map[string]time.Time, len(st.kubeletStarted))}
+	for k, r := range st.kubelets {
+		v.running[k] = r
+	}
+	for k, t := range st.kubeletStarted {
+		v.started[k] = t
+	}
+	return v
 }
 
 func nodeReady(n *corev1.Node) bool {
@@ -310,7 +336,7 @@ func finish(ctx context.Context, cl inmemoryclient.Writer, p *corev1.Pod) error 
 // (Ready after PodStart) and ends deleted ones (after PodStop); pods on a
 // node that is not Ready are marked not Ready (the node lifecycle
 // controller's MarkPodsNotReady).
-func (c *Clusters) kubelet(ctx context.Context, cluster string, cl inmemoryclient.Writer, w *world, st *appState, now time.Time) error {
+func (c *Clusters) kubelet(ctx context.Context, cluster string, cl inmemoryclient.Writer, w *world, st *appState, kl kubeletView, now time.Time) error {
 	var firstErr error
 	keep := map[string]bool{}
 	for _, p := range w.pods {
@@ -319,7 +345,7 @@ func (c *Clusters) kubelet(ctx context.Context, cluster string, cl inmemoryclien
 			continue
 		}
 		n := w.nodes[p.Spec.NodeName]
-		running := st.kubelets[p.Spec.NodeName] && n != nil
+		running := kl.running[p.Spec.NodeName] && n != nil
 		if p.DeletionTimestamp != nil {
 			if _, ok := st.deleted[string(p.UID)]; !ok {
 				st.deleted[string(p.UID)] = now
@@ -339,7 +365,7 @@ func (c *Clusters) kubelet(ctx context.Context, cluster string, cl inmemoryclien
 		// A pod starts when it is bound or when its node's kubelet
 		// started again after a reboot, whichever is later.
 		startedAt := st.bound[string(p.UID)]
-		if k := st.kubeletStarted[p.Spec.NodeName]; k.After(startedAt) {
+		if k := kl.started[p.Spec.NodeName]; k.After(startedAt) {
 			startedAt = k
 		}
 		ready := running && nodeReady(n) && now.Sub(startedAt) >= c.scale.Real(c.timing.PodStart)
