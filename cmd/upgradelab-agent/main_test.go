@@ -103,7 +103,7 @@ func TestAgentBinaryJoinsTheWorkloadCluster(t *testing.T) {
 	}
 	events, stopEvents := l.Subscribe()
 	defer stopEvents()
-	labtest.Provision(t, l, host, events, "ubuntu-24.04-k8s-v1.35.3", disk.SlotA, userData)
+	labtest.Provision(t, l, host, events, "ubuntu-24.04-k8s-v1.35.3", userData)
 	labtest.Expect(t, events, "node-0", "KubeletRunning", 30*time.Second)
 
 	kp := certs.GetByPurpose(secret.ClusterCA).KeyPair

@@ -106,7 +106,7 @@ func printLabStatus(out io.Writer, info lab.Info, hosts []lab.HostStatus) {
 	}
 	fmt.Fprintf(out, "lab %s: %s, state %s\n", info.Name, running, info.StateDir)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "HOST\tPOWER\tPHASE\tRUNNING\tSLOT A\tSLOT B\tNICS\tBMC")
+	fmt.Fprintln(w, "HOST\tPOWER\tPHASE\tRUNNING\tOS\tIMAGES\tNICS\tBMC")
 	bmcs := map[string]string{}
 	for _, h := range info.Hosts {
 		if h.BMC != nil {
@@ -117,8 +117,8 @@ func printLabStatus(out io.Writer, info lab.Info, hosts []lab.HostStatus) {
 		osDesc := "-"
 		if h.OS != nil {
 			osDesc = h.OS.Image.Name + " (" + string(h.OS.Source)
-			if h.OS.Slot != "" {
-				osDesc += " " + string(h.OS.Slot)
+			if h.OS.Root != "" {
+				osDesc += " " + string(h.OS.Root)
 			}
 			osDesc += ")"
 		}
@@ -126,21 +126,27 @@ func printLabStatus(out io.Writer, info lab.Info, hosts []lab.HostStatus) {
 		for _, p := range h.Ports {
 			nics = append(nics, p.Name+" "+p.Active.Firmware+" "+string(p.Flash))
 		}
+		im := h.Disk.Images()
+		var roots []string
+		for _, r := range im.Roots {
+			roots = append(roots, rootDesc(r))
+		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Power, h.Phase, osDesc,
-			slotDesc(h.Disk.Slots[disk.SlotA]), slotDesc(h.Disk.Slots[disk.SlotB]), strings.Join(nics, ", "), bmcs[h.Name])
+			im.Kind, strings.Join(roots, ", "), strings.Join(nics, ", "), bmcs[h.Name])
 	}
 	w.Flush()
 }
 
-func slotDesc(s *disk.Slot) string {
-	if s == nil || s.State == disk.Empty {
-		return "empty"
+// rootDesc is one slot or deployment: "A: written img good".
+func rootDesc(r disk.Root) string {
+	if r.State == disk.Empty {
+		return string(r.ID) + ": empty"
 	}
-	d := string(s.State) + " " + s.Image
-	if s.Good {
+	d := string(r.ID) + ": " + string(r.State) + " " + r.Image
+	if r.Committed {
 		d += " good"
-	} else if s.TriesLeft > 0 {
-		d += fmt.Sprintf(" tries=%d", s.TriesLeft)
+	} else if r.TriesLeft > 0 {
+		d += fmt.Sprintf(" tries=%d", r.TriesLeft)
 	}
 	return d
 }

@@ -170,7 +170,7 @@ func TestCABPKBootstrapDataJoinsTheWorkloadCluster(t *testing.T) {
 
 	// What the provider does: deploy image, OS image into slot A, the
 	// bootstrap data on the config drive, boot from disk.
-	labtest.Provision(t, l, host, events, "ubuntu-24.04-k8s-v1.35.3", disk.SlotA, secret.Data["value"])
+	labtest.Provision(t, l, host, events, "ubuntu-24.04-k8s-v1.35.3", secret.Data["value"])
 	labtest.Expect(t, events, "node-0", "KubeletRunning", 30*time.Second)
 	if err := c.Get(ctx, client.ObjectKeyFromObject(infraMachine), infraMachine); err != nil {
 		t.Fatal(err)

@@ -1,8 +1,10 @@
 // Package inplace is a Cluster API Runtime Extension that updates
 // machines of the reference bare-metal provider in place: the new OS
-// image goes into the host's inactive A/B slot, the host boots it once,
+// image is staged on the host (its inactive A/B slot or a new OSTree
+// deployment: the host's agent decides, the extension speaks only the
+// update contract of stage, activate, commit), the host boots it once,
 // and only a passing health check commits it; otherwise the bootloader
-// falls back to the old slot. It implements CAPI's in-place hooks
+// falls back to the old image. It implements CAPI's in-place hooks
 // (CanUpdateMachine, CanUpdateMachineSet, UpdateMachine, gate
 // InPlaceUpdates).
 package inplace
@@ -35,7 +37,7 @@ import (
 type ManifestReader func(ctx context.Context, url string) (image.Manifest, error)
 
 // HostReader reads the agent's report of the host behind a Machine (its
-// running OS, slots and NIC ports), found through the Machine's Node.
+// running OS, images and NIC ports), found through the Machine's Node.
 type HostReader func(ctx context.Context, machine client.ObjectKey) (agent.Status, error)
 
 // coverage is one CanUpdate question: the current objects (patched in

@@ -31,8 +31,8 @@ import (
 )
 
 // Annotations the updater keeps on the BareMetalMachine, so an update
-// survives a restart of the extension: the reboot into the new slot (so
-// it is not repeated, and a host back on its old slot is known to have
+// survives a restart of the extension: the reboot into the new image (so
+// it is not repeated, and a host back on its old image is known to have
 // fallen back), the NIC flash (staged on the BMC, applied at the reset
 // that followed) and a failure (answered again until the desired image
 // or firmware changes).
@@ -70,7 +70,7 @@ type Updater struct {
 	// Workloads reaches a cluster's API server (*Workloads, from CAPI's
 	// kubeconfig secret).
 	Workloads WorkloadClients
-	// HealthGrace is how long a freshly booted slot may fail its health
+	// HealthGrace is how long a freshly booted image may fail its health
 	// check before the update counts as failed.
 	HealthGrace time.Duration
 	// FlashTimeout is how long a staged NIC flash may take to show on the
@@ -99,6 +99,7 @@ type staging struct {
 	started  time.Time
 	attempts int
 	done     bool
+	root     disk.RootID
 	err      error
 }
 
@@ -159,15 +160,15 @@ func (h *Handlers) DoUpdateMachine(ctx context.Context, req *runtimehooksv1.Upda
 	log.Info("UpdateMachine", "status", resp.Status, "retryAfterSeconds", resp.RetryAfterSeconds, "message", resp.Message)
 }
 
-// step looks at the host and does the next thing: drain, stage into the
-// inactive slot, activate and reboot, health check and commit, uncordon.
-// A failed update leaves the node as it found it once the host runs a
-// committed slot again (the old one it fell back to, or the one it never
+// step looks at the host and does the next thing: drain, stage the image,
+// activate and reboot, health check and commit, uncordon. A failed update
+// leaves the node as it found it once the host runs a committed image
+// again (the old one it fell back to, or the one it never
 // left): uncordoned, so the pods the drain moved may come back.
 func (u *Updater) step(ctx context.Context, desired *clusterv1.Machine, desiredBMM *infrav1.BareMetalMachine, desiredKC *bootstrapv1.KubeadmConfig) (progress, error) {
 	p, err := u.next(ctx, desired, desiredBMM, desiredKC)
 	if err == nil && p.failed {
-		u.uncordonOnAGoodSlot(ctx, desired)
+		u.uncordonWhenCommitted(ctx, desired)
 	}
 	return p, err
 }
@@ -198,19 +199,16 @@ func (u *Updater) reportCondition(ctx context.Context, desiredBMM *infrav1.BareM
 	_ = u.Client.Status().Patch(ctx, bmm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }
 
-// uncordonOnAGoodSlot uncordons the Machine's node when its host runs a
-// committed slot; best effort (a failed update is answered again, and
+// uncordonWhenCommitted uncordons the Machine's node when its host runs a
+// committed image; best effort (a failed update is answered again, and
 // this with it).
-func (u *Updater) uncordonOnAGoodSlot(ctx context.Context, desired *clusterv1.Machine) {
+func (u *Updater) uncordonWhenCommitted(ctx context.Context, desired *clusterv1.Machine) {
 	h, failure, err := u.findHost(ctx, client.ObjectKeyFromObject(desired))
 	if err != nil || failure != "" || !h.node.Spec.Unschedulable {
 		return
 	}
 	st, err := h.agent.Status(ctx)
-	if err != nil || st.OS == nil || st.OS.Source != lab.FromDiskSlot {
-		return
-	}
-	if slot := st.Slots[st.OS.Slot]; slot == nil || !slot.Good {
+	if err != nil || !runsCommitted(st) {
 		return
 	}
 	patch := client.MergeFrom(h.node.DeepCopy())
@@ -309,11 +307,11 @@ func (u *Updater) next(ctx context.Context, desired *clusterv1.Machine, desiredB
 	if err != nil {
 		return running("host agent of %s not answering (rebooting?)", node.Name), nil
 	}
-	if st.OS == nil || st.OS.Source != lab.FromDiskSlot {
+	booted := st.Images.Booted
+	if st.OS == nil || st.OS.Source != lab.FromDisk || booted == nil {
 		return running("host of %s is booting", node.Name), nil
 	}
-	slot := st.Slots[st.OS.Slot]
-	onNewImage := slot != nil && slot.Checksum == want.Checksum
+	onNewImage := booted.Checksum == want.Checksum
 	flash, refusal, err := u.nicWork(ctx, st, want, fw, onNewImage)
 	switch {
 	case err != nil:
@@ -323,14 +321,14 @@ func (u *Updater) next(ctx context.Context, desired *clusterv1.Machine, desiredB
 	case flash != nil && flash.plan.order == nicFirst:
 		return u.flashNIC(ctx, bmm, wl, node, flash, key)
 	case onNewImage:
-		return u.afterReboot(ctx, machine, bmm, desiredKC, wl, node, ag, st, slot, flash, key)
+		return u.afterReboot(ctx, machine, bmm, desiredKC, wl, node, ag, st, flash, key)
 	}
 	return u.beforeReboot(ctx, machine, bmm, wl, node, ag, st, want, key)
 }
 
 // abandon ends a failed update whose owner no longer asks for its image
 // (the user reverted the KubeadmControlPlane or MachineDeployment), once
-// the host runs a committed slot. CAPI defines no way out of a failed
+// the host runs a committed image. CAPI defines no way out of a failed
 // UpdateMachine but remediation, and promises not to change the
 // Machine's spec until the hook answers done; answering done (with what
 // happened, and the host as it is) lets the owner take the Machine to
@@ -346,10 +344,7 @@ func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, bmm *
 		return progress{}, false, err
 	}
 	st, err := h.agent.Status(ctx)
-	if err != nil || st.OS == nil || st.OS.Source != lab.FromDiskSlot {
-		return progress{}, false, nil
-	}
-	if slot := st.Slots[st.OS.Slot]; slot == nil || !slot.Good {
+	if err != nil || !runsCommitted(st) {
 		return progress{}, false, nil
 	}
 	patch := client.MergeFrom(bmm.DeepCopy())
@@ -359,8 +354,14 @@ func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, bmm *
 	if err := u.Client.Patch(ctx, bmm, patch); err != nil {
 		return progress{}, false, err
 	}
-	return progress{done: true, abandoned: true, message: fmt.Sprintf("the update to %s failed (%s) and %s now asks for %s: abandoned; %s runs %s from its committed slot %s",
-		want.URL, failure, owner, img.URL, h.node.Name, st.OS.Image.Name, st.OS.Slot)}, true, nil
+	return progress{done: true, abandoned: true, message: fmt.Sprintf("the update to %s failed (%s) and %s now asks for %s: abandoned; %s runs %s, committed",
+		want.URL, failure, owner, img.URL, h.node.Name, st.OS.Image.Name)}, true, nil
+}
+
+// runsCommitted says whether the host runs an installed image that passed
+// its health check (on whichever kind of disk).
+func runsCommitted(st agent.Status) bool {
+	return st.OS != nil && st.OS.Source == lab.FromDisk && st.Images.Booted != nil && st.Images.Booted.Committed
 }
 
 // ownerImage is the image a Machine's owner asks for now: its
@@ -405,15 +406,16 @@ func updateKey(want infrav1.Image, fw *infrav1.FirmwarePackage) string {
 }
 
 // rebootRetry is how long the old OS may stay up after the reboot into
-// the new slot was asked for before it is asked for again.
+// the new image was asked for before it is asked for again.
 const rebootRetry = 30 * time.Second
 
 // beforeReboot runs on the old image: drain, stage, activate, reboot. A
-// host that already rebooted into the new slot and runs the old one again
-// fell back: the new slot did not boot.
+// host that already rebooted into the new image and runs the old one
+// again fell back: the new image did not boot (or did not pass its health
+// check in its one try).
 func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agent.Status, want infrav1.Image, key string) (progress, error) {
 	if at, ok := rebootedAt(bmm, want.Checksum); ok && st.OS.BootedAt.After(at) {
-		msg := fmt.Sprintf("%s did not boot: the host fell back to slot %s (%s)", want.URL, st.OS.Slot, st.OS.Image.Name)
+		msg := fmt.Sprintf("%s did not boot: the host fell back to %s", want.URL, st.OS.Image.Name)
 		return u.recordFailure(ctx, bmm, key, msg)
 	} else if ok {
 		if u.now().Sub(at) > rebootRetry {
@@ -427,24 +429,27 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 				return progress{}, err
 			}
 		}
-		return running("rebooting %s into the new slot", node.Name), nil
+		return running("rebooting %s into the new image", node.Name), nil
 	}
 	if p, ok, err := u.drain(ctx, bmm, wl, node, key); err != nil || !ok {
 		return p, err
 	}
-	inactive := st.OS.Slot.Other()
-	if s := st.Slots[inactive]; s == nil || s.State != disk.Written || s.Checksum != want.Checksum {
-		done, err := u.stage(machine, ag, st, inactive, want)
+	var root disk.RootID
+	if s := st.Images.Staged; s != nil && s.State == disk.Written && s.Checksum == want.Checksum {
+		root = s.ID
+	} else {
+		staged, done, err := u.stage(machine, ag, st, want)
 		if err != nil {
-			return u.recordFailure(ctx, bmm, key, fmt.Sprintf("writing %s into slot %s: %v", want.URL, inactive, err))
+			return u.recordFailure(ctx, bmm, key, fmt.Sprintf("staging %s: %v", want.URL, err))
 		}
 		if !done {
-			return running("writing %s into slot %s of %s", want.URL, inactive, node.Name), nil
+			return running("staging %s on %s", want.URL, node.Name), nil
 		}
+		root = staged
 	}
-	// One try: a slot that does not pass its health check on its first
-	// boot is given up, and the next boot is the old slot.
-	if err := ag.Activate(ctx, inactive, 1); err != nil {
+	// One try: an image that does not pass its health check on its first
+	// boot is given up, and the next boot is the old one.
+	if err := ag.Activate(ctx, root, 1); err != nil {
 		return progress{}, err
 	}
 	if err := u.markReboot(ctx, bmm, want.Checksum); err != nil {
@@ -453,23 +458,23 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 	if err := u.reboot(ctx, bmm, ag); err != nil {
 		return progress{}, err
 	}
-	return running("rebooting %s into slot %s", node.Name, inactive), nil
+	return running("rebooting %s into %s", node.Name, want.URL), nil
 }
 
 // afterReboot runs on the new image: health check (commit), the NIC
 // flash when it comes after the image, uncordon, wait for the Node to
 // report the new kubelet.
-func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, desiredKC *bootstrapv1.KubeadmConfig, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agent.Status, slot *disk.Slot, flash *nicFlash, key string) (progress, error) {
-	if !slot.Good {
+func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, desiredKC *bootstrapv1.KubeadmConfig, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agent.Status, flash *nicFlash, key string) (progress, error) {
+	if !st.Images.Booted.Committed {
 		h, err := ag.Health(ctx)
 		if err != nil {
 			return progress{}, err
 		}
 		if !h.Healthy {
 			if u.now().Sub(st.OS.BootedAt) < u.HealthGrace {
-				return running("health check of slot %s: %s", st.OS.Slot, h.Reason), nil
+				return running("health check of %s: %s", st.OS.Image.Name, h.Reason), nil
 			}
-			msg := fmt.Sprintf("health check of %s in slot %s failed: %s; rebooting into slot %s", st.OS.Image.Name, st.OS.Slot, h.Reason, st.OS.Slot.Other())
+			msg := fmt.Sprintf("health check of %s failed: %s; rebooting to fall back to %s", st.OS.Image.Name, h.Reason, fallbackName(st))
 			p, err := u.recordFailure(ctx, bmm, key, msg)
 			if err == nil {
 				err = u.reboot(ctx, bmm, ag)
@@ -522,7 +527,15 @@ func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, b
 	if node.Status.NodeInfo.KubeletVersion != machine.Spec.Version || !nodeReady(node) {
 		return running("waiting for node %s to be Ready at %s (kubelet %s)", node.Name, machine.Spec.Version, node.Status.NodeInfo.KubeletVersion), nil
 	}
-	return progress{done: true, message: fmt.Sprintf("%s runs %s from slot %s", node.Name, st.OS.Image.Name, st.OS.Slot)}, nil
+	return progress{done: true, message: fmt.Sprintf("%s runs %s (%s root %s)", node.Name, st.OS.Image.Name, st.Images.Kind, st.OS.Root)}, nil
+}
+
+// fallbackName names the image the bootloader falls back to.
+func fallbackName(st agent.Status) string {
+	if fb := st.Images.Fallback; fb != nil {
+		return fb.Image
+	}
+	return "the recovery partition"
 }
 
 // filesToWrite are the KubeadmConfig's files the host does not have with
@@ -541,10 +554,11 @@ func filesToWrite(st agent.Status, kc *bootstrapv1.KubeadmConfig) map[string]str
 	return out
 }
 
-// stage writes want into slot in the background and reports whether it
-// is written. A write cut short (see cutShort) is started again, up to
-// maxWrites; a failure the agent reported is returned.
-func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, st agent.Status, slot disk.SlotName, want infrav1.Image) (done bool, err error) {
+// stage writes want in the background, into whichever root the host
+// stages into, and reports whether it is written and where. A write cut
+// short (see cutShort) is started again, up to maxWrites; a failure the
+// agent reported is returned.
+func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, st agent.Status, want infrav1.Image) (root disk.RootID, done bool, err error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.staging == nil {
@@ -555,13 +569,13 @@ func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, st age
 	if s, ok := u.staging[key]; ok && s.checksum == want.Checksum {
 		switch {
 		case !s.done:
-			return false, nil
+			return "", false, nil
 		case s.err == nil:
 			delete(u.staging, key)
-			return true, nil
+			return s.root, true, nil
 		case !cutShort(s, st) || s.attempts >= maxWrites:
 			delete(u.staging, key)
-			return false, s.err
+			return "", false, s.err
 		}
 		attempts = s.attempts // cut short by a restart: write again
 	}
@@ -570,12 +584,12 @@ func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, st age
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 		defer cancel()
-		err := ag.Stage(ctx, slot, want.URL, want.Checksum)
+		root, err := ag.Stage(ctx, want.URL, want.Checksum)
 		u.mu.Lock()
-		s.done, s.err = true, err
+		s.done, s.root, s.err = true, root, err
 		u.mu.Unlock()
 	}()
-	return false, nil
+	return "", false, nil
 }
 
 // cutShort says whether a failed write was cut off rather than refused:

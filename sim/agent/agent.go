@@ -44,9 +44,14 @@ type Machine interface {
 	UserData() []byte
 	WriteConfigDrive(userData []byte, metaData map[string]string) error
 	MetaData() map[string]string
-	WriteImage(ctx context.Context, slot disk.SlotName, url, sha256 string) error
-	ActivateSlot(slot disk.SlotName, tries int) error
-	CommitSlot() error
+	// The update contract (sim/disk): stage, activate, commit, roll back,
+	// and the running OS's /etc.
+	WriteImage(ctx context.Context, url, sha256 string) (disk.RootID, error)
+	Activate(root disk.RootID, tries int) error
+	Commit() error
+	Rollback() error
+	Etc() map[string]string
+	WriteEtc(path, content string) error
 	RequestRecoveryBoot() error
 	Reset() error
 	WipeData() error
@@ -171,7 +176,7 @@ func (a *Agent) booted(ctx context.Context, boot int) {
 		a.deployRamdisk(ctx, boot, status.OS)
 		return
 	}
-	if status.OS == nil || status.OS.Source != lab.FromDiskSlot {
+	if status.OS == nil || status.OS.Source != lab.FromDisk {
 		return // other media runs no kubelet
 	}
 	data := a.host.UserData()
@@ -220,20 +225,20 @@ func (a *Agent) booted(ctx context.Context, boot int) {
 
 // commitInstall marks a fresh installation good once its first boot came
 // up (kubeadm done, when it had bootstrap data), as installers do. An
-// update, which has a good slot to fall back to, waits for its health
-// check instead.
+// update, which has a committed image to fall back to, waits for its
+// health check instead.
 func (a *Agent) commitInstall(status lab.HostStatus) {
 	if !status.OS.Trial {
 		return
 	}
-	if other := status.Disk.Slots[status.OS.Slot.Other()]; other != nil && other.Good {
+	if status.Disk.Images().Fallback != nil {
 		return
 	}
-	if err := a.host.CommitSlot(); err != nil {
+	if err := a.host.Commit(); err != nil {
 		a.record("CommitFailed", err.Error())
 		return
 	}
-	a.record("InstallCommitted", "first boot of the installation in slot "+string(status.OS.Slot)+" came up: committed")
+	a.record("InstallCommitted", "first boot of the installation ("+string(status.OS.Root)+") came up: committed")
 }
 
 // recovered is the recovery OS: after a reset request it wipes the
@@ -378,7 +383,7 @@ func (a *Agent) rejoin(ctx context.Context, b *Bootstrap, status lab.HostStatus)
 // path to the SHA-256 of its content. A host that runs no OS refuses.
 func (a *Agent) WriteFiles(files map[string]string) (map[string]string, error) {
 	st := a.host.Status()
-	if st.OS == nil || st.OS.Source != lab.FromDiskSlot {
+	if st.OS == nil || st.OS.Source != lab.FromDisk {
 		return nil, fmt.Errorf("write files: %s runs no installed OS: %w", st.Name, lab.ErrNotRunning)
 	}
 	a.mu.Lock()
@@ -496,13 +501,13 @@ type Health struct {
 	Reason  string   `json:"reason,omitempty"`
 }
 
-// CheckHealth checks what an update agent checks after booting a new slot
-// (kubelet up, every port with link, the Node Ready) and commits the slot
-// when all pass; a failure leaves the slot uncommitted, so the bootloader
-// falls back once its tries run out.
+// CheckHealth checks what an update agent checks after booting a new
+// image (kubelet up, every port with link, the Node Ready; greenboot's
+// checks) and commits the running root when all pass; a failure leaves it
+// uncommitted, so the bootloader falls back once its tries run out.
 func (a *Agent) CheckHealth(ctx context.Context) (Health, error) {
 	status := a.host.Status()
-	if status.OS == nil || status.OS.Source != lab.FromDiskSlot {
+	if status.OS == nil || status.OS.Source != lab.FromDisk {
 		return Health{}, fmt.Errorf("health check: %w", lab.ErrNotRunning)
 	}
 	h := Health{Healthy: true}
@@ -538,10 +543,10 @@ func (a *Agent) CheckHealth(ctx context.Context) (Health, error) {
 		}
 	}
 	if h.Healthy {
-		if err := a.host.CommitSlot(); err != nil {
+		if err := a.host.Commit(); err != nil {
 			return h, err
 		}
-		a.record("HealthCheckPassed", "slot "+string(status.OS.Slot)+" committed: "+strings.Join(h.Checks, ", "))
+		a.record("HealthCheckPassed", string(status.OS.Root)+" committed: "+strings.Join(h.Checks, ", "))
 	} else {
 		a.record("HealthCheckFailed", h.Reason)
 	}

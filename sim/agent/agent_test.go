@@ -82,7 +82,7 @@ func (w *world) install(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	labtest.Provision(t, w.lab, w.host, w.events, "ubuntu-24.04-k8s-v1.35.3", disk.SlotA, userData)
+	labtest.Provision(t, w.lab, w.host, w.events, "ubuntu-24.04-k8s-v1.35.3", userData)
 }
 
 // client is what CAPI holds: a kubeconfig made from the cluster CA.

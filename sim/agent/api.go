@@ -36,11 +36,13 @@ type API struct {
 // Status is GET /v1/status.
 type Status struct {
 	Host    string                       `json:"host"`
-	Phase   lab.Phase                    `json:"phase"`
-	OS      *lab.RunningOS               `json:"os,omitempty"`
-	Slots   map[disk.SlotName]*disk.Slot `json:"slots"`
-	Node    string                       `json:"node,omitempty"`
-	Cluster string                       `json:"cluster,omitempty"`
+	Phase lab.Phase      `json:"phase"`
+	OS    *lab.RunningOS `json:"os,omitempty"`
+	// Images are the disk's OS images in the update contract's terms
+	// (booted, staged, fallback; every root), whatever kind the host is.
+	Images  disk.Images `json:"images"`
+	Node    string      `json:"node,omitempty"`
+	Cluster string      `json:"cluster,omitempty"`
 	// Kubeadm is what kubeadm last configured a control-plane host with.
 	Kubeadm *Kubeadm `json:"kubeadm,omitempty"`
 	// Files are the files written on the host by its bootstrap data and
@@ -76,6 +78,9 @@ func ServeAPI(a *Agent, cert tls.Certificate, clientCAs *x509.CertPool, addr str
 	mux.HandleFunc("GET /v1/status", api.status)
 	mux.HandleFunc("POST /v1/stage", api.stage)
 	mux.HandleFunc("POST /v1/activate", api.activate)
+	mux.HandleFunc("POST /v1/rollback", api.rollback)
+	mux.HandleFunc("GET /v1/etc", api.getEtc)
+	mux.HandleFunc("PUT /v1/etc", api.putEtc)
 	mux.HandleFunc("POST /v1/health", api.health)
 	mux.HandleFunc("POST /v1/reset", api.reset)
 	mux.HandleFunc("PUT /v1/configdrive", api.putConfigDrive)
@@ -155,9 +160,10 @@ func reply(w http.ResponseWriter, status int, body any) {
 func replyErr(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
 	switch {
-	case errors.Is(err, lab.ErrNotRunning), errors.Is(err, disk.ErrSlotBooted), errors.Is(err, disk.ErrNotWritten), errors.Is(err, disk.ErrNotBooted):
+	case errors.Is(err, lab.ErrNotRunning), errors.Is(err, disk.ErrRootBooted), errors.Is(err, disk.ErrNotWritten), errors.Is(err, disk.ErrNotBooted),
+		errors.Is(err, disk.ErrNoFallback), errors.Is(err, disk.ErrNoSuchRoot):
 		status = http.StatusConflict
-	case errors.Is(err, errBadRequest):
+	case errors.Is(err, errBadRequest), errors.Is(err, disk.ErrEtcPathBad):
 		status = http.StatusBadRequest
 	}
 	reply(w, status, map[string]string{"error": err.Error()})
@@ -176,7 +182,7 @@ func decodeBody(r *http.Request, v any) error {
 
 func (api *API) status(w http.ResponseWriter, _ *http.Request) {
 	s := api.agent.host.Status()
-	st := Status{Host: s.Name, Phase: s.Phase, OS: s.OS, Slots: s.Disk.Slots}
+	st := Status{Host: s.Name, Phase: s.Phase, OS: s.OS, Images: s.Disk.Images()}
 	api.agent.mu.Lock()
 	if api.agent.joined != nil {
 		st.Node, st.Cluster = api.agent.joined.NodeName, api.agent.cluster
@@ -189,12 +195,17 @@ func (api *API) status(w http.ResponseWriter, _ *http.Request) {
 	reply(w, http.StatusOK, st)
 }
 
-// StageRequest is POST /v1/stage: write an image into a slot (the inactive
-// one when Slot is empty), verified against SHA256 before a byte is written.
+// StageRequest is POST /v1/stage: write an image into the root the host
+// stages into (the inactive A/B slot, a new OSTree deployment), verified
+// against SHA256 before a byte is written. The answer is a StageResult.
 type StageRequest struct {
-	Slot   disk.SlotName `json:"slot,omitempty"`
-	URL    string        `json:"url"`
-	SHA256 string        `json:"sha256"`
+	URL    string `json:"url"`
+	SHA256 string `json:"sha256"`
+}
+
+// StageResult names the root the image went into.
+type StageResult struct {
+	Root disk.RootID `json:"root"`
 }
 
 func (api *API) stage(w http.ResponseWriter, r *http.Request) {
@@ -207,25 +218,20 @@ func (api *API) stage(w http.ResponseWriter, r *http.Request) {
 		replyErr(w, fmt.Errorf("%w: url and sha256 are required", errBadRequest))
 		return
 	}
-	s := api.agent.host.Status()
-	if req.Slot == "" {
-		if s.OS == nil || s.OS.Slot == "" {
-			replyErr(w, fmt.Errorf("stage: no slot is running, so none is inactive; name the slot: %w", lab.ErrNotRunning))
-			return
-		}
-		req.Slot = s.OS.Slot.Other()
-	}
-	if err := api.agent.host.WriteImage(r.Context(), req.Slot, req.URL, req.SHA256); err != nil {
+	root, err := api.agent.host.WriteImage(r.Context(), req.URL, req.SHA256)
+	if err != nil {
 		replyErr(w, err)
 		return
 	}
-	reply(w, http.StatusOK, map[string]string{"slot": string(req.Slot)})
+	reply(w, http.StatusOK, StageResult{Root: root})
 }
 
-// ActivateRequest is POST /v1/activate.
+// ActivateRequest is POST /v1/activate: Root (from StageResult or
+// Status.Images.Staged) boots next, with Tries boots to pass its health
+// check before the bootloader falls back.
 type ActivateRequest struct {
-	Slot  disk.SlotName `json:"slot"`
-	Tries int           `json:"tries"`
+	Root  disk.RootID `json:"root"`
+	Tries int         `json:"tries"`
 }
 
 func (api *API) activate(w http.ResponseWriter, r *http.Request) {
@@ -234,11 +240,50 @@ func (api *API) activate(w http.ResponseWriter, r *http.Request) {
 		replyErr(w, err)
 		return
 	}
-	if err := api.agent.host.ActivateSlot(req.Slot, req.Tries); err != nil {
+	if req.Root == "" {
+		replyErr(w, fmt.Errorf("%w: root is required", errBadRequest))
+		return
+	}
+	if err := api.agent.host.Activate(req.Root, req.Tries); err != nil {
 		replyErr(w, err)
 		return
 	}
 	reply(w, http.StatusOK, req)
+}
+
+// rollback makes the committed fallback image boot next and stay the
+// default (409 when there is none).
+func (api *API) rollback(w http.ResponseWriter, _ *http.Request) {
+	if err := api.agent.host.Rollback(); err != nil {
+		replyErr(w, err)
+		return
+	}
+	st := api.agent.host.Status()
+	reply(w, http.StatusOK, st.Disk.Images())
+}
+
+// EtcEdit is PUT /v1/etc: an admin's edit of one file in the running OS's
+// /etc (an empty Content deletes it). The answer is the whole /etc.
+type EtcEdit struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+func (api *API) getEtc(w http.ResponseWriter, _ *http.Request) {
+	reply(w, http.StatusOK, api.agent.host.Etc())
+}
+
+func (api *API) putEtc(w http.ResponseWriter, r *http.Request) {
+	var req EtcEdit
+	if err := decodeBody(r, &req); err != nil {
+		replyErr(w, err)
+		return
+	}
+	if err := api.agent.host.WriteEtc(req.Path, req.Content); err != nil {
+		replyErr(w, err)
+		return
+	}
+	reply(w, http.StatusOK, api.agent.host.Etc())
 }
 
 func (api *API) health(w http.ResponseWriter, r *http.Request) {

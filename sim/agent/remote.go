@@ -40,13 +40,16 @@ func NewHardwareServer(m Machine, w Workload, subscribe func() (<-chan lab.Event
 // wire types of the calls
 type (
 	hwWrite struct {
-		Slot   disk.SlotName `json:"slot"`
-		URL    string        `json:"url"`
-		SHA256 string        `json:"sha256"`
+		URL    string `json:"url"`
+		SHA256 string `json:"sha256"`
 	}
 	hwActivate struct {
-		Slot  disk.SlotName `json:"slot"`
-		Tries int           `json:"tries"`
+		Root  disk.RootID `json:"root"`
+		Tries int         `json:"tries"`
+	}
+	hwEtc struct {
+		Path    string `json:"path"`
+		Content string `json:"content"`
 	}
 	hwPersistent struct {
 		Name    string `json:"name"`
@@ -128,7 +131,17 @@ func (s *HardwareServer) call(ctx context.Context, call string, body io.Reader) 
 	case "persistent":
 		return m.Persistent(), nil
 	case "commit":
-		return nil, m.CommitSlot()
+		return nil, m.Commit()
+	case "rollback":
+		return nil, m.Rollback()
+	case "etc":
+		return m.Etc(), nil
+	case "write-etc":
+		var a hwEtc
+		if err := decodeInto(body, &a); err != nil {
+			return nil, err
+		}
+		return nil, m.WriteEtc(a.Path, a.Content)
 	case "recovery-boot":
 		return nil, m.RequestRecoveryBoot()
 	case "reset":
@@ -150,13 +163,13 @@ func (s *HardwareServer) call(ctx context.Context, call string, body io.Reader) 
 		if err := decodeInto(body, &a); err != nil {
 			return nil, err
 		}
-		return nil, m.WriteImage(ctx, a.Slot, a.URL, a.SHA256)
+		return m.WriteImage(ctx, a.URL, a.SHA256)
 	case "activate":
 		var a hwActivate
 		if err := decodeInto(body, &a); err != nil {
 			return nil, err
 		}
-		return nil, m.ActivateSlot(a.Slot, a.Tries)
+		return nil, m.Activate(a.Root, a.Tries)
 	case "set-persistent":
 		var a hwPersistent
 		if err := decodeInto(body, &a); err != nil {
@@ -374,17 +387,34 @@ func (r *Remote) UserData() []byte {
 }
 
 // WriteImage implements Machine.
-func (r *Remote) WriteImage(ctx context.Context, slot disk.SlotName, url, sha256 string) error {
-	return r.do(ctx, "write", hwWrite{Slot: slot, URL: url, SHA256: sha256}, nil)
+func (r *Remote) WriteImage(ctx context.Context, url, sha256 string) (disk.RootID, error) {
+	var root disk.RootID
+	err := r.do(ctx, "write", hwWrite{URL: url, SHA256: sha256}, &root)
+	return root, err
 }
 
-// ActivateSlot implements Machine.
-func (r *Remote) ActivateSlot(slot disk.SlotName, tries int) error {
-	return r.do(r.bg(), "activate", hwActivate{Slot: slot, Tries: tries}, nil)
+// Activate implements Machine.
+func (r *Remote) Activate(root disk.RootID, tries int) error {
+	return r.do(r.bg(), "activate", hwActivate{Root: root, Tries: tries}, nil)
 }
 
-// CommitSlot implements Machine.
-func (r *Remote) CommitSlot() error { return r.do(r.bg(), "commit", nil, nil) }
+// Commit implements Machine.
+func (r *Remote) Commit() error { return r.do(r.bg(), "commit", nil, nil) }
+
+// Rollback implements Machine.
+func (r *Remote) Rollback() error { return r.do(r.bg(), "rollback", nil, nil) }
+
+// Etc implements Machine.
+func (r *Remote) Etc() map[string]string {
+	etc := map[string]string{}
+	_ = r.do(r.bg(), "etc", nil, &etc)
+	return etc
+}
+
+// WriteEtc implements Machine.
+func (r *Remote) WriteEtc(path, content string) error {
+	return r.do(r.bg(), "write-etc", hwEtc{Path: path, Content: content}, nil)
+}
 
 // RequestRecoveryBoot implements Machine.
 func (r *Remote) RequestRecoveryBoot() error { return r.do(r.bg(), "recovery-boot", nil, nil) }

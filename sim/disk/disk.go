@@ -1,37 +1,55 @@
-// Package disk models a server's A/B system disk the way RAUC and Flatcar
-// do: two root slots with priority, remaining boot tries and a good flag; a
-// bootloader that picks the best bootable slot and spends a try on an
-// uncommitted one; a recovery partition when neither slot can boot; and
-// persistent and OEM partitions that slot switches keep and a reset wipes.
+// Package disk models a server's system disk under an image-based OS, in
+// one of two ways a host keeps its OS images:
 //
-// Disk is a plain value with no clock and no I/O, so the state machine is
-// tested as a table; the lab persists it with Save and Load.
+//   - A/B (ab.go), the way RAUC and Flatcar do: two root slots with
+//     priority, remaining boot tries and a good flag; the bootloader picks
+//     the best bootable slot and spends a try on an uncommitted one.
+//   - OSTree (ostree.go), the way Fedora CoreOS, RHEL for Edge and bootc
+//     do: deployments in one root filesystem, listed in the bootloader's
+//     order; a new image is pulled and staged, finalised into the
+//     bootloader as the new default at the next boot, with /etc carried
+//     over by a three-way merge; greenboot's boot counter makes the
+//     bootloader boot the previous deployment when the new one never
+//     proves healthy; old deployments are pruned.
+//
+// Both share the rest of the disk: a recovery partition that boots when no
+// root can, and persistent (/var) and OEM partitions that image switches
+// keep and a reset wipes.
+//
+// Callers speak one update contract, whichever the kind (contract.go):
+// stage an image, activate it for the next boot with N tries, commit the
+// running root, roll back to the fallback, and read the booted, staged and
+// fallback images (Images). A root is named by a RootID: a slot name on
+// A/B disks, a deployment serial on OSTree ones.
+//
+// Disk is a plain value with no clock and no I/O, so both state machines
+// are tested as one table; the lab persists it with Save and Load.
 package disk
 
 import (
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/upgradelab/upgradelab/sim/statefile"
 )
 
-// SlotName is "A" or "B".
-type SlotName string
+// Kind is how a host keeps its OS images.
+type Kind string
 
 const (
-	SlotA SlotName = "A"
-	SlotB SlotName = "B"
+	AB     Kind = "ab"
+	OSTree Kind = "ostree"
 )
 
-// Other is the slot that is not s.
-func (s SlotName) Other() SlotName {
-	if s == SlotA {
-		return SlotB
-	}
-	return SlotA
-}
+// Kinds are the kinds a lab file may name.
+var Kinds = []Kind{AB, OSTree}
 
-// SlotState is what a slot's bytes hold.
+// RootID names one root an image lives in: "A" or "B" on an A/B disk, a
+// deployment's serial ("1", "2", ...) on an OSTree disk.
+type RootID string
+
+// SlotState is what a root's bytes hold.
 type SlotState string
 
 const (
@@ -41,38 +59,20 @@ const (
 	Corrupt SlotState = "corrupt" // a write was cut off: unbootable
 )
 
-// Slot is one root slot and its bootloader variables.
-type Slot struct {
-	State SlotState `json:"state"`
-	// Image names what was (or is being) written; Checksum is its sha256.
-	Image    string `json:"image,omitempty"`
-	Checksum string `json:"checksum,omitempty"`
-	// Priority orders bootable slots; the highest boots.
-	Priority int `json:"priority"`
-	// TriesLeft is how many more boots an uncommitted slot gets.
-	TriesLeft int `json:"triesLeft"`
-	// Good is set by a health commit after a successful boot.
-	Good bool `json:"good"`
-}
-
-func (s Slot) bootable() bool {
-	return s.State == Written && (s.Good || s.TriesLeft > 0)
-}
-
 // BootSource says what the bootloader chose.
 type BootSource string
 
 const (
-	FromSlot     BootSource = "slot"
+	FromRoot     BootSource = "root"
 	FromRecovery BootSource = "recovery"
 )
 
 // BootDecision is the bootloader's choice for one boot.
 type BootDecision struct {
 	Source BootSource `json:"source"`
-	Slot   SlotName   `json:"slot,omitempty"`
+	Root   RootID     `json:"root,omitempty"`
 	Image  string     `json:"image"`
-	// Trial is true when the slot is not yet committed: this boot spent a try.
+	// Trial is true when the root is not yet committed: this boot spent a try.
 	Trial bool `json:"trial,omitempty"`
 	// Reason explains a fallback or a recovery boot.
 	Reason string `json:"reason,omitempty"`
@@ -80,12 +80,17 @@ type BootDecision struct {
 
 // Disk is the whole system disk.
 type Disk struct {
-	Slots map[SlotName]*Slot `json:"slots"`
-	// Booted is the slot the running OS came from ("" when not booted from
-	// a slot).
-	Booted SlotName `json:"booted,omitempty"`
+	Kind Kind `json:"kind"`
+	// Slots are an A/B disk's roots (ab.go).
+	Slots map[SlotName]*Slot `json:"slots,omitempty"`
+	// Tree is an OSTree disk's deployments (ostree.go).
+	Tree *Tree `json:"tree,omitempty"`
+	// Booted is the root the running OS came from ("" when not booted from
+	// a root).
+	Booted RootID `json:"booted,omitempty"`
 	// Recovery is the image on the recovery partition.
-	Recovery   string            `json:"recovery"`
+	Recovery string `json:"recovery"`
+	// Persistent is /var: both kinds keep it across image switches.
 	Persistent map[string]string `json:"persistent"`
 	OEM        map[string]string `json:"oem"`
 	// ConfigDrive holds the user data a provisioner wrote for the OS
@@ -99,167 +104,94 @@ type Disk struct {
 	RecoveryOnce bool `json:"recoveryOnce,omitempty"`
 }
 
-// New is a factory-fresh disk: empty slots, a recovery image, empty data
-// partitions.
-func New(recoveryImage string) *Disk {
-	return &Disk{
-		Slots:      map[SlotName]*Slot{SlotA: {State: Empty}, SlotB: {State: Empty}},
-		Recovery:   recoveryImage,
-		Persistent: map[string]string{},
-		OEM:        map[string]string{},
+// New is a factory-fresh disk of kind: no OS image, a recovery image,
+// empty data partitions. keep bounds an OSTree disk's deployments (0: the
+// default, 2).
+func New(kind Kind, recoveryImage string, keep int) (*Disk, error) {
+	d := &Disk{Kind: kind, Recovery: recoveryImage, Persistent: map[string]string{}, OEM: map[string]string{}}
+	switch kind {
+	case AB:
+		d.Slots = emptySlots()
+	case OSTree:
+		if keep == 0 {
+			keep = DefaultKeep
+		}
+		if keep < 2 {
+			return nil, fmt.Errorf("an OSTree disk keeps at least 2 deployments (the default and its rollback), got %d", keep)
+		}
+		d.Tree = &Tree{Keep: keep}
+	default:
+		return nil, fmt.Errorf("host OS kind %q is not one of %v", kind, Kinds)
 	}
+	return d, nil
 }
 
 // Errors a caller can act on.
 var (
-	ErrSlotBooted = errors.New("slot holds the running OS")
-	ErrNotWritten = errors.New("slot holds no complete image")
-	ErrNotWriting = errors.New("no write under way on slot")
-	ErrNotBooted  = errors.New("not booted from a slot")
+	ErrRootBooted  = errors.New("root holds the running OS")
+	ErrNotWritten  = errors.New("root holds no complete image")
+	ErrNotWriting  = errors.New("no write under way on root")
+	ErrNotBooted   = errors.New("not booted from a root")
+	ErrNoFallback  = errors.New("no committed fallback image to roll back to")
+	ErrNoSuchRoot  = errors.New("no such root")
+	ErrEtcPathBad  = errors.New("an /etc file path must be absolute and under /etc/")
+	errUnknownKind = errors.New("unknown disk kind")
 )
 
-func (d *Disk) slot(name SlotName) (*Slot, error) {
-	s, ok := d.Slots[name]
-	if !ok {
-		return nil, fmt.Errorf("no slot %q (slots are A and B)", name)
-	}
-	return s, nil
+// model is what each kind implements; Disk dispatches to it.
+type model interface {
+	beginStage(d *Disk, image, checksum string) (RootID, error)
+	finishStage(d *Disk, id RootID) error
+	abortStage(d *Disk, id RootID)
+	activate(d *Disk, id RootID, tries int) error
+	rollback(d *Disk) error
+	beginFinalise(d *Disk) (RootID, bool)
+	finishFinalise(d *Disk) error
+	selectBoot(d *Disk) BootDecision
+	commit(d *Disk) error
+	powerLoss(d *Disk) []string
+	erase(d *Disk)
+	images(d *Disk) Images
+	etc(d *Disk, id RootID) map[string]string
+	fileName(id RootID) string
 }
 
-// BeginWrite starts writing image into a slot that is not running. The
-// slot loses its old image and bootloader state at once, as a real write
-// does: it is unbootable until FinishWrite.
-func (d *Disk) BeginWrite(name SlotName, image, checksum string) error {
-	s, err := d.slot(name)
-	if err != nil {
-		return err
+func (d *Disk) model() model {
+	switch d.Kind {
+	case AB, "": // "" is a disk saved before OSTree existed
+		return abModel{}
+	case OSTree:
+		return treeModel{}
 	}
-	if d.Booted == name {
-		return fmt.Errorf("write slot %s: %w", name, ErrSlotBooted)
-	}
-	*s = Slot{State: Writing, Image: image, Checksum: checksum}
 	return nil
 }
 
-// FinishWrite marks a slot's write complete. The slot still does not boot
-// until Activate gives it tries.
-func (d *Disk) FinishWrite(name SlotName) error {
-	s, err := d.slot(name)
-	if err != nil {
-		return err
-	}
-	if s.State != Writing {
-		return fmt.Errorf("finish write on slot %s (%s): %w", name, s.State, ErrNotWriting)
-	}
-	s.State = Written
-	return nil
-}
-
-// PowerLoss cuts every write under way: those slots are corrupt.
-func (d *Disk) PowerLoss() {
-	for _, s := range d.Slots {
-		if s.State == Writing {
-			s.State = Corrupt
-			s.Priority, s.TriesLeft, s.Good = 0, 0, false
-		}
-	}
-	d.Booted = ""
-}
-
-// AbortWrite stops a write under way on one slot: the slot is corrupt.
-func (d *Disk) AbortWrite(name SlotName) {
-	if s, ok := d.Slots[name]; ok && s.State == Writing {
-		s.State = Corrupt
-		s.Priority, s.TriesLeft, s.Good = 0, 0, false
-	}
-}
-
-// Activate makes a written slot the one to boot next, with tries boots to
-// prove itself before the bootloader falls back.
-func (d *Disk) Activate(name SlotName, tries int) error {
-	s, err := d.slot(name)
-	if err != nil {
-		return err
-	}
-	if s.State != Written {
-		return fmt.Errorf("activate slot %s (%s): %w", name, s.State, ErrNotWritten)
-	}
-	if tries < 1 {
-		return fmt.Errorf("activate slot %s: tries must be at least 1, got %d", name, tries)
-	}
-	other := d.Slots[name.Other()]
-	s.Priority = other.Priority + 1
-	s.TriesLeft = tries
-	s.Good = false
-	return nil
-}
-
-// SelectBoot is the bootloader: the bootable slot with the highest
-// priority boots, spending a try when it is not yet good; with none, the
-// recovery partition boots.
+// SelectBoot is the bootloader choosing what one boot runs: a requested
+// recovery boot first, then the kind's own choice; with no bootable root,
+// the recovery partition.
 func (d *Disk) SelectBoot() BootDecision {
 	if d.RecoveryOnce {
 		d.RecoveryOnce = false
 		d.Booted = ""
 		return BootDecision{Source: FromRecovery, Image: d.Recovery, Reason: "a recovery boot was requested"}
 	}
-	var best SlotName
-	var reasons []string
-	for _, name := range []SlotName{SlotA, SlotB} {
-		s := d.Slots[name]
-		if !s.bootable() {
-			if s.State == Written && !s.Good && s.Image != "" && s.Priority > 0 {
-				reasons = append(reasons, fmt.Sprintf("slot %s (%s) has no tries left", name, s.Image))
-			} else if s.State == Corrupt {
-				reasons = append(reasons, fmt.Sprintf("slot %s is corrupt", name))
-			}
-			continue
-		}
-		if best == "" || s.Priority > d.Slots[best].Priority {
-			best = name
-		}
-	}
-	if best == "" {
-		d.Booted = ""
-		return BootDecision{Source: FromRecovery, Image: d.Recovery, Reason: joinReasons(reasons, "no bootable slot")}
-	}
-	s := d.Slots[best]
-	dec := BootDecision{Source: FromSlot, Slot: best, Image: s.Image, Reason: joinReasons(reasons, "")}
-	if !s.Good {
-		s.TriesLeft--
-		dec.Trial = true
-	}
-	d.Booted = best
+	dec := d.model().selectBoot(d)
+	d.Booted = dec.Root
 	return dec
-}
-
-func joinReasons(reasons []string, fallback string) string {
-	if len(reasons) == 0 {
-		return fallback
-	}
-	out := reasons[0]
-	for _, r := range reasons[1:] {
-		out += "; " + r
-	}
-	return out
-}
-
-// Commit marks the running slot good after its health check passed; the
-// other slot keeps its image as the fallback.
-func (d *Disk) Commit() error {
-	if d.Booted == "" {
-		return fmt.Errorf("commit: %w", ErrNotBooted)
-	}
-	s := d.Slots[d.Booted]
-	s.Good = true
-	s.TriesLeft = 0
-	return nil
 }
 
 // Shutdown records that no OS runs from the disk any more.
 func (d *Disk) Shutdown() { d.Booted = "" }
 
-// Erase wipes everything but the recovery partition: both slots, the
+// PowerLoss cuts everything under way: writes and a finalisation. It
+// answers what it cut and what that left, for the lab's events.
+func (d *Disk) PowerLoss() []string {
+	cut := d.model().powerLoss(d)
+	d.Booted = ""
+	return cut
+}
+
+// Erase wipes everything but the recovery partition: every root, the
 // persistent and OEM partitions and the config drive. A provisioner's
 // metadata cleaning and a reset's reinstall both leave this, so the next
 // owner of the host finds nothing of the last one.
@@ -268,9 +200,41 @@ func (d *Disk) Erase() {
 	d.OEM = map[string]string{}
 	d.ConfigDrive = nil
 	d.MetaData = nil
-	d.Slots = map[SlotName]*Slot{SlotA: {State: Empty}, SlotB: {State: Empty}}
+	d.model().erase(d)
 	d.Booted = ""
 	d.RecoveryOnce = false
+}
+
+// FileName is the file, in the host's state folder, that holds root id's
+// bytes.
+func (d *Disk) FileName(id RootID) string { return d.model().fileName(id) }
+
+// Etc is the /etc of the running root (nil when none runs).
+func (d *Disk) Etc() map[string]string {
+	if d.Booted == "" {
+		return nil
+	}
+	return maps.Clone(d.model().etc(d, d.Booted))
+}
+
+// WriteEtc is an admin editing a file in the running OS's /etc ("" as
+// content deletes it). On an A/B disk the edit lives in the booted slot
+// (a new slot starts from its image's /etc); on an OSTree disk the next
+// deployment's finalisation carries it over.
+func (d *Disk) WriteEtc(path, content string) error {
+	if !etcPath(path) {
+		return fmt.Errorf("%q: %w", path, ErrEtcPathBad)
+	}
+	if d.Booted == "" {
+		return fmt.Errorf("edit %s: %w", path, ErrNotBooted)
+	}
+	etc := d.model().etc(d, d.Booted)
+	if content == "" {
+		delete(etc, path)
+	} else {
+		etc[path] = content
+	}
+	return nil
 }
 
 // Save writes the disk to path atomically, so a harness killed mid-write
@@ -283,10 +247,63 @@ func Load(path string) (*Disk, error) {
 	if err := statefile.Read(path, d); err != nil {
 		return nil, err
 	}
-	for _, name := range []SlotName{SlotA, SlotB} {
-		if d.Slots[name] == nil {
-			return nil, fmt.Errorf("%s: slot %s missing", path, name)
-		}
+	if err := d.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return d, nil
+}
+
+// Validate checks that a disk read back holds what its kind needs.
+func (d *Disk) Validate() error {
+	switch d.Kind {
+	case AB, "":
+		for _, name := range []SlotName{SlotA, SlotB} {
+			if d.Slots[name] == nil {
+				return fmt.Errorf("slot %s missing", name)
+			}
+		}
+	case OSTree:
+		if d.Tree == nil {
+			return errors.New("kind ostree but no deployments")
+		}
+	default:
+		return fmt.Errorf("%w %q", errUnknownKind, d.Kind)
+	}
+	return nil
+}
+
+// Clone is a deep copy, so a snapshot can be read while the disk changes.
+func (d *Disk) Clone() Disk {
+	c := *d
+	c.Persistent, c.OEM, c.MetaData = maps.Clone(d.Persistent), maps.Clone(d.OEM), maps.Clone(d.MetaData)
+	c.ConfigDrive = append([]byte(nil), d.ConfigDrive...)
+	if d.ConfigDrive == nil {
+		c.ConfigDrive = nil
+	}
+	if d.Slots != nil {
+		c.Slots = map[SlotName]*Slot{}
+		for n, s := range d.Slots {
+			sc := *s
+			sc.Etc = maps.Clone(s.Etc)
+			c.Slots[n] = &sc
+		}
+	}
+	if d.Tree != nil {
+		t := *d.Tree
+		cloneDep := func(dep *Deployment) *Deployment {
+			if dep == nil {
+				return nil
+			}
+			dc := *dep
+			dc.Etc = maps.Clone(dep.Etc)
+			return &dc
+		}
+		t.Staged = cloneDep(d.Tree.Staged)
+		t.Deployments = nil
+		for _, dep := range d.Tree.Deployments {
+			t.Deployments = append(t.Deployments, cloneDep(dep))
+		}
+		c.Tree = &t
+	}
+	return c
 }

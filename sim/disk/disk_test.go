@@ -2,196 +2,375 @@ package disk
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
+	"sort"
+	"strings"
 	"testing"
 )
 
-// step is one thing that happens to a disk, and what the bootloader must
-// choose when the step is a boot.
+// step is one thing that happens to a disk, in the update contract's
+// terms, and what must follow. Expectations hold for both kinds unless a
+// per-kind value is given (the models differ there on purpose).
 type step struct {
-	do       string // write A img | activate A n | boot | commit | powerloss | begin A img | reset
-	slot     SlotName
-	image    string
-	tries    int
-	want     *BootDecision
-	wantErr  error
-	wantSlot *Slot // state of `slot` after the step
+	// do: stage IMG (write whole) | begin IMG (start a write) | activate N
+	// (the staged root) | boot (finalise if due, then the bootloader) |
+	// cut-finalise (a power cut while the next boot finalises) | commit |
+	// rollback | powerloss | recovery-once | erase | edit PATH=VALUE.
+	do string
+	// boots is the image the boot must run ("recovery" for the recovery
+	// partition), with trial and, per kind, the bootloader's reason.
+	boots  string
+	trial  bool
+	reason map[Kind]string
+	// bootsKind overrides boots per kind ("IMG" or "IMG trial").
+	bootsKind map[Kind]string
+	// err is the error the step must fail with, per kind when errKind.
+	err     error
+	errKind map[Kind]error
+	// images is Images() after the step, as "booted=X staged=Y
+	// fallback=Z" (per kind in imagesKind); etc is a file of the running
+	// /etc (per kind: value, "" for absent).
+	images     string
+	imagesKind map[Kind]string
+	etc        map[Kind]map[string]string
+	// roots is every root's image after the step, sorted, per kind.
+	roots map[Kind]string
 }
 
-func TestABStateMachine(t *testing.T) {
+func both(v string) map[Kind]string { return map[Kind]string{AB: v, OSTree: v} }
+
+// installed is a disk with image booted and committed.
+func installed(image string) []step {
+	return []step{
+		{do: "stage " + image},
+		{do: "activate 1"},
+		{do: "boot", boots: image, trial: true},
+		{do: "commit"},
+	}
+}
+
+// updated is installed plus a committed update to image.
+func updated(from, to string) []step {
+	return append(installed(from),
+		step{do: "stage " + to},
+		step{do: "activate 1"},
+		step{do: "boot", boots: to, trial: true},
+		step{do: "commit"},
+	)
+}
+
+// TestBothModelsThroughTheUpdateContract drives the A/B and the OSTree
+// model through the same cases with each model's own expectations.
+func TestBothModelsThroughTheUpdateContract(t *testing.T) {
 	tests := []struct {
 		name  string
 		steps []step
 	}{
 		{
-			name: "install: a fresh disk boots recovery until a slot is written and activated",
+			name: "install: a fresh disk boots recovery until an image is staged and activated",
 			steps: []step{
-				{do: "boot", want: &BootDecision{Source: FromRecovery, Image: "recovery-1", Reason: "no bootable slot"}},
-				{do: "write", slot: SlotA, image: "os-1"},
-				{do: "boot", want: &BootDecision{Source: FromRecovery, Image: "recovery-1", Reason: "no bootable slot"}},
-				{do: "activate", slot: SlotA, tries: 3},
-				{do: "boot", slot: SlotA, want: &BootDecision{Source: FromSlot, Slot: SlotA, Image: "os-1", Trial: true},
-					wantSlot: &Slot{State: Written, Image: "os-1", Priority: 1, TriesLeft: 2}},
-				{do: "commit", slot: SlotA, wantSlot: &Slot{State: Written, Image: "os-1", Priority: 1, Good: true}},
-				{do: "boot", want: &BootDecision{Source: FromSlot, Slot: SlotA, Image: "os-1"}},
+				{do: "boot", boots: "recovery", reason: map[Kind]string{AB: "no bootable slot", OSTree: "no deployment"}},
+				{do: "stage os-1", images: "booted= staged=os-1 fallback="},
+				{do: "boot", boots: "recovery", reason: map[Kind]string{AB: "no bootable slot", OSTree: "no deployment"}},
+				{do: "activate 3"},
+				{do: "boot", boots: "os-1", trial: true, images: "booted=os-1 staged= fallback="},
+				{do: "commit"},
+				{do: "boot", boots: "os-1"},
 			},
 		},
 		{
-			name: "update: the new slot is tried, committed, and the old one stays as fallback",
+			name: "update: the new image is tried, committed, and the old one stays as the fallback",
 			steps: append(installed("os-1"),
-				step{do: "write", slot: SlotB, image: "os-2"},
-				step{do: "activate", slot: SlotB, tries: 2},
-				step{do: "boot", want: &BootDecision{Source: FromSlot, Slot: SlotB, Image: "os-2", Trial: true}},
-				step{do: "commit", slot: SlotB, wantSlot: &Slot{State: Written, Image: "os-2", Priority: 2, Good: true}},
-				step{do: "boot", want: &BootDecision{Source: FromSlot, Slot: SlotB, Image: "os-2"}},
+				step{do: "stage os-2", images: "booted=os-1 staged=os-2 fallback="},
+				step{do: "activate 2"},
+				step{do: "boot", boots: "os-2", trial: true, images: "booted=os-2 staged= fallback=os-1"},
+				step{do: "commit"},
+				step{do: "boot", boots: "os-2", images: "booted=os-2 staged= fallback=os-1"},
 			),
 		},
 		{
-			name: "fallback: a slot that never commits uses its tries, then the old good slot boots",
+			name: "fallback: an image that never commits uses its tries, then the old committed one boots",
 			steps: append(installed("os-1"),
-				step{do: "write", slot: SlotB, image: "os-bad"},
-				step{do: "activate", slot: SlotB, tries: 2},
-				step{do: "boot", want: &BootDecision{Source: FromSlot, Slot: SlotB, Image: "os-bad", Trial: true}},
-				step{do: "boot", want: &BootDecision{Source: FromSlot, Slot: SlotB, Image: "os-bad", Trial: true}},
-				step{do: "boot", want: &BootDecision{Source: FromSlot, Slot: SlotA, Image: "os-1", Reason: "slot B (os-bad) has no tries left"}},
+				step{do: "stage os-bad"},
+				step{do: "activate 2"},
+				step{do: "boot", boots: "os-bad", trial: true},
+				step{do: "boot", boots: "os-bad", trial: true},
+				step{do: "boot", boots: "os-1", reason: map[Kind]string{AB: "slot B (os-bad) has no tries left", OSTree: "deployment 2 (os-bad) has no tries left"},
+					// A/B: the failed image stays in its slot, written and
+					// uncommitted; OSTree: greenboot's rollback made the
+					// old deployment the default again.
+					imagesKind: map[Kind]string{AB: "booted=os-1 staged=os-bad fallback=", OSTree: "booted=os-1 staged= fallback="}},
+				step{do: "boot", boots: "os-1", reason: map[Kind]string{AB: "slot B (os-bad) has no tries left"}},
 			),
 		},
 		{
-			name: "recovery: neither slot can boot",
+			name: "a power cut while staging leaves the running image intact and nothing to activate",
+			steps: append(installed("os-1"),
+				step{do: "begin os-2", images: "booted=os-1 staged=os-2 fallback="},
+				step{do: "powerloss", imagesKind: map[Kind]string{AB: "booted= staged= fallback=os-1", OSTree: "booted= staged= fallback="}},
+				step{do: "activate 3", errKind: map[Kind]error{AB: ErrNotWritten, OSTree: ErrNoSuchRoot}},
+				step{do: "boot", boots: "os-1", reason: map[Kind]string{AB: "slot B is corrupt"}},
+			),
+		},
+		{
+			name: "a power cut while the next boot finalises: OSTree loses the staged deployment, A/B has nothing to finalise",
+			steps: append(installed("os-1"),
+				step{do: "stage os-2"},
+				step{do: "activate 1"},
+				step{do: "cut-finalise"},
+				// An A/B activation is one write of bootloader variables:
+				// the new slot boots.
+				step{do: "boot", roots: map[Kind]string{AB: "os-1,os-2", OSTree: "os-1"},
+					bootsKind: map[Kind]string{AB: "os-2 trial", OSTree: "os-1"}},
+			),
+		},
+		{
+			name: "rollback: the committed fallback boots again and stays the default",
+			steps: append(updated("os-1", "os-2"),
+				step{do: "rollback"},
+				step{do: "boot", boots: "os-1", images: "booted=os-1 staged= fallback=os-2"},
+				step{do: "boot", boots: "os-1"},
+			),
+		},
+		{
+			name: "rollback needs a committed fallback",
+			steps: append(installed("os-1"),
+				step{do: "rollback", err: ErrNoFallback},
+			),
+		},
+		{
+			name: "recovery: no root can boot",
 			steps: []step{
-				{do: "write", slot: SlotA, image: "os-bad"},
-				{do: "activate", slot: SlotA, tries: 1},
-				{do: "boot", want: &BootDecision{Source: FromSlot, Slot: SlotA, Image: "os-bad", Trial: true}},
-				{do: "begin", slot: SlotB, image: "os-2"},
-				{do: "powerloss", slot: SlotB, wantSlot: &Slot{State: Corrupt, Image: "os-2"}},
-				{do: "boot", want: &BootDecision{Source: FromRecovery, Image: "recovery-1", Reason: "slot A (os-bad) has no tries left; slot B is corrupt"}},
+				{do: "stage os-bad"},
+				{do: "activate 1"},
+				{do: "boot", boots: "os-bad", trial: true},
+				{do: "begin os-2"},
+				{do: "powerloss"},
+				{do: "boot", boots: "recovery", reason: map[Kind]string{AB: "slot A (os-bad) has no tries left; slot B is corrupt", OSTree: "deployment 1 (os-bad) has no tries left"}},
 			},
 		},
 		{
-			name: "a write cut by power loss leaves the slot corrupt and it cannot be activated",
-			steps: append(installed("os-1"),
-				step{do: "begin", slot: SlotB, image: "os-2"},
-				step{do: "powerloss", slot: SlotB, wantSlot: &Slot{State: Corrupt, Image: "os-2"}},
-				step{do: "activate", slot: SlotB, tries: 3, wantErr: ErrNotWritten},
-				step{do: "boot", want: &BootDecision{Source: FromSlot, Slot: SlotA, Image: "os-1", Reason: "slot B is corrupt"}},
+			name: "reset: a requested recovery boot, then an erase leaves only the recovery partition",
+			steps: append(updated("os-1", "os-2"),
+				step{do: "recovery-once"},
+				step{do: "boot", boots: "recovery", reason: both("a recovery boot was requested")},
+				step{do: "erase", images: "booted= staged= fallback=", roots: both("")},
+				step{do: "boot", boots: "recovery", reason: map[Kind]string{AB: "no bootable slot", OSTree: "no deployment"}},
+				step{do: "stage os-3"},
+				step{do: "activate 1"},
+				step{do: "boot", boots: "os-3", trial: true},
 			),
 		},
 		{
-			name: "the running slot cannot be overwritten",
-			steps: append(installed("os-1"),
-				step{do: "begin", slot: SlotA, image: "os-2", wantErr: ErrSlotBooted},
+			name: "old images are pruned: two are kept",
+			steps: append(updated("os-1", "os-2"),
+				step{do: "stage os-3"},
+				step{do: "activate 1"},
+				step{do: "boot", boots: "os-3", trial: true, roots: both("os-2,os-3")},
 			),
 		},
 		{
-			name: "commit needs a booted slot",
+			name: "commit needs a booted root",
 			steps: []step{
-				{do: "commit", wantErr: ErrNotBooted},
+				{do: "commit", err: ErrNotBooted},
 			},
+		},
+		{
+			name: "/etc: OSTree carries the admin's edits into the new deployment; an A/B slot starts from its image's",
+			steps: append(installed("os-1"),
+				step{do: "edit /etc/marker=admin"},
+				step{do: "edit /etc/upgradelab/release=pinned"},
+				step{do: "edit /etc/os-release="},
+				step{do: "stage os-2"},
+				step{do: "activate 1"},
+				step{do: "boot", boots: "os-2", trial: true, etc: map[Kind]map[string]string{
+					AB:     {"/etc/marker": "", "/etc/upgradelab/release": "os-2\n", "/etc/os-release": "PRETTY_NAME=\"os-2\"\n"},
+					OSTree: {"/etc/marker": "admin", "/etc/upgradelab/release": "pinned", "/etc/os-release": ""},
+				}},
+			),
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			d := New("recovery-1")
-			for i, s := range tt.steps {
-				var err error
-				var got BootDecision
-				switch s.do {
-				case "write":
-					if err = d.BeginWrite(s.slot, s.image, "sha256:"+s.image); err == nil {
-						err = d.FinishWrite(s.slot)
-					}
-				case "begin":
-					err = d.BeginWrite(s.slot, s.image, "")
-				case "activate":
-					err = d.Activate(s.slot, s.tries)
-				case "boot":
-					d.Shutdown()
-					got = d.SelectBoot()
-				case "commit":
-					err = d.Commit()
-				case "powerloss":
-					d.PowerLoss()
-				default:
-					t.Fatalf("step %d: unknown step %q", i, s.do)
+	for _, kind := range Kinds {
+		for _, tt := range tests {
+			t.Run(string(kind)+"/"+tt.name, func(t *testing.T) {
+				d, err := New(kind, "recovery-1", 0)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if !errors.Is(err, s.wantErr) {
-					t.Fatalf("step %d (%s %s): error %v, want %v", i, s.do, s.slot, err, s.wantErr)
+				var last RootID
+				for i, s := range tt.steps {
+					runStep(t, d, kind, i, s, &last)
 				}
-				if s.want != nil && !reflect.DeepEqual(got, *s.want) {
-					t.Fatalf("step %d (boot): got %+v, want %+v", i, got, *s.want)
-				}
-				if s.wantSlot != nil {
-					gotSlot := *d.Slots[s.slot]
-					gotSlot.Checksum = ""
-					if !reflect.DeepEqual(gotSlot, *s.wantSlot) {
-						t.Fatalf("step %d (%s): slot %s = %+v, want %+v", i, s.do, s.slot, gotSlot, *s.wantSlot)
-					}
-				}
+			})
+		}
+	}
+}
+
+func runStep(t *testing.T, d *Disk, kind Kind, i int, s step, last *RootID) {
+	t.Helper()
+	verb, arg, _ := strings.Cut(s.do, " ")
+	var err error
+	var got BootDecision
+	switch verb {
+	case "stage", "begin":
+		if *last, err = d.BeginStage(arg, "sha256:"+arg); err == nil && verb == "stage" {
+			err = d.FinishStage(*last)
+		}
+	case "activate":
+		var tries int
+		fmt.Sscan(arg, &tries)
+		err = d.Activate(*last, tries)
+	case "boot":
+		d.Shutdown()
+		if _, ok := d.BeginFinalise(); ok {
+			if err = d.FinishFinalise(); err != nil {
+				break
+			}
+		}
+		got = d.SelectBoot()
+	case "cut-finalise":
+		d.Shutdown()
+		_, ok := d.BeginFinalise()
+		if ok != (kind == OSTree) {
+			t.Fatalf("step %d: BeginFinalise = %v on a %s disk", i, ok, kind)
+		}
+		d.PowerLoss()
+	case "commit":
+		err = d.Commit()
+	case "rollback":
+		err = d.Rollback()
+	case "powerloss":
+		d.PowerLoss()
+	case "recovery-once":
+		d.RecoveryOnce = true
+	case "erase":
+		d.Erase()
+	case "edit":
+		path, value, _ := strings.Cut(arg, "=")
+		err = d.WriteEtc(path, value)
+	default:
+		t.Fatalf("step %d: unknown step %q", i, s.do)
+	}
+	wantErr := s.err
+	if e, ok := s.errKind[kind]; ok {
+		wantErr = e
+	}
+	if !errors.Is(err, wantErr) {
+		t.Fatalf("step %d (%s): error %v, want %v", i, s.do, err, wantErr)
+	}
+	if v, ok := s.bootsKind[kind]; ok {
+		s.boots, s.trial = strings.TrimSuffix(v, " trial"), strings.HasSuffix(v, " trial")
+	}
+	if s.boots != "" {
+		want := BootDecision{Source: FromRoot, Image: s.boots, Trial: s.trial, Reason: s.reason[kind]}
+		if s.boots == "recovery" {
+			want = BootDecision{Source: FromRecovery, Image: "recovery-1", Reason: s.reason[kind]}
+		}
+		got.Root = ""
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d (boot): got %+v, want %+v", i, got, want)
+		}
+	}
+	wantImages := s.images
+	if v, ok := s.imagesKind[kind]; ok {
+		wantImages = v
+	}
+	if wantImages != "" {
+		if g := summary(d.Images()); g != wantImages {
+			t.Fatalf("step %d (%s): images %q, want %q", i, s.do, g, wantImages)
+		}
+	}
+	if want, ok := s.roots[kind]; ok {
+		var imgs []string
+		for _, r := range d.Images().Roots {
+			if r.Image != "" {
+				imgs = append(imgs, r.Image)
+			}
+		}
+		sort.Strings(imgs)
+		if g := strings.Join(imgs, ","); g != want {
+			t.Fatalf("step %d (%s): roots hold %q, want %q", i, s.do, g, want)
+		}
+	}
+	for path, want := range s.etc[kind] {
+		if g := d.Etc()[path]; g != want {
+			t.Fatalf("step %d (%s): %s = %q, want %q (etc %v)", i, s.do, path, g, want, d.Etc())
+		}
+	}
+}
+
+func summary(im Images) string {
+	name := func(r *Root) string {
+		if r == nil {
+			return ""
+		}
+		return r.Image
+	}
+	return fmt.Sprintf("booted=%s staged=%s fallback=%s", name(im.Booted), name(im.Staged), name(im.Fallback))
+}
+
+func TestPartitionsSurviveAnUpdateAndEraseWipesThem(t *testing.T) {
+	for _, kind := range Kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			d, _ := New(kind, "recovery-1", 0)
+			var last RootID
+			for i, s := range installed("os-1") {
+				runStep(t, d, kind, i, s, &last)
+			}
+			d.Persistent["marker"] = "kept"
+			d.OEM["bmc-user"] = "oem"
+			for i, s := range []step{{do: "stage os-2"}, {do: "activate 1"}, {do: "boot", boots: "os-2", trial: true}} {
+				runStep(t, d, kind, i, s, &last)
+			}
+			if d.Persistent["marker"] != "kept" || d.OEM["bmc-user"] != "oem" {
+				t.Fatalf("an update lost data: persistent %v, oem %v", d.Persistent, d.OEM)
+			}
+			d.ConfigDrive = []byte("#cloud-config")
+			d.Erase()
+			if len(d.Persistent) != 0 || len(d.OEM) != 0 || d.ConfigDrive != nil || len(d.Images().Roots) != 0 && d.Images().Roots[0].State != Empty || d.Recovery != "recovery-1" {
+				t.Fatalf("erase kept data: %+v", d)
 			}
 		})
 	}
 }
 
-// installed is a disk with image in slot A, booted and committed.
-func installed(image string) []step {
-	return []step{
-		{do: "write", slot: SlotA, image: image},
-		{do: "activate", slot: SlotA, tries: 1},
-		{do: "boot"},
-		{do: "commit"},
-	}
-}
-
-func TestPartitionsSurviveSlotSwitchAndResetWipesThem(t *testing.T) {
-	d := New("recovery-1")
-	for _, s := range installed("os-1") {
-		if s.do == "write" {
-			d.BeginWrite(s.slot, s.image, "")
-			d.FinishWrite(s.slot)
+func TestSaveLoadRoundTrip(t *testing.T) {
+	for _, kind := range Kinds {
+		d, _ := New(kind, "recovery-1", 3)
+		id, _ := d.BeginStage("os-1", "abc")
+		d.FinishStage(id)
+		d.Persistent["k"] = "v"
+		path := filepath.Join(t.TempDir(), "disk.json")
+		if err := d.Save(path); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, d) {
+			t.Fatalf("%s: Load(Save(d)) = %+v, want %+v", kind, got, d)
 		}
 	}
-	d.Activate(SlotA, 1)
-	d.SelectBoot()
-	d.Commit()
-	d.Persistent["marker"] = "kept"
-	d.OEM["bmc-user"] = "oem"
-	d.BeginWrite(SlotB, "os-2", "")
-	d.FinishWrite(SlotB)
-	d.Activate(SlotB, 1)
-	d.Shutdown()
-	if got := d.SelectBoot(); got.Slot != SlotB {
-		t.Fatalf("booted %+v, want slot B", got)
+}
+
+func TestNewRefusesAnUnknownKindAndTooFewDeployments(t *testing.T) {
+	if _, err := New("zfs", "r", 0); err == nil || !strings.Contains(err.Error(), `"zfs" is not one of [ab ostree]`) {
+		t.Fatalf("New(zfs) = %v", err)
 	}
-	if d.Persistent["marker"] != "kept" || d.OEM["bmc-user"] != "oem" {
-		t.Fatalf("a slot switch lost data: persistent %v, oem %v", d.Persistent, d.OEM)
-	}
-	d.ConfigDrive = []byte("#cloud-config")
-	d.Erase()
-	if len(d.Persistent) != 0 || len(d.OEM) != 0 || d.ConfigDrive != nil {
-		t.Fatalf("erase kept data: persistent %v, oem %v, config drive %q", d.Persistent, d.OEM, d.ConfigDrive)
-	}
-	if d.Slots[SlotA].State != Empty || d.Slots[SlotB].State != Empty || d.Recovery != "recovery-1" {
-		t.Fatalf("erase: slots %+v %+v, recovery %q; want both empty and recovery kept", d.Slots[SlotA], d.Slots[SlotB], d.Recovery)
-	}
-	if got := d.SelectBoot(); got.Source != FromRecovery {
-		t.Fatalf("an erased disk booted %+v, want recovery", got)
+	if _, err := New(OSTree, "r", 1); err == nil {
+		t.Fatal("New(ostree, keep 1) succeeded")
 	}
 }
 
-func TestSaveLoadRoundTrip(t *testing.T) {
-	d := New("recovery-1")
-	d.BeginWrite(SlotA, "os-1", "abc")
-	d.Persistent["k"] = "v"
-	path := filepath.Join(t.TempDir(), "disk.json")
-	if err := d.Save(path); err != nil {
-		t.Fatal(err)
-	}
-	got, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, d) {
-		t.Fatalf("Load(Save(d)) = %+v, want %+v", got, d)
+func TestMergeEtc(t *testing.T) {
+	base := map[string]string{"/etc/a": "1", "/etc/b": "1", "/etc/c": "1"}
+	current := map[string]string{"/etc/a": "1", "/etc/b": "admin", "/etc/new": "admin"} // c deleted
+	next := map[string]string{"/etc/a": "2", "/etc/b": "2", "/etc/c": "2", "/etc/d": "2"}
+	want := map[string]string{"/etc/a": "2", "/etc/b": "admin", "/etc/d": "2", "/etc/new": "admin"}
+	if got := mergeEtc(base, current, next); !reflect.DeepEqual(got, want) {
+		t.Fatalf("mergeEtc = %v, want %v", got, want)
 	}
 }

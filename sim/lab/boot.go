@@ -19,6 +19,9 @@ import (
 // boot device in turn (the override first), then the OS comes up.
 func (h *Host) boot(ctx context.Context) {
 	timing := h.lab.def.Spec.Timing
+	if !h.finalise(ctx) {
+		return
+	}
 	if h.lab.scale.Sleep(ctx, timescale.Seconds(timing.PostSeconds)) != nil {
 		return
 	}
@@ -88,18 +91,18 @@ func (h *Host) loadOS(ctx context.Context, target BootTarget) (*RunningOS, error
 			h.emit(EventBoot, "RecoveryBoot", dec.Reason, map[string]string{"image": dec.Image})
 			return &RunningOS{Source: FromRecovery, Image: m}, nil
 		}
-		payload, err := os.ReadFile(h.slotFile(dec.Slot))
+		payload, err := os.ReadFile(h.rootFile(dec.Root))
 		if err != nil {
-			return nil, fmt.Errorf("slot %s: %w", dec.Slot, err)
+			return nil, fmt.Errorf("root %s: %w", dec.Root, err)
 		}
 		m, err := image.ReadManifest(payload)
 		if err != nil {
-			return nil, fmt.Errorf("slot %s: %w", dec.Slot, err)
+			return nil, fmt.Errorf("root %s: %w", dec.Root, err)
 		}
 		if dec.Reason != "" {
-			h.emit(EventBoot, "Fallback", dec.Reason, map[string]string{"slot": string(dec.Slot)})
+			h.emit(EventBoot, "Fallback", dec.Reason, map[string]string{"root": string(dec.Root)})
 		}
-		return &RunningOS{Source: FromDiskSlot, Slot: dec.Slot, Trial: dec.Trial, Image: m}, nil
+		return &RunningOS{Source: FromDisk, Root: dec.Root, Trial: dec.Trial, Image: m}, nil
 	case BootCd:
 		h.mu.Lock()
 		url := h.media
@@ -158,7 +161,7 @@ func (h *Host) osUp(ctx context.Context, target BootTarget, running *RunningOS) 
 	h.saveLocked()
 	h.mu.Unlock()
 	h.emit(EventBoot, "OSRunning", fmt.Sprintf("booted %s from %s", running.Image.Name, running.Source),
-		map[string]string{"target": string(target), "source": string(running.Source), "slot": string(running.Slot), "image": running.Image.Name})
+		map[string]string{"target": string(target), "source": string(running.Source), "root": string(running.Root), "image": running.Image.Name})
 	for _, l := range running.Links {
 		if l.Message != "" || !l.Up {
 			h.emit(EventNIC, l.Rule, l.Message, map[string]string{"port": l.Port, "up": fmt.Sprint(l.Up)})
@@ -166,6 +169,42 @@ func (h *Host) osUp(ctx context.Context, target BootTarget, running *RunningOS) 
 	}
 }
 
-func (h *Host) slotFile(s disk.SlotName) string {
-	return filepath.Join(h.dir, "slot-"+string(s)+".img")
+func (h *Host) rootFile(id disk.RootID) string {
+	return filepath.Join(h.dir, h.disk.FileName(id))
+}
+
+// finalise is what the disk must do before the bootloader reads its
+// entries: on an OSTree host, writing an activated staged deployment into
+// the bootloader, for the modelled time. (Real OSTree finalises as the
+// old OS shuts down; the lab runs it at the start of the next power cycle,
+// so a power cut inside that window is the one that loses the staged
+// deployment.) It answers false when the power went meanwhile.
+func (h *Host) finalise(ctx context.Context) bool {
+	h.mu.Lock()
+	id, due := h.disk.BeginFinalise()
+	if due {
+		h.saveLocked()
+	}
+	h.mu.Unlock()
+	if !due {
+		return true
+	}
+	h.emit(EventDisk, "Finalising", "writing deployment "+string(id)+" into the bootloader", map[string]string{"root": string(id)})
+	if h.lab.scale.Sleep(ctx, timescale.Seconds(h.lab.def.Spec.Timing.FinaliseSeconds)) != nil {
+		return false
+	}
+	h.mu.Lock()
+	if ctx.Err() != nil {
+		h.mu.Unlock()
+		return false
+	}
+	err := h.disk.FinishFinalise()
+	h.saveLocked()
+	h.mu.Unlock()
+	if err != nil {
+		h.emit(EventDisk, "FinaliseFailed", err.Error(), map[string]string{"root": string(id)})
+		return true
+	}
+	h.emit(EventDisk, "Finalised", "deployment "+string(id)+" is the bootloader's default", map[string]string{"root": string(id)})
+	return true
 }

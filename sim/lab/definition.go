@@ -2,7 +2,10 @@ package lab
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
+	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/image"
 	"github.com/upgradelab/upgradelab/sim/nic"
 )
@@ -76,4 +79,52 @@ func (d *Definition) Scaled(n int) *Definition {
 	}
 	out.Spec = &spec
 	return &out
+}
+
+// HostOS modes a lab can be run in besides its file's own choice (see
+// WithHostOS).
+const (
+	HostOSAB     = string(disk.AB)
+	HostOSOSTree = string(disk.OSTree)
+	HostOSMixed  = "mixed"
+)
+
+// HostOSModes are the modes WithHostOS takes.
+var HostOSModes = []string{HostOSAB, HostOSOSTree, HostOSMixed}
+
+// WithHostOS is the lab with its hosts' OS kind set by mode: every host
+// ab, every host ostree, or mixed (A/B and OSTree in turn, in the lab
+// file's order, the first A/B). The same scenario thus runs on each kind
+// of host without a lab file per kind. d is not changed.
+func (d *Definition) WithHostOS(mode string) (*Definition, error) {
+	if !slices.Contains(HostOSModes, mode) {
+		return nil, fmt.Errorf("host OS %q is not one of %v", mode, HostOSModes)
+	}
+	spec := *d.Spec
+	spec.Hosts = slices.Clone(d.Spec.Hosts)
+	for i := range spec.Hosts {
+		kind := disk.Kind(mode)
+		if mode == HostOSMixed {
+			kind = disk.Kinds[i%2]
+		}
+		spec.Hosts[i].OS = HostOS{Kind: kind}
+	}
+	out := *d
+	out.Spec = &spec
+	return &out, nil
+}
+
+// HostOS says how the lab's hosts keep their OS: "ab" or "ostree" when
+// all agree, else "mixed (node-0 ab, node-1 ostree, ...)".
+func (d *Definition) HostOS() string {
+	var each []string
+	kinds := map[disk.Kind]bool{}
+	for _, h := range d.Spec.Hosts {
+		kinds[h.OS.Kind] = true
+		each = append(each, h.Name+" "+string(h.OS.Kind))
+	}
+	if len(kinds) == 1 {
+		return string(d.Spec.Hosts[0].OS.Kind)
+	}
+	return HostOSMixed + " (" + strings.Join(each, ", ") + ")"
 }

@@ -46,15 +46,16 @@ type BootOverride struct {
 type OSSource string
 
 const (
-	FromDiskSlot     OSSource = "disk-slot"
+	FromDisk         OSSource = "disk"
 	FromRecovery     OSSource = "recovery-partition"
 	FromVirtualMedia OSSource = "virtual-media"
 )
 
 // RunningOS is what booted: read from the bytes it booted from.
 type RunningOS struct {
-	Source OSSource       `json:"source"`
-	Slot   disk.SlotName  `json:"slot,omitempty"`
+	Source OSSource `json:"source"`
+	// Root is the slot or deployment a FromDisk OS booted from.
+	Root  disk.RootID    `json:"root,omitempty"`
 	Trial  bool           `json:"trial,omitempty"`
 	Image  image.Manifest `json:"image"`
 	// Media is the virtual media URL a FromVirtualMedia OS booted from; its
@@ -138,6 +139,12 @@ func newHost(l *Lab, spec HostSpec) (*Host, error) {
 		// A restarted lab keeps what the hardware held; power starts off.
 		h.override, h.media, h.bootCount = saved.Override, saved.Media, saved.BootCount
 		d := saved.Disk
+		if err := d.Validate(); err != nil {
+			return nil, fmt.Errorf("host %s: saved disk: %w", spec.Name, err)
+		}
+		if kind := d.Images().Kind; kind != spec.OS.Kind {
+			return nil, fmt.Errorf("host %s: its saved disk is %s but the lab file says os.kind %s (start from an empty state folder)", spec.Name, kind, spec.OS.Kind)
+		}
 		h.disk = &d
 		for i := range saved.Ports {
 			p := saved.Ports[i]
@@ -145,7 +152,11 @@ func newHost(l *Lab, spec HostSpec) (*Host, error) {
 		}
 		h.disk.Shutdown()
 	case os.IsNotExist(err):
-		h.disk = disk.New(l.def.Spec.RecoveryImage)
+		d, err := disk.New(spec.OS.Kind, l.def.Spec.RecoveryImage, spec.OS.KeepDeployments)
+		if err != nil {
+			return nil, fmt.Errorf("host %s: %w", spec.Name, err)
+		}
+		h.disk = d
 		for _, n := range spec.NICs {
 			h.ports = append(h.ports, &nic.Port{Name: n.Name, MAC: n.MAC, Model: n.Model, Flash: nic.FlashIdle, Active: l.def.NVMImages[n.NVM]})
 		}
@@ -178,7 +189,7 @@ func (h *Host) Status() HostStatus {
 
 func (h *Host) statusLocked() HostStatus {
 	s := HostStatus{Name: h.spec.Name, Power: h.power, Phase: h.phase, Override: h.override, Media: h.media,
-		BootCount: h.bootCount, LastError: h.lastError, Disk: *h.disk}
+		BootCount: h.bootCount, LastError: h.lastError, Disk: h.disk.Clone()}
 	if h.os != nil {
 		osCopy := *h.os
 		s.OS = &osCopy
@@ -314,23 +325,17 @@ func (h *Host) poweredOff(reason string) {
 	h.power, h.phase, h.os = PoweredOff, PhaseOff, nil
 	close(h.powerChanged)
 	h.powerChanged = make(chan struct{})
-	var cut []string
-	for _, s := range []disk.SlotName{disk.SlotA, disk.SlotB} {
-		if h.disk.Slots[s].State == disk.Writing {
-			cut = append(cut, "slot "+string(s))
-		}
-	}
+	cut := h.disk.PowerLoss()
 	for _, p := range h.ports {
 		if p.Flash == nic.FlashWriting {
-			cut = append(cut, "NVM of "+p.Name)
+			cut = append(cut, "the flash of the NVM of "+p.Name)
 		}
 		p.PowerLoss()
 	}
-	h.disk.PowerLoss()
 	h.saveLocked()
 	h.mu.Unlock()
 	h.emit(EventPower, reason, "power off", map[string]string{"power": string(PoweredOff)})
 	for _, c := range cut {
-		h.emit(EventDisk, "WriteInterrupted", "power lost while writing "+c, nil)
+		h.emit(EventDisk, "WriteInterrupted", "power lost during "+c, nil)
 	}
 }

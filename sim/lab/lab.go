@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/image"
 	"github.com/upgradelab/upgradelab/sim/statefile"
 	"github.com/upgradelab/upgradelab/sim/timescale"
@@ -252,18 +251,19 @@ type hostMetadata struct {
 	Name    string      `xml:"name,attr"`
 	Phase   string      `xml:"phase,attr"`
 	Booted  *metaBooted `xml:"booted"`
-	Slots   []metaSlot  `xml:"slot"`
+	Kind    string      `xml:"os,attr"`
+	Roots   []metaRoot  `xml:"root"`
 	NICs    []metaNIC   `xml:"nic"`
 }
 
 type metaBooted struct {
 	Source string `xml:"source,attr"`
-	Slot   string `xml:"slot,attr,omitempty"`
+	Root   string `xml:"root,attr,omitempty"`
 	Image  string `xml:"image,attr"`
 }
 
-type metaSlot struct {
-	Name  string `xml:"name,attr"`
+type metaRoot struct {
+	ID    string `xml:"id,attr"`
 	State string `xml:"state,attr"`
 	Image string `xml:"image,attr,omitempty"`
 	Good  bool   `xml:"good,attr"`
@@ -280,11 +280,12 @@ type metaNIC struct {
 func metadataXML(lab string, s HostStatus) string {
 	md := hostMetadata{Lab: lab, Name: s.Name, Phase: string(s.Phase)}
 	if s.OS != nil {
-		md.Booted = &metaBooted{Source: string(s.OS.Source), Slot: string(s.OS.Slot), Image: s.OS.Image.Name}
+		md.Booted = &metaBooted{Source: string(s.OS.Source), Root: string(s.OS.Root), Image: s.OS.Image.Name}
 	}
-	for _, n := range []disk.SlotName{disk.SlotA, disk.SlotB} {
-		slot := s.Disk.Slots[n]
-		md.Slots = append(md.Slots, metaSlot{Name: string(n), State: string(slot.State), Image: slot.Image, Good: slot.Good})
+	im := s.Disk.Images()
+	md.Kind = string(im.Kind)
+	for _, r := range im.Roots {
+		md.Roots = append(md.Roots, metaRoot{ID: string(r.ID), State: string(r.State), Image: r.Image, Good: r.Committed})
 	}
 	for _, p := range s.Ports {
 		md.NICs = append(md.NICs, metaNIC{Name: p.Name, MAC: p.MAC, NVM: p.Active.Name, Flash: string(p.Flash)})

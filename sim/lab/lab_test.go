@@ -15,10 +15,21 @@ import (
 )
 
 func upLab(t *testing.T, fixture string, scale timescale.Scale, stateDir string) *Lab {
+	return upLabOS(t, fixture, HostOSAB, scale, stateDir)
+}
+
+// upLabOS is upLab with every host's OS kind set by mode (WithHostOS).
+func upLabOS(t *testing.T, fixture, mode string, scale timescale.Scale, stateDir string, timing ...Timing) *Lab {
 	t.Helper()
 	def, err := Load(filepath.Join("../../fixtures/labs", fixture+".yaml"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if def, err = def.WithHostOS(mode); err != nil {
+		t.Fatal(err)
+	}
+	if len(timing) > 0 {
+		def.Spec.Timing = timing[0]
 	}
 	l, err := Up(context.Background(), def, Options{StateDir: stateDir, Scale: scale})
 	if err != nil {
@@ -89,9 +100,9 @@ func TestPowerCycleThroughTheBackendIsObservedAsEvents(t *testing.T) {
 }
 
 // provision is what a provisioner does through BMC and deploy ramdisk:
-// boot the deploy image from virtual media once, write an OS image, make
-// its slot active, reboot from disk.
-func provision(t *testing.T, l *Lab, h *Host, events <-chan Event, imageName string, slot disk.SlotName) {
+// boot the deploy image from virtual media once, stage an OS image,
+// activate it, reboot from disk.
+func provision(t *testing.T, l *Lab, h *Host, events <-chan Event, imageName string) {
 	t.Helper()
 	b, err := l.Definition().Catalog.Get(imageName)
 	if err != nil {
@@ -109,10 +120,11 @@ func provision(t *testing.T, l *Lab, h *Host, events <-chan Event, imageName str
 	if e := expect(t, events, h.Name(), "OSRunning"); e.Data["source"] != string(FromVirtualMedia) {
 		t.Fatalf("boot override Once Cd booted %v", e.Data)
 	}
-	if err := h.WriteImage(context.Background(), slot, l.ImageServer().ImageURL(b.Name), b.SHA256); err != nil {
+	root, err := h.WriteImage(context.Background(), l.ImageServer().ImageURL(b.Name), b.SHA256)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.ActivateSlot(slot, 3); err != nil {
+	if err := h.Activate(root, 3); err != nil {
 		t.Fatal(err)
 	}
 	h.EjectMedia()
@@ -121,80 +133,175 @@ func provision(t *testing.T, l *Lab, h *Host, events <-chan Event, imageName str
 	}
 }
 
+// firstRoot and secondRoot are where each kind puts its first image (a
+// fresh install) and its second (the first update).
+var firstRoot = map[disk.Kind]string{disk.AB: "A", disk.OSTree: "1"}
+var secondRoot = map[disk.Kind]string{disk.AB: "B", disk.OSTree: "2"}
+
 func TestProvisionUpdateAndFallback(t *testing.T) {
-	l := upLab(t, "single-node", 0, t.TempDir())
-	events, cancel := l.Subscribe()
-	defer cancel()
-	h, _ := l.Host("node-0")
+	for _, kind := range disk.Kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			l := upLabOS(t, "single-node", string(kind), 0, t.TempDir())
+			events, cancel := l.Subscribe()
+			defer cancel()
+			h, _ := l.Host("node-0")
 
-	provision(t, l, h, events, "ubuntu-24.04-k8s-v1.35.3", disk.SlotA)
-	e := expect(t, events, "node-0", "OSRunning")
-	if e.Data["source"] != string(FromDiskSlot) || e.Data["slot"] != "A" || e.Data["image"] != "ubuntu-24.04-k8s-v1.35.3" {
-		t.Fatalf("after provisioning (Once override used up) booted %v, want slot A from disk", e.Data)
-	}
-	if s := h.Status(); s.Override.Mode != OverrideDisabled {
-		t.Fatalf("a Once override is still set after its boot: %+v", s.Override)
-	}
-	if err := h.CommitSlot(); err != nil {
-		t.Fatal(err)
-	}
+			provision(t, l, h, events, "ubuntu-24.04-k8s-v1.35.3")
+			e := expect(t, events, "node-0", "OSRunning")
+			if e.Data["source"] != string(FromDisk) || e.Data["root"] != firstRoot[kind] || e.Data["image"] != "ubuntu-24.04-k8s-v1.35.3" {
+				t.Fatalf("after provisioning (Once override used up) booted %v, want root %s from disk", e.Data, firstRoot[kind])
+			}
+			if s := h.Status(); s.Override.Mode != OverrideDisabled {
+				t.Fatalf("a Once override is still set after its boot: %+v", s.Override)
+			}
+			if err := h.Commit(); err != nil {
+				t.Fatal(err)
+			}
 
-	// An update that never passes its health check: 2 tries, then slot A.
-	bad, _ := l.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.36.3")
-	if err := h.WriteImage(context.Background(), disk.SlotB, l.ImageServer().ImageURL(bad.Name), bad.SHA256); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.ActivateSlot(disk.SlotB, 2); err != nil {
-		t.Fatal(err)
-	}
-	for try := 1; try <= 2; try++ {
-		h.Reset()
-		if e := expect(t, events, "node-0", "OSRunning"); e.Data["slot"] != "B" {
-			t.Fatalf("try %d booted %v, want slot B on trial", try, e.Data)
-		}
-	}
-	h.Reset()
-	expect(t, events, "node-0", "Fallback")
-	e = expect(t, events, "node-0", "OSRunning")
-	if e.Data["slot"] != "A" || e.Data["image"] != "ubuntu-24.04-k8s-v1.35.3" {
-		t.Fatalf("after the tries ran out booted %v, want the committed slot A", e.Data)
-	}
-	if s := h.Status(); s.OS.Image.KubernetesVersion != "v1.35.3" || s.OS.Links[0].Up != true {
-		t.Fatalf("running OS %+v", s.OS)
+			// An update that never passes its health check: 2 tries, then
+			// the committed image.
+			bad, _ := l.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.36.3")
+			root, err := h.WriteImage(context.Background(), l.ImageServer().ImageURL(bad.Name), bad.SHA256)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(root) != secondRoot[kind] {
+				t.Fatalf("the update went to root %s, want %s", root, secondRoot[kind])
+			}
+			if err := h.Activate(root, 2); err != nil {
+				t.Fatal(err)
+			}
+			for try := 1; try <= 2; try++ {
+				h.Reset()
+				if e := expect(t, events, "node-0", "OSRunning"); e.Data["root"] != string(root) {
+					t.Fatalf("try %d booted %v, want root %s on trial", try, e.Data, root)
+				}
+			}
+			h.Reset()
+			expect(t, events, "node-0", "Fallback")
+			e = expect(t, events, "node-0", "OSRunning")
+			if e.Data["root"] != firstRoot[kind] || e.Data["image"] != "ubuntu-24.04-k8s-v1.35.3" {
+				t.Fatalf("after the tries ran out booted %v, want the committed root %s", e.Data, firstRoot[kind])
+			}
+			if s := h.Status(); s.OS.Image.KubernetesVersion != "v1.35.3" || s.OS.Links[0].Up != true {
+				t.Fatalf("running OS %+v", s.OS)
+			}
+		})
 	}
 }
 
-func TestWriteRefusesABadChecksumAndPowerLossCorruptsTheSlot(t *testing.T) {
-	l := upLab(t, "single-node", 0.05, t.TempDir())
+func TestWriteRefusesABadChecksumAndPowerLossCutsTheWrite(t *testing.T) {
+	for _, kind := range disk.Kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			l := upLabOS(t, "single-node", string(kind), 0.05, t.TempDir())
+			events, cancel := l.Subscribe()
+			defer cancel()
+			h, _ := l.Host("node-0")
+			h.PowerOn()
+			expect(t, events, "node-0", "OSRunning") // recovery
+
+			b, _ := l.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.36.3")
+			_, err := h.WriteImage(context.Background(), l.ImageServer().ImageURL(b.Name), strings.Repeat("0", 64))
+			if !errors.Is(err, image.ErrChecksum) {
+				t.Fatalf("bad checksum: %v", err)
+			}
+			if im := h.Status().Disk.Images(); im.Staged != nil {
+				t.Fatalf("a refused image was staged: %+v", im.Staged)
+			}
+
+			done := make(chan error, 1)
+			go func() {
+				_, err := h.WriteImage(context.Background(), l.ImageServer().ImageURL(b.Name), b.SHA256)
+				done <- err
+			}()
+			started := expect(t, events, "node-0", "WriteStarted")
+			h.PowerOff()
+			if err := <-done; !errors.Is(err, ErrPowerLost) {
+				t.Fatalf("write cut by power loss returned %v", err)
+			}
+			cut := expect(t, events, "node-0", "WriteInterrupted")
+			root := disk.RootID(started.Data["root"])
+			im := h.Status().Disk.Images()
+			switch kind {
+			case disk.AB:
+				if r := im.Root(root); r == nil || r.State != disk.Corrupt {
+					t.Fatalf("slot %s after power loss mid-write: %+v, want corrupt", root, r)
+				}
+				if err := h.Activate(root, 3); !errors.Is(err, disk.ErrNotWritten) {
+					t.Fatalf("activating a corrupt slot: %v", err)
+				}
+			case disk.OSTree:
+				if im.Root(root) != nil || im.Staged != nil {
+					t.Fatalf("deployment %s after power loss mid-pull: %+v, want gone", root, im)
+				}
+				if err := h.Activate(root, 3); !errors.Is(err, disk.ErrNoSuchRoot) {
+					t.Fatalf("activating a dropped deployment: %v", err)
+				}
+			}
+			if !strings.Contains(cut.Message, string(root)) {
+				t.Fatalf("WriteInterrupted %q does not name root %s", cut.Message, root)
+			}
+		})
+	}
+}
+
+// An OSTree host's staged deployment is finalised at the next boot; a
+// power cut then loses it and the old deployment boots, its /etc as the
+// admin left it. One that finalises carries the admin's /etc edits over.
+func TestOSTreeFinalisationAndEtcMerge(t *testing.T) {
+	// Quick boots and writes; a finalisation long enough to cut.
+	quick := Timing{PostSeconds: 1, BootSeconds: 1, ShutdownSeconds: 1, DiskWriteMBps: 1e5, FinaliseSeconds: 10}
+	l := upLabOS(t, "single-node", HostOSOSTree, 0.05, t.TempDir(), quick)
 	events, cancel := l.Subscribe()
 	defer cancel()
 	h, _ := l.Host("node-0")
-	h.PowerOn()
-	expect(t, events, "node-0", "OSRunning") // recovery
-
-	b, _ := l.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.36.3")
-	err := h.WriteImage(context.Background(), disk.SlotB, l.ImageServer().ImageURL(b.Name), strings.Repeat("0", 64))
-	if !errors.Is(err, image.ErrChecksum) {
-		t.Fatalf("bad checksum: %v", err)
+	provision(t, l, h, events, "ubuntu-24.04-k8s-v1.35.3")
+	expect(t, events, "node-0", "Finalised")
+	expect(t, events, "node-0", "OSRunning")
+	if err := h.Commit(); err != nil {
+		t.Fatal(err)
 	}
-	if s := h.Status().Disk.Slots[disk.SlotB]; s.State != disk.Empty {
-		t.Fatalf("a refused image changed the slot: %+v", s)
+	if err := h.WriteEtc("/etc/marker", "set by the admin"); err != nil {
+		t.Fatal(err)
+	}
+	next, _ := l.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.36.3")
+	stage := func() disk.RootID {
+		root, err := h.WriteImage(context.Background(), l.ImageServer().ImageURL(next.Name), next.SHA256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Activate(root, 1); err != nil {
+			t.Fatal(err)
+		}
+		return root
 	}
 
-	done := make(chan error, 1)
-	go func() {
-		done <- h.WriteImage(context.Background(), disk.SlotB, l.ImageServer().ImageURL(b.Name), b.SHA256)
-	}()
-	expect(t, events, "node-0", "WriteStarted")
+	// Cut while finalising: the old deployment boots again.
+	stage()
+	h.Reset()
+	expect(t, events, "node-0", "Finalising")
 	h.PowerOff()
-	if err := <-done; !errors.Is(err, ErrPowerLost) {
-		t.Fatalf("write cut by power loss returned %v", err)
+	if e := expect(t, events, "node-0", "WriteInterrupted"); !strings.Contains(e.Message, "finalisation") {
+		t.Fatalf("power cut while finalising: %+v", e)
 	}
-	if s := h.Status().Disk.Slots[disk.SlotB]; s.State != disk.Corrupt {
-		t.Fatalf("slot after power loss mid-write: %+v, want corrupt", s)
+	h.PowerOn()
+	if e := expect(t, events, "node-0", "OSRunning"); e.Data["image"] != "ubuntu-24.04-k8s-v1.35.3" {
+		t.Fatalf("after a cut finalisation booted %v, want the old deployment", e.Data)
 	}
-	if err := h.ActivateSlot(disk.SlotB, 3); !errors.Is(err, disk.ErrNotWritten) {
-		t.Fatalf("activating a corrupt slot: %v", err)
+	if im := h.Status().Disk.Images(); im.Staged != nil || len(im.Roots) != 1 {
+		t.Fatalf("after a cut finalisation the disk holds %+v, want the one old deployment", im)
+	}
+
+	// Finalised: the new deployment boots with the admin's marker.
+	root := stage()
+	h.Reset()
+	expect(t, events, "node-0", "Finalised")
+	if e := expect(t, events, "node-0", "OSRunning"); e.Data["root"] != string(root) || e.Data["image"] != next.Name {
+		t.Fatalf("booted %v, want deployment %s", e.Data, root)
+	}
+	etc := h.Etc()
+	if etc["/etc/marker"] != "set by the admin" || etc["/etc/upgradelab/release"] != next.Name+"\n" {
+		t.Fatalf("/etc after the update: %v; want the admin's marker and the new image's release", etc)
 	}
 }
 
@@ -229,9 +336,9 @@ func TestStateSurvivesALabRestart(t *testing.T) {
 	l := upLab(t, "single-node", 0, dir)
 	events, cancel := l.Subscribe()
 	h, _ := l.Host("node-0")
-	provision(t, l, h, events, "ubuntu-24.04-k8s-v1.35.3", disk.SlotA)
+	provision(t, l, h, events, "ubuntu-24.04-k8s-v1.35.3")
 	expect(t, events, "node-0", "OSRunning")
-	h.CommitSlot()
+	h.Commit()
 	cancel()
 	l.Down()
 
@@ -243,7 +350,7 @@ func TestStateSurvivesALabRestart(t *testing.T) {
 		t.Fatalf("slot A after restart: %+v", s)
 	}
 	h2.PowerOn()
-	if e := expect(t, events2, "node-0", "OSRunning"); e.Data["slot"] != "A" {
+	if e := expect(t, events2, "node-0", "OSRunning"); e.Data["root"] != "A" {
 		t.Fatalf("after restart booted %v", e.Data)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "lab.json")); err != nil {

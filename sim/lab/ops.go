@@ -60,26 +60,27 @@ func (h *Host) EjectMedia() error {
 }
 
 // WriteImage is what an OS running on the host (the deploy ramdisk or an
-// update agent) does to install an image into a slot: download it, refuse
-// it before writing a byte if its sha256 is not wantSHA256, then write for
-// the modelled time (size / disk speed). Power lost meanwhile leaves the
-// slot corrupt.
-func (h *Host) WriteImage(ctx context.Context, slot disk.SlotName, url, wantSHA256 string) error {
+// update agent) does to stage an image: download it, refuse it before
+// writing a byte if its sha256 is not wantSHA256, then write it into the
+// root its disk stages into (the inactive slot, a new deployment) for the
+// modelled time (size / disk speed). It answers that root. Power lost
+// meanwhile leaves a slot corrupt and drops a deployment being pulled.
+func (h *Host) WriteImage(ctx context.Context, url, wantSHA256 string) (disk.RootID, error) {
 	h.mu.Lock()
 	cycle := h.cycle
 	running := h.phase == PhaseRunning
 	h.mu.Unlock()
 	if !running {
-		return fmt.Errorf("host %s: write slot %s: %w", h.spec.Name, slot, ErrNotRunning)
+		return "", fmt.Errorf("host %s: stage %s: %w", h.spec.Name, url, ErrNotRunning)
 	}
 	payload, err := image.Fetch(ctx, http.DefaultClient, url, wantSHA256)
 	if err != nil {
-		h.emit(EventDisk, "WriteRefused", err.Error(), map[string]string{"slot": string(slot)})
-		return fmt.Errorf("host %s: write slot %s: %w", h.spec.Name, slot, err)
+		h.emit(EventDisk, "WriteRefused", err.Error(), map[string]string{"url": url})
+		return "", fmt.Errorf("host %s: stage: %w", h.spec.Name, err)
 	}
 	m, err := image.ReadManifest(payload)
 	if err != nil {
-		return fmt.Errorf("host %s: write slot %s: %s: %w", h.spec.Name, slot, url, err)
+		return "", fmt.Errorf("host %s: stage: %s: %w", h.spec.Name, url, err)
 	}
 	sizeMiB := 1
 	if b, err := h.lab.def.Catalog.Get(m.Name); err == nil {
@@ -89,64 +90,95 @@ func (h *Host) WriteImage(ctx context.Context, slot disk.SlotName, url, wantSHA2
 	h.mu.Lock()
 	if h.cycle != cycle {
 		h.mu.Unlock()
-		return fmt.Errorf("host %s: write slot %s: %w", h.spec.Name, slot, ErrPowerLost)
+		return "", fmt.Errorf("host %s: stage %s: %w", h.spec.Name, m.Name, ErrPowerLost)
 	}
-	err = h.disk.BeginWrite(slot, m.Name, wantSHA256)
+	root, err := h.disk.BeginStage(m.Name, wantSHA256)
+	where := h.rootNameLocked(root)
 	h.saveLocked()
 	h.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("host %s: %w", h.spec.Name, err)
+		return "", fmt.Errorf("host %s: %w", h.spec.Name, err)
 	}
-	h.emit(EventDisk, "WriteStarted", fmt.Sprintf("writing %s (%d MiB) to slot %s", m.Name, sizeMiB, slot), map[string]string{"slot": string(slot), "image": m.Name})
+	h.emit(EventDisk, "WriteStarted", fmt.Sprintf("writing %s (%d MiB) to %s", m.Name, sizeMiB, where), map[string]string{"root": string(root), "image": m.Name})
 
 	writeTime := timescale.Seconds(float64(sizeMiB) * 1.048576 / h.lab.def.Spec.Timing.DiskWriteMBps)
 	waitCtx, stop := untilPowerLoss(ctx, cycle)
 	defer stop()
 	if err := h.lab.scale.Sleep(waitCtx, writeTime); err != nil {
 		if cycle.Err() != nil {
-			return fmt.Errorf("host %s: write slot %s: %w", h.spec.Name, slot, ErrPowerLost)
+			return "", fmt.Errorf("host %s: write %s: %w", h.spec.Name, where, ErrPowerLost)
 		}
-		// The caller gave up: the OS stops writing, the slot is unusable.
+		// The caller gave up: the OS stops writing, the root is unusable.
 		h.mu.Lock()
-		h.disk.AbortWrite(slot)
+		h.disk.AbortStage(root)
 		h.saveLocked()
 		h.mu.Unlock()
-		return err
+		return "", err
 	}
 	h.mu.Lock()
 	if h.cycle != cycle || h.detached {
 		h.mu.Unlock()
-		return fmt.Errorf("host %s: write slot %s: %w", h.spec.Name, slot, ErrPowerLost)
+		return "", fmt.Errorf("host %s: write %s: %w", h.spec.Name, where, ErrPowerLost)
 	}
-	if err := os.WriteFile(h.slotFile(slot), payload, 0o644); err != nil {
+	if err := os.WriteFile(h.rootFile(root), payload, 0o644); err != nil {
 		h.mu.Unlock()
-		return fmt.Errorf("host %s: write slot %s: %w", h.spec.Name, slot, err)
+		return "", fmt.Errorf("host %s: write %s: %w", h.spec.Name, where, err)
 	}
-	err = h.disk.FinishWrite(slot)
+	err = h.disk.FinishStage(root)
 	h.saveLocked()
 	h.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("host %s: %w", h.spec.Name, err)
+		return "", fmt.Errorf("host %s: %w", h.spec.Name, err)
 	}
-	h.emit(EventDisk, "WriteFinished", fmt.Sprintf("%s written to slot %s", m.Name, slot), map[string]string{"slot": string(slot), "image": m.Name})
-	return nil
+	h.emit(EventDisk, "WriteFinished", fmt.Sprintf("%s written to %s", m.Name, where), map[string]string{"root": string(root), "image": m.Name})
+	return root, nil
 }
 
-// ActivateSlot makes slot the next to boot with tries attempts.
-func (h *Host) ActivateSlot(slot disk.SlotName, tries int) error {
-	return h.diskOp("SlotActivated", fmt.Sprintf("slot %s active with %d tries", slot, tries), func(d *disk.Disk) error {
-		return d.Activate(slot, tries)
+// rootNameLocked names a root for events: "slot B", "deployment 3".
+func (h *Host) rootNameLocked(id disk.RootID) string {
+	if h.disk.Images().Kind == disk.OSTree {
+		return "deployment " + string(id)
+	}
+	return "slot " + string(id)
+}
+
+// Activate makes a staged root the next to boot with tries attempts.
+func (h *Host) Activate(root disk.RootID, tries int) error {
+	return h.diskOp("RootActivated", fmt.Sprintf("%s boots next with %d tries", root, tries), func(d *disk.Disk) error {
+		return d.Activate(root, tries)
 	})
 }
 
-// CommitSlot marks the running slot good (the OS passed its health check).
-func (h *Host) CommitSlot() error {
-	return h.diskOp("SlotCommitted", "running slot marked good", func(d *disk.Disk) error {
+// Commit marks the running root good (the OS passed its health check).
+func (h *Host) Commit() error {
+	return h.diskOp("RootCommitted", "running root marked good", func(d *disk.Disk) error {
 		if h.phase != PhaseRunning {
 			return ErrNotRunning
 		}
 		return d.Commit()
 	})
+}
+
+// Rollback makes the committed fallback boot next and stay the default.
+func (h *Host) Rollback() error {
+	return h.diskOp("RolledBack", "the fallback boots next", func(d *disk.Disk) error { return d.Rollback() })
+}
+
+// WriteEtc edits a file in the running OS's /etc ("" deletes it).
+func (h *Host) WriteEtc(path, content string) error {
+	return h.diskOp("EtcWritten", "edited "+path, func(d *disk.Disk) error {
+		if h.phase != PhaseRunning {
+			return ErrNotRunning
+		}
+		return d.WriteEtc(path, content)
+	})
+}
+
+// Etc reads the running OS's /etc.
+func (h *Host) Etc() map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.disk.Etc()
 }
 
 func (h *Host) diskOp(reason, msg string, fn func(*disk.Disk) error) error {

@@ -1,6 +1,6 @@
 // Package lab runs a simulated bare-metal lab: hosts defined in
-// fixtures/labs/*.yaml, each a libvirt domain with an A/B system disk
-// (sim/disk) and i40e ports (sim/nic), booting OS images (sim/image) on a
+// fixtures/labs/*.yaml, each a libvirt domain with a system disk of A/B
+// slots or OSTree deployments (sim/disk) and i40e ports (sim/nic), booting OS images (sim/image) on a
 // modelled clock (sim/timescale). BMCs and the host agent act on hosts
 // through the Host methods.
 package lab
@@ -11,7 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 
+	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/specfile"
 )
 
@@ -42,6 +44,9 @@ type Timing struct {
 	BootSeconds     float64 `yaml:"bootSeconds"`
 	ShutdownSeconds float64 `yaml:"shutdownSeconds"`
 	DiskWriteMBps   float64 `yaml:"diskWriteMBps"`
+	// FinaliseSeconds is how long an OSTree host's next boot takes to
+	// write a staged deployment into the bootloader (default 5).
+	FinaliseSeconds float64 `yaml:"finaliseSeconds"`
 }
 
 // Credential is a BMC account hosts refer to by name.
@@ -68,6 +73,17 @@ type HostSpec struct {
 	NICs      []NICSpec         `yaml:"nics"`
 	// BootOrder is the firmware's order without an override (default Hdd, Pxe).
 	BootOrder []BootTarget `yaml:"bootOrder"`
+	// OS is how the host keeps its OS images (default A/B slots).
+	OS HostOS `yaml:"os"`
+}
+
+// HostOS is how a host keeps its OS images (sim/disk): two A/B slots
+// (kind ab, the default) or OSTree deployments in one root (kind ostree).
+type HostOS struct {
+	Kind disk.Kind `yaml:"kind"`
+	// KeepDeployments bounds an OSTree host's deployments after an update
+	// (default 2: the new default and its rollback).
+	KeepDeployments int `yaml:"keepDeployments"`
 }
 
 // HostBMC names the host's BMC account.
@@ -155,9 +171,15 @@ func (s *Spec) defaults() {
 	if t.DiskWriteMBps == 0 {
 		t.DiskWriteMBps = 200
 	}
+	if t.FinaliseSeconds == 0 {
+		t.FinaliseSeconds = 5
+	}
 	for i := range s.Hosts {
 		if len(s.Hosts[i].BootOrder) == 0 {
 			s.Hosts[i].BootOrder = []BootTarget{BootHdd, BootPxe}
+		}
+		if s.Hosts[i].OS.Kind == "" {
+			s.Hosts[i].OS.Kind = disk.AB
 		}
 	}
 }
@@ -174,7 +196,7 @@ func (s *Spec) validate() error {
 			return fmt.Errorf("%s: required", field)
 		}
 	}
-	if t := s.Timing; t.PostSeconds < 0 || t.BootSeconds < 0 || t.ShutdownSeconds < 0 || t.DiskWriteMBps < 0 {
+	if t := s.Timing; t.PostSeconds < 0 || t.BootSeconds < 0 || t.ShutdownSeconds < 0 || t.DiskWriteMBps < 0 || t.FinaliseSeconds < 0 {
 		return fmt.Errorf("timing: durations and speeds must not be negative: %+v", t)
 	}
 	creds := map[string]bool{}
@@ -229,6 +251,12 @@ func validateHost(h HostSpec, creds, nets, names map[string]bool, macs map[strin
 		return fmt.Errorf("bmc.credentials: %q is not in credentials", h.BMC.Credentials)
 	case len(h.NICs) == 0:
 		return fmt.Errorf("nics: a host needs at least one port")
+	case !slices.Contains(disk.Kinds, h.OS.Kind):
+		return fmt.Errorf("os.kind: %q is not one of %v", h.OS.Kind, disk.Kinds)
+	case h.OS.KeepDeployments != 0 && h.OS.Kind != disk.OSTree:
+		return fmt.Errorf("os.keepDeployments: only an ostree host has deployments (os.kind is %s)", h.OS.Kind)
+	case h.OS.KeepDeployments < 0 || h.OS.KeepDeployments == 1:
+		return fmt.Errorf("os.keepDeployments: must be at least 2 (the default and its rollback), got %d", h.OS.KeepDeployments)
 	}
 	names[h.Name] = true
 	for j, n := range h.NICs {

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/timescale"
 	"github.com/upgradelab/upgradelab/sim/workload"
@@ -45,11 +44,11 @@ func Expect(t testing.TB, events <-chan lab.Event, host, reason string, timeout 
 	}
 }
 
-// Provision boots h once from the deploy media, writes imageName into slot
-// and userData (if any) onto the config drive, activates the slot with 3
-// tries and resets the host so it boots from disk. It returns once the
-// reset was issued.
-func Provision(t testing.TB, l *lab.Lab, h *lab.Host, events <-chan lab.Event, imageName string, slot disk.SlotName, userData []byte) {
+// Provision boots h once from the deploy media, stages imageName and
+// writes userData (if any) onto the config drive, activates the image
+// with 3 tries and resets the host so it boots from disk. It returns once
+// the reset was issued.
+func Provision(t testing.TB, l *lab.Lab, h *lab.Host, events <-chan lab.Event, imageName string, userData []byte) {
 	t.Helper()
 	b, err := l.Definition().Catalog.Get(imageName)
 	if err != nil {
@@ -67,7 +66,8 @@ func Provision(t testing.TB, l *lab.Lab, h *lab.Host, events <-chan lab.Event, i
 	if e := Expect(t, events, h.Name(), "OSRunning", 30*time.Second); e.Data["source"] != string(lab.FromVirtualMedia) {
 		t.Fatalf("boot override Once Cd booted %v", e.Data)
 	}
-	if err := h.WriteImage(context.Background(), slot, l.ImageServer().ImageURL(b.Name), b.SHA256); err != nil {
+	root, err := h.WriteImage(context.Background(), l.ImageServer().ImageURL(b.Name), b.SHA256)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if userData != nil {
@@ -75,7 +75,7 @@ func Provision(t testing.TB, l *lab.Lab, h *lab.Host, events <-chan lab.Event, i
 			t.Fatal(err)
 		}
 	}
-	if err := h.ActivateSlot(slot, 3); err != nil {
+	if err := h.Activate(root, 3); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.EjectMedia(); err != nil {

@@ -22,12 +22,9 @@ import (
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
-// installSlot is where provisioning writes the image; installTries is
-// how many boots the fresh install gets before its bootloader gives up.
-const (
-	installSlot  = disk.SlotA
-	installTries = 3
-)
+// installTries is how many boots a fresh install gets before its
+// bootloader gives up.
+const installTries = 3
 
 // ResetRequestedAnnotation records when a registered host was asked to
 // reset, so a stalled reset is asked again after ResetTimeout.
@@ -35,7 +32,7 @@ const ResetRequestedAnnotation = "infrastructure.upgradelab.dev/reset-requested-
 
 // provision writes the image and the user data and boots the host from
 // disk. Every step is safe to repeat, so a provider restarted halfway
-// starts over without harm: an image already in the slot with the right
+// starts over without harm: an image already staged with the right
 // checksum is not written again.
 func (r *Reconciler) provision(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
 	if host.Spec.ConsumerRef == nil || host.Spec.Image == nil {
@@ -88,26 +85,29 @@ func (r *Reconciler) provision(ctx context.Context, host *metal3.BareMetalHost) 
 	return ctrl.Result{RequeueAfter: steady}, nil
 }
 
-// install runs in the deploy ramdisk (or recovery OS): image into the
-// install slot (skipped when already there), config drive, activate.
+// install runs in the deploy ramdisk (or recovery OS): stage the image
+// (skipped when already staged), config drive, activate. Where the image
+// goes (slot A on a blank A/B disk, a first OSTree deployment) is the
+// host's business.
 func install(ctx context.Context, ag *hostagent.Client, img *metal3.Image, userData []byte, metaData map[string]string) error {
 	st, err := ag.Status(ctx)
 	if err != nil {
 		return err
 	}
-	if st.OS == nil || st.OS.Source == lab.FromDiskSlot {
+	if st.OS == nil || st.OS.Source == lab.FromDisk {
 		return errors.New("the host runs its installed OS, not a deploy or recovery environment")
 	}
-	if s := st.Slots[installSlot]; s == nil || s.State != disk.Written || s.Checksum != img.Checksum {
-		if err := ag.Stage(ctx, installSlot, img.URL, img.Checksum); err != nil {
-			return fmt.Errorf("writing %s into slot %s: %w", img.URL, installSlot, err)
-		}
+	var root disk.RootID
+	if s := st.Images.Staged; s != nil && s.State == disk.Written && s.Checksum == img.Checksum {
+		root = s.ID
+	} else if root, err = ag.Stage(ctx, img.URL, img.Checksum); err != nil {
+		return fmt.Errorf("staging %s: %w", img.URL, err)
 	}
 	if err := ag.WriteConfigDrive(ctx, userData, metaData); err != nil {
 		return fmt.Errorf("config drive: %w", err)
 	}
-	if err := ag.Activate(ctx, installSlot, installTries); err != nil {
-		return fmt.Errorf("activating slot %s: %w", installSlot, err)
+	if err := ag.Activate(ctx, root, installTries); err != nil {
+		return fmt.Errorf("activating %s (root %s): %w", img.URL, root, err)
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 // Package hostagent is the provider's client of the API a host's OS offers
-// (a deploy ramdisk, a recovery OS, the installed OS): write an image into
-// a slot, the config drive, activate, clean, reboot, reset. The wire types
-// are the agent's (sim/agent), the contract between the two.
+// (a deploy ramdisk, a recovery OS, the installed OS): stage an image,
+// activate it, roll back, the config drive, clean, reboot, reset. The
+// update calls are the same whether the host keeps its OS in A/B slots or
+// OSTree deployments (sim/disk's contract). The wire types are the
+// agent's (sim/agent), the contract between the two.
 package hostagent
 
 import (
@@ -73,16 +75,20 @@ func jsonBody(v any) io.Reader {
 	return bytes.NewReader(data)
 }
 
-// Status reads what runs and what the slots hold.
+// Status reads what runs and what the disk holds (Images: booted, staged,
+// fallback).
 func (c *Client) Status(ctx context.Context) (agent.Status, error) {
 	var s agent.Status
 	err := c.do(ctx, http.MethodGet, "/v1/status", nil, &s)
 	return s, err
 }
 
-// Stage writes an image into slot, verified against sha256 first.
-func (c *Client) Stage(ctx context.Context, slot disk.SlotName, url, sha256 string) error {
-	return c.do(ctx, http.MethodPost, "/v1/stage", jsonBody(agent.StageRequest{Slot: slot, URL: url, SHA256: sha256}), nil)
+// Stage writes an image into the root the host stages into, verified
+// against sha256 first, and answers that root.
+func (c *Client) Stage(ctx context.Context, url, sha256 string) (disk.RootID, error) {
+	var res agent.StageResult
+	err := c.do(ctx, http.MethodPost, "/v1/stage", jsonBody(agent.StageRequest{URL: url, SHA256: sha256}), &res)
+	return res.Root, err
 }
 
 // WriteConfigDrive stores the OS's user data and meta data.
@@ -90,9 +96,30 @@ func (c *Client) WriteConfigDrive(ctx context.Context, userData []byte, metaData
 	return c.do(ctx, http.MethodPut, "/v1/configdrive", jsonBody(agent.ConfigDrive{UserData: userData, MetaData: metaData}), nil)
 }
 
-// Activate makes slot boot next with tries attempts before fallback.
-func (c *Client) Activate(ctx context.Context, slot disk.SlotName, tries int) error {
-	return c.do(ctx, http.MethodPost, "/v1/activate", jsonBody(agent.ActivateRequest{Slot: slot, Tries: tries}), nil)
+// Activate makes a staged root boot next with tries attempts before the
+// bootloader falls back.
+func (c *Client) Activate(ctx context.Context, root disk.RootID, tries int) error {
+	return c.do(ctx, http.MethodPost, "/v1/activate", jsonBody(agent.ActivateRequest{Root: root, Tries: tries}), nil)
+}
+
+// Rollback makes the committed fallback image boot next.
+func (c *Client) Rollback(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, "/v1/rollback", nil, nil)
+}
+
+// Etc reads the running OS's /etc (path to content).
+func (c *Client) Etc(ctx context.Context) (map[string]string, error) {
+	etc := map[string]string{}
+	err := c.do(ctx, http.MethodGet, "/v1/etc", nil, &etc)
+	return etc, err
+}
+
+// WriteEtc edits one file of the running OS's /etc, as an admin does
+// ("" deletes it), and answers the whole /etc.
+func (c *Client) WriteEtc(ctx context.Context, path, content string) (map[string]string, error) {
+	etc := map[string]string{}
+	err := c.do(ctx, http.MethodPut, "/v1/etc", jsonBody(agent.EtcEdit{Path: path, Content: content}), &etc)
+	return etc, err
 }
 
 // Clean erases the disk (deploy ramdisk only).
