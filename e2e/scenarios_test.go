@@ -89,16 +89,31 @@ type plannedRun struct {
 	lab      *lab.Definition
 	provider *provider.Config
 	form     scenario.Form
-	repeat   int // 1..repeats
+	// hostOS is the scenario's hostOS entry the lab was set to ("" for
+	// the lab file as it is, also when the entry is what the file says).
+	hostOS string
+	repeat int // 1..repeats
 }
 
 func (p plannedRun) labels() []string {
-	return []string{"scenario", p.provider.Name, p.scenario.Name, string(p.scenario.Strategy), string(p.form)}
+	l := []string{"scenario", p.provider.Name, p.scenario.Name, string(p.scenario.Strategy), string(p.form)}
+	if p.provider.Lab {
+		// Filter by host OS: GINKGO_LABELS=ostree, mixed, ab.
+		kind := p.lab.HostOS()
+		if strings.HasPrefix(kind, lab.HostOSMixed) {
+			kind = lab.HostOSMixed
+		}
+		l = append(l, kind)
+	}
+	return l
 }
 
 // name is how the run's progress lines name it.
 func (p plannedRun) name() string {
 	n := fmt.Sprintf("%s %s/%s", p.provider.Name, p.scenario.Name, p.form)
+	if p.hostOS != "" {
+		n += "/" + p.hostOS
+	}
 	if repeats > 1 {
 		n += fmt.Sprintf(" #%d", p.repeat)
 	}
@@ -108,6 +123,9 @@ func (p plannedRun) name() string {
 // dir is the run's folder name under the artifacts folder.
 func (p plannedRun) dir() string {
 	d := p.provider.Name + "-" + p.scenario.Name + "-" + string(p.form)
+	if p.hostOS != "" {
+		d += "-" + p.hostOS
+	}
 	if repeats > 1 {
 		d += fmt.Sprintf("-r%d", p.repeat)
 	}
@@ -156,15 +174,45 @@ var plannedRuns = func() []plannedRun {
 			if ok, _ := prov.Runs(l.s); !ok {
 				continue // not a spec: the table shows only what a provider can run
 			}
-			for _, form := range l.s.Forms {
-				for k := 1; k <= repeats; k++ {
-					out = append(out, plannedRun{scenario: l.s, lab: l.def, provider: prov, form: form, repeat: k})
+			for _, v := range hostOSVariants(l.s, l.def, prov) {
+				for _, form := range l.s.Forms {
+					for k := 1; k <= repeats; k++ {
+						out = append(out, plannedRun{scenario: l.s, lab: v.def, provider: prov, form: form, hostOS: v.mode, repeat: k})
+					}
 				}
 			}
 		}
 	}
 	return out
 }()
+
+type hostOSVariant struct {
+	mode string // "" for the lab file as it is
+	def  *lab.Definition
+}
+
+// hostOSVariants are the labs a scenario runs on for prov: one per
+// hostOS entry (the entry that is what the lab file says runs under the
+// file's name), or the lab file alone when the scenario names none or the
+// provider does not use the lab (its machines have no disks).
+func hostOSVariants(s *scenario.Scenario, def *lab.Definition, prov *provider.Config) []hostOSVariant {
+	if len(s.HostOS) == 0 || !prov.Lab {
+		return []hostOSVariant{{def: def}}
+	}
+	var out []hostOSVariant
+	for _, mode := range s.HostOS {
+		if mode == def.HostOS() {
+			out = append(out, hostOSVariant{def: def})
+			continue
+		}
+		v, err := def.WithHostOS(mode)
+		if err != nil {
+			panic(fmt.Sprintf("%s: hostOS: %v", s.Name, err)) // validated when the scenario loaded
+		}
+		out = append(out, hostOSVariant{mode: mode, def: v})
+	}
+	return out
+}
 
 // selected says whether the label filter lets any run of prov through:
 // what it alone needs is built only then.
@@ -313,6 +361,9 @@ const chainPriority = 1000
 // scenarioSpec is one run's spec.
 func scenarioSpec(p plannedRun) {
 	name := fmt.Sprintf("%s (%s) on %s", p.scenario.Name, p.form, p.provider.Name)
+	if p.hostOS != "" {
+		name = fmt.Sprintf("%s (%s, %s hosts) on %s", p.scenario.Name, p.form, p.hostOS, p.provider.Name)
+	}
 	if repeats > 1 {
 		name += fmt.Sprintf(" #%d", p.repeat)
 	}

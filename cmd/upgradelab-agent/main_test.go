@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	"github.com/upgradelab/upgradelab/sim/agent"
-	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/labtest"
 	"github.com/upgradelab/upgradelab/sim/pki"
 	"github.com/upgradelab/upgradelab/sim/workload"
@@ -125,7 +124,7 @@ func TestAgentBinaryJoinsTheWorkloadCluster(t *testing.T) {
 	var h agent.Health
 	json.NewDecoder(resp.Body).Decode(&h)
 	resp.Body.Close()
-	if !h.Healthy || !host.Status().Disk.Slots[disk.SlotA].Good {
-		t.Fatalf("health through the agent process: %+v, slot A %+v", h, host.Status().Disk.Slots[disk.SlotA])
+	if b := host.Status().Disk.Images().Booted; !h.Healthy || b == nil || !b.Committed {
+		t.Fatalf("health through the agent process: %+v, booted %+v", h, b)
 	}
 }

@@ -19,7 +19,6 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/sim/agent"
-	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/labtest"
 )
 
@@ -205,12 +204,13 @@ func TestCABPKBootstrapDataJoinsTheWorkloadCluster(t *testing.T) {
 		return got.Status.NodeRef.Name == "node-0", fmt.Sprintf("nodeRef %+v, conditions %v", got.Status.NodeRef, got.Status.Conditions)
 	})
 
-	// An update into slot B: the same Node reports the new kubelet.
+	// An update: the same Node reports the new kubelet.
 	next, _ := l.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.36.3")
-	if err := host.WriteImage(ctx, disk.SlotB, l.ImageServer().ImageURL(next.Name), next.SHA256); err != nil {
+	root, err := host.WriteImage(ctx, l.ImageServer().ImageURL(next.Name), next.SHA256)
+	if err != nil {
 		t.Fatal(err)
 	}
-	host.ActivateSlot(disk.SlotB, 3)
+	host.Activate(root, 3)
 	host.Reset()
 	waitFor(t, ctx, "node-0 at v1.36.3 after the reboot", func() (bool, string) {
 		node, err := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})

@@ -73,7 +73,7 @@ func TestInPlaceUpgradeOfAClusterClassCluster(t *testing.T) {
 	e.waitRolledOut(t, ctx, "cc", 3, 1, "v1.36.3")
 
 	e.checkSameMachines(t, ctx, "cc", before, func(id machineIdentity, h *lab.Host) {
-		if st := h.Status(); st.OS == nil || st.OS.Slot != disk.SlotB || st.OS.Image.Name != images["v1.36.3"] || !st.Disk.Slots[disk.SlotB].Good {
+		if st := h.Status(); st.OS == nil || st.OS.Root != disk.SlotB || st.OS.Image.Name != images["v1.36.3"] || !st.Disk.Slots[disk.SlotB].Good {
 			t.Errorf("host %s after the update: %+v; want the v1.36.3 image committed in slot B", id.host, st.OS)
 		}
 	})

@@ -125,8 +125,8 @@ func TestInPlaceNICFirmwareKeepsTheLinkUp(t *testing.T) {
 	})
 	e.waitRolledOut(t, ctx, "nic", 1, 1, "v1.35.3")
 	sameMachine("NVM only")
-	if st := host.Status(); st.OS.Slot != disk.SlotA || history.first("WriteStarted", "slot", "B") >= 0 {
-		t.Fatalf("an NVM-only update wrote an image: slot %s, events %s", st.OS.Slot, history)
+	if st := host.Status(); st.OS.Root != disk.SlotA || history.first("WriteStarted", "", "") >= 0 {
+		t.Fatalf("an NVM-only update wrote an image: root %s, events %s", st.OS.Root, history)
 	}
 
 	// The driver of i40e 2.28 warns on 8.70 (API 1.12 < its minimum
@@ -135,7 +135,7 @@ func TestInPlaceNICFirmwareKeepsTheLinkUp(t *testing.T) {
 	e.upgradeWorkers(t, ctx, "nic", workerVars("ubuntu-24.04-k8s-v1.35.3-i40e-2.28", "i40e228", "x710-nvm-9.20"))
 	waitFor(t, ctx, "the new image committed on "+id.host, func() (bool, string) {
 		st := host.Status()
-		ok := st.OS != nil && st.OS.Image.Name == "ubuntu-24.04-k8s-v1.35.3-i40e-2.28" && st.Disk.Slots[st.OS.Slot].Good
+		ok := st.OS != nil && st.OS.Image.Name == "ubuntu-24.04-k8s-v1.35.3-i40e-2.28" && st.Disk.Images().Booted != nil && st.Disk.Images().Booted.Committed
 		return ok, fmt.Sprintf("%+v", st.OS)
 	})
 	e.waitRolledOut(t, ctx, "nic", 1, 1, "v1.35.3")

@@ -102,10 +102,10 @@ func TestInPlaceUpgradeKeepsEveryMachine(t *testing.T) {
 
 	e.checkSameMachines(t, ctx, "ip", before, func(id machineIdentity, h *lab.Host) {
 		st := h.Status()
-		if st.OS == nil || st.OS.Source != lab.FromDiskSlot || st.OS.Slot != disk.SlotB || st.OS.Image.Name != newImage || !st.Disk.Slots[disk.SlotB].Good {
+		if st.OS == nil || st.OS.Source != lab.FromDisk || st.OS.Root != disk.SlotB || st.OS.Image.Name != newImage || !st.Disk.Slots[disk.SlotB].Good {
 			t.Errorf("host %s after the update: %+v; want the new image committed in slot B", id.host, st.OS)
 		}
-		committed, flashed := histories[id.host].first("SlotCommitted", "", ""), histories[id.host].first("FlashStarted", "nvm", "x710-nvm-9.50")
+		committed, flashed := histories[id.host].first("RootCommitted", "", ""), histories[id.host].first("FlashStarted", "nvm", "x710-nvm-9.50")
 		if nvmOf(h) != "9.50" || committed < 0 || flashed < committed {
 			t.Errorf("host %s: NVM %q, slot committed at event %d, flash started at %d; want 9.50 flashed after the image was committed: %s", id.host, nvmOf(h), committed, flashed, histories[id.host])
 		}
@@ -214,7 +214,7 @@ func TestInPlaceUpdateWithAFailingHealthCheckFallsBack(t *testing.T) {
 	why := e.waitUpdateFailed(t, ctx, worker)
 	waitFor(t, ctx, "the host back on slot A, Ready at v1.35.3", func() (bool, string) {
 		st := host.Status()
-		ok := st.OS != nil && st.OS.Source == lab.FromDiskSlot && st.OS.Slot == disk.SlotA && st.OS.Image.Name == "ubuntu-24.04-k8s-v1.35.3"
+		ok := st.OS != nil && st.OS.Source == lab.FromDisk && st.OS.Root == disk.SlotA && st.OS.Image.Name == "ubuntu-24.04-k8s-v1.35.3"
 		return ok, fmt.Sprintf("%+v", st.OS)
 	})
 	e.waitNodeVersion(t, ctx, "hc", worker, "v1.35.3")

@@ -139,7 +139,7 @@ func TestBareMetalHostLifecycleOverRedfish(t *testing.T) {
 	cp0, _ := e.site.Lab.Host("cp-0")
 	waitFor(t, ctx, "cp-0 running the image from slot A", func() (bool, string) {
 		st := cp0.Status()
-		return st.OS != nil && st.OS.Source == lab.FromDiskSlot && st.OS.Slot == disk.SlotA && st.OS.Image.Name == good.Name, fmt.Sprintf("%+v", st.OS)
+		return st.OS != nil && st.OS.Source == lab.FromDisk && st.OS.Root == disk.SlotA && st.OS.Image.Name == good.Name, fmt.Sprintf("%+v", st.OS)
 	})
 
 	// Released: cleaned by the deploy ramdisk, powered off, available.

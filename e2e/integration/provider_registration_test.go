@@ -81,7 +81,7 @@ func TestRegistrationPoolResetsHostsUnderNewIdentities(t *testing.T) {
 	node0, _ := e.site.Lab.Host("node-0")
 	waitFor(t, ctx, "node-0 running its installed OS", func() (bool, string) {
 		st := node0.Status()
-		return st.OS != nil && st.OS.Source == lab.FromDiskSlot, fmt.Sprintf("%+v", st.OS)
+		return st.OS != nil && st.OS.Source == lab.FromDisk, fmt.Sprintf("%+v", st.OS)
 	})
 	if err := node0.SetPersistent("app/data", "precious"); err != nil {
 		t.Fatal(err)

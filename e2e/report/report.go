@@ -5,6 +5,7 @@
 package report
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -72,10 +73,18 @@ func Write(dir string, results []runner.Result, layout Layout) error {
 		if a.Form != b.Form {
 			return a.Form < b.Form
 		}
+		// A provider without the lab (no host OS) sits with the A/B runs.
+		if ka, kb := cmp.Or(a.HostOS, "ab"), cmp.Or(b.HostOS, "ab"); ka != kb {
+			return ka < kb
+		}
 		return a.Provider < b.Provider
 	})
 	for _, res := range sorted {
-		run := runData{Result: res, Name: res.Scenario + " (" + string(res.Form) + ")", Duration: res.Duration.Round(time.Second).String(),
+		name := res.Scenario + " (" + string(res.Form) + ")"
+		if res.HostOS != "" {
+			name = res.Scenario + " (" + string(res.Form) + ", " + res.HostOS + " hosts)"
+		}
+		run := runData{Result: res, Name: name, Duration: res.Duration.Round(time.Second).String(),
 			Anchor: RunAnchor(res)}
 		byRule := map[string]check.Result{}
 		for _, c := range res.Checks {

@@ -27,7 +27,7 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 	tl.Add(timeline.Entry{Time: t0.Add(3 * time.Second), Kind: monitor.KindHost, Name: "node-0", New: map[string]string{monitor.FieldState: "provisioned"}})
 	tl.Close()
 	broken := check.Violation{Time: t0, Rule: "host-bound-once", Objects: []string{"BareMetalHost/node-0"}, Message: "bound twice"}
-	res := runner.Result{Provider: "baremetal", Scenario: "single-node-in-place", Form: scenario.Plain, Strategy: "in-place", Duration: 90 * time.Second,
+	res := runner.Result{Provider: "baremetal", Scenario: "single-node-in-place", Form: scenario.Plain, HostOS: "ab", Strategy: "in-place", Duration: 90 * time.Second,
 		Timeline: filepath.Join(dir, "timeline.jsonl"),
 		Checks: []check.Result{{Rule: "host-bound-once", Status: check.Fail, Violations: []check.Violation{broken}}, {Rule: "same-machines", Status: check.Pass},
 			{Rule: "deletion-order", Status: check.NotExercised}}}
@@ -39,7 +39,9 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 		{Run: RunAnchor(res), Process: 1, Start: t0, End: t0.Add(90 * time.Second)},
 		{Run: RunAnchor(theirs), Process: 2, Start: t0.Add(time.Second), End: t0.Add(60 * time.Second)},
 	}}
-	if err := Write(dir, []runner.Result{theirs, res}, layout); err != nil {
+	onOSTree := res
+	onOSTree.HostOS, onOSTree.Checks = "ostree", nil
+	if err := Write(dir, []runner.Result{onOSTree, theirs, res}, layout); err != nil {
 		t.Fatal(err)
 	}
 	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
@@ -47,7 +49,7 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(html)
-	for _, want := range []string{"single-node-in-place (plain)", `class="fail" title="`, `class="unex" title="">not exercised</td>`, "bound twice", `<rect x=`, "Machine/sc-cp-a", "BareMetalHost/node-0", "stroke-dasharray",
+	for _, want := range []string{"single-node-in-place (plain, ab hosts)", "single-node-in-place (plain, ostree hosts)", `class="fail" title="`, `class="unex" title="">not exercised</td>`, "bound twice", `<rect x=`, "Machine/sc-cp-a", "BareMetalHost/node-0", "stroke-dasharray",
 		"2 process(es) ran the runs", ">process 1<", ">process 2<", RunAnchor(res) + ": from 0s for 1m30s", "wall: upgrade 40s"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report.html lacks %q", want)
@@ -58,9 +60,9 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 	}
 	// A provider's run sits beside the reference's, its inapplicable rule
 	// shown as n/a, not as passed.
-	ours, other := strings.Index(page, "<td>baremetal</td>"), strings.Index(page, "<td>inmemory</td>")
-	if ours < 0 || other < ours {
-		t.Fatalf("want the baremetal row, then the inmemory row: %d, %d", ours, other)
+	ours, other, ostree := strings.Index(page, "<td>baremetal</td>"), strings.Index(page, "<td>inmemory</td>"), strings.LastIndex(page, "<td>baremetal</td>")
+	if ours < 0 || other < ours || ostree < other {
+		t.Fatalf("want the baremetal row, the inmemory row, then the baremetal run on OSTree hosts: %d, %d, %d", ours, other, ostree)
 	}
 	row := page[other:]
 	row = row[:strings.Index(row, "</tr>")]

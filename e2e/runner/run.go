@@ -63,7 +63,11 @@ type Result struct {
 	Provider string        `json:"provider"`
 	Scenario string        `json:"scenario"`
 	Form     scenario.Form `json:"form"`
-	Strategy string        `json:"strategy"`
+	// HostOS is how the lab's hosts kept their OS: ab, ostree, or mixed
+	// with each host's kind (lab.Definition.HostOS); "" when the provider
+	// does not use the lab.
+	HostOS   string `json:"hostOS,omitempty"`
+	Strategy string `json:"strategy"`
 	Started  time.Time     `json:"started"`
 	Duration time.Duration `json:"duration"`
 	// Upgrade is the time from the "upgrade" step to "done".
@@ -130,6 +134,9 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 	}
 	if r.provider != nil {
 		res.Provider = r.provider.Name
+		if r.provider.Lab {
+			res.HostOS = def.HostOS()
+		}
 		r.prefix = fmt.Sprintf("[%s %s/%s]", r.provider.Name, s.Name, form)
 		if o.Name != "" {
 			r.prefix = "[" + o.Name + "]"

@@ -60,7 +60,12 @@ type Scenario struct {
 	// Lab is a fixtures/labs file, relative to the scenario file.
 	Lab string `yaml:"lab"`
 	// Forms the scenario runs in (default both).
-	Forms    []Form   `yaml:"forms"`
+	Forms []Form `yaml:"forms"`
+	// HostOS are the ways the lab's hosts keep their OS that the scenario
+	// runs on, each a run of its own per form: ab (A/B slots), ostree
+	// (OSTree deployments), mixed (the two in turn, host by host). Default:
+	// as the lab file says, once.
+	HostOS   []string `yaml:"hostOS"`
 	Strategy Strategy `yaml:"strategy"`
 	Cluster  Cluster  `yaml:"cluster"`
 	From     Release  `yaml:"from"`
@@ -388,6 +393,13 @@ func (s *Scenario) validate() []string {
 	for i, f := range s.Forms {
 		if !slices.Contains(forms, f) {
 			bad(fmt.Sprintf("forms[%d]", i), "%q is not one of %v", f, forms)
+		}
+	}
+	for i, m := range s.HostOS {
+		if !slices.Contains(lab.HostOSModes, m) {
+			bad(fmt.Sprintf("hostOS[%d]", i), "%q is not one of %v", m, lab.HostOSModes)
+		} else if slices.Index(s.HostOS, m) != i {
+			bad(fmt.Sprintf("hostOS[%d]", i), "%q is listed twice", m)
 		}
 	}
 	if !slices.Contains(Strategies, s.Strategy) {

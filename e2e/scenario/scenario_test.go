@@ -60,6 +60,8 @@ func TestParseNamesFileFieldAndProblem(t *testing.T) {
 		{"same machines on scale-in", "strategy: scale-in", "strategy: scale-in\nexpect: {sameMachines: true}", "expect.sameMachines: only an in-place upgrade"},
 		{"timeout", "strategy: scale-in", "strategy: scale-in\ntimeout: soon", `"soon" is not a duration`},
 		{"form", "strategy: scale-in", "strategy: scale-in\nforms: [helm]", `forms[0]: "helm" is not one of`},
+		{"hostOS", "strategy: scale-in", "strategy: scale-in\nhostOS: [ab, zfs]", `s.yaml: hostOS[1]: "zfs" is not one of [ab ostree mixed]`},
+		{"hostOS twice", "strategy: scale-in", "strategy: scale-in\nhostOS: [ostree, ostree]", `hostOS[1]: "ostree" is listed twice`},
 		{"fault with two actions", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: kcp, bmc: {errorRate: 0.1}}]", "faults[0]: give exactly one of restart, bmc, powerLoss and agentCrash"},
 		{"fault restarting no manager name", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: \"Etcd Server\"}]", `faults[0].restart: "Etcd Server" is not a manager's name`},
 		{"fault restarting the extension of another strategy", "strategy: scale-in", "strategy: scale-in\nfaults: [{name: f, restart: inplace}]", "faults[0].restart: the in-place extension runs only for strategy in-place"},

@@ -88,7 +88,7 @@ func (w *canUpdateWorld) readHost(_ context.Context, key client.ObjectKey) (agen
 		return agent.Status{}, errors.New("host agent not answering")
 	}
 	nvm := w.nvms[w.hostNVM]
-	return agent.Status{Host: "host-" + key.Name, OS: &lab.RunningOS{Source: lab.FromDiskSlot, Image: w.images[imgV135],
+	return agent.Status{Host: "host-" + key.Name, OS: &lab.RunningOS{Source: lab.FromDisk, Image: w.images[imgV135],
 		Links: []lab.PortLink{{Port: "eno1", Firmware: nvm.Firmware, API: nvm.API}, {Port: "eno2", Firmware: nvm.Firmware, API: nvm.API}}}}, nil
 }
 

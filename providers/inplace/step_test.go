@@ -29,11 +29,14 @@ import (
 )
 
 // fakeHost is a host agent's API over HTTPS, answering from a report the
-// test edits: what the Updater sees of a host (its running OS, slots,
-// kubeadm) and what it asked (stage, activate, reboot).
+// test edits: what the Updater sees of a host (its running OS, kubeadm)
+// and what it asked (stage, activate, reboot). Its disk is sim/disk's
+// model itself (plain data, no lab), so staging, activation, commits and
+// the bootloader's choice behave as on a lab host of that kind.
 type fakeHost struct {
 	mu       sync.Mutex
 	st       agent.Status
+	disk     *disk.Disk
 	healthy  bool
 	reboots  int
 	staged   string
@@ -53,6 +56,7 @@ func (f *fakeHost) serve(t *testing.T) *httptest.Server {
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		f.st.Images = f.disk.Images()
 		reply(w, 200, f.st)
 	})
 	mux.HandleFunc("POST /v1/stage", func(w http.ResponseWriter, r *http.Request) {
@@ -61,10 +65,27 @@ func (f *fakeHost) serve(t *testing.T) *httptest.Server {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.staged = req.URL
-		f.st.Slots[req.Slot] = &disk.Slot{State: disk.Written, Checksum: req.SHA256, Image: req.URL}
-		reply(w, 200, map[string]string{"slot": string(req.Slot)})
+		root, err := f.disk.BeginStage(req.URL, req.SHA256)
+		if err == nil {
+			err = f.disk.FinishStage(root)
+		}
+		if err != nil {
+			reply(w, 409, map[string]string{"error": err.Error()})
+			return
+		}
+		reply(w, 200, agent.StageResult{Root: root})
 	})
-	mux.HandleFunc("POST /v1/activate", func(w http.ResponseWriter, _ *http.Request) { reply(w, 200, map[string]string{}) })
+	mux.HandleFunc("POST /v1/activate", func(w http.ResponseWriter, r *http.Request) {
+		var req agent.ActivateRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if err := f.disk.Activate(req.Root, req.Tries); err != nil {
+			reply(w, 409, map[string]string{"error": err.Error()})
+			return
+		}
+		reply(w, 200, req)
+	})
 	mux.HandleFunc("POST /v1/reboot", func(w http.ResponseWriter, _ *http.Request) {
 		f.mu.Lock()
 		f.reboots++
@@ -78,7 +99,10 @@ func (f *fakeHost) serve(t *testing.T) *httptest.Server {
 			reply(w, 503, agent.Health{Reason: "link down on eno1"})
 			return
 		}
-		f.st.Slots[f.st.OS.Slot].Good = true
+		if err := f.disk.Commit(); err != nil {
+			reply(w, 409, map[string]string{"error": err.Error()})
+			return
+		}
 		reply(w, 200, agent.Health{Healthy: true})
 	})
 	mux.HandleFunc("POST /v1/kubeadm/upgrade", func(w http.ResponseWriter, _ *http.Request) {
@@ -108,12 +132,33 @@ func (f *fakeHost) serve(t *testing.T) *httptest.Server {
 	return srv
 }
 
-// boot is the host coming up on slot, at t.
-func (f *fakeHost) boot(slot disk.SlotName, version string, at time.Time, kubeadmGates map[string]bool) {
+// imageOf is the image URL of each version (what the fake stages, by
+// URL).
+var imageOf = map[string]infrav1.Image{"v1.35.3": oldImage, "v1.36.3": newImage}
+
+// boot is the host coming up at t on the image of version: the disk's
+// bootloader runs (an OSTree disk finalises first) as many boots as it
+// takes to get there, so "v1.35.3" after an activated v1.36.3 is the
+// bootloader falling back once the new image's tries are spent.
+func (f *fakeHost) boot(t *testing.T, version string, at time.Time, kubeadmGates map[string]bool) {
+	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.st.OS = &lab.RunningOS{Source: lab.FromDiskSlot, Slot: slot, BootedAt: at,
-		Image: image.Manifest{Name: "img-" + version, KubernetesVersion: version}}
+	for try := 0; ; try++ {
+		f.disk.Shutdown()
+		if _, due := f.disk.BeginFinalise(); due {
+			f.disk.FinishFinalise()
+		}
+		dec := f.disk.SelectBoot()
+		if dec.Image == imageOf[version].URL {
+			f.st.OS = &lab.RunningOS{Source: lab.FromDisk, Root: dec.Root, Trial: dec.Trial, BootedAt: at,
+				Image: image.Manifest{Name: "img-" + version, KubernetesVersion: version}}
+			break
+		}
+		if try == 3 {
+			t.Fatalf("the %s disk does not boot %s: %+v", f.disk.Kind, version, dec)
+		}
+	}
 	f.st.Kubeadm = &agent.Kubeadm{KubernetesVersion: version, FeatureGates: kubeadmGates}
 }
 
@@ -144,10 +189,23 @@ var (
 )
 
 func newStepWorld(t *testing.T) *stepWorld {
+	return newStepWorldOS(t, disk.AB)
+}
+
+// newStepWorldOS is newStepWorld with a host of kind, installed with the
+// old image and committed.
+func newStepWorldOS(t *testing.T, kind disk.Kind) *stepWorld {
 	w := &stepWorld{t: t, now: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)}
-	w.host = &fakeHost{healthy: true, st: agent.Status{Host: "node-0", Slots: map[disk.SlotName]*disk.Slot{
-		disk.SlotA: {State: disk.Written, Checksum: oldImage.Checksum, Good: true}}}}
-	w.host.boot(disk.SlotA, "v1.35.3", w.now.Add(-time.Hour), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+	d, err := disk.New(kind, "recovery", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, _ := d.BeginStage(oldImage.URL, oldImage.Checksum)
+	d.FinishStage(root)
+	d.Activate(root, 1)
+	w.host = &fakeHost{healthy: true, disk: d, st: agent.Status{Host: "node-0"}}
+	w.host.boot(w.t, "v1.35.3", w.now.Add(-time.Hour), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+	d.Commit()
 	srv := w.host.serve(t)
 
 	s := runtime.NewScheme()
@@ -183,7 +241,7 @@ func (w *stepWorld) step() progress {
 	if err != nil {
 		w.t.Fatalf("step: %v", err)
 	}
-	for i := 0; i < 100 && strings.HasPrefix(p.message, "writing"); i++ {
+	for i := 0; i < 100 && strings.HasPrefix(p.message, "staging"); i++ {
 		time.Sleep(5 * time.Millisecond)
 		if p, err = w.u.step(context.Background(), w.machine, w.bmm, w.kc); err != nil {
 			w.t.Fatalf("step: %v", err)
@@ -237,16 +295,16 @@ func TestUpdaterSteps(t *testing.T) {
 		run  func(w *stepWorld) progress
 		want string // "done", "running: ...", "failed: ..." (a prefix of the message)
 	}{
-		{name: "stages, activates and reboots the old OS", want: "running: rebooting cp-1 into slot B", run: func(w *stepWorld) progress {
+		{name: "stages, activates and reboots the old OS", want: "running: rebooting cp-1 into http://images/v1.36.3", run: func(w *stepWorld) progress {
 			p := w.step()
 			if w.host.staged != newImage.URL || w.host.reboots != 1 {
 				t.Errorf("staged %q, reboots %d", w.host.staged, w.host.reboots)
 			}
 			return p
 		}},
-		{name: "the new slot booted and is healthy: done at the new version", want: "done", run: func(w *stepWorld) progress {
+		{name: "the new image booted and is healthy: done at the new version", want: "done", run: func(w *stepWorld) progress {
 			w.step()
-			w.host.boot(disk.SlotB, "v1.36.3", w.now.Add(time.Second), nil)
+			w.host.boot(w.t, "v1.36.3", w.now.Add(time.Second), nil)
 			w.now = w.now.Add(time.Minute)
 			if p := w.step(); !strings.HasPrefix(p.message, "waiting for node cp-1 to be Ready at v1.36.3") {
 				t.Errorf("before the kubelet reports the new version: %+v", p)
@@ -254,18 +312,18 @@ func TestUpdaterSteps(t *testing.T) {
 			w.nodeAt("v1.36.3")
 			return w.step()
 		}},
-		{name: "unhealthy within the grace: waits", want: "running: health check of slot B", run: func(w *stepWorld) progress {
+		{name: "unhealthy within the grace: waits", want: "running: health check of img-v1.36.3: link down", run: func(w *stepWorld) progress {
 			w.step()
 			w.host.healthy = false
 			w.now = w.now.Add(time.Minute)
-			w.host.boot(disk.SlotB, "v1.36.3", w.now.Add(-10*time.Second), nil)
+			w.host.boot(w.t, "v1.36.3", w.now.Add(-10*time.Second), nil)
 			return w.step()
 		}},
-		{name: "unhealthy past the grace: fails and reboots into the old slot", want: "failed: health check of img-v1.36.3 in slot B failed: link down on eno1; rebooting into slot A", run: func(w *stepWorld) progress {
+		{name: "unhealthy past the grace: fails and reboots to fall back", want: "failed: health check of img-v1.36.3 failed: link down on eno1; rebooting to fall back to http://images/v1.35.3", run: func(w *stepWorld) progress {
 			w.step()
 			w.host.healthy = false
 			w.now = w.now.Add(time.Minute)
-			w.host.boot(disk.SlotB, "v1.36.3", w.now.Add(-40*time.Second), nil)
+			w.host.boot(w.t, "v1.36.3", w.now.Add(-40*time.Second), nil)
 			p := w.step()
 			if w.host.reboots != 2 {
 				t.Errorf("reboots %d, want 2 (into B, back to A)", w.host.reboots)
@@ -275,13 +333,13 @@ func TestUpdaterSteps(t *testing.T) {
 			}
 			return p
 		}},
-		{name: "back on the old slot after the reboot: the new one did not boot", want: "failed: http://images/v1.36.3 did not boot: the host fell back to slot A", run: func(w *stepWorld) progress {
+		{name: "back on the old image after the reboot: the new one did not boot", want: "failed: http://images/v1.36.3 did not boot: the host fell back to img-v1.35.3", run: func(w *stepWorld) progress {
 			w.step()
 			w.now = w.now.Add(time.Minute)
-			w.host.boot(disk.SlotA, "v1.35.3", w.now.Add(-time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+			w.host.boot(w.t, "v1.35.3", w.now.Add(-time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
 			return w.step()
 		}},
-		{name: "the old OS still up 30 s after the reboot: asks again", want: "running: rebooting cp-1 into the new slot", run: func(w *stepWorld) progress {
+		{name: "the old OS still up 30 s after the reboot: asks again", want: "running: rebooting cp-1 into the new image", run: func(w *stepWorld) progress {
 			w.step()
 			w.now = w.now.Add(31 * time.Second)
 			p := w.step()
@@ -295,20 +353,20 @@ func TestUpdaterSteps(t *testing.T) {
 			// The cluster's kubeadm-config was never updated (KCP's work
 			// skipped): the host keeps the old version's gate.
 			w.host.gatesCfg = map[string]bool{"ControlPlaneKubeletLocalMode": true}
-			w.host.boot(disk.SlotB, "v1.36.3", w.now.Add(time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+			w.host.boot(w.t, "v1.36.3", w.now.Add(time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
 			w.now = w.now.Add(time.Minute)
 			return w.step()
 		}},
 		{name: "kubeadm behind the cluster's kubeadm-config: kubeadm upgrade node brings it", want: "running: waiting for node cp-1", run: func(w *stepWorld) progress {
 			w.step()
 			w.host.gatesCfg = nil
-			w.host.boot(disk.SlotB, "v1.36.3", w.now.Add(time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+			w.host.boot(w.t, "v1.36.3", w.now.Add(time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
 			w.now = w.now.Add(time.Minute)
 			return w.step()
 		}},
 		{name: "kubeadm reports nothing applied (its agent restarted): kubeadm upgrade node runs", want: "running: waiting for node cp-1", run: func(w *stepWorld) progress {
 			w.step()
-			w.host.boot(disk.SlotB, "v1.36.3", w.now.Add(time.Second), nil)
+			w.host.boot(w.t, "v1.36.3", w.now.Add(time.Second), nil)
 			w.host.st.Kubeadm = nil
 			w.now = w.now.Add(time.Minute)
 			return w.step()
@@ -337,7 +395,7 @@ func TestUpdaterSteps(t *testing.T) {
 			w.now = w.now.Add(2 * time.Hour)
 			return w.step()
 		}},
-		{name: "a failure whose owner was reverted is abandoned on a committed slot", want: "done: the update to http://images/v1.36.3 failed", run: func(w *stepWorld) progress {
+		{name: "a failure whose owner was reverted is abandoned on a committed image", want: "done: the update to http://images/v1.36.3 failed", run: func(w *stepWorld) progress {
 			ctx := context.Background()
 			tmpl := &infrav1.BareMetalMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-cp-from"},
 				Spec: infrav1.BareMetalMachineTemplateSpec{Template: infrav1.BareMetalMachineTemplateResource{Spec: infrav1.BareMetalMachineSpec{Image: oldImage}}}}
@@ -350,7 +408,7 @@ func TestUpdaterSteps(t *testing.T) {
 			}
 			w.step()
 			w.now = w.now.Add(time.Minute)
-			w.host.boot(disk.SlotA, "v1.35.3", w.now.Add(-time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+			w.host.boot(w.t, "v1.35.3", w.now.Add(-time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
 			if p := w.step(); !p.failed {
 				t.Fatalf("the fallback: %+v; want a failure", p)
 			}
@@ -364,21 +422,23 @@ func TestUpdaterSteps(t *testing.T) {
 			return p
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			w := newStepWorld(t)
-			p := tc.run(w)
-			got := "running: " + p.message
-			switch {
-			case p.failed:
-				got = "failed: " + p.message
-			case p.done && tc.want == "done":
-				got = "done"
-			case p.done:
-				got = "done: " + p.message
-			}
-			if !strings.HasPrefix(got, tc.want) {
-				t.Fatalf("got %q\nwant %q...", got, tc.want)
-			}
-		})
+		for _, kind := range disk.Kinds {
+			t.Run(string(kind)+"/"+tc.name, func(t *testing.T) {
+				w := newStepWorldOS(t, kind)
+				p := tc.run(w)
+				got := "running: " + p.message
+				switch {
+				case p.failed:
+					got = "failed: " + p.message
+				case p.done && tc.want == "done":
+					got = "done"
+				case p.done:
+					got = "done: " + p.message
+				}
+				if !strings.HasPrefix(got, tc.want) {
+					t.Fatalf("got %q\nwant %q...", got, tc.want)
+				}
+			})
+		}
 	}
 }

@@ -41,9 +41,15 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldOS(t, "")
+}
+
+// newWorldOS is newWorld on a host of the given OS kind.
+func newWorldOS(t *testing.T, hostOS disk.Kind) *world {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	l := labtest.Up(t, "single-node", 0)
+	l := labtest.UpOS(t, "single-node", string(hostOS), 0)
 	clusters, ep := labtest.Workload(t, "default/wl")
 	h, _ := l.Host("node-0")
 	a := New(h, clusters, 0, DefaultTiming)
@@ -72,8 +78,8 @@ func (w *world) expect(t *testing.T, reason string) lab.Event {
 	return labtest.Expect(t, w.events, "", reason, 10*time.Second)
 }
 
-// install is what a provisioner does: image into slot A, CABPK's init
-// user data on the config drive, boot from disk.
+// install is what a provisioner does: stage the image, CABPK's init user
+// data on the config drive, boot from disk.
 func (w *world) install(t *testing.T) {
 	t.Helper()
 	cc := fmt.Sprintf("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nclusterName: wl\ncontrolPlaneEndpoint: %s:%d\n", w.endpoint.Host, w.endpoint.Port)
@@ -124,8 +130,19 @@ func post(t *testing.T, c *http.Client, url string, body any) (int, map[string]a
 	return resp.StatusCode, out
 }
 
+// The same agent API drives both kinds of host: install, the update
+// contract (stage, activate, health commits, roll back), the admin's
+// /etc (kept by OSTree's merge, not by an A/B slot switch), kubeadm, the
+// files and a NIC the new NVM breaks.
 func TestKubeadmInitUpdateAndNICMismatch(t *testing.T) {
-	w := newWorld(t)
+	for _, kind := range disk.Kinds {
+		t.Run(string(kind), func(t *testing.T) { testKubeadmInitUpdateAndNICMismatch(t, kind) })
+	}
+}
+
+func testKubeadmInitUpdateAndNICMismatch(t *testing.T, kind disk.Kind) {
+	first, second := map[disk.Kind]disk.RootID{disk.AB: "A", disk.OSTree: "1"}[kind], map[disk.Kind]disk.RootID{disk.AB: "B", disk.OSTree: "2"}[kind]
+	w := newWorldOS(t, kind)
 	ctx := context.Background()
 	w.install(t)
 	w.expect(t, "KubeletRunning")
@@ -145,12 +162,26 @@ func TestKubeadmInitUpdateAndNICMismatch(t *testing.T) {
 	if code, h := post(t, api, w.api.URL()+"/v1/health", nil); code != 200 || h["healthy"] != true {
 		t.Fatalf("health after install: %d %v", code, h)
 	}
-	if s := w.host.Status().Disk.Slots[disk.SlotA]; !s.Good {
-		t.Fatal("a passed health check did not commit slot A")
+	if im := w.status(t, api).Images; im.Kind != kind || im.Booted == nil || im.Booted.ID != first || !im.Booted.Committed {
+		t.Fatalf("a passed health check did not commit root %s: %+v", first, im)
+	}
+	if code, out := post(t, api, w.api.URL()+"/v1/rollback", nil); code != http.StatusConflict || !strings.Contains(fmt.Sprint(out["error"]), "no committed fallback") {
+		t.Fatalf("rollback with nothing to roll back to: %d %v; want 409", code, out)
+	}
+	// The admin's edit of /etc before the update.
+	body, _ := json.Marshal(EtcEdit{Path: "/etc/marker", Content: "set by the admin"})
+	req, _ := http.NewRequest(http.MethodPut, w.api.URL()+"/v1/etc", bytes.NewReader(body))
+	if resp, err := api.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("edit /etc: %v %v", resp, err)
+	}
+	body, _ = json.Marshal(EtcEdit{Path: "/var/lib/x", Content: "not etc"})
+	req, _ = http.NewRequest(http.MethodPut, w.api.URL()+"/v1/etc", bytes.NewReader(body))
+	if resp, err := api.Do(req); err != nil || resp.StatusCode != 400 {
+		t.Fatalf("edit outside /etc: %v %v; want 400", resp, err)
 	}
 
 	// Mark data that an in-place update must keep.
-	req, _ := http.NewRequest(http.MethodPut, w.api.URL()+"/v1/persistent/marker", strings.NewReader("keep me"))
+	req, _ = http.NewRequest(http.MethodPut, w.api.URL()+"/v1/persistent/marker", strings.NewReader("keep me"))
 	if resp, err := api.Do(req); err != nil || resp.StatusCode != 204 {
 		t.Fatalf("write marker: %v %v", resp, err)
 	}
@@ -166,17 +197,33 @@ func TestKubeadmInitUpdateAndNICMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	next, _ := w.lab.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.36.3")
-	if code, out := post(t, api, w.api.URL()+"/v1/stage", StageRequest{URL: w.lab.ImageServer().ImageURL(next.Name), SHA256: next.SHA256}); code != 200 || out["slot"] != "B" {
-		t.Fatalf("stage: %d %v", code, out)
+	if code, out := post(t, api, w.api.URL()+"/v1/stage", StageRequest{URL: w.lab.ImageServer().ImageURL(next.Name), SHA256: next.SHA256}); code != 200 || out["root"] != string(second) {
+		t.Fatalf("stage: %d %v; want root %s", code, out, second)
 	}
-	if code, out := post(t, api, w.api.URL()+"/v1/activate", ActivateRequest{Slot: disk.SlotB, Tries: 2}); code != 200 {
+	if im := w.status(t, api).Images; im.Staged == nil || im.Staged.Image != next.Name || im.Booted.ID != first {
+		t.Fatalf("after staging: %+v", im)
+	}
+	if code, out := post(t, api, w.api.URL()+"/v1/activate", ActivateRequest{Root: second, Tries: 2}); code != 200 {
 		t.Fatalf("activate: %d %v", code, out)
 	}
 	w.host.Reset()
 	w.expect(t, "KubeletRunning")
 	node, _ = cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
 	if node.Status.NodeInfo.KubeletVersion != "v1.36.3" {
-		t.Fatalf("after rebooting into slot B the node reports %s", node.Status.NodeInfo.KubeletVersion)
+		t.Fatalf("after rebooting into root %s the node reports %s", second, node.Status.NodeInfo.KubeletVersion)
+	}
+	if im := w.status(t, api).Images; im.Booted.ID != second || im.Booted.Committed || im.Fallback == nil || im.Fallback.ID != first {
+		t.Fatalf("on trial: %+v; want root %s uncommitted, falling back to %s", im, second, first)
+	}
+	resp, err := api.Get(w.api.URL() + "/v1/etc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	etc := map[string]string{}
+	json.NewDecoder(resp.Body).Decode(&etc)
+	resp.Body.Close()
+	if got, want := etc["/etc/marker"], map[disk.Kind]string{disk.AB: "", disk.OSTree: "set by the admin"}[kind]; got != want {
+		t.Fatalf("/etc/marker after the update: %q, want %q (etc %v)", got, want, etc)
 	}
 	if code, h := post(t, api, w.api.URL()+"/v1/health", nil); code != 200 || h["healthy"] != true {
 		t.Fatalf("health after update: %d %v", code, h)
@@ -194,7 +241,7 @@ func TestKubeadmInitUpdateAndNICMismatch(t *testing.T) {
 	if sums := w.filesStatus(t, api); sums["/run/kubeadm/kubeadm.yaml"] == "" {
 		t.Fatalf("files after init: %v; want the bootstrap's write_files", sums)
 	}
-	body, _ := json.Marshal(FilesRequest{Files: map[string]string{"/tmp/test": "first in-place update"}})
+	body, _ = json.Marshal(FilesRequest{Files: map[string]string{"/tmp/test": "first in-place update"}})
 	req, _ = http.NewRequest(http.MethodPut, w.api.URL()+"/v1/files", bytes.NewReader(body))
 	if resp, err := api.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("write files: %v %v", resp, err)
@@ -230,6 +277,16 @@ func TestKubeadmInitUpdateAndNICMismatch(t *testing.T) {
 	code, h := post(t, api, w.api.URL()+"/v1/health", nil)
 	if code != http.StatusServiceUnavailable || h["healthy"] != false || !strings.Contains(fmt.Sprint(h["reason"]), "link down") {
 		t.Fatalf("health with the NIC down: %d %v", code, h)
+	}
+
+	// Roll back: the committed fallback boots next.
+	if code, out := post(t, api, w.api.URL()+"/v1/rollback", nil); code != 200 {
+		t.Fatalf("rollback: %d %v", code, out)
+	}
+	w.host.Reset()
+	w.expect(t, "KubeletRunning")
+	if s := w.status(t, api); s.OS.Image.Name != "ubuntu-24.04-k8s-v1.35.3" || s.Images.Booted.ID != first || s.Images.Fallback == nil || s.Images.Fallback.ID != second {
+		t.Fatalf("after the rollback: %s from %+v", s.OS.Image.Name, s.Images)
 	}
 }
 
@@ -363,7 +420,7 @@ func TestAgentCrashDropsTheAPIAndComesBackOnTheSameAddress(t *testing.T) {
 		t.Fatalf("the restarted agent at %s: %v %v", w.api.URL(), resp, err)
 	}
 	resp.Body.Close()
-	if s := w.host.Status(); s.OS == nil || s.OS.Slot != disk.SlotA {
+	if s := w.host.Status(); s.OS == nil || s.OS.Root != disk.SlotA {
 		t.Fatalf("the host's OS after an agent crash: %+v", s.OS)
 	}
 }

@@ -91,9 +91,21 @@ func Provision(t testing.TB, l *lab.Lab, h *lab.Host, events <-chan lab.Event, i
 // temporary state folder, and takes it down when the test ends.
 func Up(t testing.TB, name string, scale timescale.Scale) *lab.Lab {
 	t.Helper()
+	return UpOS(t, name, "", scale)
+}
+
+// UpOS is Up with every host's OS kind set by hostOS (lab.WithHostOS;
+// "" keeps the lab file's).
+func UpOS(t testing.TB, name, hostOS string, scale timescale.Scale) *lab.Lab {
+	t.Helper()
 	def, err := lab.Load(filepath.Join("..", "..", "fixtures", "labs", name+".yaml"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if hostOS != "" {
+		if def, err = def.WithHostOS(hostOS); err != nil {
+			t.Fatal(err)
+		}
 	}
 	l, err := lab.Up(context.Background(), def, lab.Options{StateDir: t.TempDir(), Scale: scale})
 	if err != nil {
