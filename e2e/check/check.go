@@ -41,6 +41,9 @@ type Params struct {
 	HostsVisible bool
 	// HostData: the runner recorded persistent-data markers.
 	HostData bool
+	// OSTreeHosts: some of the lab's hosts keep their OS as OSTree
+	// deployments, and the runner recorded an admin's /etc edit on each.
+	OSTreeHosts bool
 	// WorkloadData: the runner recorded objects it wrote into the
 	// workload cluster.
 	WorkloadData bool

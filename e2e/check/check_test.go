@@ -111,7 +111,14 @@ func goodInPlace() *history {
 	h.set(monitor.KindCluster, "c", done)
 	h.step(StepDone)
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "present"})
+	h.set(KindHostEtc, "node-0", map[string]string{FieldMarker: "present"})
 	return h
+}
+
+// withOSTree is p on a lab with OSTree hosts.
+func withOSTree(p Params) Params {
+	p.OSTreeHosts = true
+	return p
 }
 
 var inPlace = Params{Strategy: scenario.InPlace, ToVersion: "v1.36.3", ToCoreDNS: "v1.13.1", ToEtcd: "3.6.5-0", HostsVisible: true, HostData: true,
@@ -163,7 +170,7 @@ func TestAGoodRunPassesEveryRuleThatApplies(t *testing.T) {
 	for _, r := range results {
 		want := Pass
 		switch r.Rule {
-		case "md-max-machines", "md-min-available", "end-workers", "spares-left", "end-rolled-back", "reverted-after-failure", "etcd-quorum", "workload-data":
+		case "md-max-machines", "md-min-available", "end-workers", "spares-left", "end-rolled-back", "reverted-after-failure", "etcd-quorum", "workload-data", "etc-merged":
 			want = NotApplicable
 		case "kcp-one-deleting", "no-wipe-under-live-machine", "etcd-member-removed-first", "deletion-order":
 			want = NotExercised
@@ -171,6 +178,13 @@ func TestAGoodRunPassesEveryRuleThatApplies(t *testing.T) {
 		if r.Status != want {
 			t.Errorf("%s: %s %v; want %s", r.Rule, r.Status, r.Violations, want)
 		}
+	}
+}
+
+// On a lab with OSTree hosts the same good run passes etc-merged too.
+func TestAGoodRunOnOSTreeHostsKeepsTheAdminsEtc(t *testing.T) {
+	if st := statuses(Run(goodInPlace().entries, withOSTree(inPlace))); st["etc-merged"] != Pass {
+		t.Errorf("etc-merged %s; want pass", st["etc-merged"])
 	}
 }
 
@@ -265,6 +279,12 @@ func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
 				h.set(monitor.KindHost, "node-9", spare)
 			},
 			objects: nil, message: "0 free spare hosts at the end [], want 1"},
+		{name: "an OSTree host's /etc edit lost", rule: "etc-merged", params: withOSTree(inPlace),
+			breakIt: func(h *history) { h.set(KindHostEtc, "node-0", map[string]string{FieldMarker: "absent"}) },
+			objects: []string{"HostEtc/node-0"}, message: "the /etc edit made before the upgrade is absent"},
+		{name: "no /etc edit recorded on OSTree hosts", rule: "etc-merged", params: withOSTree(inPlace),
+			breakIt: func(h *history) { h.set(KindHostEtc, "node-0", nil) },
+			objects: []string{"HostEtc"}, message: "no /etc edits were recorded on the OSTree hosts"},
 		{name: "data lost in place", rule: "persistent-data", params: inPlace,
 			breakIt: func(h *history) { h.set(KindHostData, "node-0", map[string]string{FieldMarker: "absent"}) },
 			objects: []string{"HostData/node-0"}, message: "the marker written before the upgrade is absent"},

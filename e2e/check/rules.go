@@ -20,6 +20,8 @@ import (
 const (
 	KindHostData     = "HostData"
 	KindWorkloadData = "WorkloadData"
+	// KindHostEtc is an admin's edit of /etc on an OSTree host.
+	KindHostEtc = "HostEtc"
 	FieldMarker      = "marker"
 )
 
@@ -73,6 +75,8 @@ var Rules = []Rule{
 		Applies: func(p Params) bool { return p.Expect.SparesLeft != nil && p.HostsVisible }, End: sparesLeft},
 	{Name: "persistent-data", Why: "data on persistent partitions survives an in-place update and is gone from a host that changed hands",
 		Applies: func(p Params) bool { return p.Expect.PersistentData != "" && p.HostData }, End: persistentData},
+	{Name: "etc-merged", Why: "an admin's /etc edit on an OSTree host survives an in-place update, as OSTree's three-way /etc merge keeps it (an A/B slot switch starts from the image's /etc, so A/B hosts are not judged)",
+		Applies: func(p Params) bool { return p.OSTreeHosts && p.Expect.PersistentData == "kept" }, End: etcMerged},
 	{Name: "api-availability", Why: "the workload API answers through the upgrade: never down with three or more control-plane nodes, down no longer than the scenario allows with one",
 		End: apiAvailability, Note: apiAvailabilityNote},
 	{Name: "pdb-respected", Why: "no eviction or node loss takes a budgeted application below its PodDisruptionBudget (except where CAPI's nodeDrainTimeout passed)",
@@ -585,6 +589,22 @@ func persistentData(s *State, p Params) []Violation {
 	}
 	if p.Expect.PersistentData == "wiped" && len(s.Reprovisioned) == 0 {
 		out = append(out, violation(s, "no host was deprovisioned, so nothing shows the data wiped", KindHostData)...)
+	}
+	return out
+}
+
+// etcMerged: every /etc edit written on an OSTree host before the upgrade
+// is still in the /etc the host runs at the end.
+func etcMerged(s *State, _ Params) []Violation {
+	var out []Violation
+	names := s.names(KindHostEtc)
+	for _, h := range names {
+		if m := s.get(KindHostEtc, h)[FieldMarker]; m != "present" {
+			out = append(out, violation(s, "the /etc edit made before the upgrade is "+m, KindHostEtc+"/"+h)...)
+		}
+	}
+	if len(names) == 0 {
+		out = append(out, violation(s, "no /etc edits were recorded on the OSTree hosts", KindHostEtc)...)
 	}
 	return out
 }

@@ -13,13 +13,16 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/sim/disk"
 )
 
 // The data a run leaves before the upgrade and looks for after it: a
-// marker on every bound host's persistent partition (lab providers), and
-// an object in the workload cluster (every provider).
+// marker on every bound host's persistent partition (lab providers), an
+// admin's edit of /etc on every bound OSTree host, and an object in the
+// workload cluster (every provider).
 const (
 	marker         = "upgradelab/scenario-marker"
+	etcMarker      = "/etc/upgradelab/admin-marker"
 	workloadMarker = "upgradelab-scenario-marker"
 )
 
@@ -56,6 +59,14 @@ func (r *run) writeData(ctx context.Context) error {
 			return err
 		}
 		r.tl.Add(timeline.Entry{Kind: check.KindHostData, Name: h.Name, New: map[string]string{check.FieldMarker: "written", "labHost": lh.Name()}})
+		if lh.Status().Disk.Images().Kind == disk.OSTree {
+			// What an admin changes on a host by hand; OSTree's /etc
+			// merge is to carry it into the next deployment.
+			if err := lh.WriteEtc(etcMarker, "edited before the upgrade on "+h.Name); err != nil {
+				return err
+			}
+			r.tl.Add(timeline.Entry{Kind: check.KindHostEtc, Name: h.Name, New: map[string]string{check.FieldMarker: "written", "labHost": lh.Name()}})
+		}
 	}
 	return nil
 }
@@ -69,6 +80,10 @@ func (r *run) readData(ctx context.Context) {
 		switch e.Kind {
 		case check.KindHostData:
 			if h, err := r.env.Site.Lab.Host(e.New["labHost"]); err == nil && strings.Contains(h.Persistent()[marker], e.Name) {
+				state = "present"
+			}
+		case check.KindHostEtc:
+			if h, err := r.env.Site.Lab.Host(e.New["labHost"]); err == nil && strings.Contains(h.Etc()[etcMarker], e.Name) {
 				state = "present"
 			}
 		case check.KindWorkloadData:
