@@ -277,3 +277,34 @@ func TestABudgetLostToNodeDrainTimeoutIsExcused(t *testing.T) {
 		t.Fatalf("a budget lost without the timeout: %s", r.Status)
 	}
 }
+
+// The poller lists pods every 100 ms; the workload's NodeStopped event is
+// exact. A pod evicted (the budget allowed it) and gone just before its
+// node stopped, which the last poll still listed, left by the eviction,
+// not with the node: no breach. One the event names was lost with it.
+func TestAPodGoneBeforeItsNodeStoppedIsNotLostWithIt(t *testing.T) {
+	build := func(left string) *history {
+		h := newHistory()
+		h.set(monitor.KindWorkloadAPI, "api", apiUp)
+		h.set(monitor.KindBudget, "web", budget("app=web", 2))
+		h.set(monitor.KindPod, "web-a", pod("a", "app=web", true, false))
+		h.set(monitor.KindPod, "web-b", pod("b", "app=web", true, false))
+		h.step(StepUpgrade)
+		// web-c, the replacement of a pod evicted before, is Ready in the
+		// workload cluster (so the budget lets web-a go) but the last
+		// poll saw it still starting.
+		h.set(monitor.KindPod, "web-c", pod("c", "app=web", false, false))
+		h.set(monitor.KindWorkloadEvent, "a", map[string]string{monitor.FieldReason: workload.EventEvicted, "pod": "apps/web-a"})
+		h.set(monitor.KindWorkloadEvent, "a", map[string]string{monitor.FieldReason: workload.EventNodeStopped, "pods": left})
+		h.set(monitor.KindPod, "web-a", nil)
+		h.sameMoment(monitor.KindPod, "web-c", pod("c", "app=web", true, false))
+		h.step(StepDone)
+		return h
+	}
+	if r := result(build(""), threeInPlace, "pdb-respected"); r.Status != Pass {
+		t.Fatalf("a pod evicted before its node stopped: %s %v", r.Status, r.Violations)
+	}
+	if r := result(build("apps/web-a"), threeInPlace, "pdb-respected"); r.Status != Fail || !strings.Contains(r.Violations[0].Message, "lost web-a") {
+		t.Fatalf("a pod its node still ran as it stopped: %s %v; want a breach naming web-a", r.Status, r.Violations)
+	}
+}

@@ -65,6 +65,9 @@ type State struct {
 	// whatever the API, which a lost quorum freezes, still says).
 	undrainedStops []string
 	stoppedNodes   map[string]bool
+	// stoppedWith: the pods a drain moves that each stopped node still ran
+	// as it stopped (its NodeStopped event names them).
+	stoppedWith map[string]map[string]bool
 	// Exercise counts what happened that rules judge (see Rule.Exercised).
 	Exercise Exercise
 }
@@ -108,7 +111,7 @@ func (s *State) upgrading() bool { return s.Before != nil && s.Steps[StepDone].I
 func newState() *State {
 	return &State{Objects: map[string]map[string]map[string]string{}, Steps: map[string]time.Time{},
 		LastConsumer: map[string]string{}, Reprovisioned: map[string]bool{}, drainGaveUp: map[string]bool{}, budgets: map[string]*budgetTrack{},
-		podNodes: map[string]string{}, stoppedNodes: map[string]bool{}}
+		podNodes: map[string]string{}, stoppedNodes: map[string]bool{}, stoppedWith: map[string]map[string]bool{}}
 }
 
 // count records what the entry did that a rule judges (before the
@@ -171,9 +174,17 @@ func (s *State) apply(e timeline.Entry) {
 		s.workloadEvents = append(s.workloadEvents, e.New[monitor.FieldReason])
 		if e.New[monitor.FieldReason] == workload.EventNodeStarted {
 			delete(s.stoppedNodes, e.Name)
+			delete(s.stoppedWith, e.Name)
 		}
 		if e.New[monitor.FieldReason] == workload.EventNodeStopped {
 			s.stoppedNodes[e.Name] = true
+			with := map[string]bool{}
+			for _, p := range strings.Split(e.New["pods"], ",") {
+				if p != "" {
+					with[p[strings.LastIndex(p, "/")+1:]] = true
+				}
+			}
+			s.stoppedWith[e.Name] = with
 			s.nodeStops++
 			if e.New["pods"] != "" {
 				s.undrainedStops = append(s.undrainedStops, e.Name)
@@ -263,6 +274,13 @@ func (s *State) afterPoll() {
 		excused := true
 		for pod := range t.healthy {
 			if now[pod] {
+				continue
+			}
+			if node := s.podNodes[pod]; s.stoppedNodes[node] && !s.stoppedWith[node][pod] && s.stoppedWith[node] != nil {
+				// The workload says the pod was no longer on its node
+				// when the node stopped (evicted and gone between two
+				// polls, the last of which still listed it): it left by
+				// an eviction the budget allowed, not with the node.
 				continue
 			}
 			lost = append(lost, pod)

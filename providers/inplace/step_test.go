@@ -442,3 +442,35 @@ func TestUpdaterSteps(t *testing.T) {
 		}
 	}
 }
+
+// A power cut while an OSTree host finalises the staged deployment loses
+// it: the host runs the old image again with the new one gone from its
+// disk. That is no failed image: the update stages it again and reboots.
+func TestUpdaterStagesAgainAnImageLostBeforeItBooted(t *testing.T) {
+	w := newStepWorldOS(t, disk.OSTree)
+	if p := w.step(); !strings.HasPrefix(p.message, "rebooting cp-1 into") {
+		t.Fatalf("first step: %+v", p)
+	}
+	w.host.mu.Lock()
+	w.host.disk.Shutdown()
+	if _, due := w.host.disk.BeginFinalise(); !due {
+		t.Fatal("nothing to finalise after the activation")
+	}
+	w.host.disk.PowerLoss()
+	w.host.mu.Unlock()
+	w.now = w.now.Add(time.Minute)
+	w.host.boot(t, "v1.35.3", w.now.Add(-time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+	p := w.step()
+	if p.failed || !strings.Contains(p.message, "was lost before it booted") {
+		t.Fatalf("after the lost finalisation: %+v; want staging again, not a failure", p)
+	}
+	if p := w.step(); p.failed || !strings.HasPrefix(p.message, "rebooting cp-1 into") || w.host.reboots != 2 {
+		t.Fatalf("then: %+v after %d reboots; want staged again and rebooted", p, w.host.reboots)
+	}
+	w.host.boot(t, "v1.36.3", w.now.Add(time.Second), nil)
+	w.now = w.now.Add(time.Minute)
+	w.nodeAt("v1.36.3")
+	if p := w.step(); !p.done {
+		t.Fatalf("after the second reboot: %+v; want done", p)
+	}
+}

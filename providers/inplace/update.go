@@ -411,10 +411,19 @@ const rebootRetry = 30 * time.Second
 
 // beforeReboot runs on the old image: drain, stage, activate, reboot. A
 // host that already rebooted into the new image and runs the old one
-// again fell back: the new image did not boot (or did not pass its health
-// check in its one try).
+// again, the new image still on its disk, fell back: the new image did
+// not boot (or did not pass its health check in its one try). One whose
+// disk no longer holds the new image never got to boot it (a power cut
+// while an OSTree host finalised the staged deployment loses it): the
+// image is staged again, as an updater starts over.
 func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agent.Status, want infrav1.Image, key string) (progress, error) {
 	if at, ok := rebootedAt(bmm, want.Checksum); ok && st.OS.BootedAt.After(at) {
+		if !holds(st, want.Checksum) {
+			if err := u.unannotate(ctx, bmm, RebootAnnotation); err != nil {
+				return progress{}, err
+			}
+			return running("%s was lost before it booted (%s runs %s again, the image is gone from its disk): staging it again", want.URL, node.Name, st.OS.Image.Name), nil
+		}
 		msg := fmt.Sprintf("%s did not boot: the host fell back to %s", want.URL, st.OS.Image.Name)
 		return u.recordFailure(ctx, bmm, key, msg)
 	} else if ok {
@@ -570,9 +579,12 @@ func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, st age
 		switch {
 		case !s.done:
 			return "", false, nil
-		case s.err == nil:
+		case s.err == nil && staged(st, s.root, want.Checksum):
 			delete(u.staging, key)
 			return s.root, true, nil
+		case s.err == nil:
+			// Written, but gone from the disk since (the power went
+			// before the image booted): write it again.
 		case !cutShort(s, st) || s.attempts >= maxWrites:
 			delete(u.staging, key)
 			return "", false, s.err
@@ -640,6 +652,23 @@ func (u *Updater) markReboot(ctx context.Context, bmm *infrav1.BareMetalMachine,
 	return u.annotate(ctx, bmm, RebootAnnotation, checksum+"@"+u.now().UTC().Format(time.RFC3339Nano))
 }
 
+// staged says whether root holds a whole copy of the image with checksum.
+func staged(st agent.Status, root disk.RootID, checksum string) bool {
+	r := st.Images.Root(root)
+	return r != nil && r.State == disk.Written && r.Checksum == checksum
+}
+
+// holds says whether the host's disk holds a whole copy of the image with
+// checksum, in any root.
+func holds(st agent.Status, checksum string) bool {
+	for _, r := range st.Images.Roots {
+		if r.Checksum == checksum && r.State == disk.Written {
+			return true
+		}
+	}
+	return false
+}
+
 func rebootedAt(bmm *infrav1.BareMetalMachine, checksum string) (time.Time, bool) {
 	return annotatedAt(bmm, RebootAnnotation, checksum)
 }
@@ -672,6 +701,15 @@ func (u *Updater) annotate(ctx context.Context, bmm *infrav1.BareMetalMachine, k
 		bmm.Annotations = map[string]string{}
 	}
 	bmm.Annotations[key] = value
+	return u.Client.Patch(ctx, bmm, patch)
+}
+
+func (u *Updater) unannotate(ctx context.Context, bmm *infrav1.BareMetalMachine, key string) error {
+	if _, ok := bmm.Annotations[key]; !ok {
+		return nil
+	}
+	patch := client.MergeFrom(bmm.DeepCopy())
+	delete(bmm.Annotations, key)
 	return u.Client.Patch(ctx, bmm, patch)
 }
 

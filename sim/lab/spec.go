@@ -45,7 +45,8 @@ type Timing struct {
 	ShutdownSeconds float64 `yaml:"shutdownSeconds"`
 	DiskWriteMBps   float64 `yaml:"diskWriteMBps"`
 	// FinaliseSeconds is how long an OSTree host's next boot takes to
-	// write a staged deployment into the bootloader (default 5).
+	// write a staged deployment into the bootloader: copy its kernel and
+	// initramfs to /boot, write the entry, sync (default 15).
 	FinaliseSeconds float64 `yaml:"finaliseSeconds"`
 }
 
@@ -172,7 +173,7 @@ func (s *Spec) defaults() {
 		t.DiskWriteMBps = 200
 	}
 	if t.FinaliseSeconds == 0 {
-		t.FinaliseSeconds = 5
+		t.FinaliseSeconds = 15
 	}
 	for i := range s.Hosts {
 		if len(s.Hosts[i].BootOrder) == 0 {
