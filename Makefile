@@ -134,6 +134,7 @@ bench: tools
 FUZZTIME ?= 30s
 fuzz: deps
 	go test -run '^$$' -fuzz FuzzParseSpec -fuzztime $(FUZZTIME) ./sim/lab/
+	go test -run '^$$' -fuzz FuzzContract -fuzztime $(FUZZTIME) ./sim/disk/
 	go test -run '^$$' -fuzz FuzzParseCatalog -fuzztime $(FUZZTIME) ./sim/image/
 	go test -run '^$$' -fuzz FuzzParseRules -fuzztime $(FUZZTIME) ./sim/nic/
 	go test -run '^$$' -fuzz FuzzRedfishRequests -fuzztime $(FUZZTIME) ./sim/bmc/
