@@ -22,7 +22,7 @@ const (
 	KindWorkloadData = "WorkloadData"
 	// KindHostEtc is an admin's edit of /etc on an OSTree host.
 	KindHostEtc = "HostEtc"
-	FieldMarker      = "marker"
+	FieldMarker = "marker"
 )
 
 // Rules is every rule, in report order. docs/CONFORMANCE.md explains each.

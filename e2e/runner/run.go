@@ -67,8 +67,8 @@ type Result struct {
 	// HostOS is how the lab's hosts kept their OS: ab, ostree, or mixed
 	// with each host's kind (lab.Definition.HostOS); "" when the provider
 	// does not use the lab.
-	HostOS   string `json:"hostOS,omitempty"`
-	Strategy string `json:"strategy"`
+	HostOS   string        `json:"hostOS,omitempty"`
+	Strategy string        `json:"strategy"`
 	Started  time.Time     `json:"started"`
 	Duration time.Duration `json:"duration"`
 	// Upgrade is the time from the "upgrade" step to "done".

@@ -35,7 +35,7 @@ type API struct {
 
 // Status is GET /v1/status.
 type Status struct {
-	Host    string                       `json:"host"`
+	Host  string         `json:"host"`
 	Phase lab.Phase      `json:"phase"`
 	OS    *lab.RunningOS `json:"os,omitempty"`
 	// Images are the disk's OS images in the update contract's terms

@@ -56,8 +56,8 @@ type RunningOS struct {
 	Source OSSource `json:"source"`
 	// Root is the slot or deployment a FromDisk OS booted from.
 	Root  disk.RootID    `json:"root,omitempty"`
-	Trial  bool           `json:"trial,omitempty"`
-	Image  image.Manifest `json:"image"`
+	Trial bool           `json:"trial,omitempty"`
+	Image image.Manifest `json:"image"`
 	// Media is the virtual media URL a FromVirtualMedia OS booted from; its
 	// query is what a kernel command line carries (a deploy ramdisk finds
 	// its provisioner there).
