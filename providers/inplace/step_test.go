@@ -65,7 +65,7 @@ func (f *fakeHost) serve(t *testing.T) *httptest.Server {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.staged = req.URL
-		root, err := f.disk.BeginStage(req.URL, req.SHA256)
+		root, err := f.disk.BeginStage(req.URL, req.SHA256, 2048)
 		if err == nil {
 			err = f.disk.FinishStage(root)
 		}
@@ -200,7 +200,7 @@ func newStepWorldOS(t *testing.T, kind disk.Kind) *stepWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, _ := d.BeginStage(oldImage.URL, oldImage.Checksum)
+	root, _ := d.BeginStage(oldImage.URL, oldImage.Checksum, 2048)
 	d.FinishStage(root)
 	d.Activate(root, 1)
 	w.host = &fakeHost{healthy: true, disk: d, st: agent.Status{Host: "node-0"}}

@@ -163,6 +163,8 @@ func replyErr(w http.ResponseWriter, err error) {
 	case errors.Is(err, lab.ErrNotRunning), errors.Is(err, disk.ErrRootBooted), errors.Is(err, disk.ErrNotWritten), errors.Is(err, disk.ErrNotBooted),
 		errors.Is(err, disk.ErrNoFallback), errors.Is(err, disk.ErrNoSuchRoot):
 		status = http.StatusConflict
+	case errors.Is(err, disk.ErrNoSpace):
+		status = http.StatusInsufficientStorage
 	case errors.Is(err, errBadRequest), errors.Is(err, disk.ErrEtcPathBad):
 		status = http.StatusBadRequest
 	}

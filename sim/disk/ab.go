@@ -29,6 +29,8 @@ type Slot struct {
 	TriesLeft int `json:"triesLeft"`
 	// Good is set by a health commit after a successful boot.
 	Good bool `json:"good"`
+	// SizeMiB is the image's size.
+	SizeMiB int `json:"sizeMiB,omitempty"`
 	// Etc is the slot's /etc: its image's, plus what the admin edited
 	// while it ran. A slot switch does not carry edits over (what must
 	// survive belongs on the persistent partition).
@@ -57,7 +59,7 @@ func (abModel) slot(d *Disk, name RootID) (*Slot, error) {
 // beginStage writes into the slot that is not running; with none running
 // (a deploy ramdisk, recovery), into the slot the bootloader would boot
 // last, so a committed image stays as the fallback (A on a blank disk).
-func (m abModel) beginStage(d *Disk, image, checksum string) (RootID, error) {
+func (m abModel) beginStage(d *Disk, image, checksum string, sizeMiB int) (RootID, error) {
 	target := SlotA
 	if d.Booted != "" {
 		target = otherSlot(d.Booted)
@@ -71,9 +73,12 @@ func (m abModel) beginStage(d *Disk, image, checksum string) (RootID, error) {
 	if d.Booted == target {
 		return "", fmt.Errorf("write slot %s: %w", target, ErrRootBooted)
 	}
+	if d.RootMiB > 0 && sizeMiB > d.RootMiB {
+		return "", fmt.Errorf("write %s (%d MiB) into slot %s, which holds %d MiB: %w", image, sizeMiB, target, d.RootMiB, ErrNoSpace)
+	}
 	// The slot loses its old image and bootloader state at once, as a
 	// real write does.
-	*s = Slot{State: Writing, Image: image, Checksum: checksum, Etc: ImageEtc(image)}
+	*s = Slot{State: Writing, Image: image, Checksum: checksum, SizeMiB: sizeMiB, Etc: ImageEtc(image)}
 	return target, nil
 }
 

@@ -5,11 +5,13 @@ import "fmt"
 // The update contract: what an OS update agent does with the disk,
 // whichever kind it is. The agent's API (sim/agent) serves exactly these.
 
-// BeginStage starts writing image into the root the kind stages into: the
-// slot that is not running on an A/B disk, a new staged deployment on an
-// OSTree one. That root is unbootable until FinishStage.
-func (d *Disk) BeginStage(image, checksum string) (RootID, error) {
-	return d.model().beginStage(d, image, checksum)
+// BeginStage starts writing image (sizeMiB large) into the root the kind
+// stages into: the slot that is not running on an A/B disk, a new staged
+// deployment on an OSTree one. That root is unbootable until FinishStage.
+// An image the root has no room for is refused (ErrNoSpace) before
+// anything changes.
+func (d *Disk) BeginStage(image, checksum string, sizeMiB int) (RootID, error) {
+	return d.model().beginStage(d, image, checksum, sizeMiB)
 }
 
 // FinishStage marks a stage complete. The root still does not boot until

@@ -88,6 +88,11 @@ type Disk struct {
 	// Booted is the root the running OS came from ("" when not booted from
 	// a root).
 	Booted RootID `json:"booted,omitempty"`
+	// RootMiB is the space for OS images: each A/B slot's size, an OSTree
+	// root's size for every deployment it holds (staged or in the
+	// bootloader; the model gives each its image's whole size, sharing no
+	// objects between them, so it errs on the full side). 0: unbounded.
+	RootMiB int `json:"rootMiB,omitempty"`
 	// Recovery is the image on the recovery partition.
 	Recovery string `json:"recovery"`
 	// Persistent is /var: both kinds keep it across image switches.
@@ -134,13 +139,14 @@ var (
 	ErrNotBooted   = errors.New("not booted from a root")
 	ErrNoFallback  = errors.New("no committed fallback image to roll back to")
 	ErrNoSuchRoot  = errors.New("no such root")
+	ErrNoSpace     = errors.New("no space left on device")
 	ErrEtcPathBad  = errors.New("an /etc file path must be absolute and under /etc/")
 	errUnknownKind = errors.New("unknown disk kind")
 )
 
 // model is what each kind implements; Disk dispatches to it.
 type model interface {
-	beginStage(d *Disk, image, checksum string) (RootID, error)
+	beginStage(d *Disk, image, checksum string, sizeMiB int) (RootID, error)
 	finishStage(d *Disk, id RootID) error
 	abortStage(d *Disk, id RootID)
 	activate(d *Disk, id RootID, tries int) error

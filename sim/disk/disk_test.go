@@ -41,6 +41,17 @@ type step struct {
 
 func both(v string) map[Kind]string { return map[Kind]string{AB: v, OSTree: v} }
 
+// rootMiB gives both kinds the same disk budget: two 2 GiB slots, or one
+// 4 GiB root for every deployment. Images are 1000 MiB, "os-huge" 3000.
+var rootMiB = map[Kind]int{AB: 2048, OSTree: 4096}
+
+func sizeOf(image string) int {
+	if strings.Contains(image, "huge") {
+		return 3000
+	}
+	return 1000
+}
+
 // installed is a disk with image booted and committed.
 func installed(image string) []step {
 	return []step{
@@ -172,6 +183,20 @@ func TestBothModelsThroughTheUpdateContract(t *testing.T) {
 			),
 		},
 		{
+			name: "disk space: an image the root has no room for is refused before anything changes",
+			steps: append(updated("os-1", "os-2"),
+				step{do: "stage os-huge", err: ErrNoSpace, images: "booted=os-2 staged= fallback=os-1", roots: both("os-1,os-2")},
+				step{do: "boot", boots: "os-2"},
+			),
+		},
+		{
+			name: "disk space: OSTree's deployments share one root, an A/B slot is its own",
+			steps: append(installed("os-1"),
+				step{do: "stage os-huge", errKind: map[Kind]error{AB: ErrNoSpace, OSTree: nil},
+					imagesKind: map[Kind]string{AB: "booted=os-1 staged= fallback=", OSTree: "booted=os-1 staged=os-huge fallback="}},
+			),
+		},
+		{
 			name: "commit needs a booted root",
 			steps: []step{
 				{do: "commit", err: ErrNotBooted},
@@ -199,6 +224,7 @@ func TestBothModelsThroughTheUpdateContract(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				d.RootMiB = rootMiB[kind]
 				var last RootID
 				for i, s := range tt.steps {
 					runStep(t, d, kind, i, s, &last)
@@ -215,8 +241,12 @@ func runStep(t *testing.T, d *Disk, kind Kind, i int, s step, last *RootID) {
 	var got BootDecision
 	switch verb {
 	case "stage", "begin":
-		if *last, err = d.BeginStage(arg, "sha256:"+arg); err == nil && verb == "stage" {
-			err = d.FinishStage(*last)
+		id, e := d.BeginStage(arg, "sha256:"+arg, sizeOf(arg))
+		if err = e; err == nil {
+			*last = id
+			if verb == "stage" {
+				err = d.FinishStage(*last)
+			}
 		}
 	case "activate":
 		var tries int
@@ -339,7 +369,7 @@ func TestPartitionsSurviveAnUpdateAndEraseWipesThem(t *testing.T) {
 func TestSaveLoadRoundTrip(t *testing.T) {
 	for _, kind := range Kinds {
 		d, _ := New(kind, "recovery-1", 3)
-		id, _ := d.BeginStage("os-1", "abc")
+		id, _ := d.BeginStage("os-1", "abc", 1000)
 		d.FinishStage(id)
 		d.Persistent["k"] = "v"
 		path := filepath.Join(t.TempDir(), "disk.json")

@@ -26,6 +26,7 @@ func FuzzContract(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			d.RootMiB = map[Kind]int{AB: 4096, OSTree: 8192}[kind]
 			var last RootID
 			images := 0
 			for i, op := range ops {
@@ -34,7 +35,7 @@ func FuzzContract(f *testing.F) {
 				case 0: // stage a new image whole
 					images++
 					img := fmt.Sprintf("os-%d", images)
-					if id, err := d.BeginStage(img, "sha-"+img); err == nil {
+					if id, err := d.BeginStage(img, "sha-"+img, 1000+int(op/10)*300); err == nil {
 						last = id
 						if err := d.FinishStage(id); err != nil {
 							t.Fatalf("%s op %d: finish the stage just begun: %v", kind, i, err)
@@ -64,7 +65,7 @@ func FuzzContract(f *testing.F) {
 				case 4: // a write cut by a power loss
 					images++
 					img := fmt.Sprintf("os-%d", images)
-					if id, err := d.BeginStage(img, "sha-"+img); err == nil {
+					if id, err := d.BeginStage(img, "sha-"+img, 1000+int(op/10)*300); err == nil {
 						last = id
 					}
 					d.PowerLoss()
@@ -125,6 +126,25 @@ func check(t *testing.T, d *Disk, kind Kind, i int) {
 	}
 	if kind == OSTree && len(d.Tree.Deployments) > d.Tree.Keep {
 		t.Fatalf("%s op %d: %d deployments, keep %d", kind, i, len(d.Tree.Deployments), d.Tree.Keep)
+	}
+	used := 0
+	switch kind {
+	case AB:
+		for _, s := range d.Slots {
+			if s.SizeMiB > d.RootMiB {
+				t.Fatalf("%s op %d: a slot of %d MiB holds %d MiB", kind, i, d.RootMiB, s.SizeMiB)
+			}
+		}
+	case OSTree:
+		for _, dep := range d.Tree.Deployments {
+			used += dep.SizeMiB
+		}
+		if s := d.Tree.Staged; s != nil {
+			used += s.SizeMiB
+		}
+		if used > d.RootMiB {
+			t.Fatalf("%s op %d: %d MiB of deployments in a %d MiB root", kind, i, used, d.RootMiB)
+		}
 	}
 }
 

@@ -37,6 +37,8 @@ type Deployment struct {
 	Checksum string    `json:"checksum"`
 	// Activated is set on a staged deployment once it should boot next.
 	Activated bool `json:"activated,omitempty"`
+	// SizeMiB is the image's size.
+	SizeMiB int `json:"sizeMiB,omitempty"`
 	// TriesLeft is greenboot's boot counter; Good its boot_success.
 	TriesLeft int  `json:"triesLeft"`
 	Good      bool `json:"good"`
@@ -54,12 +56,23 @@ type treeModel struct{}
 
 // beginStage pulls image into a new staged deployment; an earlier staged
 // one is replaced, as `ostree admin deploy --stage` replaces it. The
-// running deployment is never touched.
-func (treeModel) beginStage(d *Disk, image, checksum string) (RootID, error) {
+// running deployment is never touched. The deployments in the bootloader
+// and the new one must fit the root: nothing is pruned to make room
+// (ostree prunes after a deployment, not before).
+func (treeModel) beginStage(d *Disk, image, checksum string, sizeMiB int) (RootID, error) {
 	t := d.Tree
+	if d.RootMiB > 0 {
+		used := 0
+		for _, dep := range t.Deployments {
+			used += dep.SizeMiB
+		}
+		if used+sizeMiB > d.RootMiB {
+			return "", fmt.Errorf("pull %s (%d MiB): the root holds %d deployments in %d MiB of %d MiB: %w", image, sizeMiB, len(t.Deployments), used, d.RootMiB, ErrNoSpace)
+		}
+	}
 	t.Serial++
 	id := RootID(strconv.Itoa(t.Serial))
-	t.Staged = &Deployment{ID: id, State: Writing, Image: image, Checksum: checksum, Etc: ImageEtc(image)}
+	t.Staged = &Deployment{ID: id, State: Writing, Image: image, Checksum: checksum, SizeMiB: sizeMiB, Etc: ImageEtc(image)}
 	t.Finalising = false
 	return id, nil
 }

@@ -107,7 +107,7 @@ func (d *Definition) WithHostOS(mode string) (*Definition, error) {
 		if mode == HostOSMixed {
 			kind = disk.Kinds[i%2]
 		}
-		spec.Hosts[i].OS = HostOS{Kind: kind}
+		spec.Hosts[i].OS = HostOS{Kind: kind, RootGiB: spec.Hosts[i].OS.RootGiB}
 	}
 	out := *d
 	out.Spec = &spec

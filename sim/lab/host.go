@@ -156,6 +156,7 @@ func newHost(l *Lab, spec HostSpec) (*Host, error) {
 		if err != nil {
 			return nil, fmt.Errorf("host %s: %w", spec.Name, err)
 		}
+		d.RootMiB = spec.OS.RootMiB()
 		h.disk = d
 		for _, n := range spec.NICs {
 			h.ports = append(h.ports, &nic.Port{Name: n.Name, MAC: n.MAC, Model: n.Model, Flash: nic.FlashIdle, Active: l.def.NVMImages[n.NVM]})

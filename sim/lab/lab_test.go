@@ -245,6 +245,41 @@ func TestWriteRefusesABadChecksumAndPowerLossCutsTheWrite(t *testing.T) {
 	}
 }
 
+// An image the host's disk has no room for is refused before a byte is
+// written, on either kind: a 1 GiB root cannot take a 2 GiB image.
+func TestWriteRefusesAnImageTheDiskHasNoRoomFor(t *testing.T) {
+	for _, kind := range disk.Kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			def, err := Load("../../fixtures/labs/single-node.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			def, _ = def.WithHostOS(string(kind))
+			def.Spec.Hosts[0].OS.RootGiB = 1
+			l, err := Up(context.Background(), def, Options{StateDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Down()
+			events, cancel := l.Subscribe()
+			defer cancel()
+			h, _ := l.Host("node-0")
+			h.PowerOn()
+			expect(t, events, "node-0", "OSRunning") // recovery
+			b, _ := l.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.36.3")
+			if _, err := h.WriteImage(context.Background(), l.ImageServer().ImageURL(b.Name), b.SHA256); !errors.Is(err, disk.ErrNoSpace) {
+				t.Fatalf("a %d MiB image on a 1 GiB root: %v, want no space", b.SizeMiB, err)
+			}
+			if e := expect(t, events, "node-0", "WriteRefused"); !strings.Contains(e.Message, "no space left") {
+				t.Fatalf("refusal event %+v", e)
+			}
+			if im := h.Status().Disk.Images(); im.Staged != nil {
+				t.Fatalf("a refused image was staged: %+v", im.Staged)
+			}
+		})
+	}
+}
+
 // An OSTree host's staged deployment is finalised at the next boot; a
 // power cut then loses it and the old deployment boots, its /etc as the
 // admin left it. One that finalises carries the admin's /etc edits over.

@@ -92,11 +92,12 @@ func (h *Host) WriteImage(ctx context.Context, url, wantSHA256 string) (disk.Roo
 		h.mu.Unlock()
 		return "", fmt.Errorf("host %s: stage %s: %w", h.spec.Name, m.Name, ErrPowerLost)
 	}
-	root, err := h.disk.BeginStage(m.Name, wantSHA256)
+	root, err := h.disk.BeginStage(m.Name, wantSHA256, sizeMiB)
 	where := h.rootNameLocked(root)
 	h.saveLocked()
 	h.mu.Unlock()
 	if err != nil {
+		h.emit(EventDisk, "WriteRefused", err.Error(), map[string]string{"url": url, "image": m.Name})
 		return "", fmt.Errorf("host %s: %w", h.spec.Name, err)
 	}
 	h.emit(EventDisk, "WriteStarted", fmt.Sprintf("writing %s (%d MiB) to %s", m.Name, sizeMiB, where), map[string]string{"root": string(root), "image": m.Name})

@@ -85,6 +85,18 @@ type HostOS struct {
 	// KeepDeployments bounds an OSTree host's deployments after an update
 	// (default 2: the new default and its rollback).
 	KeepDeployments int `yaml:"keepDeployments"`
+	// RootGiB is each A/B slot's size; an OSTree host's root, which holds
+	// every deployment, gets the same budget (twice RootGiB). Default: 8,
+	// or what a smaller disk leaves after 4 GiB of data, halved.
+	RootGiB int `yaml:"rootGiB"`
+}
+
+// RootMiB is the space the host's disk gives OS images (disk.Disk.RootMiB).
+func (o HostOS) RootMiB() int {
+	if o.Kind == disk.OSTree {
+		return 2 * o.RootGiB * 1024
+	}
+	return o.RootGiB * 1024
 }
 
 // HostBMC names the host's BMC account.
@@ -182,6 +194,9 @@ func (s *Spec) defaults() {
 		if s.Hosts[i].OS.Kind == "" {
 			s.Hosts[i].OS.Kind = disk.AB
 		}
+		if s.Hosts[i].OS.RootGiB == 0 {
+			s.Hosts[i].OS.RootGiB = min(8, max(1, (s.Hosts[i].DiskGiB-4)/2))
+		}
 	}
 }
 
@@ -258,6 +273,8 @@ func validateHost(h HostSpec, creds, nets, names map[string]bool, macs map[strin
 		return fmt.Errorf("os.keepDeployments: only an ostree host has deployments (os.kind is %s)", h.OS.Kind)
 	case h.OS.KeepDeployments < 0 || h.OS.KeepDeployments == 1:
 		return fmt.Errorf("os.keepDeployments: must be at least 2 (the default and its rollback), got %d", h.OS.KeepDeployments)
+	case h.OS.RootGiB < 1 || 2*h.OS.RootGiB > h.DiskGiB:
+		return fmt.Errorf("os.rootGiB: two roots' worth (%d GiB) must fit the %d GiB disk, and a root at least 1 GiB", 2*h.OS.RootGiB, h.DiskGiB)
 	}
 	names[h.Name] = true
 	for j, n := range h.NICs {
