@@ -596,15 +596,23 @@ func persistentData(s *State, p Params) []Violation {
 // etcMerged: every /etc edit written on an OSTree host before the upgrade
 // is still in the /etc the host runs at the end.
 func etcMerged(s *State, _ Params) []Violation {
+	return markersPresent(s, KindHostEtc, "the /etc edit made", "no /etc edits were recorded on the OSTree hosts")
+}
+
+// markersPresent: every marker of kind the runner wrote before the
+// upgrade reads "present" at the end (what names the marker in a
+// violation), and some were written (none: why there was nothing to
+// judge).
+func markersPresent(s *State, kind, what, none string) []Violation {
 	var out []Violation
-	names := s.names(KindHostEtc)
-	for _, h := range names {
-		if m := s.get(KindHostEtc, h)[FieldMarker]; m != "present" {
-			out = append(out, violation(s, "the /etc edit made before the upgrade is "+m, KindHostEtc+"/"+h)...)
+	names := s.names(kind)
+	for _, n := range names {
+		if m := s.get(kind, n)[FieldMarker]; m != "present" {
+			out = append(out, violation(s, what+" before the upgrade is "+m, kind+"/"+n)...)
 		}
 	}
 	if len(names) == 0 {
-		out = append(out, violation(s, "no /etc edits were recorded on the OSTree hosts", KindHostEtc)...)
+		out = append(out, violation(s, none, kind)...)
 	}
 	return out
 }
@@ -635,17 +643,7 @@ func revertedAfterFailure(s *State, _ Params) []Violation {
 // workloadData: every upgrade, whatever it replaces, keeps the cluster's
 // etcd and so every object in it.
 func workloadData(s *State, _ Params) []Violation {
-	var out []Violation
-	names := s.names(KindWorkloadData)
-	for _, n := range names {
-		if m := s.get(KindWorkloadData, n)[FieldMarker]; m != "present" {
-			out = append(out, violation(s, "the object written before the upgrade is "+m, KindWorkloadData+"/"+n)...)
-		}
-	}
-	if len(names) == 0 {
-		out = append(out, violation(s, "no workload objects were recorded", KindWorkloadData)...)
-	}
-	return out
+	return markersPresent(s, KindWorkloadData, "the object written", "no workload objects were recorded")
 }
 
 // agree compares the verdict of the end rules with CAPI's Cluster

@@ -18,8 +18,9 @@ func upLab(t *testing.T, fixture string, scale timescale.Scale, stateDir string)
 	return upLabOS(t, fixture, HostOSAB, scale, stateDir)
 }
 
-// upLabOS is upLab with every host's OS kind set by mode (WithHostOS).
-func upLabOS(t *testing.T, fixture, mode string, scale timescale.Scale, stateDir string, timing ...Timing) *Lab {
+// upLabOS is upLab with every host's OS kind set by mode (WithHostOS),
+// then each edit applied to the definition.
+func upLabOS(t *testing.T, fixture, mode string, scale timescale.Scale, stateDir string, edits ...func(*Definition)) *Lab {
 	t.Helper()
 	def, err := Load(filepath.Join("../../fixtures/labs", fixture+".yaml"))
 	if err != nil {
@@ -28,8 +29,8 @@ func upLabOS(t *testing.T, fixture, mode string, scale timescale.Scale, stateDir
 	if def, err = def.WithHostOS(mode); err != nil {
 		t.Fatal(err)
 	}
-	if len(timing) > 0 {
-		def.Spec.Timing = timing[0]
+	for _, edit := range edits {
+		edit(def)
 	}
 	l, err := Up(context.Background(), def, Options{StateDir: stateDir, Scale: scale})
 	if err != nil {
@@ -250,17 +251,7 @@ func TestWriteRefusesABadChecksumAndPowerLossCutsTheWrite(t *testing.T) {
 func TestWriteRefusesAnImageTheDiskHasNoRoomFor(t *testing.T) {
 	for _, kind := range disk.Kinds {
 		t.Run(string(kind), func(t *testing.T) {
-			def, err := Load("../../fixtures/labs/single-node.yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			def, _ = def.WithHostOS(string(kind))
-			def.Spec.Hosts[0].OS.RootGiB = 1
-			l, err := Up(context.Background(), def, Options{StateDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Down()
+			l := upLabOS(t, "single-node", string(kind), 0, t.TempDir(), func(d *Definition) { d.Spec.Hosts[0].OS.RootGiB = 1 })
 			events, cancel := l.Subscribe()
 			defer cancel()
 			h, _ := l.Host("node-0")
@@ -286,7 +277,7 @@ func TestWriteRefusesAnImageTheDiskHasNoRoomFor(t *testing.T) {
 func TestOSTreeFinalisationAndEtcMerge(t *testing.T) {
 	// Quick boots and writes; a finalisation long enough to cut.
 	quick := Timing{PostSeconds: 1, BootSeconds: 1, ShutdownSeconds: 1, DiskWriteMBps: 1e5, FinaliseSeconds: 10}
-	l := upLabOS(t, "single-node", HostOSOSTree, 0.05, t.TempDir(), quick)
+	l := upLabOS(t, "single-node", HostOSOSTree, 0.05, t.TempDir(), func(d *Definition) { d.Spec.Timing = quick })
 	events, cancel := l.Subscribe()
 	defer cancel()
 	h, _ := l.Host("node-0")
