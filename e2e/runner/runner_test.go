@@ -14,19 +14,29 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
 	"github.com/upgradelab/upgradelab/internal/testdir"
+	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // One scenario end to end in `make test`, so every commit proves the
 // chain from a scenario file to the checks: the single-node in-place
-// upgrade, plain form.
+// upgrade, plain form, on an A/B host and on an OSTree host.
 func TestSingleNodeInPlaceScenarioPassesEveryCheck(t *testing.T) {
+	for _, hostOS := range []string{lab.HostOSAB, lab.HostOSOSTree} {
+		t.Run(hostOS, func(t *testing.T) { testSingleNodeInPlace(t, hostOS) })
+	}
+}
+
+func testSingleNodeInPlace(t *testing.T, hostOS string) {
 	root, err := reference.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	s, def, err := scenario.Load(filepath.Join(root, "scenarios", "single-node-in-place.yaml"))
 	if err != nil {
+		t.Fatal(err)
+	}
+	if def, err = def.WithHostOS(hostOS); err != nil {
 		t.Fatal(err)
 	}
 	dir := testdir.For(t)
@@ -47,6 +57,17 @@ func TestSingleNodeInPlaceScenarioPassesEveryCheck(t *testing.T) {
 	}
 	if applied < 10 {
 		t.Errorf("only %d rules applied to an in-place run: %+v", applied, res.Checks)
+	}
+	// On OSTree hosts the admin's /etc edit is judged (and must pass); on
+	// A/B hosts the rule does not apply.
+	wantEtc := map[string]check.Status{lab.HostOSAB: check.NotApplicable, lab.HostOSOSTree: check.Pass}[hostOS]
+	for _, r := range res.Checks {
+		if r.Rule == "etc-merged" && r.Status != wantEtc {
+			t.Errorf("etc-merged %s on %s hosts, want %s", r.Status, hostOS, wantEtc)
+		}
+	}
+	if res.HostOS != hostOS {
+		t.Errorf("the result names host OS %q, want %q", res.HostOS, hostOS)
 	}
 	entries, err := timeline.Read(res.Timeline)
 	if err != nil || len(entries) < 20 {
