@@ -136,19 +136,20 @@ func (f *fakeHost) serve(t *testing.T) *httptest.Server {
 // URL).
 var imageOf = map[string]infrav1.Image{"v1.35.3": oldImage, "v1.36.3": newImage}
 
-// boot is the host coming up at t on the image of version: the disk's
-// bootloader runs (an OSTree disk finalises first) as many boots as it
-// takes to get there, so "v1.35.3" after an activated v1.36.3 is the
-// bootloader falling back once the new image's tries are spent.
+// boot is the host coming up at t on the image of version after graceful
+// reboots (an OSTree disk finalises as the OS shuts down): the disk's
+// bootloader runs as many boots as it takes to get there, so "v1.35.3"
+// after an activated v1.36.3 is the bootloader falling back once the new
+// image's tries are spent.
 func (f *fakeHost) boot(t *testing.T, version string, at time.Time, kubeadmGates map[string]bool) {
 	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for try := 0; ; try++ {
-		f.disk.Shutdown()
 		if _, due := f.disk.BeginFinalise(); due {
 			f.disk.FinishFinalise()
 		}
+		f.disk.PowerLoss()
 		dec := f.disk.SelectBoot()
 		if dec.Image == imageOf[version].URL {
 			f.st.OS = &lab.RunningOS{Source: lab.FromDisk, Root: dec.Root, Trial: dec.Trial, BootedAt: at,
@@ -452,7 +453,6 @@ func TestUpdaterStagesAgainAnImageLostBeforeItBooted(t *testing.T) {
 		t.Fatalf("first step: %+v", p)
 	}
 	w.host.mu.Lock()
-	w.host.disk.Shutdown()
 	if _, due := w.host.disk.BeginFinalise(); !due {
 		t.Fatal("nothing to finalise after the activation")
 	}

@@ -429,9 +429,11 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 	} else if ok {
 		if u.now().Sub(at) > rebootRetry {
 			// The OS that ran before the reboot is still up: the reset
-			// never reached the host (a BMC that did not answer). Ask
-			// again.
-			if err := u.reboot(ctx, bmm, ag); err != nil {
+			// never reached the host (a BMC that did not answer), or the
+			// OS did not shut down. Ask again, hard this time (an OSTree
+			// host then loses its staged deployment, which is staged
+			// again: see above).
+			if err := u.reboot(ctx, bmm, ag, true); err != nil {
 				return progress{}, err
 			}
 			if err := u.markReboot(ctx, bmm, want.Checksum); err != nil {
@@ -464,7 +466,7 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 	if err := u.markReboot(ctx, bmm, want.Checksum); err != nil {
 		return progress{}, err
 	}
-	if err := u.reboot(ctx, bmm, ag); err != nil {
+	if err := u.reboot(ctx, bmm, ag, false); err != nil {
 		return progress{}, err
 	}
 	return running("rebooting %s into %s", node.Name, want.URL), nil
@@ -486,7 +488,7 @@ func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, b
 			msg := fmt.Sprintf("health check of %s failed: %s; rebooting to fall back to %s", st.OS.Image.Name, h.Reason, fallbackName(st))
 			p, err := u.recordFailure(ctx, bmm, key, msg)
 			if err == nil {
-				err = u.reboot(ctx, bmm, ag)
+				err = u.reboot(ctx, bmm, ag, false)
 			}
 			return p, err
 		}
@@ -614,8 +616,10 @@ func cutShort(s *staging, st agent.Status) bool {
 }
 
 // reboot restarts the host through its BMC, or through its OS when it
-// has none (a registered host).
-func (u *Updater) reboot(ctx context.Context, bmm *infrav1.BareMetalMachine, ag *hostagent.Client) error {
+// has none (a registered host): gracefully, so the OS shuts down first
+// (an OSTree host finalises its staged deployment then; a hard reset
+// would lose it), or with force a hard restart.
+func (u *Updater) reboot(ctx context.Context, bmm *infrav1.BareMetalMachine, ag *hostagent.Client, force bool) error {
 	bmc, err := u.dialBMC(ctx, bmm)
 	if err != nil {
 		return err
@@ -624,7 +628,10 @@ func (u *Updater) reboot(ctx context.Context, bmm *infrav1.BareMetalMachine, ag 
 		return ag.Reboot(ctx)
 	}
 	defer bmc.Close()
-	return bmc.PowerOn() // a restart when on
+	if force {
+		return bmc.PowerOn() // ForceRestart when on
+	}
+	return bmc.Restart()
 }
 
 // dialBMC connects to the BMC of the machine's host; nil when the host

@@ -54,6 +54,8 @@ type Machine interface {
 	WriteEtc(path, content string) error
 	RequestRecoveryBoot() error
 	Reset() error
+	// Reboot is a graceful restart, as the OS's own reboot is.
+	Reboot(ctx context.Context) error
 	WipeData() error
 	EraseDisk() error
 	SetPersistent(name, content string) error
@@ -295,7 +297,7 @@ func (a *Agent) RequestReset() error {
 	if err := a.host.RequestRecoveryBoot(); err != nil {
 		return err
 	}
-	go func() { _ = a.host.Reset() }()
+	go func() { _ = a.host.Reboot(context.Background()) }()
 	return nil
 }
 

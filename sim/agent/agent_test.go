@@ -206,7 +206,7 @@ func testKubeadmInitUpdateAndNICMismatch(t *testing.T, kind disk.Kind) {
 	if code, out := post(t, api, w.api.URL()+"/v1/activate", ActivateRequest{Root: second, Tries: 2}); code != 200 {
 		t.Fatalf("activate: %d %v", code, out)
 	}
-	w.host.Reset()
+	w.host.Reboot(ctx) // graceful: an OSTree host finalises the staged deployment
 	w.expect(t, "KubeletRunning")
 	node, _ = cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
 	if node.Status.NodeInfo.KubeletVersion != "v1.36.3" {

@@ -395,9 +395,10 @@ func (api *API) putFiles(w http.ResponseWriter, r *http.Request) {
 	reply(w, http.StatusOK, sums)
 }
 
-// reboot restarts the host from its OS, the way a host without a BMC (or
-// an Elemental system agent) reboots.
+// reboot restarts the host from its OS (`systemctl reboot`: a graceful
+// shutdown, so an OSTree host finalises what is staged), the way a host
+// without a BMC (or an Elemental system agent) reboots.
 func (api *API) reboot(w http.ResponseWriter, _ *http.Request) {
-	go func() { _ = api.agent.host.Reset() }()
+	go func() { _ = api.agent.host.Reboot(context.Background()) }()
 	reply(w, http.StatusAccepted, map[string]string{"status": "rebooting"})
 }

@@ -146,6 +146,8 @@ func (s *HardwareServer) call(ctx context.Context, call string, body io.Reader) 
 		return nil, m.RequestRecoveryBoot()
 	case "reset":
 		return nil, m.Reset()
+	case "reboot":
+		return nil, m.Reboot(ctx)
 	case "wipe":
 		return nil, m.WipeData()
 	case "erase":
@@ -421,6 +423,9 @@ func (r *Remote) RequestRecoveryBoot() error { return r.do(r.bg(), "recovery-boo
 
 // Reset implements Machine.
 func (r *Remote) Reset() error { return r.do(r.bg(), "reset", nil, nil) }
+
+// Reboot implements Machine.
+func (r *Remote) Reboot(ctx context.Context) error { return r.do(ctx, "reboot", nil, nil) }
 
 // WipeData implements Machine.
 func (r *Remote) WipeData() error { return r.do(r.bg(), "wipe", nil, nil) }

@@ -170,12 +170,12 @@ func (abModel) commit(d *Disk) error {
 	return nil
 }
 
-func (abModel) powerLoss(d *Disk) []string {
-	var cut []string
+func (abModel) powerLoss(d *Disk) []Loss {
+	var cut []Loss
 	for _, name := range []SlotName{SlotA, SlotB} {
 		if s := d.Slots[name]; s.State == Writing {
 			corrupt(s)
-			cut = append(cut, fmt.Sprintf("the write of slot %s (%s): the slot is corrupt", name, s.Image))
+			cut = append(cut, Loss{Reason: "WriteInterrupted", Message: fmt.Sprintf("power lost during the write of slot %s (%s): the slot is corrupt", name, s.Image)})
 		}
 	}
 	return cut

@@ -23,7 +23,9 @@ func (d *Disk) FinishStage(id RootID) error { return d.model().finishStage(d, id
 func (d *Disk) AbortStage(id RootID) { d.model().abortStage(d, id) }
 
 // Activate makes a staged root the one to boot next, with tries boots to
-// prove itself before the bootloader falls back.
+// prove itself before the bootloader falls back. (On an OSTree disk that
+// runs from one of its deployments, "next" means after a graceful
+// shutdown: see BeginFinalise.)
 func (d *Disk) Activate(id RootID, tries int) error {
 	if tries < 1 {
 		return fmt.Errorf("activate %s: tries must be at least 1, got %d", id, tries)
@@ -36,10 +38,10 @@ func (d *Disk) Activate(id RootID, tries int) error {
 // rollback` do.
 func (d *Disk) Rollback() error { return d.model().rollback(d) }
 
-// BeginFinalise starts what the next boot must do before the bootloader
-// reads its entries: an OSTree disk writes an activated staged deployment
-// into the bootloader (ostree-finalize-staged). It answers false when
-// there is nothing to do (always, on an A/B disk).
+// BeginFinalise starts what a graceful shutdown of the running OS does
+// last: an OSTree disk writes an activated staged deployment into the
+// bootloader (ostree-finalize-staged). It answers false when there is
+// nothing to do (always, on an A/B disk).
 func (d *Disk) BeginFinalise() (RootID, bool) { return d.model().beginFinalise(d) }
 
 // FinishFinalise completes BeginFinalise: the staged deployment, its /etc

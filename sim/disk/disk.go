@@ -6,9 +6,11 @@
 //     the best bootable slot and spends a try on an uncommitted one.
 //   - OSTree (ostree.go), the way Fedora CoreOS, RHEL for Edge and bootc
 //     do: deployments in one root filesystem, listed in the bootloader's
-//     order; a new image is pulled and staged, finalised into the
-//     bootloader as the new default at the next boot, with /etc carried
-//     over by a three-way merge; greenboot's boot counter makes the
+//     order; a new image is pulled and staged, and finalised into the
+//     bootloader as the new default when the running OS shuts down
+//     (ostree-finalize-staged), with /etc carried over by a three-way
+//     merge; a hard reset or power cut before that loses it (the staged
+//     deployment lives in /run); greenboot's boot counter makes the
 //     bootloader boot the previous deployment when the new one never
 //     proves healthy; old deployments are pruned.
 //
@@ -155,7 +157,7 @@ type model interface {
 	finishFinalise(d *Disk) error
 	selectBoot(d *Disk) BootDecision
 	commit(d *Disk) error
-	powerLoss(d *Disk) []string
+	powerLoss(d *Disk) []Loss
 	erase(d *Disk)
 	images(d *Disk) Images
 	etc(d *Disk, id RootID) map[string]string
@@ -189,9 +191,18 @@ func (d *Disk) SelectBoot() BootDecision {
 // Shutdown records that no OS runs from the disk any more.
 func (d *Disk) Shutdown() { d.Booted = "" }
 
-// PowerLoss cuts everything under way: writes and a finalisation. It
-// answers what it cut and what that left, for the lab's events.
-func (d *Disk) PowerLoss() []string {
+// Loss is something a power-off cost the disk, for the lab's events.
+type Loss struct {
+	// Reason is WriteInterrupted (a write or a finalisation was cut) or
+	// StagedDropped (an OSTree staged deployment that was not finalised).
+	Reason, Message string
+}
+
+// PowerLoss is the power going off (after a graceful shutdown or not):
+// writes under way are cut, and so is a finalisation; an OSTree staged
+// deployment not finalised by then is gone with /run. It answers what
+// was lost.
+func (d *Disk) PowerLoss() []Loss {
 	cut := d.model().powerLoss(d)
 	d.Booted = ""
 	return cut

@@ -15,9 +15,11 @@ import (
 // per-kind value is given (the models differ there on purpose).
 type step struct {
 	// do: stage IMG (write whole) | begin IMG (start a write) | activate N
-	// (the staged root) | boot (finalise if due, then the bootloader) |
-	// cut-finalise (a power cut while the next boot finalises) | commit |
-	// rollback | powerloss | recovery-once | erase | edit PATH=VALUE.
+	// (the staged root) | boot (a graceful reboot: the running OS shuts
+	// down, finalising if due, the power goes off and on, the bootloader
+	// chooses) | hard-reset (power off and on, no shutdown) | cut-finalise
+	// (a power cut while the shutdown finalises) | commit | rollback |
+	// powerloss | recovery-once | erase | edit PATH=VALUE.
 	do string
 	// boots is the image the boot must run ("recovery" for the recovery
 	// partition), with trial and, per kind, the bootloader's reason.
@@ -80,11 +82,23 @@ func TestBothModelsThroughTheUpdateContract(t *testing.T) {
 		steps []step
 	}{
 		{
-			name: "install: a fresh disk boots recovery until an image is staged and activated",
+			name: "install: a fresh disk boots recovery until an image is staged and activated; never committed, it runs out of tries",
 			steps: []step{
 				{do: "boot", boots: "recovery", reason: map[Kind]string{AB: "no bootable slot", OSTree: "no deployment"}},
 				{do: "stage os-1", images: "booted= staged=os-1 fallback="},
-				{do: "boot", boots: "recovery", reason: map[Kind]string{AB: "no bootable slot", OSTree: "no deployment"}},
+				// An installer (nothing runs from the disk) writes the
+				// OSTree bootloader entry at once: a hard reset keeps it.
+				{do: "activate 3"},
+				{do: "hard-reset", boots: "os-1", trial: true},
+				{do: "boot", boots: "os-1", trial: true},
+				{do: "boot", boots: "os-1", trial: true, images: "booted=os-1 staged= fallback="},
+				{do: "boot", boots: "recovery", reason: map[Kind]string{AB: "slot A (os-1) has no tries left", OSTree: "deployment 1 (os-1) has no tries left"}},
+			},
+		},
+		{
+			name: "install: committed on its first good boot",
+			steps: []step{
+				{do: "stage os-1"},
 				{do: "activate 3"},
 				{do: "boot", boots: "os-1", trial: true, images: "booted=os-1 staged= fallback="},
 				{do: "commit"},
@@ -126,7 +140,22 @@ func TestBothModelsThroughTheUpdateContract(t *testing.T) {
 			),
 		},
 		{
-			name: "a power cut while the next boot finalises: OSTree loses the staged deployment, A/B has nothing to finalise",
+			name: "a staged image never activated: an A/B slot keeps it, OSTree drops it at the next power-off",
+			steps: append(installed("os-1"),
+				step{do: "stage os-2", images: "booted=os-1 staged=os-2 fallback="},
+				step{do: "boot", boots: "os-1", imagesKind: map[Kind]string{AB: "booted=os-1 staged=os-2 fallback=", OSTree: "booted=os-1 staged= fallback="}},
+			),
+		},
+		{
+			name: "a hard reset after activation: OSTree never finalised the staged deployment and boots the old one, A/B boots the new slot",
+			steps: append(installed("os-1"),
+				step{do: "stage os-2"},
+				step{do: "activate 1"},
+				step{do: "hard-reset", bootsKind: map[Kind]string{AB: "os-2 trial", OSTree: "os-1"}, roots: map[Kind]string{AB: "os-1,os-2", OSTree: "os-1"}},
+			),
+		},
+		{
+			name: "a power cut while the shutdown finalises: OSTree loses the staged deployment, A/B has nothing to finalise",
 			steps: append(installed("os-1"),
 				step{do: "stage os-2"},
 				step{do: "activate 1"},
@@ -253,15 +282,17 @@ func runStep(t *testing.T, d *Disk, kind Kind, i int, s step, last *RootID) {
 		fmt.Sscan(arg, &tries)
 		err = d.Activate(*last, tries)
 	case "boot":
-		d.Shutdown()
 		if _, ok := d.BeginFinalise(); ok {
 			if err = d.FinishFinalise(); err != nil {
 				break
 			}
 		}
+		d.PowerLoss()
+		got = d.SelectBoot()
+	case "hard-reset":
+		d.PowerLoss()
 		got = d.SelectBoot()
 	case "cut-finalise":
-		d.Shutdown()
 		_, ok := d.BeginFinalise()
 		if ok != (kind == OSTree) {
 			t.Fatalf("step %d: BeginFinalise = %v on a %s disk", i, ok, kind)

@@ -46,13 +46,15 @@ func FuzzContract(f *testing.F) {
 					}
 				case 1:
 					_ = d.Activate(last, int(op/10)%3+1)
-				case 2: // a boot
-					d.Shutdown()
-					if _, due := d.BeginFinalise(); due {
-						if err := d.FinishFinalise(); err != nil {
-							t.Fatalf("%s op %d: finalise: %v", kind, i, err)
+				case 2: // a graceful reboot, or (op/10 odd) a hard reset
+					if op/10%2 == 0 {
+						if _, due := d.BeginFinalise(); due {
+							if err := d.FinishFinalise(); err != nil {
+								t.Fatalf("%s op %d: finalise: %v", kind, i, err)
+							}
 						}
 					}
+					d.PowerLoss()
 					dec := d.SelectBoot()
 					if dec.Source == FromRoot {
 						r := d.Images().Root(dec.Root)
@@ -74,8 +76,7 @@ func FuzzContract(f *testing.F) {
 					}
 				case 5:
 					_ = d.Rollback()
-				case 6: // a power cut while the next boot finalises
-					d.Shutdown()
+				case 6: // a power cut while the shutdown finalises
 					d.BeginFinalise()
 					d.PowerLoss()
 				case 7:

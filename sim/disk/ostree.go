@@ -92,9 +92,12 @@ func (treeModel) abortStage(d *Disk, id RootID) {
 	}
 }
 
-// activate marks the staged deployment for finalisation at the next boot
-// with tries boots to prove itself; a deployment already in the
-// bootloader becomes the default with tries.
+// activate marks the staged deployment for finalisation when the running
+// OS shuts down, with tries boots to prove itself. An installer (a deploy
+// ramdisk or recovery OS: nothing runs from the tree) writes the
+// bootloader entry at once, as `ostree admin deploy` does outside a
+// booted deployment. A deployment already in the bootloader becomes the
+// default with tries.
 func (m treeModel) activate(d *Disk, id RootID, tries int) error {
 	t := d.Tree
 	if s := t.Staged; s != nil && s.ID == id {
@@ -102,6 +105,10 @@ func (m treeModel) activate(d *Disk, id RootID, tries int) error {
 			return fmt.Errorf("activate deployment %s (%s): %w", id, s.State, ErrNotWritten)
 		}
 		s.Activated, s.TriesLeft, s.Good = true, tries, false
+		if d.Booted == "" {
+			t.Finalising = true
+			return m.finishFinalise(d)
+		}
 		return nil
 	}
 	i := m.index(d, id)
@@ -198,23 +205,27 @@ func (m treeModel) commit(d *Disk) error {
 	return nil
 }
 
-// powerLoss drops a deployment being pulled or finalised: it lived in
-// /run and in a half-written bootloader entry; the deployments already in
-// the bootloader are intact.
-func (treeModel) powerLoss(d *Disk) []string {
+// powerLoss drops the staged deployment, however far it got: being
+// pulled, pulled, activated or being finalised, it lived in /run (and a
+// half-written bootloader entry); the deployments already in the
+// bootloader are intact.
+func (treeModel) powerLoss(d *Disk) []Loss {
 	t := d.Tree
 	s := t.Staged
-	switch {
-	case s == nil:
+	if s == nil {
 		return nil
-	case t.Finalising:
-		t.Staged, t.Finalising = nil, false
-		return []string{fmt.Sprintf("the finalisation of deployment %s (%s): the staged deployment is lost", s.ID, s.Image)}
-	case s.State == Writing:
-		t.Staged = nil
-		return []string{fmt.Sprintf("the pull of deployment %s (%s): dropped, the deployments in the bootloader are intact", s.ID, s.Image)}
 	}
-	return nil
+	finalising := t.Finalising
+	t.Staged, t.Finalising = nil, false
+	switch {
+	case finalising:
+		return []Loss{{Reason: "WriteInterrupted", Message: fmt.Sprintf("power lost during the finalisation of deployment %s (%s): the staged deployment is lost", s.ID, s.Image)}}
+	case s.State == Writing:
+		return []Loss{{Reason: "WriteInterrupted", Message: fmt.Sprintf("power lost during the pull of deployment %s (%s): dropped, the deployments in the bootloader are intact", s.ID, s.Image)}}
+	case s.Activated:
+		return []Loss{{Reason: "StagedDropped", Message: fmt.Sprintf("the staged deployment %s (%s) was activated but the power went off without a graceful shutdown to finalise it: dropped (it lived in /run)", s.ID, s.Image)}}
+	}
+	return []Loss{{Reason: "StagedDropped", Message: fmt.Sprintf("the staged deployment %s (%s) was never activated: dropped at power-off (it lived in /run)", s.ID, s.Image)}}
 }
 
 func (treeModel) erase(d *Disk) {

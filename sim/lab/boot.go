@@ -19,9 +19,6 @@ import (
 // boot device in turn (the override first), then the OS comes up.
 func (h *Host) boot(ctx context.Context) {
 	timing := h.lab.def.Spec.Timing
-	if !h.finalise(ctx) {
-		return
-	}
 	if h.lab.scale.Sleep(ctx, timescale.Seconds(timing.PostSeconds)) != nil {
 		return
 	}
@@ -173,14 +170,15 @@ func (h *Host) rootFile(id disk.RootID) string {
 	return filepath.Join(h.dir, h.disk.FileName(id))
 }
 
-// finalise is what the disk must do before the bootloader reads its
-// entries: on an OSTree host, writing an activated staged deployment into
-// the bootloader, for the modelled time. (Real OSTree finalises as the
-// old OS shuts down; the lab runs it at the start of the next power cycle,
-// so a power cut inside that window is the one that loses the staged
-// deployment.) It answers false when the power went meanwhile.
+// finalise is the last thing a graceful shutdown of the OS does on an
+// OSTree host: ostree-finalize-staged writes the activated staged
+// deployment into the bootloader, for the modelled time. A power cut
+// inside that window loses the staged deployment (PowerLoss), and so does
+// any power-off that skips the shutdown (a hard reset). It answers false
+// when the power went meanwhile.
 func (h *Host) finalise(ctx context.Context) bool {
 	h.mu.Lock()
+	cycle := h.cycle
 	id, due := h.disk.BeginFinalise()
 	if due {
 		h.saveLocked()
@@ -190,11 +188,13 @@ func (h *Host) finalise(ctx context.Context) bool {
 		return true
 	}
 	h.emit(EventDisk, "Finalising", "writing deployment "+string(id)+" into the bootloader", map[string]string{"root": string(id)})
-	if h.lab.scale.Sleep(ctx, timescale.Seconds(h.lab.def.Spec.Timing.FinaliseSeconds)) != nil {
+	waitCtx, stop := untilPowerLoss(ctx, cycle)
+	defer stop()
+	if h.lab.scale.Sleep(waitCtx, timescale.Seconds(h.lab.def.Spec.Timing.FinaliseSeconds)) != nil {
 		return false
 	}
 	h.mu.Lock()
-	if ctx.Err() != nil {
+	if h.cycle != cycle || h.detached {
 		h.mu.Unlock()
 		return false
 	}

@@ -261,7 +261,8 @@ func (h *Host) waitPower(want PowerState) error {
 }
 
 // Shutdown is a graceful shutdown: the OS stops within the modelled time,
-// then the power goes off.
+// an OSTree host finalises its staged deployment last (boot.go:
+// finalise), then the power goes off.
 func (h *Host) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	running := h.phase == PhaseRunning
@@ -270,11 +271,24 @@ func (h *Host) Shutdown(ctx context.Context) error {
 		if err := h.lab.scale.Sleep(ctx, timescale.Seconds(h.lab.def.Spec.Timing.ShutdownSeconds)); err != nil {
 			return err
 		}
+		if !h.finalise(ctx) {
+			return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, ErrPowerLost)
+		}
 	}
 	return h.PowerOff()
 }
 
-// Reset is a hard reset: power cut and restored.
+// Reboot is a graceful restart (what `systemctl reboot` and a BMC's
+// GracefulRestart do): Shutdown, then power on.
+func (h *Host) Reboot(ctx context.Context) error {
+	if err := h.Shutdown(ctx); err != nil {
+		return err
+	}
+	return h.PowerOn()
+}
+
+// Reset is a hard reset: power cut and restored, no shutdown (an OSTree
+// host's activated staged deployment is lost).
 func (h *Host) Reset() error {
 	if err := h.PowerOff(); err != nil {
 		return err
@@ -326,17 +340,17 @@ func (h *Host) poweredOff(reason string) {
 	h.power, h.phase, h.os = PoweredOff, PhaseOff, nil
 	close(h.powerChanged)
 	h.powerChanged = make(chan struct{})
-	cut := h.disk.PowerLoss()
+	lost := h.disk.PowerLoss()
 	for _, p := range h.ports {
 		if p.Flash == nic.FlashWriting {
-			cut = append(cut, "the flash of the NVM of "+p.Name)
+			lost = append(lost, disk.Loss{Reason: "WriteInterrupted", Message: "power lost during the flash of the NVM of " + p.Name})
 		}
 		p.PowerLoss()
 	}
 	h.saveLocked()
 	h.mu.Unlock()
 	h.emit(EventPower, reason, "power off", map[string]string{"power": string(PoweredOff)})
-	for _, c := range cut {
-		h.emit(EventDisk, "WriteInterrupted", "power lost during "+c, nil)
+	for _, l := range lost {
+		h.emit(EventDisk, l.Reason, l.Message, nil)
 	}
 }

@@ -172,13 +172,15 @@ func TestProvisionUpdateAndFallback(t *testing.T) {
 			if err := h.Activate(root, 2); err != nil {
 				t.Fatal(err)
 			}
+			// Graceful reboots (an OSTree host finalises the staged
+			// deployment as it shuts down).
 			for try := 1; try <= 2; try++ {
-				h.Reset()
+				h.Reboot(context.Background())
 				if e := expect(t, events, "node-0", "OSRunning"); e.Data["root"] != string(root) {
 					t.Fatalf("try %d booted %v, want root %s on trial", try, e.Data, root)
 				}
 			}
-			h.Reset()
+			h.Reboot(context.Background())
 			expect(t, events, "node-0", "Fallback")
 			e = expect(t, events, "node-0", "OSRunning")
 			if e.Data["root"] != firstRoot[kind] || e.Data["image"] != "ubuntu-24.04-k8s-v1.35.3" {
@@ -271,9 +273,10 @@ func TestWriteRefusesAnImageTheDiskHasNoRoomFor(t *testing.T) {
 	}
 }
 
-// An OSTree host's staged deployment is finalised at the next boot; a
-// power cut then loses it and the old deployment boots, its /etc as the
-// admin left it. One that finalises carries the admin's /etc edits over.
+// An OSTree host's staged deployment is finalised as the running OS shuts
+// down gracefully; a power cut then, or a hard reset that skips the
+// shutdown, loses it and the old deployment boots, its /etc as the admin
+// left it. One that finalises carries the admin's /etc edits over.
 func TestOSTreeFinalisationAndEtcMerge(t *testing.T) {
 	// Quick boots and writes; a finalisation long enough to cut.
 	quick := Timing{PostSeconds: 1, BootSeconds: 1, ShutdownSeconds: 1, DiskWriteMBps: 1e5, FinaliseSeconds: 10}
@@ -282,7 +285,6 @@ func TestOSTreeFinalisationAndEtcMerge(t *testing.T) {
 	defer cancel()
 	h, _ := l.Host("node-0")
 	provision(t, l, h, events, "ubuntu-24.04-k8s-v1.35.3")
-	expect(t, events, "node-0", "Finalised")
 	expect(t, events, "node-0", "OSRunning")
 	if err := h.Commit(); err != nil {
 		t.Fatal(err)
@@ -302,9 +304,19 @@ func TestOSTreeFinalisationAndEtcMerge(t *testing.T) {
 		return root
 	}
 
-	// Cut while finalising: the old deployment boots again.
+	// A hard reset: nothing finalised it.
 	stage()
 	h.Reset()
+	if e := expect(t, events, "node-0", "StagedDropped"); !strings.Contains(e.Message, "without a graceful shutdown") {
+		t.Fatalf("a hard reset after the activation: %+v", e)
+	}
+	if e := expect(t, events, "node-0", "OSRunning"); e.Data["image"] != "ubuntu-24.04-k8s-v1.35.3" {
+		t.Fatalf("after a hard reset booted %v, want the old deployment", e.Data)
+	}
+
+	// Cut while finalising: the old deployment boots again.
+	stage()
+	go h.Reboot(context.Background())
 	expect(t, events, "node-0", "Finalising")
 	h.PowerOff()
 	if e := expect(t, events, "node-0", "WriteInterrupted"); !strings.Contains(e.Message, "finalisation") {
@@ -320,7 +332,9 @@ func TestOSTreeFinalisationAndEtcMerge(t *testing.T) {
 
 	// Finalised: the new deployment boots with the admin's marker.
 	root := stage()
-	h.Reset()
+	if err := h.Reboot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	expect(t, events, "node-0", "Finalised")
 	if e := expect(t, events, "node-0", "OSRunning"); e.Data["root"] != string(root) || e.Data["image"] != next.Name {
 		t.Fatalf("booted %v, want deployment %s", e.Data, root)

@@ -99,6 +99,16 @@ func (c *Client) PowerOn() error {
 	return c.sys.Reset(redfish.OnResetType)
 }
 
+// Restart restarts a server that is on gracefully (GracefulRestart: the
+// OS shuts down first, so an OSTree host finalises its staged deployment)
+// and turns one that is off on.
+func (c *Client) Restart() error {
+	if c.PoweredOn() {
+		return c.sys.Reset(redfish.GracefulRestartResetType)
+	}
+	return c.sys.Reset(redfish.OnResetType)
+}
+
 // PowerOff turns the server off at once (Ironic's hard power off).
 func (c *Client) PowerOff() error {
 	if !c.PoweredOn() {
