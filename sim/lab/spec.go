@@ -44,9 +44,10 @@ type Timing struct {
 	BootSeconds     float64 `yaml:"bootSeconds"`
 	ShutdownSeconds float64 `yaml:"shutdownSeconds"`
 	DiskWriteMBps   float64 `yaml:"diskWriteMBps"`
-	// FinaliseSeconds is how long an OSTree host's next boot takes to
-	// write a staged deployment into the bootloader: copy its kernel and
-	// initramfs to /boot, write the entry, sync (default 15).
+	// FinaliseSeconds is how long an OSTree host's graceful shutdown
+	// takes at its end to write a staged deployment into the bootloader:
+	// copy its kernel and initramfs to /boot, write the entry, sync
+	// (default 15).
 	FinaliseSeconds float64 `yaml:"finaliseSeconds"`
 }
 
