@@ -787,3 +787,29 @@ func TestRemediationIsNotADeletionOrderViolation(t *testing.T) {
 		t.Errorf("a healthy new Machine deleted first: deletion-order %s; want fail", st["deletion-order"])
 	}
 }
+
+// CAPI's cluster controller does not reconcile the Cluster when a
+// control-plane Machine changes once the control plane is initialised: a
+// Cluster last written before the Machine's update failed still says
+// what it said before. capi-agrees could not have agreed: not exercised,
+// and said so, never a pass or a failure.
+func TestAClusterCAPIDidNotReconcileSinceTheFailureIsNotJudged(t *testing.T) {
+	h := provisionedSingleNode()
+	fine := map[string]string{monitor.FieldCPMachinesReady: "True", monitor.FieldWorkerMachinesReady: "True"}
+	for k, v := range done {
+		fine[k] = v
+	}
+	h.set(monitor.KindCluster, "c", fine)
+	h.step(StepUpgrade)
+	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
+	failed := machine("v1.36.3", "u1", "c-cp-a", true, "False")
+	failed[monitor.FieldUpdateFailed] = "true"
+	h.set(monitor.KindMachine, "c-cp-a", failed)
+	h.set(monitor.KindApp, "web", map[string]string{monitor.FieldReplicas: "1", monitor.FieldReadyCount: "1"})
+	h.step(StepDone)
+	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "present"})
+	r := result(h, rollback, "capi-agrees")
+	if r.Status != NotExercised || !strings.Contains(r.Note, "was not reconciled after the last Machine change") {
+		t.Fatalf("capi-agrees on a stale Cluster: %s %v, note %q", r.Status, r.Violations, r.Note)
+	}
+}

@@ -22,6 +22,8 @@ import (
 type State struct {
 	Now     time.Time
 	Objects map[string]map[string]map[string]string
+	// Changed is when each object ("Kind/name") last changed.
+	Changed map[string]time.Time
 	Steps   map[string]time.Time
 	// Created and Deleted are the objects that appeared and went away
 	// after the "upgrade" step ("Kind/name").
@@ -111,7 +113,7 @@ func (s *State) upgrading() bool { return s.Before != nil && s.Steps[StepDone].I
 func newState() *State {
 	return &State{Objects: map[string]map[string]map[string]string{}, Steps: map[string]time.Time{},
 		LastConsumer: map[string]string{}, Reprovisioned: map[string]bool{}, drainGaveUp: map[string]bool{}, budgets: map[string]*budgetTrack{},
-		podNodes: map[string]string{}, stoppedNodes: map[string]bool{}, stoppedWith: map[string]map[string]bool{}}
+		Changed: map[string]time.Time{}, podNodes: map[string]string{}, stoppedNodes: map[string]bool{}, stoppedWith: map[string]map[string]bool{}}
 }
 
 // count records what the entry did that a rule judges (before the
@@ -145,6 +147,7 @@ func (s *State) count(e timeline.Entry) {
 // apply moves the state past one entry.
 func (s *State) apply(e timeline.Entry) {
 	s.Now, s.Entry = e.Time, e
+	s.Changed[e.Kind+"/"+e.Name] = e.Time
 	s.count(e)
 	if e.Kind == timeline.KindStep {
 		if e.Name == StepDone && !s.apiDownSince.IsZero() {
