@@ -492,12 +492,7 @@ func TestEtcdMemberRemovedBeforeTheHostGoesPasses(t *testing.T) {
 // old version.
 func rolledBack() *history {
 	h := provisionedSingleNode()
-	h.step(StepUpgrade)
-	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
-	failed := machine("v1.36.3", "u1", "c-cp-a", true, "False")
-	failed[monitor.FieldUpdateFailed] = "true"
-	h.set(monitor.KindMachine, "c-cp-a", failed)
-	h.set(monitor.KindApp, "web", map[string]string{monitor.FieldReplicas: "1", monitor.FieldReadyCount: "1"})
+	failUpdate(h)
 	// As CAPI v1.14 reports it: the spec is up to date, the Machine (its
 	// Ready counts the failed Updating) is not ready.
 	h.set(monitor.KindCluster, "c", map[string]string{monitor.FieldAvailable: "True", monitor.FieldCPUpToDate: "True", monitor.FieldWorkersUpToDate: "True",
@@ -505,6 +500,17 @@ func rolledBack() *history {
 	h.step(StepDone)
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "present"})
 	return h
+}
+
+// failUpdate is the upgrade step and the one Machine's in-place update
+// failing, the application whole.
+func failUpdate(h *history) {
+	h.step(StepUpgrade)
+	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
+	failed := machine("v1.36.3", "u1", "c-cp-a", true, "False")
+	failed[monitor.FieldUpdateFailed] = "true"
+	h.set(monitor.KindMachine, "c-cp-a", failed)
+	h.set(monitor.KindApp, "web", map[string]string{monitor.FieldReplicas: "1", monitor.FieldReadyCount: "1"})
 }
 
 var rollback = func() Params {
@@ -800,12 +806,7 @@ func TestAClusterCAPIDidNotReconcileSinceTheFailureIsNotJudged(t *testing.T) {
 		fine[k] = v
 	}
 	h.set(monitor.KindCluster, "c", fine)
-	h.step(StepUpgrade)
-	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
-	failed := machine("v1.36.3", "u1", "c-cp-a", true, "False")
-	failed[monitor.FieldUpdateFailed] = "true"
-	h.set(monitor.KindMachine, "c-cp-a", failed)
-	h.set(monitor.KindApp, "web", map[string]string{monitor.FieldReplicas: "1", monitor.FieldReadyCount: "1"})
+	failUpdate(h)
 	h.step(StepDone)
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "present"})
 	r := result(h, rollback, "capi-agrees")

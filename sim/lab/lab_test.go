@@ -193,15 +193,23 @@ func TestProvisionUpdateAndFallback(t *testing.T) {
 	}
 }
 
+// inRecovery is the single-node lab with its host of kind powered on into
+// its recovery OS (the disk holds nothing yet), and the lab's events.
+func inRecovery(t *testing.T, kind disk.Kind, scale timescale.Scale, edits ...func(*Definition)) (*Lab, *Host, <-chan Event) {
+	t.Helper()
+	l := upLabOS(t, "single-node", string(kind), scale, t.TempDir(), edits...)
+	events, cancel := l.Subscribe()
+	t.Cleanup(cancel)
+	h, _ := l.Host("node-0")
+	h.PowerOn()
+	expect(t, events, "node-0", "OSRunning")
+	return l, h, events
+}
+
 func TestWriteRefusesABadChecksumAndPowerLossCutsTheWrite(t *testing.T) {
 	for _, kind := range disk.Kinds {
 		t.Run(string(kind), func(t *testing.T) {
-			l := upLabOS(t, "single-node", string(kind), 0.05, t.TempDir())
-			events, cancel := l.Subscribe()
-			defer cancel()
-			h, _ := l.Host("node-0")
-			h.PowerOn()
-			expect(t, events, "node-0", "OSRunning") // recovery
+			l, h, events := inRecovery(t, kind, 0.05)
 
 			b, _ := l.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.36.3")
 			_, err := h.WriteImage(context.Background(), l.ImageServer().ImageURL(b.Name), strings.Repeat("0", 64))
@@ -253,12 +261,7 @@ func TestWriteRefusesABadChecksumAndPowerLossCutsTheWrite(t *testing.T) {
 func TestWriteRefusesAnImageTheDiskHasNoRoomFor(t *testing.T) {
 	for _, kind := range disk.Kinds {
 		t.Run(string(kind), func(t *testing.T) {
-			l := upLabOS(t, "single-node", string(kind), 0, t.TempDir(), func(d *Definition) { d.Spec.Hosts[0].OS.RootGiB = 1 })
-			events, cancel := l.Subscribe()
-			defer cancel()
-			h, _ := l.Host("node-0")
-			h.PowerOn()
-			expect(t, events, "node-0", "OSRunning") // recovery
+			l, h, events := inRecovery(t, kind, 0, func(d *Definition) { d.Spec.Hosts[0].OS.RootGiB = 1 })
 			b, _ := l.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.36.3")
 			if _, err := h.WriteImage(context.Background(), l.ImageServer().ImageURL(b.Name), b.SHA256); !errors.Is(err, disk.ErrNoSpace) {
 				t.Fatalf("a %d MiB image on a 1 GiB root: %v, want no space", b.SizeMiB, err)
