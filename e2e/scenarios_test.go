@@ -99,11 +99,7 @@ func (p plannedRun) labels() []string {
 	l := []string{"scenario", p.provider.Name, p.scenario.Name, string(p.scenario.Strategy), string(p.form)}
 	if p.provider.Lab {
 		// Filter by host OS: GINKGO_LABELS=ostree, mixed, ab.
-		kind := p.lab.HostOS()
-		if strings.HasPrefix(kind, lab.HostOSMixed) {
-			kind = lab.HostOSMixed
-		}
-		l = append(l, kind)
+		l = append(l, p.lab.HostOSMode())
 	}
 	return l
 }
@@ -201,7 +197,7 @@ func hostOSVariants(s *scenario.Scenario, def *lab.Definition, prov *provider.Co
 	}
 	var out []hostOSVariant
 	for _, mode := range s.HostOS {
-		if mode == def.HostOS() {
+		if mode == def.HostOSMode() {
 			out = append(out, hostOSVariant{def: def})
 			continue
 		}

@@ -62,13 +62,12 @@ type State struct {
 	// the budget drops CAPI's nodeDrainTimeout caused.
 	podNodes       map[string]string
 	excusedBudgets []string
-	// undrainedStops are the nodes of this poll stopped with pods left;
-	// stoppedNodes the nodes whose host is off now (their pods run not,
-	// whatever the API, which a lost quorum freezes, still says).
+	// undrainedStops are the nodes of this poll stopped with pods left.
 	undrainedStops []string
-	stoppedNodes   map[string]bool
-	// stoppedWith: the pods a drain moves that each stopped node still ran
-	// as it stopped (its NodeStopped event names them).
+	// stoppedWith: each node whose host is off now (its pods run not,
+	// whatever the API, which a lost quorum freezes, still says), with the
+	// pods a drain moves that it still ran as it stopped (its NodeStopped
+	// event names them).
 	stoppedWith map[string]map[string]bool
 	// Exercise counts what happened that rules judge (see Rule.Exercised).
 	Exercise Exercise
@@ -113,7 +112,7 @@ func (s *State) upgrading() bool { return s.Before != nil && s.Steps[StepDone].I
 func newState() *State {
 	return &State{Objects: map[string]map[string]map[string]string{}, Steps: map[string]time.Time{},
 		LastConsumer: map[string]string{}, Reprovisioned: map[string]bool{}, drainGaveUp: map[string]bool{}, budgets: map[string]*budgetTrack{},
-		Changed: map[string]time.Time{}, podNodes: map[string]string{}, stoppedNodes: map[string]bool{}, stoppedWith: map[string]map[string]bool{}}
+		Changed: map[string]time.Time{}, podNodes: map[string]string{}, stoppedWith: map[string]map[string]bool{}}
 }
 
 // count records what the entry did that a rule judges (before the
@@ -176,11 +175,9 @@ func (s *State) apply(e timeline.Entry) {
 	if e.Kind == monitor.KindWorkloadEvent && s.upgrading() {
 		s.workloadEvents = append(s.workloadEvents, e.New[monitor.FieldReason])
 		if e.New[monitor.FieldReason] == workload.EventNodeStarted {
-			delete(s.stoppedNodes, e.Name)
 			delete(s.stoppedWith, e.Name)
 		}
 		if e.New[monitor.FieldReason] == workload.EventNodeStopped {
-			s.stoppedNodes[e.Name] = true
 			with := map[string]bool{}
 			for _, p := range strings.Split(e.New["pods"], ",") {
 				if p != "" {
@@ -268,7 +265,7 @@ func (s *State) afterPoll() {
 		t.breach = nil
 		now := map[string]bool{}
 		for _, pod := range s.budgetPods(b) {
-			if sum := s.get(monitor.KindPod, pod); healthy(sum) && !s.stoppedNodes[sum[monitor.FieldNode]] {
+			if sum := s.get(monitor.KindPod, pod); healthy(sum) && !s.stopped(sum[monitor.FieldNode]) {
 				now[pod] = true
 			}
 		}
@@ -279,7 +276,7 @@ func (s *State) afterPoll() {
 			if now[pod] {
 				continue
 			}
-			if node := s.podNodes[pod]; s.stoppedNodes[node] && !s.stoppedWith[node][pod] && s.stoppedWith[node] != nil {
+			if with, stopped := s.stoppedWith[s.podNodes[pod]]; stopped && !with[pod] {
 				// The workload says the pod was no longer on its node
 				// when the node stopped (evicted and gone between two
 				// polls, the last of which still listed it): it left by
@@ -313,6 +310,13 @@ func (s *State) afterPoll() {
 			s.podNodes[pod] = n
 		}
 	}
+}
+
+// stopped says whether node's host is off (it stopped and did not start
+// again).
+func (s *State) stopped(node string) bool {
+	_, ok := s.stoppedWith[node]
+	return ok
 }
 
 func copyObjects(in map[string]map[string]map[string]string) map[string]map[string]map[string]string {

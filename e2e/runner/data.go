@@ -59,7 +59,7 @@ func (r *run) writeData(ctx context.Context) error {
 			return err
 		}
 		r.tl.Add(timeline.Entry{Kind: check.KindHostData, Name: h.Name, New: map[string]string{check.FieldMarker: "written", "labHost": lh.Name()}})
-		if lh.Status().Disk.Images().Kind == disk.OSTree {
+		if st := lh.Status(); st.Disk.OSKind() == disk.OSTree {
 			// What an admin changes on a host by hand; OSTree's /etc
 			// merge is to carry it into the next deployment.
 			if err := lh.WriteEtc(etcMarker, "edited before the upgrade on "+h.Name); err != nil {

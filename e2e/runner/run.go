@@ -28,7 +28,6 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/timeline"
 	"github.com/upgradelab/upgradelab/internal/loopback"
 	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
-	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/timescale"
 )
@@ -160,7 +159,7 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		// Only the lab's workload clusters run pods and model etcd on the
 		// hosts; another provider's (CAPI's in-memory one) do neither.
 		p.Apps, p.EtcdOnHosts = r.provider.Lab, r.provider.Lab
-		p.OSTreeHosts = r.provider.Lab && strings.Contains(def.HostOS(), string(disk.OSTree))
+		p.OSTreeHosts = r.provider.Lab && def.HostOSMode() != lab.HostOSAB
 		p.ToCoreDNS = coreDNSAsked(entries)
 		if to, err := def.Catalog.Get(s.EndRelease().Image); err == nil && r.provider.Lab { // CAPI's in-memory etcd members carry no image
 			p.ToEtcd = to.Etcd

@@ -53,7 +53,6 @@ type Machine interface {
 	Etc() map[string]string
 	WriteEtc(path, content string) error
 	RequestRecoveryBoot() error
-	Reset() error
 	// Reboot is a graceful restart, as the OS's own reboot is.
 	Reboot(ctx context.Context) error
 	WipeData() error

@@ -160,7 +160,7 @@ func reply(w http.ResponseWriter, status int, body any) {
 func replyErr(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
 	switch {
-	case errors.Is(err, lab.ErrNotRunning), errors.Is(err, disk.ErrRootBooted), errors.Is(err, disk.ErrNotWritten), errors.Is(err, disk.ErrNotBooted),
+	case errors.Is(err, lab.ErrNotRunning), errors.Is(err, disk.ErrNotWritten), errors.Is(err, disk.ErrNotBooted),
 		errors.Is(err, disk.ErrNoFallback), errors.Is(err, disk.ErrNoSuchRoot):
 		status = http.StatusConflict
 	case errors.Is(err, disk.ErrNoSpace):

@@ -144,8 +144,6 @@ func (s *HardwareServer) call(ctx context.Context, call string, body io.Reader) 
 		return nil, m.WriteEtc(a.Path, a.Content)
 	case "recovery-boot":
 		return nil, m.RequestRecoveryBoot()
-	case "reset":
-		return nil, m.Reset()
 	case "reboot":
 		return nil, m.Reboot(ctx)
 	case "wipe":
@@ -420,9 +418,6 @@ func (r *Remote) WriteEtc(path, content string) error {
 
 // RequestRecoveryBoot implements Machine.
 func (r *Remote) RequestRecoveryBoot() error { return r.do(r.bg(), "recovery-boot", nil, nil) }
-
-// Reset implements Machine.
-func (r *Remote) Reset() error { return r.do(r.bg(), "reset", nil, nil) }
 
 // Reboot implements Machine.
 func (r *Remote) Reboot(ctx context.Context) error { return r.do(ctx, "reboot", nil, nil) }

@@ -1,6 +1,10 @@
 package disk
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+	"strings"
+)
 
 // SlotName is "A" or "B".
 type SlotName = RootID
@@ -69,9 +73,6 @@ func (m abModel) beginStage(d *Disk, image, checksum string, sizeMiB int) (RootI
 	s, err := m.slot(d, target)
 	if err != nil {
 		return "", err
-	}
-	if d.Booted == target {
-		return "", fmt.Errorf("write slot %s: %w", target, ErrRootBooted)
 	}
 	if d.RootMiB > 0 && sizeMiB > d.RootMiB {
 		return "", fmt.Errorf("write %s (%d MiB) into slot %s, which holds %d MiB: %w", image, sizeMiB, target, d.RootMiB, ErrNoSpace)
@@ -216,13 +217,8 @@ func (abModel) etc(d *Disk, id RootID) map[string]string {
 
 func (abModel) fileName(id RootID) string { return "slot-" + string(id) + ".img" }
 
+// joinReasons is why a bootloader passed roots over, or fallback when it
+// passed none.
 func joinReasons(reasons []string, fallback string) string {
-	if len(reasons) == 0 {
-		return fallback
-	}
-	out := reasons[0]
-	for _, r := range reasons[1:] {
-		out += "; " + r
-	}
-	return out
+	return cmp.Or(strings.Join(reasons, "; "), fallback)
 }

@@ -135,7 +135,6 @@ func New(kind Kind, recoveryImage string, keep int) (*Disk, error) {
 
 // Errors a caller can act on.
 var (
-	ErrRootBooted  = errors.New("root holds the running OS")
 	ErrNotWritten  = errors.New("root holds no complete image")
 	ErrNotWriting  = errors.New("no write under way on root")
 	ErrNotBooted   = errors.New("not booted from a root")
@@ -165,8 +164,8 @@ type model interface {
 }
 
 func (d *Disk) model() model {
-	switch d.Kind {
-	case AB, "": // "" is a disk saved before OSTree existed
+	switch d.OSKind() {
+	case AB:
 		return abModel{}
 	case OSTree:
 		return treeModel{}
@@ -186,6 +185,14 @@ func (d *Disk) SelectBoot() BootDecision {
 	dec := d.model().selectBoot(d)
 	d.Booted = dec.Root
 	return dec
+}
+
+// OSKind is the disk's kind (a disk saved before OSTree existed is A/B).
+func (d *Disk) OSKind() Kind {
+	if d.Kind == "" {
+		return AB
+	}
+	return d.Kind
 }
 
 // Shutdown records that no OS runs from the disk any more.

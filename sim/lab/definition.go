@@ -114,17 +114,28 @@ func (d *Definition) WithHostOS(mode string) (*Definition, error) {
 	return &out, nil
 }
 
-// HostOS says how the lab's hosts keep their OS: "ab" or "ostree" when
-// all agree, else "mixed (node-0 ab, node-1 ostree, ...)".
+// HostOSMode is the lab's hosts' OS kind when all agree ("ab",
+// "ostree"), else "mixed".
+func (d *Definition) HostOSMode() string {
+	for _, h := range d.Spec.Hosts[1:] {
+		if h.OS.Kind != d.Spec.Hosts[0].OS.Kind {
+			return HostOSMixed
+		}
+	}
+	return string(d.Spec.Hosts[0].OS.Kind)
+}
+
+// HostOS describes how the lab's hosts keep their OS, for reports: the
+// mode, and each host's kind when they differ ("mixed (node-0 ab,
+// node-1 ostree)").
 func (d *Definition) HostOS() string {
+	mode := d.HostOSMode()
+	if mode != HostOSMixed {
+		return mode
+	}
 	var each []string
-	kinds := map[disk.Kind]bool{}
 	for _, h := range d.Spec.Hosts {
-		kinds[h.OS.Kind] = true
 		each = append(each, h.Name+" "+string(h.OS.Kind))
 	}
-	if len(kinds) == 1 {
-		return string(d.Spec.Hosts[0].OS.Kind)
-	}
-	return HostOSMixed + " (" + strings.Join(each, ", ") + ")"
+	return mode + " (" + strings.Join(each, ", ") + ")"
 }

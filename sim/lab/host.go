@@ -142,7 +142,7 @@ func newHost(l *Lab, spec HostSpec) (*Host, error) {
 		if err := d.Validate(); err != nil {
 			return nil, fmt.Errorf("host %s: saved disk: %w", spec.Name, err)
 		}
-		if kind := d.Images().Kind; kind != spec.OS.Kind {
+		if kind := d.OSKind(); kind != spec.OS.Kind {
 			return nil, fmt.Errorf("host %s: its saved disk is %s but the lab file says os.kind %s (start from an empty state folder)", spec.Name, kind, spec.OS.Kind)
 		}
 		h.disk = &d

@@ -137,7 +137,7 @@ func (h *Host) WriteImage(ctx context.Context, url, wantSHA256 string) (disk.Roo
 
 // rootNameLocked names a root for events: "slot B", "deployment 3".
 func (h *Host) rootNameLocked(id disk.RootID) string {
-	if h.disk.Images().Kind == disk.OSTree {
+	if h.disk.OSKind() == disk.OSTree {
 		return "deployment " + string(id)
 	}
 	return "slot " + string(id)
