@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	"sigs.k8s.io/cluster-api/util/secret"
 
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	"github.com/upgradelab/upgradelab/sim/agent"
 	"github.com/upgradelab/upgradelab/sim/labtest"
 	"github.com/upgradelab/upgradelab/sim/pki"
@@ -121,7 +122,7 @@ func TestAgentBinaryJoinsTheWorkloadCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h agent.Health
+	var h agentv1.Health
 	json.NewDecoder(resp.Body).Decode(&h)
 	resp.Body.Close()
 	if b := host.Status().Disk.Images().Booted; !h.Healthy || b == nil || !b.Committed {

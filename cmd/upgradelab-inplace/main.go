@@ -34,12 +34,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/providers/baremetal/hostagent"
 	"github.com/upgradelab/upgradelab/providers/inplace"
 	"github.com/upgradelab/upgradelab/providers/inplace/singlenode"
-	"github.com/upgradelab/upgradelab/sim/image"
-	"github.com/upgradelab/upgradelab/sim/nic"
 )
 
 type options struct {
@@ -162,34 +161,34 @@ func run(o options) error {
 }
 
 // manifestReader reads an image bundle's manifest from the head of the
-// image (image.PayloadBytes at most).
+// image (imagev1.PayloadBytes at most).
 func manifestReader(c *http.Client) inplace.ManifestReader {
-	return func(ctx context.Context, url string) (image.Manifest, error) {
+	return func(ctx context.Context, url string) (imagev1.Manifest, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			return image.Manifest{}, err
+			return imagev1.Manifest{}, err
 		}
-		req.Header.Set("Range", fmt.Sprintf("bytes=0-%d", image.PayloadBytes-1))
+		req.Header.Set("Range", fmt.Sprintf("bytes=0-%d", imagev1.PayloadBytes-1))
 		resp, err := c.Do(req)
 		if err != nil {
-			return image.Manifest{}, err
+			return imagev1.Manifest{}, err
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode/100 != 2 {
-			return image.Manifest{}, fmt.Errorf("GET %s: %s", url, resp.Status)
+			return imagev1.Manifest{}, fmt.Errorf("GET %s: %s", url, resp.Status)
 		}
-		head, err := io.ReadAll(io.LimitReader(resp.Body, image.PayloadBytes))
+		head, err := io.ReadAll(io.LimitReader(resp.Body, imagev1.PayloadBytes))
 		if err != nil {
-			return image.Manifest{}, err
+			return imagev1.Manifest{}, err
 		}
-		return image.ReadManifest(head)
+		return imagev1.ReadManifest(head)
 	}
 }
 
 // firmwareReader reads a firmware package's descriptor (JSON).
 func firmwareReader(c *http.Client) inplace.FirmwareReader {
-	return func(ctx context.Context, url string) (nic.NVMImage, error) {
-		var img nic.NVMImage
+	return func(ctx context.Context, url string) (imagev1.NVMImage, error) {
+		var img imagev1.NVMImage
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return img, err

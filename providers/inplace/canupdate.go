@@ -26,19 +26,18 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
-	"github.com/upgradelab/upgradelab/sim/agent"
-	"github.com/upgradelab/upgradelab/sim/image"
-	"github.com/upgradelab/upgradelab/sim/nic"
 )
 
 // ManifestReader reads the manifest of the image at a URL (the header of
 // the image bundle), to check an image's Kubernetes version.
-type ManifestReader func(ctx context.Context, url string) (image.Manifest, error)
+type ManifestReader func(ctx context.Context, url string) (imagev1.Manifest, error)
 
 // HostReader reads the agent's report of the host behind a Machine (its
 // running OS, images and NIC ports), found through the Machine's Node.
-type HostReader func(ctx context.Context, machine client.ObjectKey) (agent.Status, error)
+type HostReader func(ctx context.Context, machine client.ObjectKey) (agentv1.Status, error)
 
 // coverage is one CanUpdate question: the current objects (patched in
 // place toward the desired ones in what the extension covers) and the
@@ -49,7 +48,7 @@ type coverage struct {
 	current, desired       *clusterv1.MachineSpec
 	currentBMM, desiredBMM *infrav1.BareMetalMachineSpec
 	currentKC, desiredKC   *bootstrapv1.KubeadmConfigSpec
-	hosts                  []agent.Status
+	hosts                  []agentv1.Status
 }
 
 // cover is the one place that decides whether a change can be made in
@@ -67,7 +66,7 @@ type coverage struct {
 // rolls out instead. The refusal says why.
 func (h *Handlers) cover(ctx context.Context, c coverage) (refusal string, err error) {
 	imageChanges := c.currentBMM.Image != c.desiredBMM.Image
-	var next image.Manifest
+	var next imagev1.Manifest
 	if imageChanges || c.current.Version != c.desired.Version {
 		if next, err = h.updater.ReadManifest(ctx, c.desiredBMM.Image.URL); err != nil {
 			return "", fmt.Errorf("reading the manifest of %s: %w", c.desiredBMM.Image.URL, err)
@@ -139,7 +138,7 @@ func plainFile(f bootstrapv1.File) string {
 // nicRefusal says why a host cannot take an NVM change with the image
 // change in place ("" when it can, or has nothing to flash): the order
 // is the one UpdateMachine will follow (planNIC).
-func nicRefusal(st agent.Status, next image.Manifest, imageChanges bool, nvm nic.NVMImage) string {
+func nicRefusal(st agentv1.Status, next imagev1.Manifest, imageChanges bool, nvm imagev1.NVMImage) string {
 	if st.OS == nil {
 		return fmt.Sprintf("host %s reports no running OS, so its NIC firmware cannot be judged", st.Host)
 	}
@@ -235,7 +234,7 @@ func (h *Handlers) DoCanUpdateMachine(ctx context.Context, req *runtimehooksv1.C
 		fail(&resp.CommonResponse, "desired bootstrap config: %v", err)
 		return
 	}
-	var hosts []agent.Status
+	var hosts []agentv1.Status
 	if desiredBMM.Spec.NICFirmware != nil {
 		st, err := h.updater.readHost(ctx, client.ObjectKeyFromObject(&req.Current.Machine))
 		if err != nil {
@@ -289,7 +288,7 @@ func (h *Handlers) DoCanUpdateMachineSet(ctx context.Context, req *runtimehooksv
 		fail(&resp.CommonResponse, "desired infrastructure machine template: %v", err)
 		return
 	}
-	var hosts []agent.Status
+	var hosts []agentv1.Status
 	if desiredT.Spec.Template.Spec.NICFirmware != nil {
 		var err error
 		if hosts, err = h.hostsOfMachineSet(ctx, &req.Current.MachineSet); err != nil {
@@ -337,12 +336,12 @@ func (h *Handlers) DoCanUpdateMachineSet(ctx context.Context, req *runtimehooksv
 }
 
 // hostsOfMachineSet reads the host of every Machine the MachineSet owns.
-func (h *Handlers) hostsOfMachineSet(ctx context.Context, ms *clusterv1.MachineSet) ([]agent.Status, error) {
+func (h *Handlers) hostsOfMachineSet(ctx context.Context, ms *clusterv1.MachineSet) ([]agentv1.Status, error) {
 	machines := &clusterv1.MachineList{}
 	if err := h.updater.Client.List(ctx, machines, client.InNamespace(ms.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: ms.Spec.ClusterName}); err != nil {
 		return nil, err
 	}
-	var out []agent.Status
+	var out []agentv1.Status
 	for i := range machines.Items {
 		m := &machines.Items[i]
 		if !ownedBy(m, ms.Name) || !m.DeletionTimestamp.IsZero() {

@@ -15,10 +15,10 @@ import (
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
-	"github.com/upgradelab/upgradelab/sim/agent"
 	"github.com/upgradelab/upgradelab/sim/image"
-	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/nic"
 )
 
@@ -27,7 +27,7 @@ import (
 // catalogs.
 type canUpdateWorld struct {
 	t        *testing.T
-	images   map[string]image.Manifest // by URL
+	images   map[string]imagev1.Manifest // by URL
 	nvms     nic.Catalog
 	hostNVM  string // what the host's ports run
 	hostDown bool   // the host cannot be read
@@ -49,7 +49,7 @@ func newCanUpdateWorld(t *testing.T) *canUpdateWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &canUpdateWorld{t: t, images: map[string]image.Manifest{}, nvms: nvms, hostNVM: "x710-nvm-9.20"}
+	w := &canUpdateWorld{t: t, images: map[string]imagev1.Manifest{}, nvms: nvms, hostNVM: "x710-nvm-9.20"}
 	for name, b := range catalog.Images {
 		w.images["http://images/"+name] = b.Manifest()
 	}
@@ -64,18 +64,18 @@ func (w *canUpdateWorld) handlers() *Handlers {
 		}
 	}
 	return NewHandlers(serializer.NewCodecFactory(s).UniversalDecoder(infrav1.GroupVersion, bootstrapv1.GroupVersion), &Updater{
-		ReadManifest: func(_ context.Context, url string) (image.Manifest, error) {
+		ReadManifest: func(_ context.Context, url string) (imagev1.Manifest, error) {
 			m, ok := w.images[url]
 			if !ok {
-				return image.Manifest{}, errors.New("404 " + url)
+				return imagev1.Manifest{}, errors.New("404 " + url)
 			}
 			return m, nil
 		},
-		ReadFirmware: func(_ context.Context, url string) (nic.NVMImage, error) {
+		ReadFirmware: func(_ context.Context, url string) (imagev1.NVMImage, error) {
 			name := url[strings.LastIndex(url, "/")+1:]
 			nvm, ok := w.nvms[name]
 			if !ok {
-				return nic.NVMImage{}, errors.New("404 " + url)
+				return imagev1.NVMImage{}, errors.New("404 " + url)
 			}
 			return nvm, nil
 		},
@@ -83,13 +83,13 @@ func (w *canUpdateWorld) handlers() *Handlers {
 	})
 }
 
-func (w *canUpdateWorld) readHost(_ context.Context, key client.ObjectKey) (agent.Status, error) {
+func (w *canUpdateWorld) readHost(_ context.Context, key client.ObjectKey) (agentv1.Status, error) {
 	if w.hostDown {
-		return agent.Status{}, errors.New("host agent not answering")
+		return agentv1.Status{}, errors.New("host agent not answering")
 	}
 	nvm := w.nvms[w.hostNVM]
-	return agent.Status{Host: "host-" + key.Name, OS: &lab.RunningOS{Source: lab.FromDisk, Image: w.images[imgV135],
-		Links: []lab.PortLink{{Port: "eno1", Firmware: nvm.Firmware, API: nvm.API}, {Port: "eno2", Firmware: nvm.Firmware, API: nvm.API}}}}, nil
+	return agentv1.Status{Host: "host-" + key.Name, OS: &agentv1.RunningOS{Source: agentv1.FromDisk, Image: w.images[imgV135],
+		Links: []agentv1.PortLink{{Port: "eno1", Firmware: nvm.Firmware, API: nvm.API}, {Port: "eno2", Firmware: nvm.Firmware, API: nvm.API}}}}, nil
 }
 
 // machineChange is one desired change of a control-plane Machine.

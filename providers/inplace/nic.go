@@ -10,10 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
-	"github.com/upgradelab/upgradelab/sim/agent"
-	"github.com/upgradelab/upgradelab/sim/lab"
-	"github.com/upgradelab/upgradelab/sim/nic"
 )
 
 // nicOrder is when the NIC's NVM is flashed relative to the new OS image.
@@ -42,7 +41,7 @@ type nicPlan struct {
 // minor, or one older than the driver's minimum, runs with a warning.
 // The extension carries this knowledge itself (it is not the lab's rule
 // file), so a disagreement with the lab shows as a failed update.
-func driverLink(d nic.Driver, nvm nic.APIVersion) (up bool, note string) {
+func driverLink(d imagev1.Driver, nvm imagev1.APIVersion) (up bool, note string) {
 	switch {
 	case nvm.Major > d.API.Major:
 		return false, fmt.Sprintf("driver %s (API %s) stops on NVM API %s: major newer", d.Version, d.API, nvm)
@@ -64,7 +63,7 @@ func driverLink(d nic.Driver, nvm nic.APIVersion) (up bool, note string) {
 // NVM untouched). When neither order keeps the port up, or the new
 // driver does not run the new NVM at all, the update is refused before
 // anything is touched.
-func planNIC(oldDriver, newDriver nic.Driver, imageChanges bool, current, wanted nic.APIVersion) (nicPlan, error) {
+func planNIC(oldDriver, newDriver imagev1.Driver, imageChanges bool, current, wanted imagev1.APIVersion) (nicPlan, error) {
 	if up, note := driverLink(newDriver, wanted); !up {
 		return nicPlan{}, fmt.Errorf("the image's %s", note)
 	}
@@ -90,10 +89,10 @@ func planNIC(oldDriver, newDriver nic.Driver, imageChanges bool, current, wanted
 
 // portsToFlash are the ports of the running OS not on the wanted NVM,
 // and the NVM API they run (all must agree: one plan per host).
-func portsToFlash(links []lab.PortLink, wanted nic.NVMImage) ([]string, nic.APIVersion, error) {
+func portsToFlash(links []agentv1.PortLink, wanted imagev1.NVMImage) ([]string, imagev1.APIVersion, error) {
 	var ports []string
-	var api nic.APIVersion
-	apis := map[nic.APIVersion]bool{}
+	var api imagev1.APIVersion
+	apis := map[imagev1.APIVersion]bool{}
 	for _, l := range links {
 		if l.Firmware == wanted.Firmware {
 			continue
@@ -110,20 +109,20 @@ func portsToFlash(links []lab.PortLink, wanted nic.NVMImage) ([]string, nic.APIV
 
 // FirmwareReader reads the descriptor of the firmware package at a URL:
 // the NVM image it carries with its firmware and API versions.
-type FirmwareReader func(ctx context.Context, url string) (nic.NVMImage, error)
+type FirmwareReader func(ctx context.Context, url string) (imagev1.NVMImage, error)
 
 // nicFlash is the NVM change an update still has to make on its host.
 type nicFlash struct {
 	url   string
-	nvm   nic.NVMImage
+	nvm   imagev1.NVMImage
 	ports []string
 	plan  nicPlan
 	// recovery are the ports whose driver reports the NIC's recovery
 	// firmware: a flash of them was cut short (power lost while it was
-	// written) and only a complete one brings them back. bootedAt is when
-	// the OS that reports them booted.
+	// written) and only a complete one brings them back. bootID is the
+	// boot of the OS that reports them.
 	recovery []string
-	bootedAt time.Time
+	bootID   string
 }
 
 // maxFlashes bounds how often one NVM is staged on a host: a flash cut
@@ -131,11 +130,11 @@ type nicFlash struct {
 const maxFlashes = 3
 
 // inRecovery says which ports the i40e driver found in firmware recovery
-// mode (its "Firmware recovery mode detected" message).
-func inRecovery(links []lab.PortLink) []string {
+// mode.
+func inRecovery(links []agentv1.PortLink) []string {
 	var out []string
 	for _, l := range links {
-		if strings.Contains(strings.ToLower(l.Message), "recovery mode") {
+		if l.Recovery {
 			out = append(out, l.Port)
 		}
 	}
@@ -146,7 +145,7 @@ func inRecovery(links []lab.PortLink) []string {
 // or every port runs it; a refusal when no safe order exists. onNewImage
 // means the host already runs the wanted image (the NVM comes after it,
 // or the NVM is all that changes).
-func (u *Updater) nicWork(ctx context.Context, st agent.Status, want infrav1.Image, fw *infrav1.FirmwarePackage, onNewImage bool) (flash *nicFlash, refusal string, err error) {
+func (u *Updater) nicWork(ctx context.Context, st agentv1.Status, want infrav1.Image, fw *infrav1.FirmwarePackage, onNewImage bool) (flash *nicFlash, refusal string, err error) {
 	if fw == nil {
 		return nil, "", nil
 	}
@@ -174,7 +173,7 @@ func (u *Updater) nicWork(ctx context.Context, st agent.Status, want infrav1.Ima
 	if err != nil {
 		return nil, fmt.Sprintf("NVM %s with %s: %v; nothing was changed", nvm.Firmware, want.URL, err), nil
 	}
-	return &nicFlash{url: fw.URL, nvm: nvm, ports: ports, plan: plan, recovery: inRecovery(st.OS.Links), bootedAt: st.OS.BootedAt}, "", nil
+	return &nicFlash{url: fw.URL, nvm: nvm, ports: ports, plan: plan, recovery: inRecovery(st.OS.Links), bootID: st.OS.BootID}, "", nil
 }
 
 // flashNIC stages the NVM on every port that needs it through the BMC
@@ -183,16 +182,17 @@ func (u *Updater) nicWork(ctx context.Context, st agent.Status, want infrav1.Ima
 // the flash is written, so the NIC comes up on the new NVM.
 func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, wl client.Client, node *corev1.Node, f *nicFlash, key string) (progress, error) {
 	attempts := flashAttempts(bmm, f.nvm.Firmware)
-	staged, wasStaged := annotatedAt(bmm, NICFlashAnnotation, f.nvm.Firmware)
-	// A port in recovery under an OS booted after the flash was staged:
-	// that flash was cut short.
-	cut := wasStaged && len(f.recovery) > 0 && f.bootedAt.After(staged)
+	staged, wasStaged := readMark(bmm, NICFlashAnnotation, f.nvm.Firmware)
+	// A port in recovery under a boot after the one the flash was staged
+	// under: that flash was cut short.
+	restarted := staged.bootID != f.bootID
+	cut := wasStaged && len(f.recovery) > 0 && restarted
 	switch {
 	case cut && attempts >= maxFlashes:
 		return u.recordFailure(ctx, bmm, key, fmt.Sprintf("NIC ports %s of %s stay in firmware recovery mode after %d flashes of NVM %s",
 			strings.Join(f.recovery, ", "), node.Name, attempts, f.nvm.Firmware))
 	case cut: // stage it again below
-	case wasStaged && !f.bootedAt.After(staged) && u.now().Sub(staged) > rebootRetry:
+	case wasStaged && !restarted && u.now().Sub(staged.at) > rebootRetry:
 		// The OS that ran when the flash was staged is still up: the
 		// reset that applies it never reached the host. Ask again.
 		bmc, err := u.dialBMC(ctx, bmm)
@@ -203,13 +203,13 @@ func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, w
 		if err := bmc.PowerOn(); err != nil {
 			return progress{}, err
 		}
-		if err := u.annotate(ctx, bmm, NICFlashAnnotation, f.nvm.Firmware+"@"+u.now().UTC().Format(time.RFC3339Nano)); err != nil {
+		if err := u.annotate(ctx, bmm, NICFlashAnnotation, markValue(f.nvm.Firmware, u.now(), f.bootID)); err != nil {
 			return progress{}, err
 		}
 		return running("reset %s again to apply NVM %s", node.Name, f.nvm.Firmware), nil
 	case wasStaged:
-		if u.now().Sub(staged) > u.FlashTimeout {
-			return u.recordFailure(ctx, bmm, key, fmt.Sprintf("NVM %s staged %s ago is still not active on %s of %s", f.nvm.Firmware, u.now().Sub(staged).Round(time.Second), strings.Join(f.ports, ", "), node.Name))
+		if u.now().Sub(staged.at) > u.FlashTimeout {
+			return u.recordFailure(ctx, bmm, key, fmt.Sprintf("NVM %s staged %s ago is still not active on %s of %s", f.nvm.Firmware, u.now().Sub(staged.at).Round(time.Second), strings.Join(f.ports, ", "), node.Name))
 		}
 		return running("flashing NVM %s on %s of %s (%s: %s)", f.nvm.Firmware, strings.Join(f.ports, ", "), node.Name, f.plan.order, f.plan.reason), nil
 	}
@@ -232,7 +232,7 @@ func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, w
 	if err := u.annotate(ctx, bmm, NICFlashAttemptsAnnotation, fmt.Sprintf("%s:%d", f.nvm.Firmware, attempts+1)); err != nil {
 		return progress{}, err
 	}
-	if err := u.annotate(ctx, bmm, NICFlashAnnotation, f.nvm.Firmware+"@"+u.now().UTC().Format(time.RFC3339Nano)); err != nil {
+	if err := u.annotate(ctx, bmm, NICFlashAnnotation, markValue(f.nvm.Firmware, u.now(), f.bootID)); err != nil {
 		return progress{}, err
 	}
 	if err := bmc.PowerOn(); err != nil { // a restart: the BMC flashes during it
@@ -252,7 +252,7 @@ func flashAttempts(bmm *infrav1.BareMetalMachine, firmware string) int {
 }
 
 // linksDown says which ports of the running OS have no link, and why.
-func linksDown(links []lab.PortLink) string {
+func linksDown(links []agentv1.PortLink) string {
 	var down []string
 	for _, l := range links {
 		if !l.Up {

@@ -4,20 +4,21 @@ import (
 	"strings"
 	"testing"
 
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/image"
-	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/nic"
 )
 
 // shippedNIC loads the lab's images and NVMs: the drivers and firmware
 // the planning is tested on are the ones the lab runs.
-func shippedNIC(t *testing.T) (map[string]nic.Driver, nic.Catalog) {
+func shippedNIC(t *testing.T) (map[string]imagev1.Driver, nic.Catalog) {
 	t.Helper()
 	catalog, err := image.LoadCatalog("../../fixtures/images/catalog.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	drivers := map[string]nic.Driver{}
+	drivers := map[string]imagev1.Driver{}
 	for name, b := range catalog.Images {
 		drivers[name] = b.I40e
 	}
@@ -87,29 +88,16 @@ func TestDriverLinkAgreesWithTheLabsRules(t *testing.T) {
 	}
 }
 
-// The lab's driver rules, for a port whose flash was cut, log what the
-// extension looks for to flash it again.
-func TestInRecoveryFindsACutFlash(t *testing.T) {
-	rules, err := nic.LoadRules("../../fixtures/nic/i40e-rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := nic.LoadCatalog("../../fixtures/nic/nvm-images.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	driver := nic.Driver{Version: "2.28.9", API: nic.APIVersion{Major: 1, Minor: 17}, MinAPIMinor: 15}
-	cut := &nic.Port{Name: "eno1", Active: cat["x710-nvm-9.20"]}
-	if err := cut.BeginFlash(cat["x710-nvm-9.50"]); err != nil {
-		t.Fatal(err)
-	}
-	cut.PowerLoss()
-	fine := &nic.Port{Name: "eno2", Active: cat["x710-nvm-9.50"]}
-	links := []lab.PortLink{
-		{Port: "eno1", Firmware: cut.Active.Firmware, Link: rules.Evaluate(cut, driver)},
-		{Port: "eno2", Firmware: fine.Active.Firmware, Link: rules.Evaluate(fine, driver)},
+// inRecovery names the ports the agent reports on recovery firmware (the
+// lab sets the field from the NIC's flash state: TestNICLinkFollowsTheBootedDriverAndFlashes).
+func TestInRecoveryNamesThePortsOnRecoveryFirmware(t *testing.T) {
+	links := []agentv1.PortLink{
+		{Port: "eno1", Firmware: "9.20", Recovery: true, Message: "Firmware recovery mode detected. Limiting functionality."},
+		{Port: "eno2", Firmware: "9.50", Up: true},
+		// A driver message alone is no recovery: the field is the contract.
+		{Port: "eno3", Firmware: "9.50", Message: "recovery mode"},
 	}
 	if got := inRecovery(links); len(got) != 1 || got[0] != "eno1" {
-		t.Fatalf("inRecovery = %v, want [eno1] (links %+v)", got, links)
+		t.Fatalf("inRecovery = %v, want [eno1]", got)
 	}
 }

@@ -3,6 +3,7 @@ package inplace
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,11 +22,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
-	"github.com/upgradelab/upgradelab/sim/agent"
 	"github.com/upgradelab/upgradelab/sim/disk"
-	"github.com/upgradelab/upgradelab/sim/image"
-	"github.com/upgradelab/upgradelab/sim/lab"
+
+	"github.com/upgradelab/upgradelab/sim/agent"
 )
 
 // fakeHost is a host agent's API over HTTPS, answering from a report the
@@ -35,7 +37,7 @@ import (
 // the bootloader's choice behave as on a lab host of that kind.
 type fakeHost struct {
 	mu       sync.Mutex
-	st       agent.Status
+	st       agentv1.Status
 	disk     *disk.Disk
 	healthy  bool
 	reboots  int
@@ -44,6 +46,11 @@ type fakeHost struct {
 	// loseFiles: the host answers a file write but keeps nothing.
 	loseFiles bool
 	writes    int
+	// clock is the test's clock; bootedAt and boots make the uptime and
+	// boot ID the agent reports.
+	clock    func() time.Time
+	bootedAt time.Time
+	boots    int
 }
 
 func (f *fakeHost) serve(t *testing.T) *httptest.Server {
@@ -56,11 +63,14 @@ func (f *fakeHost) serve(t *testing.T) *httptest.Server {
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.st.Images = f.disk.Images()
+		f.st.Images = agent.WireImages(f.disk.Images())
+		if f.st.OS != nil {
+			f.st.OS.UptimeSeconds = f.clock().Sub(f.bootedAt).Seconds()
+		}
 		reply(w, 200, f.st)
 	})
 	mux.HandleFunc("POST /v1/stage", func(w http.ResponseWriter, r *http.Request) {
-		var req agent.StageRequest
+		var req agentv1.StageRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -73,14 +83,14 @@ func (f *fakeHost) serve(t *testing.T) *httptest.Server {
 			reply(w, 409, map[string]string{"error": err.Error()})
 			return
 		}
-		reply(w, 200, agent.StageResult{Root: root})
+		reply(w, 200, agentv1.StageResult{Root: agentv1.RootID(root)})
 	})
 	mux.HandleFunc("POST /v1/activate", func(w http.ResponseWriter, r *http.Request) {
-		var req agent.ActivateRequest
+		var req agentv1.ActivateRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		if err := f.disk.Activate(req.Root, req.Tries); err != nil {
+		if err := f.disk.Activate(disk.RootID(req.Root), req.Tries); err != nil {
 			reply(w, 409, map[string]string{"error": err.Error()})
 			return
 		}
@@ -96,23 +106,23 @@ func (f *fakeHost) serve(t *testing.T) *httptest.Server {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if !f.healthy {
-			reply(w, 503, agent.Health{Reason: "link down on eno1"})
+			reply(w, 503, agentv1.Health{Reason: "link down on eno1"})
 			return
 		}
 		if err := f.disk.Commit(); err != nil {
 			reply(w, 409, map[string]string{"error": err.Error()})
 			return
 		}
-		reply(w, 200, agent.Health{Healthy: true})
+		reply(w, 200, agentv1.Health{Healthy: true})
 	})
 	mux.HandleFunc("POST /v1/kubeadm/upgrade", func(w http.ResponseWriter, _ *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.st.Kubeadm = &agent.Kubeadm{KubernetesVersion: f.st.OS.Image.KubernetesVersion, FeatureGates: f.gatesCfg}
+		f.st.Kubeadm = &agentv1.Kubeadm{KubernetesVersion: f.st.OS.Image.KubernetesVersion, FeatureGates: f.gatesCfg}
 		reply(w, 200, f.st.Kubeadm)
 	})
 	mux.HandleFunc("PUT /v1/files", func(w http.ResponseWriter, r *http.Request) {
-		var req agent.FilesRequest
+		var req agentv1.FilesRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -122,7 +132,7 @@ func (f *fakeHost) serve(t *testing.T) *httptest.Server {
 		}
 		for path, content := range req.Files {
 			if !f.loseFiles {
-				f.st.Files[path] = agent.FileSum(content)
+				f.st.Files[path] = agentv1.FileSum(content)
 			}
 		}
 		reply(w, 200, f.st.Files)
@@ -152,15 +162,17 @@ func (f *fakeHost) boot(t *testing.T, version string, at time.Time, kubeadmGates
 		f.disk.PowerLoss()
 		dec := f.disk.SelectBoot()
 		if dec.Image == imageOf[version].URL {
-			f.st.OS = &lab.RunningOS{Source: lab.FromDisk, Root: dec.Root, Trial: dec.Trial, BootedAt: at,
-				Image: image.Manifest{Name: "img-" + version, KubernetesVersion: version}}
+			f.boots++
+			f.bootedAt = at
+			f.st.OS = &agentv1.RunningOS{Source: agentv1.FromDisk, Root: agentv1.RootID(dec.Root), Trial: dec.Trial,
+				BootID: fmt.Sprintf("boot-%d", f.boots), Image: imagev1.Manifest{Name: "img-" + version, KubernetesVersion: version}}
 			break
 		}
 		if try == 3 {
 			t.Fatalf("the %s disk does not boot %s: %+v", f.disk.Kind, version, dec)
 		}
 	}
-	f.st.Kubeadm = &agent.Kubeadm{KubernetesVersion: version, FeatureGates: kubeadmGates}
+	f.st.Kubeadm = &agentv1.Kubeadm{KubernetesVersion: version, FeatureGates: kubeadmGates}
 }
 
 type fixedWorkloads struct{ c client.Client }
@@ -204,7 +216,7 @@ func newStepWorldOS(t *testing.T, kind disk.Kind) *stepWorld {
 	root, _ := d.BeginStage(oldImage.URL, oldImage.Checksum, 2048)
 	d.FinishStage(root)
 	d.Activate(root, 1)
-	w.host = &fakeHost{healthy: true, disk: d, st: agent.Status{Host: "node-0"}}
+	w.host = &fakeHost{healthy: true, disk: d, st: agentv1.Status{Host: "node-0"}, clock: func() time.Time { return w.now }}
 	w.host.boot(w.t, "v1.35.3", w.now.Add(-time.Hour), map[string]bool{"ControlPlaneKubeletLocalMode": true})
 	d.Commit()
 	srv := w.host.serve(t)
@@ -224,7 +236,7 @@ func newStepWorldOS(t *testing.T, kind disk.Kind) *stepWorld {
 	w.kc = &bootstrapv1.KubeadmConfig{} // v1.36.3: KCP sets no feature gate
 	bmh := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "node-0"}}
 	w.mgmt = fake.NewClientBuilder().WithScheme(s).WithObjects(w.machine.DeepCopy(), w.bmm.DeepCopy(), bmh).WithStatusSubresource(&infrav1.BareMetalMachine{}).Build()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp-1", Annotations: map[string]string{agent.AgentURLAnnotation: srv.URL}},
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp-1", Annotations: map[string]string{agentv1.AgentURLAnnotation: srv.URL}},
 		Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.35.3"}, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	w.wl = fake.NewClientBuilder().WithScheme(s).WithObjects(node).WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string {
 		return []string{o.(*corev1.Pod).Spec.NodeName}
@@ -378,7 +390,7 @@ func TestUpdaterSteps(t *testing.T) {
 			if w.host.writes != 1 || w.host.reboots != 0 || w.host.staged != "" {
 				t.Errorf("writes %d, reboots %d, staged %q; want one write and nothing else", w.host.writes, w.host.reboots, w.host.staged)
 			}
-			if w.host.st.Files["/tmp/test"] != agent.FileSum("third in-place update") {
+			if w.host.st.Files["/tmp/test"] != agentv1.FileSum("third in-place update") {
 				t.Errorf("host files %v", w.host.st.Files)
 			}
 			if p2 := w.step(); !p2.done || w.host.writes != 1 {

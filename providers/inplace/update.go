@@ -22,12 +22,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/providers/baremetal/hostagent"
 	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
-	"github.com/upgradelab/upgradelab/sim/agent"
-	"github.com/upgradelab/upgradelab/sim/disk"
-	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
 // Annotations the updater keeps on the BareMetalMachine, so an update
@@ -96,10 +94,11 @@ type Updater struct {
 // is started again, up to maxWrites.
 type staging struct {
 	checksum string
-	started  time.Time
+	// bootID is the boot of the host the write began under.
+	bootID   string
 	attempts int
 	done     bool
-	root     disk.RootID
+	root     agentv1.RootID
 	err      error
 }
 
@@ -245,16 +244,16 @@ func (u *Updater) findHost(ctx context.Context, key client.ObjectKey) (h machine
 	if err := h.wl.Get(ctx, client.ObjectKey{Name: h.machine.Status.NodeRef.Name}, h.node); err != nil {
 		return h, "", fmt.Errorf("node %s: %w", h.machine.Status.NodeRef.Name, err)
 	}
-	url := h.node.Annotations[agent.AgentURLAnnotation]
+	url := h.node.Annotations[agentv1.AgentURLAnnotation]
 	if url == "" {
-		return h, "node " + h.node.Name + " publishes no host agent (annotation " + agent.AgentURLAnnotation + ")", nil
+		return h, "node " + h.node.Name + " publishes no host agent (annotation " + agentv1.AgentURLAnnotation + ")", nil
 	}
 	h.agent = hostagent.New(u.AgentHTTP, url)
 	return h, "", nil
 }
 
 // readHost reads a Machine's host with ReadHost or HostStatus.
-func (u *Updater) readHost(ctx context.Context, key client.ObjectKey) (agent.Status, error) {
+func (u *Updater) readHost(ctx context.Context, key client.ObjectKey) (agentv1.Status, error) {
 	if u.ReadHost != nil {
 		return u.ReadHost(ctx, key)
 	}
@@ -263,13 +262,13 @@ func (u *Updater) readHost(ctx context.Context, key client.ObjectKey) (agent.Sta
 
 // HostStatus is the agent's report of the host behind a Machine (a
 // HostReader).
-func (u *Updater) HostStatus(ctx context.Context, key client.ObjectKey) (agent.Status, error) {
+func (u *Updater) HostStatus(ctx context.Context, key client.ObjectKey) (agentv1.Status, error) {
 	h, failure, err := u.findHost(ctx, key)
 	switch {
 	case err != nil:
-		return agent.Status{}, err
+		return agentv1.Status{}, err
 	case failure != "":
-		return agent.Status{}, errors.New(failure)
+		return agentv1.Status{}, errors.New(failure)
 	}
 	return h.agent.Status(ctx)
 }
@@ -308,7 +307,7 @@ func (u *Updater) next(ctx context.Context, desired *clusterv1.Machine, desiredB
 		return running("host agent of %s not answering (rebooting?)", node.Name), nil
 	}
 	booted := st.Images.Booted
-	if st.OS == nil || st.OS.Source != lab.FromDisk || booted == nil {
+	if st.OS == nil || st.OS.Source != agentv1.FromDisk || booted == nil {
 		return running("host of %s is booting", node.Name), nil
 	}
 	onNewImage := booted.Checksum == want.Checksum
@@ -360,8 +359,8 @@ func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, bmm *
 
 // runsCommitted says whether the host runs an installed image that passed
 // its health check (on whichever kind of disk).
-func runsCommitted(st agent.Status) bool {
-	return st.OS != nil && st.OS.Source == lab.FromDisk && st.Images.Booted != nil && st.Images.Booted.Committed
+func runsCommitted(st agentv1.Status) bool {
+	return st.OS != nil && st.OS.Source == agentv1.FromDisk && st.Images.Booted != nil && st.Images.Booted.Committed
 }
 
 // ownerImage is the image a Machine's owner asks for now: its
@@ -416,8 +415,8 @@ const rebootRetry = 30 * time.Second
 // disk no longer holds the new image never got to boot it (a power cut
 // while an OSTree host finalised the staged deployment loses it): the
 // image is staged again, as an updater starts over.
-func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agent.Status, want infrav1.Image, key string) (progress, error) {
-	if at, ok := rebootedAt(bmm, want.Checksum); ok && st.OS.BootedAt.After(at) {
+func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agentv1.Status, want infrav1.Image, key string) (progress, error) {
+	if m, ok := readMark(bmm, RebootAnnotation, want.Checksum); ok && st.OS.BootID != m.bootID {
 		if !holds(st, want.Checksum) {
 			if err := u.unannotate(ctx, bmm, RebootAnnotation); err != nil {
 				return progress{}, err
@@ -427,7 +426,7 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 		msg := fmt.Sprintf("%s did not boot: the host fell back to %s", want.URL, st.OS.Image.Name)
 		return u.recordFailure(ctx, bmm, key, msg)
 	} else if ok {
-		if u.now().Sub(at) > rebootRetry {
+		if u.now().Sub(m.at) > rebootRetry {
 			// The OS that ran before the reboot is still up: the reset
 			// never reached the host (a BMC that did not answer), or the
 			// OS did not shut down. Ask again, hard this time (an OSTree
@@ -436,7 +435,7 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 			if err := u.reboot(ctx, bmm, ag, true); err != nil {
 				return progress{}, err
 			}
-			if err := u.markReboot(ctx, bmm, want.Checksum); err != nil {
+			if err := u.markReboot(ctx, bmm, want.Checksum, st.OS.BootID); err != nil {
 				return progress{}, err
 			}
 		}
@@ -445,8 +444,8 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 	if p, ok, err := u.drain(ctx, bmm, wl, node, key); err != nil || !ok {
 		return p, err
 	}
-	var root disk.RootID
-	if s := st.Images.Staged; s != nil && s.State == disk.Written && s.Checksum == want.Checksum {
+	var root agentv1.RootID
+	if s := st.Images.Staged; s != nil && s.State == agentv1.RootWritten && s.Checksum == want.Checksum {
 		root = s.ID
 	} else {
 		staged, done, err := u.stage(machine, ag, st, want)
@@ -463,7 +462,7 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 	if err := ag.Activate(ctx, root, 1); err != nil {
 		return progress{}, err
 	}
-	if err := u.markReboot(ctx, bmm, want.Checksum); err != nil {
+	if err := u.markReboot(ctx, bmm, want.Checksum, st.OS.BootID); err != nil {
 		return progress{}, err
 	}
 	if err := u.reboot(ctx, bmm, ag, false); err != nil {
@@ -475,14 +474,14 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 // afterReboot runs on the new image: health check (commit), the NIC
 // flash when it comes after the image, uncordon, wait for the Node to
 // report the new kubelet.
-func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, desiredKC *bootstrapv1.KubeadmConfig, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agent.Status, flash *nicFlash, key string) (progress, error) {
+func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, desiredKC *bootstrapv1.KubeadmConfig, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agentv1.Status, flash *nicFlash, key string) (progress, error) {
 	if !st.Images.Booted.Committed {
 		h, err := ag.Health(ctx)
 		if err != nil {
 			return progress{}, err
 		}
 		if !h.Healthy {
-			if u.now().Sub(st.OS.BootedAt) < u.HealthGrace {
+			if uptime(st) < u.HealthGrace {
 				return running("health check of %s: %s", st.OS.Image.Name, h.Reason), nil
 			}
 			msg := fmt.Sprintf("health check of %s failed: %s; rebooting to fall back to %s", st.OS.Image.Name, h.Reason, fallbackName(st))
@@ -542,7 +541,7 @@ func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, b
 }
 
 // fallbackName names the image the bootloader falls back to.
-func fallbackName(st agent.Status) string {
+func fallbackName(st agentv1.Status) string {
 	if fb := st.Images.Fallback; fb != nil {
 		return fb.Image
 	}
@@ -552,13 +551,13 @@ func fallbackName(st agent.Status) string {
 // filesToWrite are the KubeadmConfig's files the host does not have with
 // their content (path to content); files CanUpdate never claims
 // (plainFile) are left to a rollout.
-func filesToWrite(st agent.Status, kc *bootstrapv1.KubeadmConfig) map[string]string {
+func filesToWrite(st agentv1.Status, kc *bootstrapv1.KubeadmConfig) map[string]string {
 	if kc == nil {
 		return nil
 	}
 	out := map[string]string{}
 	for _, f := range kc.Spec.Files {
-		if plainFile(f) == "" && st.Files[f.Path] != agent.FileSum(f.Content) {
+		if plainFile(f) == "" && st.Files[f.Path] != agentv1.FileSum(f.Content) {
 			out[f.Path] = f.Content
 		}
 	}
@@ -569,7 +568,7 @@ func filesToWrite(st agent.Status, kc *bootstrapv1.KubeadmConfig) map[string]str
 // stages into, and reports whether it is written and where. A write cut
 // short (see cutShort) is started again, up to maxWrites; a failure the
 // agent reported is returned.
-func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, st agent.Status, want infrav1.Image) (root disk.RootID, done bool, err error) {
+func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, st agentv1.Status, want infrav1.Image) (root agentv1.RootID, done bool, err error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.staging == nil {
@@ -593,7 +592,7 @@ func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, st age
 		}
 		attempts = s.attempts // cut short by a restart: write again
 	}
-	s := &staging{checksum: want.Checksum, started: u.now(), attempts: attempts + 1}
+	s := &staging{checksum: want.Checksum, bootID: st.OS.BootID, attempts: attempts + 1}
 	u.staging[key] = s
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -607,12 +606,12 @@ func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, st age
 }
 
 // cutShort says whether a failed write was cut off rather than refused:
-// the host restarted under it (the running OS booted after it began:
-// power lost, a reset), or the call got no reply at all (the agent or
+// the host restarted under it (another boot runs than the one it began
+// under: power lost, a reset), or the call got no reply at all (the agent or
 // the host went away mid-call).
-func cutShort(s *staging, st agent.Status) bool {
+func cutShort(s *staging, st agentv1.Status) bool {
 	var refused *hostagent.Error
-	return st.OS.BootedAt.After(s.started) || !errors.As(s.err, &refused)
+	return st.OS.BootID != s.bootID || !errors.As(s.err, &refused)
 }
 
 // reboot restarts the host through its BMC, or through its OS when it
@@ -655,39 +654,68 @@ func (u *Updater) dialBMC(ctx context.Context, bmm *infrav1.BareMetalMachine) (*
 	return redfish.Dial(addr, string(secret.Data["username"]), string(secret.Data["password"]), u.BMCHTTP)
 }
 
-func (u *Updater) markReboot(ctx context.Context, bmm *infrav1.BareMetalMachine, checksum string) error {
-	return u.annotate(ctx, bmm, RebootAnnotation, checksum+"@"+u.now().UTC().Format(time.RFC3339Nano))
+// markReboot records that the reboot into the image with checksum was
+// asked for now, under the boot bootID.
+func (u *Updater) markReboot(ctx context.Context, bmm *infrav1.BareMetalMachine, checksum, bootID string) error {
+	return u.annotate(ctx, bmm, RebootAnnotation, markValue(checksum, u.now(), bootID))
+}
+
+// uptime is how long the host's OS has run, by the host's own clock.
+func uptime(st agentv1.Status) time.Duration {
+	return time.Duration(st.OS.UptimeSeconds * float64(time.Second))
 }
 
 // staged says whether root holds a whole copy of the image with checksum.
-func staged(st agent.Status, root disk.RootID, checksum string) bool {
+func staged(st agentv1.Status, root agentv1.RootID, checksum string) bool {
 	r := st.Images.Root(root)
-	return r != nil && r.State == disk.Written && r.Checksum == checksum
+	return r != nil && r.State == agentv1.RootWritten && r.Checksum == checksum
 }
 
 // holds says whether the host's disk holds a whole copy of the image with
 // checksum, in any root.
-func holds(st agent.Status, checksum string) bool {
+func holds(st agentv1.Status, checksum string) bool {
 	for _, r := range st.Images.Roots {
-		if r.Checksum == checksum && r.State == disk.Written {
+		if r.Checksum == checksum && r.State == agentv1.RootWritten {
 			return true
 		}
 	}
 	return false
 }
 
-func rebootedAt(bmm *infrav1.BareMetalMachine, checksum string) (time.Time, bool) {
-	return annotatedAt(bmm, RebootAnnotation, checksum)
+// mark is what a "WHAT@TIME[@BOOTID]" annotation records: when the
+// extension did something, by its own clock, and which boot of the host
+// ran then. Time is only ever compared with the extension's clock (how
+// long ago); whether the host restarted since is a different boot ID in
+// its status, never a comparison of the host's clock with ours (clocks
+// of real hosts drift).
+type mark struct {
+	at     time.Time
+	bootID string
 }
 
-// annotatedAt reads a "WHAT@TIME" annotation for what.
-func annotatedAt(bmm *infrav1.BareMetalMachine, annotation, what string) (time.Time, bool) {
+func markValue(what string, at time.Time, bootID string) string {
+	v := what + "@" + at.UTC().Format(time.RFC3339Nano)
+	if bootID != "" {
+		v += "@" + bootID
+	}
+	return v
+}
+
+// readMark reads a mark annotation for what.
+func readMark(bmm *infrav1.BareMetalMachine, annotation, what string) (mark, bool) {
 	v, ok := strings.CutPrefix(bmm.Annotations[annotation], what+"@")
 	if !ok {
-		return time.Time{}, false
+		return mark{}, false
 	}
-	t, err := time.Parse(time.RFC3339Nano, v)
-	return t, err == nil
+	at, bootID, _ := strings.Cut(v, "@")
+	t, err := time.Parse(time.RFC3339Nano, at)
+	return mark{at: t, bootID: bootID}, err == nil
+}
+
+// annotatedAt reads when a mark annotation for what was made.
+func annotatedAt(bmm *infrav1.BareMetalMachine, annotation, what string) (time.Time, bool) {
+	m, ok := readMark(bmm, annotation, what)
+	return m.at, ok
 }
 
 func (u *Updater) recordFailure(ctx context.Context, bmm *infrav1.BareMetalMachine, key, msg string) (progress, error) {
@@ -734,7 +762,7 @@ func nodeReady(n *corev1.Node) bool {
 // on the running image applied the cluster's kubeadm-config, whose
 // feature gates KCP updates before it updates a Machine. Other gates mean
 // the kubeadm-config was not updated, which no reboot changes.
-func kubeadmDiffers(st agent.Status, desiredKC *bootstrapv1.KubeadmConfig) string {
+func kubeadmDiffers(st agentv1.Status, desiredKC *bootstrapv1.KubeadmConfig) string {
 	want := desiredKC.Spec.ClusterConfiguration.FeatureGates
 	switch {
 	case st.Kubeadm == nil:

@@ -3,8 +3,6 @@ package agent
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"sort"
@@ -12,17 +10,13 @@ import (
 	"sync"
 	"time"
 
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/disk"
-	"github.com/upgradelab/upgradelab/sim/image"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/timescale"
 	"github.com/upgradelab/upgradelab/sim/workload"
 )
-
-// AgentURLAnnotation on its Node says where the agent's API answers, so
-// an update orchestrator that knows the Node finds the agent (as node
-// agents publish their endpoints).
-const AgentURLAnnotation = "upgradelab.dev/agent-url"
 
 // Timing is the modelled duration of the agent's steps.
 type Timing struct {
@@ -103,7 +97,7 @@ type Agent struct {
 	resetPending bool
 	// applied is what kubeadm last configured this control-plane host
 	// with (init, join, upgrade node).
-	applied *Kubeadm
+	applied *agentv1.Kubeadm
 	// files are the files written on the host (path to content): the
 	// user data's write_files at its first boot, then each WriteFiles.
 	// They live where /etc does on an image-based OS, kept across A/B
@@ -320,7 +314,7 @@ func (a *Agent) kubeadm(ctx context.Context, b *Bootstrap, status lab.HostStatus
 			return err
 		}
 	}
-	var applied *Kubeadm
+	var applied *agentv1.Kubeadm
 	switch b.Action {
 	case Init:
 		if err := a.clusters.InitObjects(ctx, cluster, rel, b.ClusterConfiguration); err != nil {
@@ -366,7 +360,7 @@ func (a *Agent) rejoin(ctx context.Context, b *Bootstrap, status lab.HostStatus)
 	}
 	var annotations map[string]string
 	if _, apiURL := a.provisioner(); apiURL != "" {
-		annotations = map[string]string{AgentURLAnnotation: apiURL}
+		annotations = map[string]string{agentv1.AgentURLAnnotation: apiURL}
 	}
 	err := a.clusters.SetNode(ctx, a.cluster, workload.NodeInfo{
 		Name: b.NodeName, ProviderID: b.ProviderID, ControlPlane: b.Action != JoinWorker, Labels: b.Labels, Annotations: annotations,
@@ -410,20 +404,14 @@ func fileSums(files map[string]string) map[string]string {
 	}
 	out := make(map[string]string, len(files))
 	for path, content := range files {
-		out[path] = FileSum(content)
+		out[path] = agentv1.FileSum(content)
 	}
 	return out
 }
 
-// FileSum is the hex SHA-256 of a file's content, as Status.Files has it.
-func FileSum(content string) string {
-	sum := sha256.Sum256([]byte(content))
-	return hex.EncodeToString(sum[:])
-}
-
 // KubeadmUpgrade runs `kubeadm upgrade node` on a joined control-plane
 // host at the version it runs, whatever kubeadm applied before.
-func (a *Agent) KubeadmUpgrade(ctx context.Context) (*Kubeadm, error) {
+func (a *Agent) KubeadmUpgrade(ctx context.Context) (*agentv1.Kubeadm, error) {
 	a.mu.Lock()
 	b := a.joined
 	a.mu.Unlock()
@@ -436,7 +424,7 @@ func (a *Agent) KubeadmUpgrade(ctx context.Context) (*Kubeadm, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return &Kubeadm{KubernetesVersion: a.applied.KubernetesVersion, FeatureGates: maps.Clone(a.applied.FeatureGates)}, nil
+	return &agentv1.Kubeadm{KubernetesVersion: a.applied.KubernetesVersion, FeatureGates: maps.Clone(a.applied.FeatureGates)}, nil
 }
 
 // upgradeNode is `kubeadm upgrade node` on a control-plane host that
@@ -495,23 +483,16 @@ func (a *Agent) poweredOff(ctx context.Context, boot int) {
 	}
 }
 
-// Health is the result of the post-boot health check.
-type Health struct {
-	Healthy bool     `json:"healthy"`
-	Checks  []string `json:"checks"`
-	Reason  string   `json:"reason,omitempty"`
-}
-
 // CheckHealth checks what an update agent checks after booting a new
 // image (kubelet up, every port with link, the Node Ready; greenboot's
 // checks) and commits the running root when all pass; a failure leaves it
 // uncommitted, so the bootloader falls back once its tries run out.
-func (a *Agent) CheckHealth(ctx context.Context) (Health, error) {
+func (a *Agent) CheckHealth(ctx context.Context) (agentv1.Health, error) {
 	status := a.host.Status()
 	if status.OS == nil || status.OS.Source != lab.FromDisk {
-		return Health{}, fmt.Errorf("health check: %w", lab.ErrNotRunning)
+		return agentv1.Health{}, fmt.Errorf("health check: %w", lab.ErrNotRunning)
 	}
-	h := Health{Healthy: true}
+	h := agentv1.Health{Healthy: true}
 	fail := func(reason string) {
 		if h.Healthy {
 			h.Healthy, h.Reason = false, reason
@@ -555,6 +536,6 @@ func (a *Agent) CheckHealth(ctx context.Context) (Health, error) {
 }
 
 // release is what the booted image's kubeadm installs.
-func release(m image.Manifest) workload.Release {
+func release(m imagev1.Manifest) workload.Release {
 	return workload.Release{Kubernetes: m.KubernetesVersion, Etcd: m.Etcd, CoreDNS: m.CoreDNS}
 }

@@ -20,11 +20,13 @@ import (
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	"sigs.k8s.io/cluster-api/util/secret"
 
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/labtest"
 	"github.com/upgradelab/upgradelab/sim/pki"
 	"github.com/upgradelab/upgradelab/sim/workload"
+
 )
 
 type world struct {
@@ -141,7 +143,7 @@ func TestKubeadmInitUpdateAndNICMismatch(t *testing.T) {
 }
 
 func testKubeadmInitUpdateAndNICMismatch(t *testing.T, kind disk.Kind) {
-	first, second := map[disk.Kind]disk.RootID{disk.AB: "A", disk.OSTree: "1"}[kind], map[disk.Kind]disk.RootID{disk.AB: "B", disk.OSTree: "2"}[kind]
+	first, second := map[disk.Kind]agentv1.RootID{disk.AB: "A", disk.OSTree: "1"}[kind], map[disk.Kind]agentv1.RootID{disk.AB: "B", disk.OSTree: "2"}[kind]
 	w := newWorldOS(t, kind)
 	ctx := context.Background()
 	w.install(t)
@@ -162,19 +164,19 @@ func testKubeadmInitUpdateAndNICMismatch(t *testing.T, kind disk.Kind) {
 	if code, h := post(t, api, w.api.URL()+"/v1/health", nil); code != 200 || h["healthy"] != true {
 		t.Fatalf("health after install: %d %v", code, h)
 	}
-	if im := w.status(t, api).Images; im.Kind != kind || im.Booted == nil || im.Booted.ID != first || !im.Booted.Committed {
+	if im := w.status(t, api).Images; string(im.Kind) != string(kind) || im.Booted == nil || im.Booted.ID != first || !im.Booted.Committed {
 		t.Fatalf("a passed health check did not commit root %s: %+v", first, im)
 	}
 	if code, out := post(t, api, w.api.URL()+"/v1/rollback", nil); code != http.StatusConflict || !strings.Contains(fmt.Sprint(out["error"]), "no committed fallback") {
 		t.Fatalf("rollback with nothing to roll back to: %d %v; want 409", code, out)
 	}
 	// The admin's edit of /etc before the update.
-	body, _ := json.Marshal(EtcEdit{Path: "/etc/marker", Content: "set by the admin"})
+	body, _ := json.Marshal(agentv1.EtcEdit{Path: "/etc/marker", Content: "set by the admin"})
 	req, _ := http.NewRequest(http.MethodPut, w.api.URL()+"/v1/etc", bytes.NewReader(body))
 	if resp, err := api.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("edit /etc: %v %v", resp, err)
 	}
-	body, _ = json.Marshal(EtcEdit{Path: "/var/lib/x", Content: "not etc"})
+	body, _ = json.Marshal(agentv1.EtcEdit{Path: "/var/lib/x", Content: "not etc"})
 	req, _ = http.NewRequest(http.MethodPut, w.api.URL()+"/v1/etc", bytes.NewReader(body))
 	if resp, err := api.Do(req); err != nil || resp.StatusCode != 400 {
 		t.Fatalf("edit outside /etc: %v %v; want 400", resp, err)
@@ -197,13 +199,13 @@ func testKubeadmInitUpdateAndNICMismatch(t *testing.T, kind disk.Kind) {
 		t.Fatal(err)
 	}
 	next, _ := w.lab.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.36.3")
-	if code, out := post(t, api, w.api.URL()+"/v1/stage", StageRequest{URL: w.lab.ImageServer().ImageURL(next.Name), SHA256: next.SHA256}); code != 200 || out["root"] != string(second) {
+	if code, out := post(t, api, w.api.URL()+"/v1/stage", agentv1.StageRequest{URL: w.lab.ImageServer().ImageURL(next.Name), SHA256: next.SHA256}); code != 200 || out["root"] != string(second) {
 		t.Fatalf("stage: %d %v; want root %s", code, out, second)
 	}
 	if im := w.status(t, api).Images; im.Staged == nil || im.Staged.Image != next.Name || im.Booted.ID != first {
 		t.Fatalf("after staging: %+v", im)
 	}
-	if code, out := post(t, api, w.api.URL()+"/v1/activate", ActivateRequest{Root: second, Tries: 2}); code != 200 {
+	if code, out := post(t, api, w.api.URL()+"/v1/activate", agentv1.ActivateRequest{Root: second, Tries: 2}); code != 200 {
 		t.Fatalf("activate: %d %v", code, out)
 	}
 	w.host.Reboot(ctx) // graceful: an OSTree host finalises the staged deployment
@@ -241,7 +243,7 @@ func testKubeadmInitUpdateAndNICMismatch(t *testing.T, kind disk.Kind) {
 	if sums := w.filesStatus(t, api); sums["/run/kubeadm/kubeadm.yaml"] == "" {
 		t.Fatalf("files after init: %v; want the bootstrap's write_files", sums)
 	}
-	body, _ = json.Marshal(FilesRequest{Files: map[string]string{"/tmp/test": "first in-place update"}})
+	body, _ = json.Marshal(agentv1.FilesRequest{Files: map[string]string{"/tmp/test": "first in-place update"}})
 	req, _ = http.NewRequest(http.MethodPut, w.api.URL()+"/v1/files", bytes.NewReader(body))
 	if resp, err := api.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("write files: %v %v", resp, err)
@@ -271,7 +273,7 @@ func testKubeadmInitUpdateAndNICMismatch(t *testing.T, kind disk.Kind) {
 	if !notReady {
 		t.Fatal("the node has no Ready condition")
 	}
-	if got := w.filesStatus(t, api)["/tmp/test"]; got != FileSum("first in-place update") {
+	if got := w.filesStatus(t, api)["/tmp/test"]; got != agentv1.FileSum("first in-place update") {
 		t.Fatalf("/tmp/test after a reboot: %q", got)
 	}
 	code, h := post(t, api, w.api.URL()+"/v1/health", nil)
@@ -297,14 +299,14 @@ func (w *world) filesStatus(t *testing.T, api *http.Client) map[string]string {
 }
 
 // status is the agent's GET /v1/status.
-func (w *world) status(t *testing.T, api *http.Client) Status {
+func (w *world) status(t *testing.T, api *http.Client) agentv1.Status {
 	t.Helper()
 	resp, err := api.Get(w.api.URL() + "/v1/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var st Status
+	var st agentv1.Status
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +314,7 @@ func (w *world) status(t *testing.T, api *http.Client) Status {
 }
 
 // kubeadmStatus is what the agent reports kubeadm applied.
-func (w *world) kubeadmStatus(t *testing.T, api *http.Client) *Kubeadm {
+func (w *world) kubeadmStatus(t *testing.T, api *http.Client) *agentv1.Kubeadm {
 	t.Helper()
 	return w.status(t, api).Kubeadm
 }

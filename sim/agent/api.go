@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
@@ -33,39 +34,6 @@ type API struct {
 	closed bool
 }
 
-// Status is GET /v1/status.
-type Status struct {
-	Host  string         `json:"host"`
-	Phase lab.Phase      `json:"phase"`
-	OS    *lab.RunningOS `json:"os,omitempty"`
-	// Images are the disk's OS images in the update contract's terms
-	// (booted, staged, fallback; every root), whatever kind the host is.
-	Images  disk.Images `json:"images"`
-	Node    string      `json:"node,omitempty"`
-	Cluster string      `json:"cluster,omitempty"`
-	// Kubeadm is what kubeadm last configured a control-plane host with.
-	Kubeadm *Kubeadm `json:"kubeadm,omitempty"`
-	// Files are the files written on the host by its bootstrap data and
-	// by PUT /v1/files: path to the hex SHA-256 of the content.
-	Files map[string]string `json:"files,omitempty"`
-}
-
-// FilesRequest is PUT /v1/files: files to write on the running OS, as
-// cloud-init's write_files would (path to content). The answer is every
-// file the host has, as Status.Files.
-type FilesRequest struct {
-	Files map[string]string `json:"files"`
-}
-
-// Kubeadm is the configuration kubeadm applied on a control-plane host:
-// the Kubernetes version and the ClusterConfiguration's feature gates
-// (from the user data at init, from the cluster's kubeadm-config at join
-// and at each `kubeadm upgrade node`).
-type Kubeadm struct {
-	KubernetesVersion string          `json:"kubernetesVersion"`
-	FeatureGates      map[string]bool `json:"featureGates,omitempty"`
-}
-
 // ServeAPI listens on addr (e.g. 127.0.0.1:0) with the host's serving
 // certificate and requires client certificates signed by clientCAs.
 func ServeAPI(a *Agent, cert tls.Certificate, clientCAs *x509.CertPool, addr string) (*API, error) {
@@ -75,21 +43,21 @@ func ServeAPI(a *Agent, cert tls.Certificate, clientCAs *x509.CertPool, addr str
 	}
 	mux := http.NewServeMux()
 	api := &API{agent: a, addr: l.Addr().String(), mux: mux}
-	mux.HandleFunc("GET /v1/status", api.status)
-	mux.HandleFunc("POST /v1/stage", api.stage)
-	mux.HandleFunc("POST /v1/activate", api.activate)
-	mux.HandleFunc("POST /v1/rollback", api.rollback)
-	mux.HandleFunc("GET /v1/etc", api.getEtc)
-	mux.HandleFunc("PUT /v1/etc", api.putEtc)
-	mux.HandleFunc("POST /v1/health", api.health)
-	mux.HandleFunc("POST /v1/reset", api.reset)
-	mux.HandleFunc("PUT /v1/configdrive", api.putConfigDrive)
-	mux.HandleFunc("POST /v1/clean", api.clean)
-	mux.HandleFunc("POST /v1/reboot", api.reboot)
-	mux.HandleFunc("POST /v1/kubeadm/upgrade", api.kubeadmUpgrade)
-	mux.HandleFunc("PUT /v1/files", api.putFiles)
-	mux.HandleFunc("GET /v1/persistent", api.getPersistent)
-	mux.HandleFunc("PUT /v1/persistent/{name}", api.putPersistent)
+	mux.HandleFunc("GET "+agentv1.PathStatus, api.status)
+	mux.HandleFunc("POST "+agentv1.PathStage, api.stage)
+	mux.HandleFunc("POST "+agentv1.PathActivate, api.activate)
+	mux.HandleFunc("POST "+agentv1.PathRollback, api.rollback)
+	mux.HandleFunc("GET "+agentv1.PathEtc, api.getEtc)
+	mux.HandleFunc("PUT "+agentv1.PathEtc, api.putEtc)
+	mux.HandleFunc("POST "+agentv1.PathHealth, api.health)
+	mux.HandleFunc("POST "+agentv1.PathReset, api.reset)
+	mux.HandleFunc("PUT "+agentv1.PathConfigDrive, api.putConfigDrive)
+	mux.HandleFunc("POST "+agentv1.PathClean, api.clean)
+	mux.HandleFunc("POST "+agentv1.PathReboot, api.reboot)
+	mux.HandleFunc("POST "+agentv1.PathKubeadmUpgrade, api.kubeadmUpgrade)
+	mux.HandleFunc("PUT "+agentv1.PathFiles, api.putFiles)
+	mux.HandleFunc("GET "+agentv1.PathPersistent, api.getPersistent)
+	mux.HandleFunc("PUT "+agentv1.PathPersistent+"/{name}", api.putPersistent)
 	api.tls = &tls.Config{
 		Certificates: []tls.Certificate{cert}, ClientCAs: clientCAs,
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
@@ -168,7 +136,7 @@ func replyErr(w http.ResponseWriter, err error) {
 	case errors.Is(err, errBadRequest), errors.Is(err, disk.ErrEtcPathBad):
 		status = http.StatusBadRequest
 	}
-	reply(w, status, map[string]string{"error": err.Error()})
+	reply(w, status, agentv1.Error{Error: err.Error()})
 }
 
 var errBadRequest = errors.New("bad request")
@@ -184,34 +152,21 @@ func decodeBody(r *http.Request, v any) error {
 
 func (api *API) status(w http.ResponseWriter, _ *http.Request) {
 	s := api.agent.host.Status()
-	st := Status{Host: s.Name, Phase: s.Phase, OS: s.OS, Images: s.Disk.Images()}
+	st := agentv1.Status{Host: s.Name, Phase: agentv1.Phase(s.Phase), OS: WireOS(s.OS, time.Now()), Images: WireImages(s.Disk.Images())}
 	api.agent.mu.Lock()
 	if api.agent.joined != nil {
 		st.Node, st.Cluster = api.agent.joined.NodeName, api.agent.cluster
 	}
 	if k := api.agent.applied; k != nil {
-		st.Kubeadm = &Kubeadm{KubernetesVersion: k.KubernetesVersion, FeatureGates: maps.Clone(k.FeatureGates)}
+		st.Kubeadm = &agentv1.Kubeadm{KubernetesVersion: k.KubernetesVersion, FeatureGates: maps.Clone(k.FeatureGates)}
 	}
 	st.Files = fileSums(api.agent.files)
 	api.agent.mu.Unlock()
 	reply(w, http.StatusOK, st)
 }
 
-// StageRequest is POST /v1/stage: write an image into the root the host
-// stages into (the inactive A/B slot, a new OSTree deployment), verified
-// against SHA256 before a byte is written. The answer is a StageResult.
-type StageRequest struct {
-	URL    string `json:"url"`
-	SHA256 string `json:"sha256"`
-}
-
-// StageResult names the root the image went into.
-type StageResult struct {
-	Root disk.RootID `json:"root"`
-}
-
 func (api *API) stage(w http.ResponseWriter, r *http.Request) {
-	var req StageRequest
+	var req agentv1.StageRequest
 	if err := decodeBody(r, &req); err != nil {
 		replyErr(w, err)
 		return
@@ -225,19 +180,11 @@ func (api *API) stage(w http.ResponseWriter, r *http.Request) {
 		replyErr(w, err)
 		return
 	}
-	reply(w, http.StatusOK, StageResult{Root: root})
-}
-
-// ActivateRequest is POST /v1/activate: Root (from StageResult or
-// Status.Images.Staged) boots next, with Tries boots to pass its health
-// check before the bootloader falls back.
-type ActivateRequest struct {
-	Root  disk.RootID `json:"root"`
-	Tries int         `json:"tries"`
+	reply(w, http.StatusOK, agentv1.StageResult{Root: agentv1.RootID(root)})
 }
 
 func (api *API) activate(w http.ResponseWriter, r *http.Request) {
-	var req ActivateRequest
+	var req agentv1.ActivateRequest
 	if err := decodeBody(r, &req); err != nil {
 		replyErr(w, err)
 		return
@@ -246,7 +193,7 @@ func (api *API) activate(w http.ResponseWriter, r *http.Request) {
 		replyErr(w, fmt.Errorf("%w: root is required", errBadRequest))
 		return
 	}
-	if err := api.agent.host.Activate(req.Root, req.Tries); err != nil {
+	if err := api.agent.host.Activate(disk.RootID(req.Root), req.Tries); err != nil {
 		replyErr(w, err)
 		return
 	}
@@ -261,14 +208,7 @@ func (api *API) rollback(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	st := api.agent.host.Status()
-	reply(w, http.StatusOK, st.Disk.Images())
-}
-
-// EtcEdit is PUT /v1/etc: an admin's edit of one file in the running OS's
-// /etc (an empty Content deletes it). The answer is the whole /etc.
-type EtcEdit struct {
-	Path    string `json:"path"`
-	Content string `json:"content"`
+	reply(w, http.StatusOK, WireImages(st.Disk.Images()))
 }
 
 func (api *API) getEtc(w http.ResponseWriter, _ *http.Request) {
@@ -276,7 +216,7 @@ func (api *API) getEtc(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (api *API) putEtc(w http.ResponseWriter, r *http.Request) {
-	var req EtcEdit
+	var req agentv1.EtcEdit
 	if err := decodeBody(r, &req); err != nil {
 		replyErr(w, err)
 		return
@@ -328,17 +268,10 @@ func (api *API) putPersistent(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// ConfigDrive is PUT /v1/configdrive: what cloud-init reads on the OS's
-// first boot.
-type ConfigDrive struct {
-	UserData []byte            `json:"userData"`
-	MetaData map[string]string `json:"metaData,omitempty"`
-}
-
 // putConfigDrive writes the config drive, as Ironic's agent writes the
 // config drive partition.
 func (api *API) putConfigDrive(w http.ResponseWriter, r *http.Request) {
-	var cd ConfigDrive
+	var cd agentv1.ConfigDrive
 	if err := decodeBody(r, &cd); err != nil {
 		replyErr(w, err)
 		return
@@ -376,7 +309,7 @@ func (api *API) kubeadmUpgrade(w http.ResponseWriter, r *http.Request) {
 // putFiles writes files on the running OS (an updater changing the
 // KubeadmConfig's files in place).
 func (api *API) putFiles(w http.ResponseWriter, r *http.Request) {
-	var req FilesRequest
+	var req agentv1.FilesRequest
 	if err := decodeBody(r, &req); err != nil {
 		replyErr(w, err)
 		return

@@ -10,6 +10,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	"github.com/upgradelab/upgradelab/sim/workload"
 )
 
@@ -230,7 +231,7 @@ func caFromFiles(files map[string]string, base string) (*workload.CA, error) {
 // kubeadmApplied is what kubeadm configures a host with from a
 // ClusterConfiguration document: its feature gates, at version. An empty
 // or unreadable document has none.
-func kubeadmApplied(version, clusterConfiguration string) *Kubeadm {
+func kubeadmApplied(version, clusterConfiguration string) *agentv1.Kubeadm {
 	cc, _ := workload.ParseClusterConfiguration(clusterConfiguration)
-	return &Kubeadm{KubernetesVersion: version, FeatureGates: cc.FeatureGates}
+	return &agentv1.Kubeadm{KubernetesVersion: version, FeatureGates: cc.FeatureGates}
 }

@@ -11,7 +11,8 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/upgradelab/upgradelab/sim/image"
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
@@ -19,7 +20,7 @@ import (
 // fleets:
 //
 //   - Metal3/Ironic style: the provisioner boots the host from a deploy
-//     ramdisk whose media URL carries DeployCallbackParam (Ironic puts
+//     ramdisk whose media URL carries agentv1.DeployCallbackParam (Ironic puts
 //     ipa-api-url on the kernel command line). The ramdisk heartbeats its
 //     hardware identity and its API URL there until the boot ends; the
 //     provisioner then writes the disk through that API.
@@ -30,30 +31,9 @@ import (
 //     partition, so a reset (which wipes it) makes it register anew under a
 //     new identity.
 
-// DeployCallbackParam is the query parameter of the deploy media URL that
-// names the provisioner's heartbeat endpoint.
-const DeployCallbackParam = "ipa-api-url"
-
 // MachineIDFile is the persistent-partition file holding the identity a
 // registering host reports.
 const MachineIDFile = "machine-id"
-
-// Heartbeat is what a deploy ramdisk posts to {ipa-api-url}/v1/heartbeat.
-type Heartbeat struct {
-	Hostname string   `json:"hostname"`
-	MACs     []string `json:"macs"`
-	AgentURL string   `json:"agentURL"`
-	Image    string   `json:"image"`
-}
-
-// Registration is what a recovery OS posts to the registration URL.
-type Registration struct {
-	MachineID string   `json:"machineID"`
-	Hostname  string   `json:"hostname"`
-	MACs      []string `json:"macs"`
-	AgentURL  string   `json:"agentURL"`
-	Image     string   `json:"image"`
-}
 
 // Provisioner is how the agent reaches its provisioner; zero means it
 // reaches none (a deploy ramdisk without a callback only runs).
@@ -123,15 +103,15 @@ func (a *Agent) deployRamdisk(ctx context.Context, boot int, running *lab.Runnin
 	if err != nil {
 		return
 	}
-	callback := u.Query().Get(DeployCallbackParam)
+	callback := u.Query().Get(agentv1.DeployCallbackParam)
 	if callback == "" {
-		a.record("NoProvisioner", "deploy ramdisk booted without "+DeployCallbackParam+": nothing will drive it")
+		a.record("NoProvisioner", "deploy ramdisk booted without "+agentv1.DeployCallbackParam+": nothing will drive it")
 		return
 	}
 	a.record("DeployRamdiskRunning", "heartbeating to "+callback)
 	a.announce(ctx, boot, false, func(ctx context.Context) error {
 		_, apiURL := a.provisioner()
-		return a.post(ctx, callback+"/v1/heartbeat", Heartbeat{Hostname: a.host.Name(), MACs: a.macs(), AgentURL: apiURL, Image: running.Image.Name})
+		return a.post(ctx, callback+agentv1.PathHeartbeat, agentv1.Heartbeat{Hostname: a.host.Name(), MACs: a.macs(), AgentURL: apiURL, Image: running.Image.Name})
 	})
 }
 
@@ -151,7 +131,7 @@ func (a *Agent) register(ctx context.Context, boot int, running *lab.RunningOS) 
 			return
 		}
 	}
-	reg := Registration{MachineID: id, Hostname: a.host.Name(), MACs: a.macs(), AgentURL: apiURL, Image: running.Image.Name}
+	reg := agentv1.Registration{MachineID: id, Hostname: a.host.Name(), MACs: a.macs(), AgentURL: apiURL, Image: running.Image.Name}
 	a.announce(ctx, boot, true, func(ctx context.Context) error {
 		if err := a.post(ctx, p.RegistrationURL, reg); err != nil {
 			return err
@@ -193,5 +173,5 @@ func (a *Agent) post(ctx context.Context, to string, body any) error {
 
 // isDeployRamdisk tells a deploy ramdisk booted from virtual media.
 func isDeployRamdisk(running *lab.RunningOS) bool {
-	return running != nil && running.Source == lab.FromVirtualMedia && running.Image.Role == image.Deploy
+	return running != nil && running.Source == lab.FromVirtualMedia && running.Image.Role == imagev1.RoleDeploy
 }

@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/cluster-api/util/certs"
 
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/workload"
@@ -151,7 +152,7 @@ func (s *HardwareServer) call(ctx context.Context, call string, body io.Reader) 
 	case "erase":
 		return nil, m.EraseDisk()
 	case "write-configdrive":
-		var d ConfigDrive
+		var d agentv1.ConfigDrive
 		if err := decodeInto(body, &d); err != nil {
 			return nil, err
 		}
@@ -430,7 +431,7 @@ func (r *Remote) EraseDisk() error { return r.do(r.bg(), "erase", nil, nil) }
 
 // WriteConfigDrive implements Machine.
 func (r *Remote) WriteConfigDrive(userData []byte, metaData map[string]string) error {
-	return r.do(r.bg(), "write-configdrive", ConfigDrive{UserData: userData, MetaData: metaData}, nil)
+	return r.do(r.bg(), "write-configdrive", agentv1.ConfigDrive{UserData: userData, MetaData: metaData}, nil)
 }
 
 // MetaData implements Machine.

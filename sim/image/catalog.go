@@ -9,26 +9,14 @@ import (
 	"os"
 	"regexp"
 
-	"github.com/upgradelab/upgradelab/sim/nic"
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/specfile"
-)
-
-// Role says how an image is used.
-type Role string
-
-const (
-	// OS images are written to an A/B slot and booted from disk.
-	OS Role = "os"
-	// Deploy images are booted from virtual media to provision a host.
-	Deploy Role = "deploy"
-	// Recovery images live on the recovery partition.
-	Recovery Role = "recovery"
 )
 
 // Bundle is one OS image: what it contains and how big it is.
 type Bundle struct {
-	Name string `yaml:"name" json:"name"`
-	Role Role   `yaml:"role" json:"role"`
+	Name string       `yaml:"name" json:"name"`
+	Role imagev1.Role `yaml:"role" json:"role"`
 	// KubernetesVersion is the kubelet and kubeadm version it ships.
 	KubernetesVersion string `yaml:"kubernetesVersion" json:"kubernetesVersion"`
 	Containerd        string `yaml:"containerd" json:"containerd"`
@@ -36,11 +24,11 @@ type Bundle struct {
 	// the ClusterConfiguration does not name one (etcd.local.imageTag,
 	// dns.imageTag): the etcd a control-plane node runs after a join or a
 	// `kubeadm upgrade node`, and the CoreDNS of a cluster it inits.
-	Etcd    string     `yaml:"etcd" json:"etcd"`
-	CoreDNS string     `yaml:"coreDNS" json:"coreDNS"`
-	Kernel  string     `yaml:"kernel" json:"kernel"`
-	OSImage string     `yaml:"osImage" json:"osImage"`
-	I40e    nic.Driver `yaml:"i40e" json:"i40e"`
+	Etcd    string         `yaml:"etcd" json:"etcd"`
+	CoreDNS string         `yaml:"coreDNS" json:"coreDNS"`
+	Kernel  string         `yaml:"kernel" json:"kernel"`
+	OSImage string         `yaml:"osImage" json:"osImage"`
+	I40e    imagev1.Driver `yaml:"i40e" json:"i40e"`
 	// SizeMiB is the modelled size: the write time follows it.
 	SizeMiB int `yaml:"sizeMiB" json:"sizeMiB"`
 	// SHA256 is the checksum of the payload the image server serves.
@@ -115,13 +103,13 @@ func validate(b Bundle) error {
 	switch {
 	case !imageName.MatchString(b.Name):
 		return fmt.Errorf("name: %q must be lower-case letters, digits, '.' and '-'", b.Name)
-	case b.Role != OS && b.Role != Deploy && b.Role != Recovery:
+	case b.Role != imagev1.RoleOS && b.Role != imagev1.RoleDeploy && b.Role != imagev1.RoleRecovery:
 		return fmt.Errorf("role: %q is not os, deploy or recovery", b.Role)
-	case !kubeVersion.MatchString(b.KubernetesVersion) && b.Role == OS:
+	case !kubeVersion.MatchString(b.KubernetesVersion) && b.Role == imagev1.RoleOS:
 		return fmt.Errorf("kubernetesVersion: %q is not a version like v1.35.0", b.KubernetesVersion)
-	case b.Role == OS && !etcdTag.MatchString(b.Etcd):
+	case b.Role == imagev1.RoleOS && !etcdTag.MatchString(b.Etcd):
 		return fmt.Errorf("etcd: %q is not an etcd image tag like 3.6.4-0", b.Etcd)
-	case b.Role == OS && !kubeVersion.MatchString(b.CoreDNS):
+	case b.Role == imagev1.RoleOS && !kubeVersion.MatchString(b.CoreDNS):
 		return fmt.Errorf("coreDNS: %q is not a CoreDNS image tag like v1.12.1", b.CoreDNS)
 	case b.I40e.Version == "":
 		return fmt.Errorf("i40e.version: required (the driver the image ships)")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/nic"
 )
 
@@ -37,14 +38,14 @@ func TestPayloadCarriesItsManifest(t *testing.T) {
 	if len(p) != PayloadBytes {
 		t.Fatalf("payload is %d bytes, want %d", len(p), PayloadBytes)
 	}
-	m, err := ReadManifest(p)
+	m, err := imagev1.ReadManifest(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.Name != b.Name || m.KubernetesVersion != "v1.36.3" || m.I40e.APIMinor != 15 {
 		t.Fatalf("manifest %+v does not describe %s", m, b.Name)
 	}
-	if _, err := ReadManifest(make([]byte, 100)); !errors.Is(err, ErrNotAnImage) {
+	if _, err := imagev1.ReadManifest(make([]byte, 100)); !errors.Is(err, imagev1.ErrNotAnImage) {
 		t.Fatalf("zeros read as an image: %v", err)
 	}
 	other, _ := c.Get("ubuntu-24.04-k8s-v1.35.3")
@@ -143,7 +144,7 @@ func FuzzParseCatalog(f *testing.F) {
 			return
 		}
 		for _, name := range c.Names() {
-			if _, err := ReadManifest(Payload(c.Images[name])); err != nil {
+			if _, err := imagev1.ReadManifest(Payload(c.Images[name])); err != nil {
 				t.Fatalf("a valid bundle's payload has no manifest: %v", err)
 			}
 		}
@@ -152,7 +153,7 @@ func FuzzParseCatalog(f *testing.F) {
 
 func TestServerDescribesFirmwarePackages(t *testing.T) {
 	c, _ := LoadCatalog(shipped)
-	want := nic.NVMImage{Name: "x710-nvm-9.50", Firmware: "9.50", EETrack: "0x8000f25c", API: nic.APIVersion{Major: 1, Minor: 17}, FlashSeconds: 90}
+	want := imagev1.NVMImage{Name: "x710-nvm-9.50", Firmware: "9.50", EETrack: "0x8000f25c", API: imagev1.APIVersion{Major: 1, Minor: 17}, FlashSeconds: 90}
 	s, err := Serve(c, nic.Catalog{want.Name: want}, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +163,7 @@ func TestServerDescribesFirmwarePackages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got nic.NVMImage
+	var got imagev1.NVMImage
 	err = json.NewDecoder(resp.Body).Decode(&got)
 	resp.Body.Close()
 	if err != nil || got != want {

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,8 +11,10 @@ import (
 	"strings"
 	"time"
 
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/image"
+	"github.com/upgradelab/upgradelab/sim/nic"
 	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
@@ -84,7 +87,7 @@ func (h *Host) loadOS(ctx context.Context, target BootTarget) (*RunningOS, error
 			if err != nil {
 				return nil, err
 			}
-			m, _ := image.ReadManifest(image.Payload(b))
+			m, _ := imagev1.ReadManifest(image.Payload(b))
 			h.emit(EventBoot, "RecoveryBoot", dec.Reason, map[string]string{"image": dec.Image})
 			return &RunningOS{Source: FromRecovery, Image: m}, nil
 		}
@@ -92,7 +95,7 @@ func (h *Host) loadOS(ctx context.Context, target BootTarget) (*RunningOS, error
 		if err != nil {
 			return nil, fmt.Errorf("root %s: %w", dec.Root, err)
 		}
-		m, err := image.ReadManifest(payload)
+		m, err := imagev1.ReadManifest(payload)
 		if err != nil {
 			return nil, fmt.Errorf("root %s: %w", dec.Root, err)
 		}
@@ -111,7 +114,7 @@ func (h *Host) loadOS(ctx context.Context, target BootTarget) (*RunningOS, error
 		if err != nil {
 			return nil, err
 		}
-		m, err := image.ReadManifest(payload)
+		m, err := imagev1.ReadManifest(payload)
 		if err != nil {
 			return nil, fmt.Errorf("virtual media %s: %w", url, err)
 		}
@@ -150,9 +153,10 @@ func (h *Host) osUp(ctx context.Context, target BootTarget, running *RunningOS) 
 		return
 	}
 	for _, p := range h.ports {
-		running.Links = append(running.Links, PortLink{Port: p.Name, Firmware: p.Active.Firmware, API: p.Active.API, Link: h.lab.def.NICRules.Evaluate(p, driver)})
+		running.Links = append(running.Links, PortLink{Port: p.Name, Firmware: p.Active.Firmware, API: p.Active.API,
+			Recovery: p.Flash == nic.FlashRecovery, Link: h.lab.def.NICRules.Evaluate(p, driver)})
 	}
-	running.BootedAt = time.Now()
+	running.BootID, running.BootedAt = newBootID(), time.Now()
 	h.os, h.phase = running, PhaseRunning
 	h.bootCount++
 	h.saveLocked()
@@ -207,4 +211,12 @@ func (h *Host) finalise(ctx context.Context) bool {
 	}
 	h.emit(EventDisk, "Finalised", "deployment "+string(id)+" is the bootloader's default", map[string]string{"root": string(id)})
 	return true
+}
+
+// newBootID is a random UUID, as the kernel makes its boot_id.
+func newBootID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }

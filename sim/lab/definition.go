@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/image"
 	"github.com/upgradelab/upgradelab/sim/nic"
@@ -46,7 +47,7 @@ func (d *Definition) crossCheck() error {
 	if err != nil {
 		return fmt.Errorf("recoveryImage: %w", err)
 	}
-	if rec.Role != image.Recovery {
+	if rec.Role != imagev1.RoleRecovery {
 		return fmt.Errorf("recoveryImage: %q has role %s, want recovery", rec.Name, rec.Role)
 	}
 	if d.NICRules.Model != "i40e" {

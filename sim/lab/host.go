@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/disk"
-	"github.com/upgradelab/upgradelab/sim/image"
 	"github.com/upgradelab/upgradelab/sim/nic"
 	"github.com/upgradelab/upgradelab/sim/statefile"
 	"github.com/upgradelab/upgradelab/sim/timescale"
@@ -55,24 +55,29 @@ const (
 type RunningOS struct {
 	Source OSSource `json:"source"`
 	// Root is the slot or deployment a FromDisk OS booted from.
-	Root  disk.RootID    `json:"root,omitempty"`
-	Trial bool           `json:"trial,omitempty"`
-	Image image.Manifest `json:"image"`
+	Root  disk.RootID      `json:"root,omitempty"`
+	Trial bool             `json:"trial,omitempty"`
+	Image imagev1.Manifest `json:"image"`
 	// Media is the virtual media URL a FromVirtualMedia OS booted from; its
 	// query is what a kernel command line carries (a deploy ramdisk finds
 	// its provisioner there).
-	Media    string     `json:"media,omitempty"`
-	Links    []PortLink `json:"links"`
-	BootedAt time.Time  `json:"bootedAt"`
+	Media string     `json:"media,omitempty"`
+	Links []PortLink `json:"links"`
+	// BootID is new on every boot, as the kernel's boot_id is; BootedAt is
+	// when the OS came up (the lab's clock: an agent reports the uptime).
+	BootID   string    `json:"bootID"`
+	BootedAt time.Time `json:"bootedAt"`
 }
 
 // PortLink is one port's link under the running OS's driver, with the
 // NVM the driver found at probe time (what `ethtool -i` and the driver's
 // "fw 9.20 api 1.15" log line tell on a real host).
 type PortLink struct {
-	Port     string         `json:"port"`
-	Firmware string         `json:"firmware"`
-	API      nic.APIVersion `json:"api"`
+	Port     string             `json:"port"`
+	Firmware string             `json:"firmware"`
+	API      imagev1.APIVersion `json:"api"`
+	// Recovery is set when the NIC runs its recovery firmware.
+	Recovery bool `json:"recovery,omitempty"`
 	nic.Link
 }
 

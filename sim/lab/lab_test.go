@@ -349,7 +349,7 @@ func TestOSTreeFinalisationAndEtcMerge(t *testing.T) {
 }
 
 func TestNICLinkFollowsTheBootedDriverAndFlashes(t *testing.T) {
-	l := upLab(t, "single-node", 0, t.TempDir())
+	l := upLab(t, "single-node", 0.005, t.TempDir())
 	events, cancel := l.Subscribe()
 	defer cancel()
 	h, _ := l.Host("node-0")
@@ -369,8 +369,29 @@ func TestNICLinkFollowsTheBootedDriverAndFlashes(t *testing.T) {
 	if e.Data["up"] != "false" || !strings.Contains(e.Message, "v2.0 is newer than expected v1.15") {
 		t.Fatalf("NIC event %+v", e)
 	}
-	if l := h.Status().OS.Links[0]; l.Up || l.Firmware != "10.0" || l.API.String() != "2.0" {
-		t.Fatalf("port link %+v; want down, showing the NVM 10.0 (API 2.0) the driver found", l)
+	if l := h.Status().OS.Links[0]; l.Up || l.Firmware != "10.0" || l.API.String() != "2.0" || l.Recovery {
+		t.Fatalf("port link %+v; want down, showing the NVM 10.0 (API 2.0) the driver found, not in recovery", l)
+	}
+	bootID := h.Status().OS.BootID
+
+	// Power lost while the NVM is written: the NIC runs its recovery
+	// firmware, and the OS that boots next says so in the link's field
+	// (what the agent reports), under a new boot ID.
+	flashed := make(chan error, 1)
+	go func() { flashed <- h.FlashNVM(context.Background(), "eno1", "x710-nvm-9.50") }()
+	expect(t, events, "node-0", "FlashStarted")
+	h.PowerOff()
+	if err := <-flashed; !errors.Is(err, ErrPowerLost) {
+		t.Fatalf("flash cut by a power loss: %v; want ErrPowerLost", err)
+	}
+	h.PowerOn()
+	expect(t, events, "node-0", "OSRunning")
+	running := h.Status().OS
+	if l := running.Links[0]; !l.Recovery || l.Up {
+		t.Fatalf("port link after a cut flash %+v; want in recovery and down", l)
+	}
+	if running.BootID == "" || running.BootID == bootID {
+		t.Fatalf("boot ID %q after a power cycle; the one before was %q", running.BootID, bootID)
 	}
 }
 

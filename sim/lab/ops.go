@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/image"
 	"github.com/upgradelab/upgradelab/sim/nic"
@@ -78,7 +79,7 @@ func (h *Host) WriteImage(ctx context.Context, url, wantSHA256 string) (disk.Roo
 		h.emit(EventDisk, "WriteRefused", err.Error(), map[string]string{"url": url})
 		return "", fmt.Errorf("host %s: stage: %w", h.spec.Name, err)
 	}
-	m, err := image.ReadManifest(payload)
+	m, err := imagev1.ReadManifest(payload)
 	if err != nil {
 		return "", fmt.Errorf("host %s: stage: %s: %w", h.spec.Name, url, err)
 	}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"maps"
 
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/disk"
-	"github.com/upgradelab/upgradelab/sim/image"
 )
 
 // What the OS on a host (the agent) and a provisioner do to its disk
@@ -61,7 +61,7 @@ func (h *Host) WipeData() error {
 // cleans, so a disk an installed OS runs from is never erased under it.
 func (h *Host) EraseDisk() error {
 	return h.diskOp("DiskErased", "slots, data partitions and config drive erased", func(d *disk.Disk) error {
-		if h.os == nil || h.os.Source != FromVirtualMedia || h.os.Image.Role != image.Deploy {
+		if h.os == nil || h.os.Source != FromVirtualMedia || h.os.Image.Role != imagev1.RoleDeploy {
 			return fmt.Errorf("erase: only a deploy ramdisk erases the disk: %w", ErrNotRunning)
 		}
 		d.Erase()

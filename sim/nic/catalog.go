@@ -4,17 +4,18 @@ import (
 	"fmt"
 	"os"
 
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/specfile"
 )
 
 // Catalog is the NVM images the lab knows, by name.
-type Catalog map[string]NVMImage
+type Catalog map[string]imagev1.NVMImage
 
 // ParseCatalog reads fixtures/nic/nvm-images.yaml content; name is used in
 // errors.
 func ParseCatalog(name string, data []byte) (Catalog, error) {
 	var file struct {
-		Images []NVMImage `yaml:"images"`
+		Images []imagev1.NVMImage `yaml:"images"`
 	}
 	if err := specfile.Decode(name, data, &file); err != nil {
 		return nil, err

@@ -8,35 +8,9 @@ package nic
 import (
 	"errors"
 	"fmt"
+
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 )
-
-// APIVersion is the admin-queue API version an NVM image speaks and a
-// driver expects.
-type APIVersion struct {
-	Major int `json:"major" yaml:"major"`
-	Minor int `json:"minor" yaml:"minor"`
-}
-
-func (v APIVersion) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
-
-// NVMImage is one flashable NVM image.
-type NVMImage struct {
-	Name     string     `json:"name" yaml:"name"`
-	Firmware string     `json:"firmware" yaml:"firmware"` // e.g. "9.20"
-	EETrack  string     `json:"eetrack" yaml:"eetrack"`   // e.g. "0x8000d95e"
-	API      APIVersion `json:"api" yaml:"api"`
-	// FlashSeconds is the modelled time to write the image.
-	FlashSeconds float64 `json:"flashSeconds" yaml:"flashSeconds"`
-}
-
-// Driver is the i40e driver of an OS image.
-type Driver struct {
-	Version string     `json:"version" yaml:"version"`
-	API     APIVersion `json:"api" yaml:"api"`
-	// MinAPIMinor is the oldest NVM API minor the driver runs without asking
-	// for an NVM update.
-	MinAPIMinor int `json:"minApiMinor" yaml:"minApiMinor"`
-}
 
 // FlashState is the state of the NIC's flash.
 type FlashState string
@@ -55,16 +29,16 @@ type Port struct {
 	Flash FlashState `json:"flash" yaml:"flash"`
 	// Active is the NVM image the NIC runs; Pending was flashed and runs
 	// after the next reset.
-	Active  NVMImage  `json:"active" yaml:"active"`
-	Pending *NVMImage `json:"pending,omitempty" yaml:"pending,omitempty"`
-	writing *NVMImage
+	Active  imagev1.NVMImage  `json:"active" yaml:"active"`
+	Pending *imagev1.NVMImage `json:"pending,omitempty" yaml:"pending,omitempty"`
+	writing *imagev1.NVMImage
 }
 
 // ErrFlashBusy is returned while a flash is under way.
 var ErrFlashBusy = errors.New("a flash is under way")
 
 // BeginFlash starts writing img.
-func (p *Port) BeginFlash(img NVMImage) error {
+func (p *Port) BeginFlash(img imagev1.NVMImage) error {
 	if p.Flash == FlashWriting {
 		return fmt.Errorf("port %s: flash %s: %w", p.Name, img.Name, ErrFlashBusy)
 	}

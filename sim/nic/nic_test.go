@@ -3,6 +3,8 @@ package nic
 import (
 	"strings"
 	"testing"
+
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 )
 
 func shippedRules(t *testing.T) *Rules {
@@ -16,30 +18,30 @@ func shippedRules(t *testing.T) *Rules {
 
 func TestI40eRules(t *testing.T) {
 	rules := shippedRules(t)
-	driver := Driver{Version: "2.25.7", API: APIVersion{1, 15}, MinAPIMinor: 12}
+	driver := imagev1.Driver{Version: "2.25.7", API: imagev1.APIVersion{Major: 1, Minor: 15}, MinAPIMinor: 12}
 	tests := []struct {
 		name     string
-		nvm      APIVersion
+		nvm      imagev1.APIVersion
 		flash    FlashState
 		wantUp   bool
 		wantRule string
 		wantMsg  string
 	}{
-		{"same version", APIVersion{1, 15}, FlashIdle, true, "supported", ""},
-		{"older minor above the minimum", APIVersion{1, 13}, FlashIdle, true, "supported", ""},
-		{"newer minor loads with a warning", APIVersion{1, 17}, FlashIdle, true, "nvm-minor-newer",
+		{"same version", imagev1.APIVersion{Major: 1, Minor: 15}, FlashIdle, true, "supported", ""},
+		{"older minor above the minimum", imagev1.APIVersion{Major: 1, Minor: 13}, FlashIdle, true, "supported", ""},
+		{"newer minor loads with a warning", imagev1.APIVersion{Major: 1, Minor: 17}, FlashIdle, true, "nvm-minor-newer",
 			"newer version of the NVM image v1.17 than expected v1.15"},
-		{"minor below the minimum asks for an NVM update", APIVersion{1, 11}, FlashIdle, true, "nvm-minor-below-minimum",
+		{"minor below the minimum asks for an NVM update", imagev1.APIVersion{Major: 1, Minor: 11}, FlashIdle, true, "nvm-minor-below-minimum",
 			"older version of the NVM image v1.11 than expected v1.15. Please update the NVM image."},
-		{"newer major: the port never comes up", APIVersion{2, 0}, FlashIdle, false, "nvm-major-newer",
+		{"newer major: the port never comes up", imagev1.APIVersion{Major: 2, Minor: 0}, FlashIdle, false, "nvm-major-newer",
 			"stopped because the NVM image v2.0 is newer than expected v1.15"},
-		{"older major does not init", APIVersion{0, 9}, FlashIdle, false, "nvm-major-older", "failed to init"},
-		{"recovery mode wins over versions", APIVersion{1, 15}, FlashRecovery, false, "recovery-mode", "Firmware recovery mode detected"},
-		{"the running firmware serves during a flash", APIVersion{1, 15}, FlashWriting, true, "supported", ""},
+		{"older major does not init", imagev1.APIVersion{Major: 0, Minor: 9}, FlashIdle, false, "nvm-major-older", "failed to init"},
+		{"recovery mode wins over versions", imagev1.APIVersion{Major: 1, Minor: 15}, FlashRecovery, false, "recovery-mode", "Firmware recovery mode detected"},
+		{"the running firmware serves during a flash", imagev1.APIVersion{Major: 1, Minor: 15}, FlashWriting, true, "supported", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &Port{Name: "eno1", Flash: tt.flash, Active: NVMImage{Name: "x", API: tt.nvm}}
+			p := &Port{Name: "eno1", Flash: tt.flash, Active: imagev1.NVMImage{Name: "x", API: tt.nvm}}
 			got := rules.Evaluate(p, driver)
 			if got.Up != tt.wantUp || got.Rule != tt.wantRule || !strings.Contains(got.Message, tt.wantMsg) {
 				t.Fatalf("Evaluate = %+v; want up=%v rule=%s message containing %q", got, tt.wantUp, tt.wantRule, tt.wantMsg)
@@ -49,8 +51,8 @@ func TestI40eRules(t *testing.T) {
 }
 
 func TestFlashLifecycle(t *testing.T) {
-	old := NVMImage{Name: "x710-nvm-8.70", API: APIVersion{1, 12}}
-	next := NVMImage{Name: "x710-nvm-9.20", API: APIVersion{1, 15}}
+	old := imagev1.NVMImage{Name: "x710-nvm-8.70", API: imagev1.APIVersion{Major: 1, Minor: 12}}
+	next := imagev1.NVMImage{Name: "x710-nvm-9.20", API: imagev1.APIVersion{Major: 1, Minor: 15}}
 
 	p := &Port{Name: "eno1", Flash: FlashIdle, Active: old}
 	if err := p.BeginFlash(next); err != nil {
@@ -109,7 +111,7 @@ func TestShippedNVMCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c["x710-nvm-9.20"].API != (APIVersion{1, 15}) {
+	if c["x710-nvm-9.20"].API != (imagev1.APIVersion{Major: 1, Minor: 15}) {
 		t.Fatalf("x710-nvm-9.20 api = %v", c["x710-nvm-9.20"].API)
 	}
 }
@@ -123,7 +125,7 @@ func FuzzParseRules(f *testing.F) {
 			return
 		}
 		// A valid rule set decides every pairing.
-		link := r.Evaluate(&Port{Active: NVMImage{API: APIVersion{1, 1}}}, Driver{API: APIVersion{1, 2}})
+		link := r.Evaluate(&Port{Active: imagev1.NVMImage{API: imagev1.APIVersion{Major: 1, Minor: 1}}}, imagev1.Driver{API: imagev1.APIVersion{Major: 1, Minor: 2}})
 		if link.Rule == "no-rule" {
 			t.Fatalf("valid rules %+v left a pairing undecided", r)
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/specfile"
 )
 
@@ -113,7 +114,7 @@ func oneOf(v string, allowed []string) error {
 }
 
 // Evaluate decides the link of port p under driver d.
-func (r *Rules) Evaluate(p *Port, d Driver) Link {
+func (r *Rules) Evaluate(p *Port, d imagev1.Driver) Link {
 	flash := p.Flash
 	if flash == FlashWriting {
 		flash = FlashIdle // the running firmware serves while it flashes
@@ -132,7 +133,7 @@ func (r *Rules) Evaluate(p *Port, d Driver) Link {
 	return Link{Up: false, Rule: "no-rule", Level: "error", Message: "no rule matched"}
 }
 
-func relations(nvm APIVersion, d Driver) (major, minor string) {
+func relations(nvm imagev1.APIVersion, d imagev1.Driver) (major, minor string) {
 	switch {
 	case nvm.Major > d.API.Major:
 		return "newer", ""
@@ -152,7 +153,7 @@ func relations(nvm APIVersion, d Driver) (major, minor string) {
 }
 
 // expand fills {nvm}, {driver}, {firmware} and {driverVersion}.
-func expand(msg string, p *Port, d Driver) string {
+func expand(msg string, p *Port, d imagev1.Driver) string {
 	return strings.NewReplacer(
 		"{nvm}", "v"+p.Active.API.String(),
 		"{driver}", "v"+d.API.String(),

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/upgradelab/upgradelab/sim/agent"
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 )
 
 // Annotations on a BareMetalHost created by registration.
@@ -40,7 +40,7 @@ const (
 
 // Seen is a heartbeat and when it arrived.
 type Seen struct {
-	agent.Heartbeat
+	agentv1.Heartbeat
 	At time.Time
 }
 
@@ -59,7 +59,7 @@ func (h *Heartbeats) Lookup(mac string) (Seen, bool) {
 	return s, ok
 }
 
-func (h *Heartbeats) record(hb agent.Heartbeat) {
+func (h *Heartbeats) record(hb agentv1.Heartbeat) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.last == nil {
@@ -97,8 +97,8 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 // ParseHeartbeat reads a heartbeat body strictly.
-func ParseHeartbeat(body io.Reader) (agent.Heartbeat, error) {
-	var hb agent.Heartbeat
+func ParseHeartbeat(body io.Reader) (agentv1.Heartbeat, error) {
+	var hb agentv1.Heartbeat
 	if err := decodeStrict(body, &hb); err != nil {
 		return hb, fmt.Errorf("heartbeat: %w", err)
 	}
@@ -109,8 +109,8 @@ func ParseHeartbeat(body io.Reader) (agent.Heartbeat, error) {
 }
 
 // ParseRegistration reads a registration into namespace and pool.
-func ParseRegistration(body io.Reader, namespace, pool string) (agent.Registration, error) {
-	var reg agent.Registration
+func ParseRegistration(body io.Reader, namespace, pool string) (agentv1.Registration, error) {
+	var reg agentv1.Registration
 	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
 		return reg, fmt.Errorf("registration: namespace %q: %s", namespace, strings.Join(errs, "; "))
 	}

@@ -15,11 +15,9 @@ import (
 
 	"github.com/stmcginnis/gofish/redfish"
 
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	"github.com/upgradelab/upgradelab/providers/baremetal/hostagent"
 	bmcclient "github.com/upgradelab/upgradelab/providers/baremetal/redfish"
-	"github.com/upgradelab/upgradelab/sim/agent"
-	"github.com/upgradelab/upgradelab/sim/disk"
-	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
 // installTries is how many boots a fresh install gets before its
@@ -94,11 +92,11 @@ func install(ctx context.Context, ag *hostagent.Client, img *metal3.Image, userD
 	if err != nil {
 		return err
 	}
-	if st.OS == nil || st.OS.Source == lab.FromDisk {
+	if st.OS == nil || st.OS.Source == agentv1.FromDisk {
 		return errors.New("the host runs its installed OS, not a deploy or recovery environment")
 	}
-	var root disk.RootID
-	if s := st.Images.Staged; s != nil && s.State == disk.Written && s.Checksum == img.Checksum {
+	var root agentv1.RootID
+	if s := st.Images.Staged; s != nil && s.State == agentv1.RootWritten && s.Checksum == img.Checksum {
 		root = s.ID
 	} else if root, err = ag.Stage(ctx, img.URL, img.Checksum); err != nil {
 		return fmt.Errorf("staging %s: %w", img.URL, err)
@@ -179,7 +177,7 @@ func (r *Reconciler) deployRamdisk(ctx context.Context, host *metal3.BareMetalHo
 		}
 		log.FromContext(ctx).Info("no heartbeat from the deploy ramdisk; booting it again", "after", time.Since(asked).Round(time.Second))
 	}
-	media := r.DeployImageURL + "?" + agent.DeployCallbackParam + "=" + url.QueryEscape(r.CallbackURL)
+	media := r.DeployImageURL + "?" + agentv1.DeployCallbackParam + "=" + url.QueryEscape(r.CallbackURL)
 	if err := bmc.InsertMedia(media); err != nil {
 		return nil, failed(metal3.ProvisioningError, "inserting the deploy media: %v", err)
 	}

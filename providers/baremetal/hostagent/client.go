@@ -15,8 +15,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/upgradelab/upgradelab/sim/agent"
-	"github.com/upgradelab/upgradelab/sim/disk"
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 )
 
 // Client calls one agent at its base URL.
@@ -77,29 +76,29 @@ func jsonBody(v any) io.Reader {
 
 // Status reads what runs and what the disk holds (Images: booted, staged,
 // fallback).
-func (c *Client) Status(ctx context.Context) (agent.Status, error) {
-	var s agent.Status
+func (c *Client) Status(ctx context.Context) (agentv1.Status, error) {
+	var s agentv1.Status
 	err := c.do(ctx, http.MethodGet, "/v1/status", nil, &s)
 	return s, err
 }
 
 // Stage writes an image into the root the host stages into, verified
 // against sha256 first, and answers that root.
-func (c *Client) Stage(ctx context.Context, url, sha256 string) (disk.RootID, error) {
-	var res agent.StageResult
-	err := c.do(ctx, http.MethodPost, "/v1/stage", jsonBody(agent.StageRequest{URL: url, SHA256: sha256}), &res)
+func (c *Client) Stage(ctx context.Context, url, sha256 string) (agentv1.RootID, error) {
+	var res agentv1.StageResult
+	err := c.do(ctx, http.MethodPost, "/v1/stage", jsonBody(agentv1.StageRequest{URL: url, SHA256: sha256}), &res)
 	return res.Root, err
 }
 
 // WriteConfigDrive stores the OS's user data and meta data.
 func (c *Client) WriteConfigDrive(ctx context.Context, userData []byte, metaData map[string]string) error {
-	return c.do(ctx, http.MethodPut, "/v1/configdrive", jsonBody(agent.ConfigDrive{UserData: userData, MetaData: metaData}), nil)
+	return c.do(ctx, http.MethodPut, "/v1/configdrive", jsonBody(agentv1.ConfigDrive{UserData: userData, MetaData: metaData}), nil)
 }
 
 // Activate makes a staged root boot next with tries attempts before the
 // bootloader falls back.
-func (c *Client) Activate(ctx context.Context, root disk.RootID, tries int) error {
-	return c.do(ctx, http.MethodPost, "/v1/activate", jsonBody(agent.ActivateRequest{Root: root, Tries: tries}), nil)
+func (c *Client) Activate(ctx context.Context, root agentv1.RootID, tries int) error {
+	return c.do(ctx, http.MethodPost, "/v1/activate", jsonBody(agentv1.ActivateRequest{Root: root, Tries: tries}), nil)
 }
 
 // Rollback makes the committed fallback image boot next.
@@ -118,7 +117,7 @@ func (c *Client) Etc(ctx context.Context) (map[string]string, error) {
 // ("" deletes it), and answers the whole /etc.
 func (c *Client) WriteEtc(ctx context.Context, path, content string) (map[string]string, error) {
 	etc := map[string]string{}
-	err := c.do(ctx, http.MethodPut, "/v1/etc", jsonBody(agent.EtcEdit{Path: path, Content: content}), &etc)
+	err := c.do(ctx, http.MethodPut, "/v1/etc", jsonBody(agentv1.EtcEdit{Path: path, Content: content}), &etc)
 	return etc, err
 }
 
@@ -134,8 +133,8 @@ func (c *Client) Reboot(ctx context.Context) error {
 
 // KubeadmUpgrade runs kubeadm upgrade node on a control-plane host and
 // returns what it applied.
-func (c *Client) KubeadmUpgrade(ctx context.Context) (agent.Kubeadm, error) {
-	var k agent.Kubeadm
+func (c *Client) KubeadmUpgrade(ctx context.Context) (agentv1.Kubeadm, error) {
+	var k agentv1.Kubeadm
 	err := c.do(ctx, http.MethodPost, "/v1/kubeadm/upgrade", nil, &k)
 	return k, err
 }
@@ -144,7 +143,7 @@ func (c *Client) KubeadmUpgrade(ctx context.Context) (agent.Kubeadm, error) {
 // returns every file the host has, path to the SHA-256 of its content.
 func (c *Client) WriteFiles(ctx context.Context, files map[string]string) (map[string]string, error) {
 	var sums map[string]string
-	err := c.do(ctx, http.MethodPut, "/v1/files", jsonBody(agent.FilesRequest{Files: files}), &sums)
+	err := c.do(ctx, http.MethodPut, "/v1/files", jsonBody(agentv1.FilesRequest{Files: files}), &sums)
 	return sums, err
 }
 
@@ -155,8 +154,8 @@ func (c *Client) Reset(ctx context.Context) error {
 
 // Health runs the OS's health check, which commits the running slot when
 // it passes. An unhealthy host is an answer, not an error.
-func (c *Client) Health(ctx context.Context) (agent.Health, error) {
-	var h agent.Health
+func (c *Client) Health(ctx context.Context) (agentv1.Health, error) {
+	var h agentv1.Health
 	err := c.do(ctx, http.MethodPost, "/v1/health", nil, &h)
 	var e *Error
 	if errors.As(err, &e) && e.Status == http.StatusServiceUnavailable {

@@ -1,0 +1,100 @@
+package layering
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/upgradelab/upgradelab/"
+
+// pkg is one package of `go list -deps`.
+type pkg struct {
+	path     string
+	standard bool
+	cgo      bool
+	err      string
+}
+
+// deps lists every package patterns need to build, with env added to the
+// go command's environment.
+func deps(t *testing.T, env []string, patterns ...string) []pkg {
+	t.Helper()
+	args := append([]string{"list", "-e", "-deps", "-f", "{{.ImportPath}}\t{{.Standard}}\t{{len .CgoFiles}}\t{{with .Error}}{{.Err}}{{end}}"}, patterns...)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
+	}
+	var pkgs []pkg
+	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		f := append(strings.SplitN(line, "\t", 4), "", "", "")
+		pkgs = append(pkgs, pkg{path: f[0], standard: f[1] == "true", cgo: f[2] != "0", err: f[3]})
+	}
+	return pkgs
+}
+
+// forbidden lists the packages that patterns depend on and isForbidden
+// refuses.
+func forbidden(t *testing.T, patterns []string, isForbidden func(pkg) bool) []string {
+	t.Helper()
+	var bad []string
+	for _, p := range deps(t, nil, patterns...) {
+		if isForbidden(p) {
+			bad = append(bad, p.path)
+		}
+	}
+	return bad
+}
+
+// The layers, as data: these packages must not depend on those.
+var layers = []struct {
+	name     string
+	packages []string
+	// not reports a package they must not depend on.
+	not func(p pkg) bool
+}{
+	{
+		name:     "the wire APIs import only the standard library and each other",
+		packages: []string{"./api/..."},
+		not:      func(p pkg) bool { return !p.standard && !strings.HasPrefix(p.path, module+"api/") },
+	},
+	{
+		name:     "the providers under test never import the simulator or the harness",
+		packages: []string{"./providers/...", "./cmd/upgradelab-baremetal", "./cmd/upgradelab-inplace"},
+		not: func(p pkg) bool {
+			return strings.HasPrefix(p.path, module+"sim/") || strings.HasPrefix(p.path, module+"e2e/")
+		},
+	},
+	{
+		name:     "the simulator never imports a provider or the harness",
+		packages: []string{"./sim/...", "./cmd/upgradelab-agent"},
+		not: func(p pkg) bool {
+			return strings.HasPrefix(p.path, module+"providers/") || strings.HasPrefix(p.path, module+"e2e/")
+		},
+	},
+}
+
+func TestLayers(t *testing.T) {
+	for _, l := range layers {
+		t.Run(l.name, func(t *testing.T) {
+			if bad := forbidden(t, l.packages, l.not); len(bad) > 0 {
+				t.Errorf("%s depend on:\n  %s", strings.Join(l.packages, " "), strings.Join(bad, "\n  "))
+			}
+		})
+	}
+}
+
+// The provider's and the extension's binaries build without cgo (no
+// libvirt, no C toolchain): with CGO_ENABLED=0 none of their packages has
+// cgo files and none fails to load.
+func TestProviderBinariesNeedNoCgo(t *testing.T) {
+	for _, p := range deps(t, []string{"CGO_ENABLED=0"}, "./cmd/upgradelab-baremetal", "./cmd/upgradelab-inplace") {
+		if p.cgo || p.err != "" {
+			t.Errorf("with CGO_ENABLED=0, %s: cgo files %v, error %q", p.path, p.cgo, p.err)
+		}
+	}
+}
