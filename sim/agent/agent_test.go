@@ -26,7 +26,6 @@ import (
 	"github.com/upgradelab/upgradelab/sim/labtest"
 	"github.com/upgradelab/upgradelab/sim/pki"
 	"github.com/upgradelab/upgradelab/sim/workload"
-
 )
 
 type world struct {
