@@ -25,6 +25,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/report"
+	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/runner"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/sim/lab"
@@ -226,21 +227,21 @@ func selected(prov *provider.Config) bool {
 }
 
 // resultEntry is the report entry each scenario spec leaves its
-// runner.Result in: a parallel suite's processes send their specs'
+// result.Result in: a parallel suite's processes send their specs'
 // reports to the first, whose ReportAfterSuite writes the report.
 const resultEntry = "upgradelab-run"
 
 // scenarioResults reads every run's result and placement from the
 // suite's report.
-func scenarioResults(r Report) ([]runner.Result, report.Layout) {
+func scenarioResults(r Report) ([]result.Result, report.Layout) {
 	layout := report.Layout{Processes: r.SuiteConfig.ParallelTotal}
-	var results []runner.Result
+	var results []result.Result
 	for _, spec := range r.SpecReports {
 		for _, e := range spec.ReportEntries {
 			if e.Name != resultEntry {
 				continue
 			}
-			var res runner.Result
+			var res result.Result
 			raw, err := json.Marshal(e.Value.GetRawValue())
 			if err == nil {
 				err = json.Unmarshal(raw, &res)

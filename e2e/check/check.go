@@ -39,6 +39,9 @@ type Params struct {
 	// HostsVisible: the provider keeps hosts as BareMetalHosts (the
 	// host rules mean nothing for a provider without them).
 	HostsVisible bool
+	// SparesVisible: the provider marks its spare hosts with a label the
+	// runner knows (its config's hosts.spareLabel).
+	SparesVisible bool
 	// HostData: the runner recorded persistent-data markers.
 	HostData bool
 	// OSTreeHosts: some of the lab's hosts keep their OS as OSTree

@@ -121,7 +121,7 @@ func withOSTree(p Params) Params {
 	return p
 }
 
-var inPlace = Params{Strategy: scenario.InPlace, ToVersion: "v1.36.3", ToCoreDNS: "v1.13.1", ToEtcd: "3.6.5-0", HostsVisible: true, HostData: true,
+var inPlace = Params{Strategy: scenario.InPlace, ToVersion: "v1.36.3", ToCoreDNS: "v1.13.1", ToEtcd: "3.6.5-0", HostsVisible: true, SparesVisible: true, HostData: true,
 	Apps: true, EtcdOnHosts: true, MaxAPIOutage: 30 * time.Second, ControlPlaneReplicas: 1,
 	Expect: scenario.Expect{SameMachines: true, SameHosts: true, PersistentData: "kept"}}
 

@@ -74,7 +74,7 @@ var Rules = []Rule{
 	{Name: "same-hosts", Why: "the cluster ends on the hosts it started on (node reuse)",
 		Applies: func(p Params) bool { return p.Expect.SameHosts && p.HostsVisible && finished(p) }, End: sameHosts},
 	{Name: "spares-left", Why: "the expected number of spare hosts is free at the end",
-		Applies: func(p Params) bool { return p.Expect.SparesLeft != nil && p.HostsVisible }, End: sparesLeft},
+		Applies: func(p Params) bool { return p.Expect.SparesLeft != nil && p.HostsVisible && p.SparesVisible }, End: sparesLeft},
 	{Name: "persistent-data", Why: "data on persistent partitions survives an in-place update and is gone from a host that changed hands",
 		Applies: func(p Params) bool { return p.Expect.PersistentData != "" && p.HostData }, End: persistentData},
 	{Name: "etc-merged", Why: "an admin's /etc edit on an OSTree host survives an in-place update, as OSTree's three-way /etc merge keeps it (an A/B slot switch starts from the image's /etc, so A/B hosts are not judged)",

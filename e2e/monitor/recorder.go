@@ -33,8 +33,10 @@ type Recorder struct {
 	Timeline *timeline.Timeline
 	Interval time.Duration
 	// Hosts: the provider keeps BareMetalHosts (a plane without their CRD
-	// would answer every poll with an error).
-	Hosts bool
+	// would answer every poll with an error); SpareLabel is the label it
+	// marks its spare hosts with.
+	Hosts      bool
+	SpareLabel string
 
 	// mu makes a Poll called by the runner wait for the one Run is doing.
 	mu       sync.Mutex
@@ -257,7 +259,7 @@ func (r *Recorder) hosts(ctx context.Context) (map[string]map[string]string, err
 	}
 	out := map[string]map[string]string{}
 	for i := range l.Items {
-		out[l.Items[i].Name] = HostSummary(&l.Items[i])
+		out[l.Items[i].Name] = HostSummary(&l.Items[i], r.SpareLabel)
 	}
 	return out, nil
 }

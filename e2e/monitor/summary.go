@@ -13,7 +13,6 @@ import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
-	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/sim/workload"
 )
 
@@ -232,13 +231,14 @@ func KubeadmConfigSummary(clusterConfiguration string) map[string]string {
 	return s
 }
 
-// HostSummary is a BareMetalHost's state and who holds it.
-func HostSummary(h *metal3.BareMetalHost) map[string]string {
+// HostSummary is a BareMetalHost's state and who holds it; spareLabel is
+// the label the provider marks its spares with ("": it keeps none).
+func HostSummary(h *metal3.BareMetalHost, spareLabel string) map[string]string {
 	s := map[string]string{FieldState: string(h.Status.Provisioning.State)}
 	if h.Spec.ConsumerRef != nil {
 		s[FieldConsumer] = h.Spec.ConsumerRef.Name
 	}
-	set(s, FieldSpare, h.Labels[infrav1.SpareLabel] != "")
+	set(s, FieldSpare, spareLabel != "" && h.Labels[spareLabel] != "")
 	set(s, FieldPowered, h.Status.PoweredOn)
 	return s
 }

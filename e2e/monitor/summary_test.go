@@ -11,7 +11,6 @@ import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
-	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 )
 
 // The summaries carry what the checks read, under the names they read.
@@ -74,10 +73,10 @@ func TestSummariesCarryWhatTheChecksRead(t *testing.T) {
 	if s := ControlPlaneSummary(k); s[FieldCoreDNS] != "v1.13.1" {
 		t.Errorf("KCP summary %v: want the dns.imageTag KCP is asked for", s)
 	}
-	h := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{infrav1.SpareLabel: "true"}},
+	h := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"example.com/spare": "true"}},
 		Spec:   metal3.BareMetalHostSpec{ConsumerRef: &corev1.ObjectReference{Name: "sc-cp-a-infra"}},
 		Status: metal3.BareMetalHostStatus{Provisioning: metal3.ProvisionStatus{State: metal3.StateProvisioned}}}
-	if s := HostSummary(h); s[FieldConsumer] != "sc-cp-a-infra" || s[FieldSpare] != "true" || s[FieldState] != "provisioned" {
+	if s := HostSummary(h, "example.com/spare"); s[FieldConsumer] != "sc-cp-a-infra" || s[FieldSpare] != "true" || s[FieldState] != "provisioned" {
 		t.Errorf("host summary %v", s)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -27,8 +28,15 @@ type Config struct {
 	// through their BMCs, images from the lab's image server). Without it
 	// the provider brings its own machines and the rules about hosts,
 	// their disks and persistent data are reported as not applicable.
-	Lab      bool      `yaml:"lab"`
+	Lab bool `yaml:"lab"`
+	// Hosts is the provider's vocabulary on the lab's BareMetalHosts.
+	Hosts    Hosts     `yaml:"hosts"`
 	Managers []Manager `yaml:"managers"`
+	// SingleNodeAnnotation is put on a one-replica control plane updated
+	// in place (its KubeadmControlPlane, or the ClusterClass topology's
+	// control-plane metadata) with the value "true", to opt it into the
+	// provider's single-node handling; "" when the provider has none.
+	SingleNodeAnnotation string `yaml:"singleNodeAnnotation"`
 	// Templates is a folder (relative to this file) with cluster.yaml and
 	// machine-templates.yaml (the plain form) and clusterclass.yaml and
 	// cluster-topology.yaml (the ClusterClass form); see CONFORMANCE.md for
@@ -42,6 +50,24 @@ type Config struct {
 	Intervals Intervals         `yaml:"intervals"`
 
 	path string
+}
+
+// Hosts is how the harness reads the BareMetalHosts of a lab provider:
+// the labels and annotations the provider puts on them. They are the
+// provider's own names, so they are settings, not upgradelab's.
+type Hosts struct {
+	// SpareLabel marks a host the provider keeps free for the next surge
+	// machine (any value but ""); spares-left counts them, and is not
+	// applicable without it.
+	SpareLabel string `yaml:"spareLabel"`
+	// PoolLabel names the registration pool of a host that registered
+	// itself (reset runs find the pool's hosts by it). Required for the
+	// reset strategy.
+	PoolLabel string `yaml:"poolLabel"`
+	// HostnameAnnotation holds the hostname a registered host reported:
+	// the lab host behind the BareMetalHost. Without it a BareMetalHost is
+	// the lab host of its own name.
+	HostnameAnnotation string `yaml:"hostnameAnnotation"`
 }
 
 // Intervals bound the waits of a run (each within the scenario's timeout).
@@ -92,6 +118,9 @@ type Manager struct {
 	FixedPorts []int `yaml:"fixedPorts"`
 }
 
+// qualifiedKey is a Kubernetes label or annotation key with a prefix.
+var qualifiedKey = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+
 // References are the managers the harness knows how to wire to the lab.
 var References = []string{"baremetal", "inplace"}
 
@@ -140,6 +169,18 @@ func (c *Config) validate() []string {
 		}
 		if s == scenario.Reset && !c.Lab {
 			bad(fmt.Sprintf("strategies[%d]", i), "reset needs the lab (hosts that reset and register themselves)")
+		}
+		if s == scenario.Reset && c.Lab && c.Hosts.PoolLabel == "" {
+			bad("hosts.poolLabel", "required with the reset strategy (the label of hosts that registered into a pool)")
+		}
+	}
+	if !c.Lab && c.Hosts != (Hosts{}) {
+		bad("hosts", "only for a provider on the lab (lab: true)")
+	}
+	for _, k := range []struct{ field, value string }{{"hosts.spareLabel", c.Hosts.SpareLabel}, {"hosts.poolLabel", c.Hosts.PoolLabel},
+		{"hosts.hostnameAnnotation", c.Hosts.HostnameAnnotation}, {"singleNodeAnnotation", c.SingleNodeAnnotation}} {
+		if k.value != "" && !qualifiedKey.MatchString(k.value) {
+			bad(k.field, "%q is not a label or annotation key (prefix/name)", k.value)
 		}
 	}
 	if len(c.Managers) == 0 {

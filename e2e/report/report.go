@@ -18,7 +18,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/monitor"
-	"github.com/upgradelab/upgradelab/e2e/runner"
+	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
 )
 
@@ -42,7 +42,7 @@ type Placement struct {
 // RunAnchor names a run in the report and in a Layout: its folder's
 // name (provider-scenario-form, with a repeat's number when a suite runs
 // each scenario more than once), or provider-scenario-form.
-func RunAnchor(r runner.Result) string {
+func RunAnchor(r result.Result) string {
 	if r.Timeline != "" {
 		return filepath.Base(filepath.Dir(r.Timeline))
 	}
@@ -50,12 +50,12 @@ func RunAnchor(r runner.Result) string {
 }
 
 // Write writes report.html and results.json into dir.
-func Write(dir string, results []runner.Result, layout Layout) error {
+func Write(dir string, results []result.Result, layout Layout) error {
 	b, err := json.MarshalIndent(results, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, result.File), b, 0o644); err != nil {
 		return err
 	}
 	page := pageData{Generated: time.Now().UTC().Format(time.RFC3339), Layout: layoutPicture(layout)}
@@ -64,7 +64,7 @@ func Write(dir string, results []runner.Result, layout Layout) error {
 	}
 	// Runs of one scenario and form sit together, one row per provider,
 	// so a provider's results read beside the reference's.
-	sorted := append([]runner.Result(nil), results...)
+	sorted := append([]result.Result(nil), results...)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		a, b := sorted[i], sorted[j]
 		if a.Scenario != b.Scenario {
@@ -186,7 +186,7 @@ func layoutPicture(l Layout) *layoutData {
 type ruleHead struct{ Name, Why string }
 
 type runData struct {
-	runner.Result
+	result.Result
 	Name, Duration, Anchor string
 	Cells                  []cellData
 	Violations             []check.Violation

@@ -9,7 +9,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/monitor"
-	"github.com/upgradelab/upgradelab/e2e/runner"
+	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
 )
@@ -27,21 +27,21 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 	tl.Add(timeline.Entry{Time: t0.Add(3 * time.Second), Kind: monitor.KindHost, Name: "node-0", New: map[string]string{monitor.FieldState: "provisioned"}})
 	tl.Close()
 	broken := check.Violation{Time: t0, Rule: "host-bound-once", Objects: []string{"BareMetalHost/node-0"}, Message: "bound twice"}
-	res := runner.Result{Provider: "baremetal", Scenario: "single-node-in-place", Form: scenario.Plain, HostOS: "ab", Strategy: "in-place", Duration: 90 * time.Second,
+	res := result.Result{Provider: "baremetal", Scenario: "single-node-in-place", Form: scenario.Plain, HostOS: "ab", Strategy: "in-place", Duration: 90 * time.Second,
 		Timeline: filepath.Join(dir, "timeline.jsonl"),
 		Checks: []check.Result{{Rule: "host-bound-once", Status: check.Fail, Violations: []check.Violation{broken}}, {Rule: "same-machines", Status: check.Pass},
 			{Rule: "deletion-order", Status: check.NotExercised}}}
-	theirs := runner.Result{Provider: "inmemory", Scenario: "single-node-in-place", Form: scenario.Plain, Strategy: "in-place",
+	theirs := result.Result{Provider: "inmemory", Scenario: "single-node-in-place", Form: scenario.Plain, Strategy: "in-place",
 		Timeline: filepath.Join(dir, "missing.jsonl"),
 		Checks:   []check.Result{{Rule: "host-bound-once", Status: check.NotApplicable}, {Rule: "same-machines", Status: check.Pass}, {Rule: "deletion-order", Status: check.Pass}}}
-	res.Profile = runner.Profile{Phases: []runner.PhaseTime{{Name: runner.PhaseUpgrade, Took: 40 * time.Second}}}
+	res.Profile = result.Profile{Phases: []result.PhaseTime{{Name: result.PhaseUpgrade, Took: 40 * time.Second}}}
 	layout := Layout{Processes: 2, Runs: []Placement{
 		{Run: RunAnchor(res), Process: 1, Start: t0, End: t0.Add(90 * time.Second)},
 		{Run: RunAnchor(theirs), Process: 2, Start: t0.Add(time.Second), End: t0.Add(60 * time.Second)},
 	}}
 	onOSTree := res
 	onOSTree.HostOS, onOSTree.Checks = "ostree", nil
-	if err := Write(dir, []runner.Result{onOSTree, theirs, res}, layout); err != nil {
+	if err := Write(dir, []result.Result{onOSTree, theirs, res}, layout); err != nil {
 		t.Fatal(err)
 	}
 	html, err := os.ReadFile(filepath.Join(dir, "report.html"))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/reference"
+	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/internal/testdir"
 	"github.com/upgradelab/upgradelab/sim/timescale"
@@ -85,7 +86,7 @@ func BenchmarkFourScenariosTogether(b *testing.B) {
 
 // reportProfile reports a run's profile as benchmark metrics: the wall
 // time of each phase and the CPU time of each process.
-func reportProfile(b *testing.B, p Profile) {
+func reportProfile(b *testing.B, p result.Profile) {
 	for _, ph := range p.Phases {
 		b.ReportMetric(ph.Took.Seconds(), "s-"+strings.ReplaceAll(ph.Name, " ", "-")+"/op")
 	}
@@ -111,7 +112,7 @@ func benchSetup(b *testing.B) (root string, paths []string, provider, extension 
 }
 
 // failure says why a run failed, or "".
-func failure(res Result) string {
+func failure(res result.Result) string {
 	if !res.Failed() {
 		return ""
 	}

@@ -4,19 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"path/filepath"
 	"strconv"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/e2e/clustertemplate"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
-	"github.com/upgradelab/upgradelab/providers/inplace/singlenode"
 )
 
 // clusterName is the workload cluster's name in every run (each run has
@@ -127,7 +126,7 @@ func (r *run) createCluster(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	singleNode := r.scenario.Strategy == scenario.InPlace && r.scenario.Cluster.ControlPlane.Replicas == 1
+	singleNode := r.scenario.Strategy == scenario.InPlace && r.scenario.Cluster.ControlPlane.Replicas == 1 && r.provider.SingleNodeAnnotation != ""
 	hc := r.scenario.Cluster.HealthCheck
 	if r.form == scenario.ClusterClass {
 		if err := r.apply(ctx, "clusterclass.yaml", v); err != nil {
@@ -141,7 +140,7 @@ func (r *run) createCluster(ctx context.Context) error {
 		}
 		return r.patchCluster(ctx, func(c *clusterv1.Cluster) {
 			if singleNode {
-				c.Spec.Topology.ControlPlane.Metadata.Annotations = map[string]string{singlenode.Annotation: "true"}
+				c.Spec.Topology.ControlPlane.Metadata.Annotations = map[string]string{r.provider.SingleNodeAnnotation: "true"}
 			}
 			if hc != nil {
 				c.Spec.Topology.ControlPlane.HealthCheck.Checks.UnhealthyNodeConditions = unhealthyNode(hc)
@@ -168,7 +167,7 @@ func (r *run) createCluster(ctx context.Context) error {
 			return err
 		}
 		patch := client.MergeFrom(kcp.DeepCopy())
-		kcp.Annotations = map[string]string{singlenode.Annotation: "true"}
+		kcp.Annotations = map[string]string{r.provider.SingleNodeAnnotation: "true"}
 		return r.env.Client.Patch(ctx, kcp, patch)
 	}
 	return nil

@@ -51,7 +51,7 @@ func (r *run) writeData(ctx context.Context) error {
 		if h.Spec.ConsumerRef == nil {
 			continue
 		}
-		lh, err := r.env.Site.Lab.Host(labHost(&h))
+		lh, err := r.env.Site.Lab.Host(r.labHost(&h))
 		if err != nil {
 			return err
 		}

@@ -158,7 +158,7 @@ func (r *run) controlPlaneHosts(ctx context.Context, first string, n int) ([]str
 	var cp []string
 	for _, h := range hosts.Items {
 		if h.Spec.ConsumerRef != nil && infra[h.Spec.ConsumerRef.Name] {
-			cp = append(cp, labHost(&h))
+			cp = append(cp, r.labHost(&h))
 		}
 	}
 	sort.Strings(cp)

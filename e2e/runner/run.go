@@ -20,14 +20,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/e2e/check"
-	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
+	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
 	"github.com/upgradelab/upgradelab/internal/loopback"
-	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/timescale"
 )
@@ -58,35 +57,6 @@ type Options struct {
 // repository.
 const DefaultProvider = "fixtures/providers/baremetal.yaml"
 
-// Result is one run's outcome.
-type Result struct {
-	Provider string        `json:"provider"`
-	Scenario string        `json:"scenario"`
-	Form     scenario.Form `json:"form"`
-	// HostOS is how the lab's hosts kept their OS: ab, ostree, or mixed
-	// with each host's kind (lab.Definition.HostOS); "" when the provider
-	// does not use the lab.
-	HostOS   string        `json:"hostOS,omitempty"`
-	Strategy string        `json:"strategy"`
-	Started  time.Time     `json:"started"`
-	Duration time.Duration `json:"duration"`
-	// Upgrade is the time from the "upgrade" step to "done".
-	Upgrade time.Duration  `json:"upgrade"`
-	Checks  []check.Result `json:"checks"`
-	// Error is why the run stopped early ("" when it ran to the end).
-	Error string `json:"error,omitempty"`
-	// Timeline is the run's timeline file.
-	Timeline string `json:"timeline"`
-	// CAPIRateLimiting: CAPI's managers ran with their reconcile rate
-	// limit (Options.RateLimitedReconciles).
-	CAPIRateLimiting bool `json:"capiRateLimiting"`
-	// Profile is where the run's wall time and CPU went.
-	Profile Profile `json:"profile"`
-}
-
-// Failed says whether the run broke a rule or stopped early.
-func (r Result) Failed() bool { return r.Error != "" || len(check.Failed(r.Checks)) > 0 }
-
 type run struct {
 	provider *provider.Config
 	scenario *scenario.Scenario
@@ -104,7 +74,7 @@ type run struct {
 	// watched reads the run's namespace from the recorder's cache: what
 	// settle waits for there, the recorder's last poll sees.
 	watched client.Reader
-	profile Profile
+	profile result.Profile
 }
 
 // workloadClient is the workload cluster's client, built once CAPI wrote
@@ -124,9 +94,9 @@ func (r *run) workloadClient(ctx context.Context) (client.Client, error) {
 
 // Run runs one scenario in one form and judges its timeline. The result
 // is also written to Dir/result.json.
-func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form scenario.Form, o Options) Result {
+func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form scenario.Form, o Options) result.Result {
 	r := &run{provider: o.Provider, scenario: s, lab: def, form: form, opts: o}
-	res := Result{Scenario: s.Name, Form: form, Strategy: string(s.Strategy), Started: time.Now(), Timeline: filepath.Join(o.Dir, "timeline.jsonl"),
+	res := result.Result{Scenario: s.Name, Form: form, Strategy: string(s.Strategy), Started: time.Now(), Timeline: filepath.Join(o.Dir, "timeline.jsonl"),
 		CAPIRateLimiting: o.RateLimitedReconciles}
 	var err error
 	if r.provider == nil {
@@ -146,7 +116,7 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 	if err == nil {
 		err = r.execute(ctx)
 	}
-	r.profile.CPU = append(r.profile.CPU, mgmt.ProcessCPU{Name: harnessCPU, CPU: processCPU() - cpuBefore})
+	r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: harnessCPU, CPU: processCPU() - cpuBefore})
 	res.Duration = time.Since(res.Started)
 	if err != nil {
 		res.Error = err.Error()
@@ -156,6 +126,7 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		entries := r.tl.Entries()
 		p := check.ParamsFor(s)
 		p.HostsVisible, p.HostData = r.provider.Lab, r.provider.Lab
+		p.SparesVisible = r.provider.Lab && r.provider.Hosts.SpareLabel != ""
 		// Only the lab's workload clusters run pods and model etcd on the
 		// hosts; another provider's (CAPI's in-memory one) do neither.
 		p.Apps, p.EtcdOnHosts = r.provider.Lab, r.provider.Lab
@@ -166,7 +137,7 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		}
 		judged := time.Now()
 		res.Checks = check.Run(entries, p)
-		r.profile.Phases = append(r.profile.Phases, PhaseTime{Name: PhaseJudge, Took: time.Since(judged)})
+		r.profile.Phases = append(r.profile.Phases, result.PhaseTime{Name: result.PhaseJudge, Took: time.Since(judged)})
 		r.tl.Close()
 		var from time.Time
 		for _, e := range entries {
@@ -219,13 +190,15 @@ func (r *run) execute(ctx context.Context) error {
 		}
 		defer release() // after the deferred stop below: deferred calls run last-in first-out
 	}
-	if err := r.timed(ctx, PhaseStart, r.start); err != nil {
+	if err := r.timed(ctx, result.PhaseStart, r.start); err != nil {
 		return err
 	}
 	defer func() {
 		// What each process of the plane used, read before they stop.
-		r.profile.CPU = r.env.Plane.CPU()
-		_ = r.timed(ctx, PhaseStop, func(context.Context) error { r.env.Stop(); return nil })
+		for _, c := range r.env.Plane.CPU() {
+			r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU})
+		}
+		_ = r.timed(ctx, result.PhaseStop, func(context.Context) error { r.env.Stop(); return nil })
 	}()
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
@@ -240,7 +213,7 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	rec := &monitor.Recorder{Management: r.watched, Namespace: r.env.Namespace, Timeline: r.tl,
-		Workload: r.workloadClient, Hosts: r.provider.Lab}
+		Workload: r.workloadClient, Hosts: r.provider.Lab, SpareLabel: r.provider.Hosts.SpareLabel}
 	go rec.Run(recCtx)
 	if r.provider.Lab {
 		go monitor.RecordLab(recCtx, r.env.Site.Lab, r.tl)
@@ -249,13 +222,13 @@ func (r *run) execute(ctx context.Context) error {
 	for _, phase := range []struct {
 		name string
 		run  func(context.Context) error
-	}{{PhaseEnroll, r.enrollHosts}, {PhaseProvision, r.provision}, {PhaseWriteData, r.writeDataStep}} {
+	}{{result.PhaseEnroll, r.enrollHosts}, {result.PhaseProvision, r.provision}, {result.PhaseWriteData, r.writeDataStep}} {
 		if err := r.timed(ctx, phase.name, phase.run); err != nil {
 			return err
 		}
 	}
 	rec.Poll(ctx)
-	if err := r.timed(ctx, PhaseUpgrade, r.upgradeAndWait); err != nil {
+	if err := r.timed(ctx, result.PhaseUpgrade, r.upgradeAndWait); err != nil {
 		return err
 	}
 	rec.Poll(ctx)
@@ -264,14 +237,14 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	r.say("step 6/6: waiting for CAPI's Cluster conditions to settle, reading the data back")
-	_ = r.timed(ctx, PhaseSettle, func(ctx context.Context) error {
+	_ = r.timed(ctx, result.PhaseSettle, func(ctx context.Context) error {
 		if r.scenario.Expect.Outcome != scenario.Stalled {
 			r.settle(ctx, settleTime, r.scenario.Expect.Outcome)
 		}
 		rec.Poll(ctx)
 		return nil
 	})
-	return r.timed(ctx, PhaseReadData, func(ctx context.Context) error { r.readData(ctx); return nil })
+	return r.timed(ctx, result.PhaseReadData, func(ctx context.Context) error { r.readData(ctx); return nil })
 }
 
 // start is step 1: the site (lab providers), the plane and the managers.
@@ -484,7 +457,7 @@ func (r *run) enroll(ctx context.Context) error {
 	}
 	for {
 		list := &metal3.BareMetalHostList{}
-		if err := r.env.Client.List(ctx, list, client.InNamespace(r.env.Namespace), client.MatchingLabels{callback.PoolLabel: resetPool}); err != nil {
+		if err := r.env.Client.List(ctx, list, client.InNamespace(r.env.Namespace), client.MatchingLabels{r.provider.Hosts.PoolLabel: resetPool}); err != nil {
 			return err
 		}
 		n := 0
@@ -507,11 +480,12 @@ func (r *run) enroll(ctx context.Context) error {
 // resetPool is the registration pool of a reset scenario.
 const resetPool = "pool"
 
-// labHost is the lab host behind a BareMetalHost: the same name, or the
-// hostname a registered host reported.
-func labHost(h *metal3.BareMetalHost) string {
-	if n := h.Annotations[callback.HostnameAnnotation]; n != "" {
-		return n
+// labHost is the lab host behind a BareMetalHost: the hostname a
+// registered host reported (the provider config's
+// hosts.hostnameAnnotation), or the same name.
+func (r *run) labHost(h *metal3.BareMetalHost) string {
+	if a := r.provider.Hosts.HostnameAnnotation; a != "" && h.Annotations[a] != "" {
+		return h.Annotations[a]
 	}
 	return h.Name
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
+	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
 	"github.com/upgradelab/upgradelab/internal/testdir"
@@ -82,7 +83,7 @@ func testSingleNodeInPlace(t *testing.T, hostOS string) {
 	for _, ph := range res.Profile.Phases {
 		phases = append(phases, ph.Name)
 	}
-	want := []string{PhaseStart, PhaseEnroll, PhaseProvision, PhaseWriteData, PhaseUpgrade, PhaseSettle, PhaseReadData, PhaseStop, PhaseJudge}
+	want := []string{result.PhaseStart, result.PhaseEnroll, result.PhaseProvision, result.PhaseWriteData, result.PhaseUpgrade, result.PhaseSettle, result.PhaseReadData, result.PhaseStop, result.PhaseJudge}
 	if !slices.Equal(phases, want) {
 		t.Errorf("profile phases %v, want %v", phases, want)
 	}

@@ -37,12 +37,32 @@ func deps(t *testing.T, env []string, patterns ...string) []pkg {
 	return pkgs
 }
 
+// imports lists the packages that patterns import themselves.
+func imports(t *testing.T, patterns ...string) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-f", "{{join .Imports \"\\n\"}}"}, patterns...)...)
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	for _, path := range strings.Fields(string(out)) {
+		pkgs = append(pkgs, pkg{path: path})
+	}
+	return pkgs
+}
+
 // forbidden lists the packages that patterns depend on and isForbidden
 // refuses.
-func forbidden(t *testing.T, patterns []string, isForbidden func(pkg) bool) []string {
+func forbidden(t *testing.T, patterns []string, direct bool, isForbidden func(pkg) bool) []string {
 	t.Helper()
+	list := deps(t, nil, patterns...)
+	if direct {
+		list = imports(t, patterns...)
+	}
 	var bad []string
-	for _, p := range deps(t, nil, patterns...) {
+	for _, p := range list {
 		if isForbidden(p) {
 			bad = append(bad, p.path)
 		}
@@ -54,6 +74,8 @@ func forbidden(t *testing.T, patterns []string, isForbidden func(pkg) bool) []st
 var layers = []struct {
 	name     string
 	packages []string
+	// direct: only their own imports count, not what those import.
+	direct bool
 	// not reports a package they must not depend on.
 	not func(p pkg) bool
 }{
@@ -76,12 +98,30 @@ var layers = []struct {
 			return strings.HasPrefix(p.path, module+"providers/") || strings.HasPrefix(p.path, module+"e2e/")
 		},
 	},
+	{
+		name:     "the report reads results; it does not run scenarios",
+		packages: []string{"./e2e/report"},
+		not:      func(p pkg) bool { return p.path == module+"e2e/runner" },
+	},
+	{
+		name:     "the monitors and checks judge any provider: none of them imports one",
+		packages: []string{"./e2e/monitor", "./e2e/check", "./e2e/timeline"},
+		not:      func(p pkg) bool { return strings.HasPrefix(p.path, module+"providers/") },
+	},
+	{
+		// e2e/reference is the one adapter that knows upgradelab's own
+		// provider (how to build, start and enroll it).
+		name:     "the runner drives providers through their configs, not their packages",
+		packages: []string{"./e2e/runner"},
+		direct:   true,
+		not:      func(p pkg) bool { return strings.HasPrefix(p.path, module+"providers/") },
+	},
 }
 
 func TestLayers(t *testing.T) {
 	for _, l := range layers {
 		t.Run(l.name, func(t *testing.T) {
-			if bad := forbidden(t, l.packages, l.not); len(bad) > 0 {
+			if bad := forbidden(t, l.packages, l.direct, l.not); len(bad) > 0 {
 				t.Errorf("%s depend on:\n  %s", strings.Join(l.packages, " "), strings.Join(bad, "\n  "))
 			}
 		})

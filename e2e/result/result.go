@@ -1,0 +1,112 @@
+// Package result is what one scenario run leaves for readers: its
+// verdict on every rule, its times and where its time went. The runner
+// makes Results; the report, `upgradelab report` and `upgradelab report
+// diff` read them back from results.json, without the runner.
+package result
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/scenario"
+)
+
+// File is the name of the results file in an artifacts folder.
+const File = "results.json"
+
+// Result is one run's outcome.
+type Result struct {
+	Provider string        `json:"provider"`
+	Scenario string        `json:"scenario"`
+	Form     scenario.Form `json:"form"`
+	// HostOS is how the lab's hosts kept their OS: ab, ostree, or mixed
+	// with each host's kind; "" when the provider does not use the lab.
+	HostOS   string        `json:"hostOS,omitempty"`
+	Strategy string        `json:"strategy"`
+	Started  time.Time     `json:"started"`
+	Duration time.Duration `json:"duration"`
+	// Upgrade is the time from the "upgrade" step to "done".
+	Upgrade time.Duration  `json:"upgrade"`
+	Checks  []check.Result `json:"checks"`
+	// Error is why the run stopped early ("" when it ran to the end).
+	Error string `json:"error,omitempty"`
+	// Timeline is the run's timeline file.
+	Timeline string `json:"timeline"`
+	// CAPIRateLimiting: CAPI's managers ran with their reconcile rate
+	// limit.
+	CAPIRateLimiting bool `json:"capiRateLimiting"`
+	// Profile is where the run's wall time and CPU went.
+	Profile Profile `json:"profile"`
+}
+
+// Failed says whether the run broke a rule or stopped early.
+func (r Result) Failed() bool { return r.Error != "" || len(check.Failed(r.Checks)) > 0 }
+
+// Profile is where one run's time went: the wall time of each phase, in
+// order, and the CPU time of each process that served the run. It is
+// printed at the end of the run and kept as profile.txt in its folder,
+// so a slow run says which phase and which process made it slow.
+type Profile struct {
+	Phases []PhaseTime `json:"phases"`
+	// CPU: the plane's processes (kube-apiserver, etcd, CAPI's and the
+	// provider's managers), then the harness process itself.
+	CPU []ProcessCPU `json:"cpu"`
+}
+
+// PhaseTime is the wall time of one phase of a run.
+type PhaseTime struct {
+	Name string        `json:"name"`
+	Took time.Duration `json:"took"`
+}
+
+// ProcessCPU is the CPU time one process spent serving a run.
+type ProcessCPU struct {
+	Name string        `json:"name"`
+	CPU  time.Duration `json:"cpu"`
+}
+
+// The phases of a run, in order.
+const (
+	PhaseStart     = "start"     // the site, the plane, the managers
+	PhaseEnroll    = "enroll"    // hosts known to the provider
+	PhaseProvision = "provision" // the cluster created and rolled out
+	PhaseWriteData = "write data"
+	PhaseUpgrade   = "upgrade" // the upgrade made and its outcome waited for
+	PhaseSettle    = "settle"  // CAPI's conditions and counts caught up
+	PhaseReadData  = "read data"
+	PhaseStop      = "stop" // managers, plane and site stopped
+	PhaseJudge     = "judge"
+)
+
+// String is the profile as the run prints it: one line of phases, one of
+// CPU.
+func (p Profile) String() string {
+	var phases, cpu []string
+	for _, ph := range p.Phases {
+		phases = append(phases, fmt.Sprintf("%s %s", ph.Name, ph.Took.Round(100*time.Millisecond)))
+	}
+	var total time.Duration
+	for _, c := range p.CPU {
+		cpu = append(cpu, fmt.Sprintf("%s %s", c.Name, c.CPU.Round(100*time.Millisecond)))
+		total += c.CPU
+	}
+	return fmt.Sprintf("wall: %s\ncpu (%s in all): %s", strings.Join(phases, ", "), total.Round(100*time.Millisecond), strings.Join(cpu, ", "))
+}
+
+// Read reads a results file (File in an artifacts folder). An unreadable
+// or malformed file is an error naming it.
+func Read(path string) ([]Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rs []Result
+	if err := json.Unmarshal(b, &rs); err != nil {
+		return nil, fmt.Errorf("%s: not a results file: %w", path, err)
+	}
+	return rs, nil
+}
