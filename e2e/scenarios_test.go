@@ -12,7 +12,6 @@ import (
 	"net/rpc"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,12 +22,11 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/plan"
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/report"
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/runner"
-	"github.com/upgradelab/upgradelab/e2e/scenario"
-	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
@@ -84,132 +82,19 @@ var repeats = func() int {
 	return n
 }()
 
-// plannedRun is one spec of the scenario container.
-type plannedRun struct {
-	scenario *scenario.Scenario
-	lab      *lab.Definition
-	provider *provider.Config
-	form     scenario.Form
-	// hostOS is the scenario's hostOS entry the lab was set to ("" for
-	// the lab file as it is, also when the entry is what the file says).
-	hostOS string
-	repeat int // 1..repeats
-}
-
-func (p plannedRun) labels() []string {
-	l := []string{"scenario", p.provider.Name, p.scenario.Name, string(p.scenario.Strategy), string(p.form)}
-	if p.provider.Lab {
-		// Filter by host OS: GINKGO_LABELS=ostree, mixed, ab.
-		l = append(l, p.lab.HostOSMode())
-	}
-	return l
-}
-
-// name is how the run's progress lines name it.
-func (p plannedRun) name() string {
-	n := fmt.Sprintf("%s %s/%s", p.provider.Name, p.scenario.Name, p.form)
-	if p.hostOS != "" {
-		n += "/" + p.hostOS
-	}
-	if repeats > 1 {
-		n += fmt.Sprintf(" #%d", p.repeat)
-	}
-	return n
-}
-
-// dir is the run's folder name under the artifacts folder.
-func (p plannedRun) dir() string {
-	d := p.provider.Name + "-" + p.scenario.Name + "-" + string(p.form)
-	if p.hostOS != "" {
-		d += "-" + p.hostOS
-	}
-	if repeats > 1 {
-		d += fmt.Sprintf("-r%d", p.repeat)
-	}
-	return d
-}
-
 // plannedRuns are the scenario specs in the order a parallel suite hands
-// them out: provider by provider as configured (the reference provider
-// first, so a module-built provider's manager builds meanwhile), the
-// biggest labs first within each (the longest runs start first, so the
-// last to finish is a short one), then by name.
-var plannedRuns = func() []plannedRun {
-	var paths []string
-	for _, g := range strings.Fields(scenarioGlob) {
-		found, err := filepath.Glob(g)
-		if err != nil {
-			panic(fmt.Sprintf("scenarios %s: %v", g, err))
-		}
-		paths = append(paths, found...)
+// them out (plan.Runs: provider by provider, biggest labs first).
+var plannedRuns = func() []plan.Run {
+	scenarios, err := plan.Scenarios(strings.Fields(scenarioGlob)...)
+	if err != nil {
+		panic(err) // a bad scenario file stops the suite before it starts, naming file and field
 	}
-	if len(paths) == 0 {
-		panic(fmt.Sprintf("no scenarios at %s", scenarioGlob))
+	runs, err := plan.Runs(scenarios, providerConfigs, repeats)
+	if err != nil {
+		panic(err)
 	}
-	type loaded struct {
-		s   *scenario.Scenario
-		def *lab.Definition
-	}
-	var all []loaded
-	for _, path := range paths {
-		s, def, err := scenario.Load(path)
-		if err != nil {
-			panic(err) // a bad scenario file stops the suite before it starts, naming file and field
-		}
-		all = append(all, loaded{s, def})
-	}
-	sort.SliceStable(all, func(i, j int) bool {
-		a, b := len(all[i].def.Spec.Hosts), len(all[j].def.Spec.Hosts)
-		if a != b {
-			return a > b
-		}
-		return all[i].s.Name < all[j].s.Name
-	})
-	var out []plannedRun
-	for _, prov := range providerConfigs {
-		for _, l := range all {
-			if ok, _ := prov.Runs(l.s); !ok {
-				continue // not a spec: the table shows only what a provider can run
-			}
-			for _, v := range hostOSVariants(l.s, l.def, prov) {
-				for _, form := range l.s.Forms {
-					for k := 1; k <= repeats; k++ {
-						out = append(out, plannedRun{scenario: l.s, lab: v.def, provider: prov, form: form, hostOS: v.mode, repeat: k})
-					}
-				}
-			}
-		}
-	}
-	return out
+	return runs
 }()
-
-type hostOSVariant struct {
-	mode string // "" for the lab file as it is
-	def  *lab.Definition
-}
-
-// hostOSVariants are the labs a scenario runs on for prov: one per
-// hostOS entry (the entry that is what the lab file says runs under the
-// file's name), or the lab file alone when the scenario names none or the
-// provider does not use the lab (its machines have no disks).
-func hostOSVariants(s *scenario.Scenario, def *lab.Definition, prov *provider.Config) []hostOSVariant {
-	if len(s.HostOS) == 0 || !prov.Lab {
-		return []hostOSVariant{{def: def}}
-	}
-	var out []hostOSVariant
-	for _, mode := range s.HostOS {
-		if mode == def.HostOSMode() {
-			out = append(out, hostOSVariant{def: def})
-			continue
-		}
-		v, err := def.WithHostOS(mode)
-		if err != nil {
-			panic(fmt.Sprintf("%s: hostOS: %v", s.Name, err)) // validated when the scenario loaded
-		}
-		out = append(out, hostOSVariant{mode: mode, def: v})
-	}
-	return out
-}
 
 // selected says whether the label filter lets any run of prov through:
 // what it alone needs is built only then.
@@ -219,7 +104,7 @@ func selected(prov *provider.Config) bool {
 		return true
 	}
 	for _, p := range plannedRuns {
-		if p.provider == prov && filter(p.labels()) {
+		if p.Provider == prov && filter(p.Labels()) {
 			return true
 		}
 	}
@@ -332,13 +217,13 @@ func live(server string) *liveOutput {
 // so they form one Ordered chain, handed out first as the longest piece
 // of work, that one process runs while the others take the rest.
 var _ = func() bool {
-	chains := map[*provider.Config][]plannedRun{}
+	chains := map[*provider.Config][]plan.Run{}
 	for _, p := range plannedRuns {
-		if len(p.provider.FixedPorts()) > 0 {
-			chains[p.provider] = append(chains[p.provider], p)
+		if len(p.Provider.FixedPorts()) > 0 {
+			chains[p.Provider] = append(chains[p.Provider], p)
 			continue
 		}
-		Describe("upgrade scenarios", Label("scenario"), SpecPriority(len(p.lab.Spec.Hosts)), func() { scenarioSpec(p) })
+		Describe("upgrade scenarios", Label("scenario"), SpecPriority(len(p.Lab.Spec.Hosts)), func() { scenarioSpec(p) })
 	}
 	for _, prov := range providerConfigs {
 		if runs := chains[prov]; len(runs) > 0 {
@@ -356,19 +241,19 @@ var _ = func() bool {
 const chainPriority = 1000
 
 // scenarioSpec is one run's spec.
-func scenarioSpec(p plannedRun) {
-	name := fmt.Sprintf("%s (%s) on %s", p.scenario.Name, p.form, p.provider.Name)
-	if p.hostOS != "" {
-		name = fmt.Sprintf("%s (%s, %s hosts) on %s", p.scenario.Name, p.form, p.hostOS, p.provider.Name)
+func scenarioSpec(p plan.Run) {
+	name := fmt.Sprintf("%s (%s) on %s", p.Scenario.Name, p.Form, p.Provider.Name)
+	if p.HostOS != "" {
+		name = fmt.Sprintf("%s (%s, %s hosts) on %s", p.Scenario.Name, p.Form, p.HostOS, p.Provider.Name)
 	}
-	if repeats > 1 {
-		name += fmt.Sprintf(" #%d", p.repeat)
+	if p.Repeats > 1 {
+		name += fmt.Sprintf(" #%d", p.Repeat)
 	}
-	It(name, Label(p.labels()[1:]...), func(ctx context.Context) {
-		dir, _ := filepath.Abs(filepath.Join(artifactsDir(), p.dir()))
-		res := runner.Run(ctx, p.scenario, p.lab, p.form, runner.Options{
-			RepoRoot: "..", Dir: dir, Scale: timescale.Scale(*timeScaleFlag), Progress: progress(), Name: p.name(),
-			ProviderBinary: binaries.Provider, ExtensionBinary: binaries.Extension, Provider: p.provider,
+	It(name, Label(p.Labels()[1:]...), func(ctx context.Context) {
+		dir, _ := filepath.Abs(filepath.Join(artifactsDir(), p.Dir()))
+		res := runner.Run(ctx, p.Scenario, p.Lab, p.Form, runner.Options{
+			RepoRoot: "..", Dir: dir, Scale: timescale.Scale(*timeScaleFlag), Progress: progress(), Name: p.Name(),
+			ProviderBinary: binaries.Provider, ExtensionBinary: binaries.Extension, Provider: p.Provider,
 			RateLimitedReconciles: *rateLimitFlag,
 		})
 		AddReportEntry(resultEntry, res, ReportEntryVisibilityNever)
@@ -380,5 +265,5 @@ func scenarioSpec(p plannedRun) {
 			broken = append(broken, v.String())
 		}
 		Expect(broken).To(BeEmpty(), "broken rules (timeline %s):\n%s", res.Timeline, strings.Join(broken, "\n"))
-	}, SpecTimeout(p.scenario.Timeout.Duration+2*time.Minute))
+	}, SpecTimeout(p.Scenario.Timeout.Duration+2*time.Minute))
 }

@@ -39,6 +39,10 @@ type Params struct {
 	// HostsVisible: the provider keeps hosts as BareMetalHosts (the
 	// host rules mean nothing for a provider without them).
 	HostsVisible bool
+	// RBACEnforced: every manager ran as its own ServiceAccount with only
+	// its config/rbac (the runner's plane always does; its refusals are
+	// KindForbidden entries).
+	RBACEnforced bool
 	// SparesVisible: the provider marks its spare hosts with a label the
 	// runner knows (its config's hosts.spareLabel).
 	SparesVisible bool

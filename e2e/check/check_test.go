@@ -121,7 +121,7 @@ func withOSTree(p Params) Params {
 	return p
 }
 
-var inPlace = Params{Strategy: scenario.InPlace, ToVersion: "v1.36.3", ToCoreDNS: "v1.13.1", ToEtcd: "3.6.5-0", HostsVisible: true, SparesVisible: true, HostData: true,
+var inPlace = Params{Strategy: scenario.InPlace, ToVersion: "v1.36.3", ToCoreDNS: "v1.13.1", ToEtcd: "3.6.5-0", HostsVisible: true, SparesVisible: true, RBACEnforced: true, HostData: true,
 	Apps: true, EtcdOnHosts: true, MaxAPIOutage: 30 * time.Second, ControlPlaneReplicas: 1,
 	Expect: scenario.Expect{SameMachines: true, SameHosts: true, PersistentData: "kept"}}
 
@@ -285,6 +285,12 @@ func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
 		{name: "no /etc edit recorded on OSTree hosts", rule: "etc-merged", params: withOSTree(inPlace),
 			breakIt: func(h *history) { h.set(KindHostEtc, "node-0", nil) },
 			objects: []string{"HostEtc"}, message: "no /etc edits were recorded on the OSTree hosts"},
+		{name: "a manager refused for want of RBAC", rule: "rbac-sufficient", params: inPlace,
+			breakIt: func(h *history) {
+				h.set(KindForbidden, "baremetal", map[string]string{FieldCount: "3",
+					FieldFirst: `secrets "bmc-node-0" is forbidden: User "system:serviceaccount:upgradelab-baremetal-system:upgradelab-baremetal-manager" cannot get resource "secrets"`})
+			},
+			objects: []string{"ManagerForbidden/baremetal"}, message: `manager baremetal was refused 3 request(s) for want of RBAC; the first: secrets "bmc-node-0" is forbidden`},
 		{name: "data lost in place", rule: "persistent-data", params: inPlace,
 			breakIt: func(h *history) { h.set(KindHostData, "node-0", map[string]string{FieldMarker: "absent"}) },
 			objects: []string{"HostData/node-0"}, message: "the marker written before the upgrade is absent"},

@@ -25,6 +25,11 @@ const (
 	// KindHostEtc is an admin's edit of /etc on an OSTree host.
 	KindHostEtc = "HostEtc"
 	FieldMarker = "marker"
+	// KindForbidden is what the API server refused one manager (named by
+	// the entry): FieldCount refusals in its log, FieldFirst the first.
+	KindForbidden = "ManagerForbidden"
+	FieldCount    = "count"
+	FieldFirst    = "first"
 )
 
 // Rules is every rule, in report order. docs/CONFORMANCE.md explains each.
@@ -89,6 +94,8 @@ var Rules = []Rule{
 		Applies: func(p Params) bool { return p.Apps && finished(p) }, End: endApplication},
 	{Name: "workload-data", Why: "objects written into the workload cluster before the upgrade are still there after it",
 		Applies: func(p Params) bool { return p.WorkloadData }, End: workloadData},
+	{Name: "rbac-sufficient", Why: "every manager did its work with the permissions its config/rbac grants: the API server refused it nothing",
+		Applies: func(p Params) bool { return p.RBACEnforced }, End: rbacSufficient},
 	{Name: "capi-agrees", Why: "CAPI's own Cluster conditions agree with this verdict", Applies: finished},
 }
 
@@ -664,6 +671,17 @@ func revertedAfterFailure(s *State, _ Params) []Violation {
 // etcd and so every object in it.
 func workloadData(s *State, _ Params) []Violation {
 	return markersPresent(s, KindWorkloadData, "the object written", "no workload objects were recorded")
+}
+
+// rbacSufficient: no manager's log holds a Forbidden from the API server.
+func rbacSufficient(s *State, _ Params) []Violation {
+	var out []Violation
+	for _, name := range s.names(KindForbidden) {
+		e := s.get(KindForbidden, name)
+		out = append(out, violation(s, fmt.Sprintf("manager %s was refused %s request(s) for want of RBAC; the first: %s", name, e[FieldCount], e[FieldFirst]),
+			KindForbidden+"/"+name)...)
+	}
+	return out
 }
 
 // agree compares the verdict of the end rules with CAPI's Cluster

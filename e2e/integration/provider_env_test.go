@@ -40,6 +40,8 @@ type envOptions struct {
 	lab          string
 	scale        timescale.Scale
 	providerArgs []string
+	// providerConfig replaces the provider's config folder.
+	providerConfig string
 	// extension adds the in-place update extension with these flags.
 	extension     bool
 	extensionArgs []string
@@ -52,11 +54,20 @@ func startEnv(t *testing.T, ctx context.Context, o envOptions) *providerEnv {
 		t.Fatal(err)
 	}
 	env, err := runner.StartEnv(ctx, runner.EnvOptions{Lab: def, Dir: testdir.For(t), Scale: o.scale,
-		ProviderArgs: o.providerArgs, Extension: o.extension, ExtensionArgs: o.extensionArgs})
+		ProviderArgs: o.providerArgs, ProviderConfigDir: o.providerConfig, Extension: o.extension, ExtensionArgs: o.extensionArgs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(env.Stop)
+	if o.providerConfig == "" {
+		// Every test also checks each manager's RBAC: whatever it drove,
+		// no manager may have been refused a request.
+		t.Cleanup(func() {
+			for name, lines := range env.Plane.Forbidden() {
+				t.Errorf("manager %s was refused %d request(s) for want of RBAC, first: %s", name, len(lines), lines[0])
+			}
+		})
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			// KCP says why it would not update a machine in place.

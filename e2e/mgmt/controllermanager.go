@@ -14,7 +14,8 @@ import (
 )
 
 // controllerManagerControllers are the kube-controller-manager
-// controllers an embedded plane runs: the garbage collector (owner
+// controllers an embedded plane runs when asked (Options.ControllerManager):
+// the garbage collector (owner
 // references, and the foregroundDeletion finalizer a foreground delete
 // sets, which CAPI's MachineDeploymentScaleSpec waits on) and the
 // namespace controller (a deleted namespace's objects are deleted and the
@@ -24,10 +25,17 @@ import (
 // ReplicaSets, ...) have nothing to act on in a management cluster.
 var controllerManagerControllers = "garbagecollector,namespace"
 
+// aggregationController is the one controller every embedded plane runs:
+// ClusterRole aggregation, which fills CAPI's aggregated manager roles
+// with the rules of the roles labelled into them (CAPI's core manager
+// and KCP run with those). Without it those managers would have no
+// permission at all.
+const aggregationController = "clusterrole-aggregation"
+
 // startControllerManager runs kube-controller-manager (built with
 // kube-apiserver into KubeDir) against the plane, and waits for its
 // /healthz.
-func startControllerManager(ctx context.Context, a Assets, kubeconfig, dir string, timeout time.Duration) (*process, error) {
+func startControllerManager(ctx context.Context, a Assets, kubeconfig, dir, controllers string, timeout time.Duration) (*process, error) {
 	binary := filepath.Join(a.KubeDir, "kube-controller-manager")
 	if _, err := os.Stat(binary); err != nil {
 		return nil, fmt.Errorf("kube-controller-manager: %w (scripts/build-kube-binaries.sh builds it)", err)
@@ -44,7 +52,7 @@ func startControllerManager(ctx context.Context, a Assets, kubeconfig, dir strin
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
-		"--controllers=" + controllerManagerControllers,
+		"--controllers=" + controllers,
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(ports[0]),

@@ -67,6 +67,8 @@ type managerSpec struct {
 	settings  map[string]string // the ExtensionConfig's, for an extension
 	nsLabels  map[string]string // the ExtensionConfig's namespaceSelector
 	env       []string
+	// kubeconfig acts as the manager's ServiceAccount (installIdentities).
+	kubeconfig string
 }
 
 // capiManagers are CAPI's core, KubeadmControlPlane and kubeadm bootstrap
@@ -103,8 +105,8 @@ func (p managerPorts) healthURL() string {
 	return "http://127.0.0.1:" + strconv.Itoa(p.health) + "/readyz"
 }
 
-func (m managerSpec) args(kubeconfig, certDir string, ports managerPorts) []string {
-	args := []string{"--kubeconfig=" + kubeconfig}
+func (m managerSpec) args(certDir string, ports managerPorts) []string {
+	args := []string{"--kubeconfig=" + m.kubeconfig}
 	if len(m.gates) > 0 {
 		args = append(args, "--feature-gates="+strings.Join(m.gates, ","))
 	}
@@ -122,10 +124,10 @@ func (m managerSpec) args(kubeconfig, certDir string, ports managerPorts) []stri
 
 // startManagers starts every manager and waits until each answers /readyz,
 // which in CAPI's managers includes its webhook server having started.
-func startManagers(ctx context.Context, managers []managerSpec, kubeconfig string, certs *webhookCerts, logDir string, ports map[string]managerPorts, timeout time.Duration) ([]*process, error) {
+func startManagers(ctx context.Context, managers []managerSpec, certs *webhookCerts, logDir string, ports map[string]managerPorts, timeout time.Duration) ([]*process, error) {
 	var procs []*process
 	for _, m := range managers {
-		p, err := startProcess(m.name, m.binary, m.args(kubeconfig, certs.dir, ports[m.name]), m.env, logDir)
+		p, err := startProcess(m.name, m.binary, m.args(certs.dir, ports[m.name]), m.env, logDir)
 		if err != nil {
 			return procs, err
 		}

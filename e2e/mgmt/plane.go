@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -75,7 +76,8 @@ type Options struct {
 // Plane is a running management plane.
 type Plane struct {
 	Target Target
-	// Kubeconfig is a file that reaches the API server as an administrator.
+	// Kubeconfig is a file that reaches the API server as an administrator
+	// (the harness's; no manager uses it: see rbac.go).
 	Kubeconfig string
 	RESTConfig *rest.Config
 	Client     client.Client
@@ -90,8 +92,11 @@ type Plane struct {
 	ports             map[string]managerPorts
 	certDir           string
 	reaper            *reaper
-	webhooks          []client.Object
-	progress          io.Writer
+	// installed are the objects removed from an existing cluster at Stop:
+	// webhook configurations (nothing would answer them), ExtensionConfigs
+	// and the managers' RBAC.
+	installed []client.Object
+	progress  io.Writer
 	// apiServer is the kube-apiserver RestartAPIServer started (nil while
 	// envtest's first one runs).
 	apiServer *process
@@ -160,14 +165,18 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 		return p, err
 	}
 	fmt.Fprintf(p.progress, "mgmt: API server up (%s) in %s\n", p.Target, time.Since(begin).Round(10*time.Millisecond))
-	if opts.ControllerManager && p.Target.Kind == Embedded {
-		kcm, err := startControllerManager(ctx, assets, p.Kubeconfig, dir, opts.StartTimeout)
+	if p.Target.Kind == Embedded {
+		controllers := aggregationController
+		if opts.ControllerManager {
+			controllers += "," + controllerManagerControllers
+		}
+		kcm, err := startControllerManager(ctx, assets, p.Kubeconfig, dir, controllers, opts.StartTimeout)
 		if err != nil {
 			return p, err
 		}
 		_ = r.record(kcm.pid())
 		p.controllerManager = kcm
-		fmt.Fprintf(p.progress, "mgmt: kube-controller-manager (%s) up in %s\n", controllerManagerControllers, time.Since(begin).Round(10*time.Millisecond))
+		fmt.Fprintf(p.progress, "mgmt: kube-controller-manager (%s) up in %s\n", controllers, time.Since(begin).Round(10*time.Millisecond))
 	}
 
 	certs, err := newWebhookCerts(filepath.Join(dir, "webhook-certs"), []string{opts.WebhookHost, "127.0.0.1", "localhost"})
@@ -190,8 +199,13 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 	}
 	fmt.Fprintf(p.progress, "mgmt: CAPI %s CRDs and webhooks installed at %s\n", assets.CAPIVersion, time.Since(begin).Round(10*time.Millisecond))
 
+	if err := p.installIdentities(ctx, managers, dir); err != nil {
+		return p, err
+	}
+	fmt.Fprintf(p.progress, "mgmt: each manager's ServiceAccount and RBAC installed at %s\n", time.Since(begin).Round(10*time.Millisecond))
+
 	p.managers, p.ports, p.certDir = managers, ports, certs.dir
-	procs, err := startManagers(ctx, managers, p.Kubeconfig, certs, dir, ports, opts.StartTimeout)
+	procs, err := startManagers(ctx, managers, certs, dir, ports, opts.StartTimeout)
 	p.procs = procs
 	for _, proc := range procs {
 		_ = r.record(proc.pid())
@@ -292,7 +306,7 @@ func (p *Plane) install(ctx context.Context, managers []managerSpec, certs *webh
 			return err
 		}
 		objs = append(objs, hooks...)
-		p.webhooks = append(p.webhooks, hooks...)
+		p.installed = append(p.installed, hooks...)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
@@ -329,7 +343,7 @@ func (p *Plane) registerExtensions(ctx context.Context, caPEM []byte, host strin
 		if err := createOrReplace(ctx, p.Client, ec); err != nil {
 			return fmt.Errorf("ExtensionConfig %s: %w", m.name, err)
 		}
-		p.webhooks = append(p.webhooks, ec)
+		p.installed = append(p.installed, ec)
 		ctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		for {
@@ -358,7 +372,7 @@ func (p *Plane) KillAndRestart(ctx context.Context, name string) error {
 		old := p.procs[i]
 		_ = old.cmd.Process.Kill()
 		<-old.exited
-		proc, err := startProcess(m.name, m.binary, m.args(p.Kubeconfig, p.certDir, p.ports[m.name]), m.env, p.LogDir)
+		proc, err := startProcess(m.name, m.binary, m.args(p.certDir, p.ports[m.name]), m.env, p.LogDir)
 		if err != nil {
 			return err
 		}
@@ -391,12 +405,15 @@ func (p *Plane) Stop() {
 	}
 	if p.Target.Kind == ExistingCluster && p.Client != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		for _, h := range p.webhooks {
+		for _, h := range p.installed {
+			if _, ns := h.(*corev1.Namespace); ns {
+				continue // the cluster may keep other things there
+			}
 			_ = client.IgnoreNotFound(p.Client.Delete(ctx, h))
 		}
 		cancel()
 	}
-	p.webhooks = nil
+	p.installed = nil
 	if p.apiServer != nil {
 		p.apiServer.stop(10 * time.Second)
 		p.apiServer = nil

@@ -5,6 +5,7 @@
 package reference
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -126,6 +127,9 @@ type Options struct {
 	StateDir string
 	// Extra flags (e.g. --poll, --reset-timeout).
 	Args []string
+	// ConfigDir replaces providers/baremetal/config (a test's edited copy
+	// of its RBAC, say); its metal3/bases are still the repository's.
+	ConfigDir string
 }
 
 // Provider describes the reference provider to the plane, and returns the
@@ -144,10 +148,11 @@ func Provider(s *site.Site, o Options) (mgmt.Provider, string, error) {
 		return mgmt.Provider{}, "", err
 	}
 	config := filepath.Join(root, "providers", "baremetal", "config")
+	configDir := cmp.Or(o.ConfigDir, config)
 	return mgmt.Provider{
 		Name:         "baremetal",
 		Binary:       o.Binary,
-		ConfigDir:    config,
+		ConfigDir:    configDir,
 		ExtraCRDDirs: []string{filepath.Join(config, "metal3", "bases")},
 		Args: append([]string{
 			"--ca-file=" + s.CAFile,

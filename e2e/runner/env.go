@@ -41,6 +41,8 @@ type EnvOptions struct {
 	// Binaries built before (reference.Build); built into Dir when empty.
 	ProviderBinary, ExtensionBinary string
 	ProviderArgs                    []string
+	// ProviderConfigDir replaces the reference provider's config folder.
+	ProviderConfigDir string
 	// Extension adds the in-place extension with ExtensionArgs.
 	Extension     bool
 	ExtensionArgs []string
@@ -141,7 +143,7 @@ func (e *Env) referenceProvider(ctx context.Context, o EnvOptions) (mgmt.Provide
 		return mgmt.Provider{}, err
 	}
 	prov, callback, err := reference.Provider(e.Site, reference.Options{Binary: bin, StateDir: o.Dir,
-		Args: append([]string{"--poll=200ms"}, o.ProviderArgs...)})
+		Args: append([]string{"--poll=200ms"}, o.ProviderArgs...), ConfigDir: o.ProviderConfigDir})
 	e.Callback = callback
 	return prov, err
 }

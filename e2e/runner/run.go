@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -127,6 +130,7 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		p := check.ParamsFor(s)
 		p.HostsVisible, p.HostData = r.provider.Lab, r.provider.Lab
 		p.SparesVisible = r.provider.Lab && r.provider.Hosts.SpareLabel != ""
+		p.RBACEnforced = true
 		// Only the lab's workload clusters run pods and model etcd on the
 		// hosts; another provider's (CAPI's in-memory one) do neither.
 		p.Apps, p.EtcdOnHosts = r.provider.Lab, r.provider.Lab
@@ -160,6 +164,18 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		_ = os.WriteFile(filepath.Join(o.Dir, "result.json"), b, 0o644)
 	}
 	return res
+}
+
+// recordForbidden puts what the API server refused each manager (read
+// from their logs) on the timeline, for rbac-sufficient.
+func (r *run) recordForbidden() {
+	forbidden := r.env.Plane.Forbidden()
+	for _, name := range slices.Sorted(maps.Keys(forbidden)) {
+		lines := forbidden[name]
+		r.say("manager %s was refused %d request(s) for want of RBAC, first: %s", name, len(lines), lines[0])
+		r.tl.Add(timeline.Entry{Kind: check.KindForbidden, Name: name,
+			New: map[string]string{check.FieldCount: strconv.Itoa(len(lines)), check.FieldFirst: lines[0]}})
+	}
 }
 
 func (r *run) say(format string, args ...any) {
@@ -198,6 +214,7 @@ func (r *run) execute(ctx context.Context) error {
 		for _, c := range r.env.Plane.CPU() {
 			r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU})
 		}
+		r.recordForbidden()
 		_ = r.timed(ctx, result.PhaseStop, func(context.Context) error { r.env.Stop(); return nil })
 	}()
 	faultCtx, stopFaults := context.WithCancel(ctx)

@@ -51,6 +51,20 @@ type WorkloadClients interface {
 	Client(ctx context.Context, namespace, cluster string) (client.Client, error)
 }
 
+// The updater's permissions (make generate writes the extension's
+// config/rbac/role.yaml from these and the single-node controller's).
+// CanUpdateMachine's dry runs are patches, so they need patch too.
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;machinesets;machinedeployments;clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=patch
+// +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=kubeadmcontrolplanes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigs;kubeadmconfigtemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigs,verbs=patch
+// +kubebuilder:rbac:groups=infrastructure.upgradelab.dev,resources=baremetalmachines;baremetalmachinetemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=infrastructure.upgradelab.dev,resources=baremetalmachines,verbs=update;patch
+// +kubebuilder:rbac:groups=infrastructure.upgradelab.dev,resources=baremetalmachines/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=metal3.io,resources=baremetalhosts,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+
 // Updater performs one machine's update, a step per UpdateMachine call.
 type Updater struct {
 	// Client reads and annotates the management cluster.

@@ -70,6 +70,9 @@ func (h *Heartbeats) record(hb agentv1.Heartbeat) {
 	}
 }
 
+// Registration creates, adopts and deletes the hosts of a pool.
+// +kubebuilder:rbac:groups=metal3.io,resources=baremetalhosts,verbs=get;list;watch;create;patch;delete
+
 // Server serves both endpoints over HTTPS.
 type Server struct {
 	// Listener is bound by the caller, so the URL hosts are told is known

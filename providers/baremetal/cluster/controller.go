@@ -32,6 +32,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.BareMetalCluster{}).Named("baremetalcluster").Complete(r)
 }
 
+// +kubebuilder:rbac:groups=infrastructure.upgradelab.dev,resources=baremetalclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=infrastructure.upgradelab.dev,resources=baremetalclusters/status,verbs=get;update;patch
+
 // Reconcile reports the cluster provisioned once its endpoint is set.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	bmc := &infrav1.BareMetalCluster{}

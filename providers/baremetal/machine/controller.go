@@ -65,6 +65,16 @@ func consumerOf(_ context.Context, obj client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: host.Namespace, Name: host.Spec.ConsumerRef.Name}}}
 }
 
+// The provider's permissions are these markers (make generate writes
+// config/rbac/role.yaml from them); a run enforces them.
+// +kubebuilder:rbac:groups=infrastructure.upgradelab.dev,resources=baremetalmachines,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=infrastructure.upgradelab.dev,resources=baremetalmachines/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=infrastructure.upgradelab.dev,resources=baremetalmachines/finalizers,verbs=update
+// +kubebuilder:rbac:groups=infrastructure.upgradelab.dev,resources=baremetalmachinetemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal3.io,resources=baremetalhosts,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+
 // Reconcile loads the machine and its owners, defers the status patch and
 // hands over to reconcileNormal or reconcileDelete.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {

@@ -1,0 +1,104 @@
+package mgmt
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The identities read from the managers' configs are what `kustomize
+// build config/default` deploys: CAPI's core manager as capi-manager in
+// capi-system, bound to its aggregated role with its own role labelled
+// into it; ours under our prefix, with the role CAPI's contract asks for.
+func TestManagerIdentitiesFollowTheirKustomizations(t *testing.T) {
+	a, err := ResolveAssets(Assets{})
+	if err != nil {
+		t.Skipf("CAPI's module is not in the module cache: %v", err) // make test builds the assets first
+	}
+	for _, tc := range []struct {
+		name, configDir, user, binding, boundRole string
+		labelled                                  map[string]string // ClusterRole name: the label it must carry
+	}{
+		{name: "capi", configDir: filepath.Join(a.CAPIDir, "core", "config"), user: "system:serviceaccount:capi-system:capi-manager",
+			binding: "capi-manager-rolebinding", boundRole: "capi-aggregated-manager-role",
+			labelled: map[string]string{"capi-manager-role": "cluster.x-k8s.io/aggregate-to-manager"}},
+		{name: "kcp", configDir: filepath.Join(a.CAPIDir, "controlplane", "kubeadm", "config"),
+			user:    "system:serviceaccount:capi-kubeadm-control-plane-system:capi-kubeadm-control-plane-manager",
+			binding: "capi-kubeadm-control-plane-manager-rolebinding", boundRole: "capi-kubeadm-control-plane-aggregated-manager-role"},
+		{name: "baremetal", configDir: "../../providers/baremetal/config", user: "system:serviceaccount:upgradelab-baremetal-system:upgradelab-baremetal-manager",
+			binding: "upgradelab-baremetal-manager-rolebinding", boundRole: "upgradelab-baremetal-manager-role",
+			labelled: map[string]string{"upgradelab-baremetal-capi-access": "kubeadm.controlplane.cluster.x-k8s.io/aggregate-to-manager"}},
+		{name: "inplace", configDir: "../../providers/inplace/config", user: "system:serviceaccount:upgradelab-inplace-system:upgradelab-inplace-manager",
+			binding: "upgradelab-inplace-manager-rolebinding", boundRole: "upgradelab-inplace-manager-role"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, err := loadIdentity(managerSpec{name: tc.name, configDir: tc.configDir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id.user() != tc.user {
+				t.Errorf("user %s, want %s", id.user(), tc.user)
+			}
+			byName := map[string]client.Object{}
+			for _, o := range id.objects {
+				byName[o.GetName()] = o
+			}
+			crb, ok := byName[tc.binding].(*rbacv1.ClusterRoleBinding)
+			if !ok {
+				t.Fatalf("no ClusterRoleBinding %s among %v", tc.binding, names(id.objects))
+			}
+			if crb.RoleRef.Name != tc.boundRole || len(crb.Subjects) != 1 || "system:serviceaccount:"+crb.Subjects[0].Namespace+":"+crb.Subjects[0].Name != tc.user {
+				t.Errorf("binding %s: role %s, subjects %+v; want %s bound to %s", tc.binding, crb.RoleRef.Name, crb.Subjects, tc.boundRole, tc.user)
+			}
+			if _, ok := byName[tc.boundRole].(*rbacv1.ClusterRole); !ok {
+				t.Errorf("the bound role %s is not installed (have %v)", tc.boundRole, names(id.objects))
+			}
+			for role, label := range tc.labelled {
+				if cr, ok := byName[role].(*rbacv1.ClusterRole); !ok || cr.Labels[label] != "true" {
+					t.Errorf("ClusterRole %s without label %s: %+v", role, label, byName[role])
+				}
+			}
+		})
+	}
+}
+
+// A manager whose config has no rbac folder has no permission at all:
+// an error naming the folder, before anything starts.
+func TestAManagerWithoutRBACIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "crd"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := loadIdentity(managerSpec{name: "capx", configDir: dir})
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "rbac")) || !strings.Contains(err.Error(), "manager capx") {
+		t.Fatalf("err = %v; want one naming manager capx and %s", err, filepath.Join(dir, "rbac"))
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "rbac"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = loadIdentity(managerSpec{name: "capx", configDir: dir})
+	if err == nil || !strings.Contains(err.Error(), "declares no ServiceAccount") {
+		t.Fatalf("err = %v; want no ServiceAccount", err)
+	}
+}
+
+func TestForbiddenLinesAreTheAPIServersRefusals(t *testing.T) {
+	log := `I1201 ok reconciled
+E1201 reflector.go:200] "Failed to watch" err="failed to list *v1.Secret: secrets is forbidden: User \"system:serviceaccount:x-system:x-manager\" cannot list resource \"secrets\" in API group \"\" at the cluster scope"
+E1201 some other error: forbidden by policy`
+	if got := forbiddenLines(log); len(got) != 1 || !strings.Contains(got[0], `cannot list resource \"secrets\"`) {
+		t.Fatalf("forbiddenLines = %q", got)
+	}
+}
+
+func names(objs []client.Object) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetName())
+	}
+	return out
+}

@@ -1,0 +1,164 @@
+// Package plan turns scenario files and provider configs into the runs a
+// suite makes: each scenario, against each provider that supports its
+// strategy, in each of its forms and host OS variants, repeated as asked.
+// The Ginkgo suite (`make e2e`) and `upgradelab run` plan the same way,
+// so a run has one name, one folder and one set of labels wherever it
+// runs.
+package plan
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+
+	"github.com/upgradelab/upgradelab/e2e/provider"
+	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/sim/lab"
+)
+
+// Run is one planned scenario run.
+type Run struct {
+	Scenario *scenario.Scenario
+	Lab      *lab.Definition
+	Provider *provider.Config
+	Form     scenario.Form
+	// HostOS is the scenario's hostOS entry the lab was set to ("" for
+	// the lab file as it is, also when the entry is what the file says).
+	HostOS string
+	// Repeat is 1..Repeats.
+	Repeat, Repeats int
+}
+
+// Labels are the run's labels: "scenario", the provider, the scenario's
+// name, strategy and form, and for a lab provider the host OS mode
+// (ab, ostree, mixed).
+func (r Run) Labels() []string {
+	l := []string{"scenario", r.Provider.Name, r.Scenario.Name, string(r.Scenario.Strategy), string(r.Form)}
+	if r.Provider.Lab {
+		l = append(l, r.Lab.HostOSMode())
+	}
+	return l
+}
+
+// Name is how the run's progress lines name it.
+func (r Run) Name() string {
+	n := fmt.Sprintf("%s %s/%s", r.Provider.Name, r.Scenario.Name, r.Form)
+	if r.HostOS != "" {
+		n += "/" + r.HostOS
+	}
+	if r.Repeats > 1 {
+		n += fmt.Sprintf(" #%d", r.Repeat)
+	}
+	return n
+}
+
+// Dir is the run's folder name under the artifacts folder.
+func (r Run) Dir() string {
+	d := r.Provider.Name + "-" + r.Scenario.Name + "-" + string(r.Form)
+	if r.HostOS != "" {
+		d += "-" + r.HostOS
+	}
+	if r.Repeats > 1 {
+		d += fmt.Sprintf("-r%d", r.Repeat)
+	}
+	return d
+}
+
+// Scenarios loads the scenario files the globs match, biggest lab first
+// (the longest runs start first, so the last to finish is a short one),
+// then by name. A bad file is an error naming it and the field.
+func Scenarios(globs ...string) ([]Loaded, error) {
+	var paths []string
+	for _, g := range globs {
+		found, err := filepath.Glob(g)
+		if err != nil {
+			return nil, fmt.Errorf("scenarios %s: %w", g, err)
+		}
+		if len(found) == 0 {
+			return nil, fmt.Errorf("no scenario file matches %s", g)
+		}
+		paths = append(paths, found...)
+	}
+	var all []Loaded
+	for _, path := range paths {
+		s, def, err := scenario.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, Loaded{Scenario: s, Lab: def})
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		a, b := len(all[i].Lab.Spec.Hosts), len(all[j].Lab.Spec.Hosts)
+		if a != b {
+			return a > b
+		}
+		return all[i].Scenario.Name < all[j].Scenario.Name
+	})
+	return all, nil
+}
+
+// Loaded is a scenario with its lab.
+type Loaded struct {
+	Scenario *scenario.Scenario
+	Lab      *lab.Definition
+}
+
+// Runs are the runs of the scenarios against the providers, provider by
+// provider as given (so a module-built provider's manager builds while
+// the first provider's runs go), each scenario in each host OS variant
+// and form, repeats times. A scenario a provider cannot run (its
+// strategy, a fault on something it lacks) is no run of that provider.
+func Runs(scenarios []Loaded, providers []*provider.Config, repeats int) ([]Run, error) {
+	if repeats < 1 {
+		repeats = 1
+	}
+	var out []Run
+	for _, prov := range providers {
+		for _, l := range scenarios {
+			if ok, _ := prov.Runs(l.Scenario); !ok {
+				continue
+			}
+			variants, err := HostOSVariants(l.Scenario, l.Lab, prov)
+			if err != nil {
+				return nil, err
+			}
+			for _, v := range variants {
+				for _, form := range l.Scenario.Forms {
+					for k := 1; k <= repeats; k++ {
+						out = append(out, Run{Scenario: l.Scenario, Lab: v.Lab, Provider: prov, Form: form, HostOS: v.Mode, Repeat: k, Repeats: repeats})
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// HostOSVariant is one lab a scenario runs on.
+type HostOSVariant struct {
+	Mode string // "" for the lab file as it is
+	Lab  *lab.Definition
+}
+
+// HostOSVariants are the labs a scenario runs on for prov: one per
+// hostOS entry (the entry that is what the lab file says runs under the
+// file's name), or the lab file alone when the scenario names none or the
+// provider does not use the lab (its machines have no disks).
+func HostOSVariants(s *scenario.Scenario, def *lab.Definition, prov *provider.Config) ([]HostOSVariant, error) {
+	if len(s.HostOS) == 0 || !prov.Lab {
+		return []HostOSVariant{{Lab: def}}, nil
+	}
+	var out []HostOSVariant
+	for _, mode := range s.HostOS {
+		if mode == def.HostOSMode() {
+			out = append(out, HostOSVariant{Lab: def})
+			continue
+		}
+		v, err := def.WithHostOS(mode)
+		if err != nil {
+			return nil, fmt.Errorf("%s: hostOS: %w", s.Name, err)
+		}
+		out = append(out, HostOSVariant{Mode: mode, Lab: v})
+	}
+	return out, nil
+}
