@@ -52,8 +52,12 @@ generate:
 	$$cg rbac:roleName=manager-role paths=./providers/inplace/... output:rbac:dir=providers/inplace/config/rbac && \
 	$$cg crd:allowDangerousTypes=true paths=github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1 output:crd:dir=$(BAREMETAL)/config/metal3/bases
 
+# Every binary into bin/: upgradelab (run, report, lab, mgmt), the
+# provider, the extension and the host agent; `bin/upgradelab run` finds
+# the provider and extension beside it.
 build: deps
 	go build ./...
+	go build -o bin/ ./cmd/...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

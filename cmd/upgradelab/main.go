@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -21,7 +22,10 @@ func main() {
 	// caches) say only what went wrong; the commands print their progress.
 	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	if err := newRootCommand().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "upgradelab:", err)
+		// A verdict already printed needs no second line.
+		if !errors.Is(err, errRulesBroken) && !errors.Is(err, errRegressions) {
+			fmt.Fprintln(os.Stderr, "upgradelab:", err)
+		}
 		stop()
 		os.Exit(1)
 	}

@@ -56,6 +56,9 @@ func TestCABPKBootstrapDataJoinsTheWorkloadCluster(t *testing.T) {
 	}
 	defer plane.Stop()
 	c := plane.Client
+	if err := c.Create(ctx, testInfraAccess()); err != nil {
+		t.Fatal(err)
+	}
 	crds := []*apiextensionsv1.CustomResourceDefinition{testInfraCRD("TestInfraCluster", "testinfraclusters"), testInfraCRD("TestInfraMachine", "testinframachines")}
 	for _, crd := range crds {
 		if err := c.Create(ctx, crd); err != nil {

@@ -41,7 +41,7 @@ func TestAProviderMissingAnRBACRuleIsRefusedAndNamed(t *testing.T) {
 	if len(forbidden) == 0 {
 		t.Fatal("the provider without its secrets rule was never refused")
 	}
-	if !strings.Contains(forbidden[0], `"secrets"`) || !strings.Contains(forbidden[0], "system:serviceaccount:upgradelab-baremetal-system:upgradelab-baremetal-manager") {
+	if !strings.Contains(forbidden[0], `resource "secrets"`) || !strings.Contains(forbidden[0], `User "system:serviceaccount:upgradelab-baremetal-system:upgradelab-baremetal-manager"`) {
 		t.Fatalf("the refusal does not name the resource and the manager's ServiceAccount: %s", forbidden[0])
 	}
 	// The rule over what the run records.

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -11,6 +12,19 @@ import (
 // fields of them (spec.controlPlaneEndpoint, status.initialization), which
 // the test sets by hand.
 const testInfraGroup = "infrastructure.test.upgradelab.dev"
+
+// testInfraAccess grants CAPI's managers the stand-in kinds, as CAPI's
+// contract asks of a provider outside infrastructure.cluster.x-k8s.io
+// (an aggregated ClusterRole); without it CAPI's core manager, which
+// runs with only its own RBAC, cannot read them.
+func testInfraAccess() *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-infra-capi-access", Labels: map[string]string{
+			"cluster.x-k8s.io/aggregate-to-manager": "true", "kubeadm.controlplane.cluster.x-k8s.io/aggregate-to-manager": "true"}},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{testInfraGroup}, Resources: []string{"*"},
+			Verbs: []string{"create", "delete", "get", "list", "patch", "update", "watch"}}},
+	}
+}
 
 func testInfraCRD(kind, plural string) *apiextensionsv1.CustomResourceDefinition {
 	return &apiextensionsv1.CustomResourceDefinition{

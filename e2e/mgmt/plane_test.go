@@ -14,11 +14,13 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -274,6 +276,13 @@ func TestPlaneOnAnExistingCluster(t *testing.T) {
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A cluster runs kube-controller-manager, whose ClusterRole
+	// aggregation fills CAPI's aggregated roles.
+	kcm, err := startControllerManager(context.Background(), a, kubeconfig, t.TempDir(), aggregationController, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kcm.stop(10 * time.Second) })
 	target, err := ParseTarget("kubeconfig=" + kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -294,6 +303,24 @@ func TestPlaneOnAnExistingCluster(t *testing.T) {
 		t.Fatalf("KCP webhook on the existing cluster: got %v, want Invalid", err)
 	}
 
+	// Each manager acts as its ServiceAccount: CAPI's core manager may
+	// read Clusters, and may not create a Namespace (its role has no such
+	// rule).
+	capi, err := clientcmd.BuildConfigFromFlags("", filepath.Join(p.LogDir, "kubeconfig-capi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := client.New(capi, client.Options{Scheme: Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.List(ctx, &clusterv1.ClusterList{}); err != nil {
+		t.Errorf("CAPI's manager listing Clusters: %v", err)
+	}
+	if err := cc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "not-capis"}}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `User "system:serviceaccount:capi-system:capi-manager"`) {
+		t.Errorf("CAPI's manager creating a Namespace: %v; want Forbidden for its ServiceAccount", err)
+	}
+
 	p.Stop()
 	var hooks admissionv1.ValidatingWebhookConfigurationList
 	if err := p.Client.List(ctx, &hooks); err != nil {
@@ -305,5 +332,8 @@ func TestPlaneOnAnExistingCluster(t *testing.T) {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := p.Client.Get(ctx, client.ObjectKey{Name: "clusters.cluster.x-k8s.io"}, crd); err != nil {
 		t.Errorf("the Cluster CRD must stay on the existing cluster after Stop: %v", err)
+	}
+	if err := p.Client.Get(ctx, client.ObjectKey{Name: "capi-manager-role"}, &rbacv1.ClusterRole{}); !apierrors.IsNotFound(err) {
+		t.Errorf("CAPI's manager role left on the existing cluster after Stop: %v", err)
 	}
 }

@@ -280,17 +280,21 @@ func writeImpersonatingKubeconfig(admin, path string, id *managerIdentity) error
 }
 
 // refusal is the API server's Forbidden for a ServiceAccount, as a
-// manager's log prints it (klog and zap escape the quotes in an err="..."
-// value, so the quote may come after a backslash).
-var refusal = regexp.MustCompile(`is forbidden: User \\*"system:serviceaccount:`)
+// manager's log prints it: `secrets "x" is forbidden: User
+// "system:serviceaccount:NS:SA" cannot get resource "secrets" in API
+// group "" in the namespace "ns"` (or `at the cluster scope`). klog and
+// zap escape the quotes inside a logged error, so a quote may follow a
+// backslash.
+var refusal = regexp.MustCompile(`[\w.*/-]+ (?:\\?"[^"\\]*\\?" )?is forbidden: User \\?"system:serviceaccount:[^"\\]*\\?" cannot .*?(?:at the cluster scope|in the namespace \\?"[^"\\]*\\?")`)
 
-// forbiddenLines picks the API server's refusals out of a manager's log:
-// what a missing RBAC rule looks like from the manager's side.
+// forbiddenLines picks the API server's refusals out of a manager's log,
+// one per log line that holds one, unescaped: what a missing RBAC rule
+// looks like from the manager's side.
 func forbiddenLines(log string) []string {
 	var out []string
 	for _, line := range strings.Split(log, "\n") {
-		if refusal.MatchString(line) {
-			out = append(out, line)
+		if m := refusal.FindString(line); m != "" {
+			out = append(out, strings.ReplaceAll(m, `\"`, `"`))
 		}
 	}
 	return out

@@ -3,6 +3,7 @@ package mgmt
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,10 +89,15 @@ func TestAManagerWithoutRBACIsAnError(t *testing.T) {
 
 func TestForbiddenLinesAreTheAPIServersRefusals(t *testing.T) {
 	log := `I1201 ok reconciled
-E1201 reflector.go:200] "Failed to watch" err="failed to list *v1.Secret: secrets is forbidden: User \"system:serviceaccount:x-system:x-manager\" cannot list resource \"secrets\" in API group \"\" at the cluster scope"
+{"level":"error","msg":"Failed to watch","error":"failed to list *v1.Secret: secrets is forbidden: User \"system:serviceaccount:x-system:x-manager\" cannot list resource \"secrets\" in API group \"\" at the cluster scope","stacktrace":"k8s.io/..."}
+E1201 controller.go:1] "Reconciler error" err="baremetalhosts.metal3.io \"node-0\" is forbidden: User \"system:serviceaccount:x-system:x-manager\" cannot patch resource \"baremetalhosts\" in API group \"metal3.io\" in the namespace \"ns-1\""
 E1201 some other error: forbidden by policy`
-	if got := forbiddenLines(log); len(got) != 1 || !strings.Contains(got[0], `cannot list resource \"secrets\"`) {
-		t.Fatalf("forbiddenLines = %q", got)
+	want := []string{
+		`secrets is forbidden: User "system:serviceaccount:x-system:x-manager" cannot list resource "secrets" in API group "" at the cluster scope`,
+		`baremetalhosts.metal3.io "node-0" is forbidden: User "system:serviceaccount:x-system:x-manager" cannot patch resource "baremetalhosts" in API group "metal3.io" in the namespace "ns-1"`,
+	}
+	if got := forbiddenLines(log); !slices.Equal(got, want) {
+		t.Fatalf("forbiddenLines =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -33,13 +35,36 @@ func (c *Config) Process(ctx context.Context, m Manager, repoRoot, cacheDir stri
 	}
 	base := filepath.Dir(c.path)
 	switch {
+	case m.Checkout != "":
+		dir, err := filepath.Abs(c.resolve(m.Checkout))
+		if err != nil {
+			return p, err
+		}
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+			return p, fmt.Errorf("%s: managers %s: checkout: %s has no go.mod: %w", c.path, m.Name, dir, err)
+		}
+		sum := sha256.Sum256([]byte(dir))
+		bin := filepath.Join(cacheDir, "bin", "checkout-"+hex.EncodeToString(sum[:6]), m.Name)
+		if err := buildLocked(ctx, buildSpec{dir: dir, pkg: "./" + strings.TrimPrefix(m.Package, "./"), out: bin, always: true}); err != nil {
+			return p, fmt.Errorf("%s: managers %s: %w", c.path, m.Name, err)
+		}
+		p.Binary = bin
+		base = dir
 	case m.Package != "":
-		dir, version, err := moduleDir(ctx, repoRoot, m.Module)
+		buildDir := repoRoot
+		if m.Version != "" {
+			wrapper, err := wrapperModule(cacheDir, m.Module, m.Version)
+			if err != nil {
+				return p, fmt.Errorf("%s: managers %s: %w", c.path, m.Name, err)
+			}
+			buildDir = wrapper
+		}
+		dir, version, err := moduleDir(ctx, buildDir, m.Module)
 		if err != nil {
 			return p, fmt.Errorf("%s: managers %s: %w", c.path, m.Name, err)
 		}
 		bin := filepath.Join(cacheDir, "bin", strings.ReplaceAll(m.Module, "/", "_")+"@"+version, m.Name)
-		if err := buildOnce(ctx, repoRoot, m.Module+"/"+m.Package, bin); err != nil {
+		if err := buildLocked(ctx, buildSpec{dir: buildDir, pkg: m.Module + "/" + m.Package, out: bin, wrapper: m.Version != ""}); err != nil {
 			return p, fmt.Errorf("%s: managers %s: %w", c.path, m.Name, err)
 		}
 		p.Binary = bin
@@ -57,8 +82,8 @@ func (c *Config) Process(ctx context.Context, m Manager, repoRoot, cacheDir stri
 		if !filepath.IsAbs(p.ConfigDir) {
 			p.ConfigDir = filepath.Join(base, m.Config)
 		}
-		if _, err := os.Stat(filepath.Join(p.ConfigDir, "crd", "bases")); err != nil {
-			return p, fmt.Errorf("%s: managers %s: config: %s has no crd/bases", c.path, m.Name, p.ConfigDir)
+		if _, err := os.Stat(filepath.Join(p.ConfigDir, "rbac")); err != nil {
+			return p, fmt.Errorf("%s: managers %s: config: %s has no rbac/ (the manager's ServiceAccount and permissions; docs/PROVIDERS.md, \"RBAC\")", c.path, m.Name, p.ConfigDir)
 		}
 	}
 	return p, nil
@@ -89,15 +114,40 @@ func moduleDir(ctx context.Context, repoRoot, module string) (dir, version strin
 	}
 }
 
-// buildOnce builds pkg into out unless out exists. Builders of the same
-// out (a parallel suite's processes, a build started in the background
-// and a run that needs it) take turns on a lock beside it, so the
-// second finds the first's binary instead of building it again.
-func buildOnce(ctx context.Context, repoRoot, pkg, out string) error {
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+// wrapperModule is a module of its own under cacheDir that requires
+// module at version and nothing else: building there, the module's own
+// go.mod decides its dependencies (with -mod=mod, Go adds what it needs),
+// not this repository's, as the kube binaries are built.
+func wrapperModule(cacheDir, module, version string) (string, error) {
+	dir := filepath.Join(cacheDir, "src", strings.ReplaceAll(module, "/", "_")+"@"+version)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	gomod := filepath.Join(dir, "go.mod")
+	if _, err := os.Stat(gomod); err == nil {
+		return dir, nil
+	}
+	content := "// Built by upgradelab (e2e/provider): " + module + " at " + version + " with its own dependencies.\nmodule upgradelab.local/wrapper\n\nrequire " + module + " " + version + "\n"
+	return dir, os.WriteFile(gomod, []byte(content), 0o644)
+}
+
+// buildSpec is one build: pkg from dir into out. always builds even when
+// out exists (a checkout may have changed); wrapper is a wrapper module,
+// which adds the requirements the build needs to its go.mod.
+type buildSpec struct {
+	dir, pkg, out   string
+	always, wrapper bool
+}
+
+// buildLocked runs b. Builders of the same out (a parallel suite's
+// processes, a build started in the background and a run that needs it)
+// take turns on a lock beside it; unless b.always, the second finds the
+// first's binary instead of building it again.
+func buildLocked(ctx context.Context, b buildSpec) error {
+	if err := os.MkdirAll(filepath.Dir(b.out), 0o755); err != nil {
 		return err
 	}
-	lock, err := os.OpenFile(out+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	lock, err := os.OpenFile(b.out+".lock", os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return err
 	}
@@ -105,20 +155,23 @@ func buildOnce(ctx context.Context, repoRoot, pkg, out string) error {
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
 		return fmt.Errorf("locking %s: %w", lock.Name(), err)
 	}
-	if _, err := os.Stat(out); err == nil {
+	if _, err := os.Stat(b.out); err == nil && !b.always {
 		return nil
 	}
-	return build(ctx, repoRoot, pkg, out)
+	return build(ctx, b)
 }
 
-func build(ctx context.Context, repoRoot, pkg, out string) error {
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
+func build(ctx context.Context, b buildSpec) error {
+	tmp := b.out + ".tmp" + strconv.Itoa(os.Getpid())
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp, b.pkg)
+	cmd.Dir = b.dir
+	// GOWORK=off: no workspace of the user's mixes in.
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	if b.wrapper {
+		cmd.Env = append(cmd.Env, "GOFLAGS=-mod=mod")
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out+".tmp"+strconv.Itoa(os.Getpid()), pkg)
-	cmd.Dir = repoRoot
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building %s: %v\n%s", pkg, err, msg)
+		return fmt.Errorf("building %s in %s: %v\n%s", b.pkg, b.dir, err, msg)
 	}
-	return os.Rename(out+".tmp"+strconv.Itoa(os.Getpid()), out)
+	return os.Rename(tmp, b.out)
 }

@@ -84,11 +84,20 @@ type Manager struct {
 	// Reference is one of upgradelab's own, wired to the lab by the
 	// harness: "baremetal" (the provider) or "inplace" (the extension).
 	Reference string `yaml:"reference"`
-	// Module and Package: a main package (Package, inside Module) built
-	// from this repository's go.mod at the version it pins, cached per
-	// module version. Config is then relative to the module's folder.
-	Module  string `yaml:"module"`
-	Package string `yaml:"package"`
+	// Package is a main package, built from one of:
+	//   - Module alone: the version this repository's go.mod pins;
+	//   - Module and Version: that version, in a wrapper module of its
+	//     own (the module's own go.mod decides every dependency; ours is
+	//     not involved);
+	//   - Checkout: a local checkout (relative to this file), built there
+	//     with its own go.mod.
+	// A module build is cached per module version; a checkout is built
+	// again on every suite (Go's build cache makes an unchanged one a
+	// link). Config is then relative to the module's or checkout's folder.
+	Module   string `yaml:"module"`
+	Version  string `yaml:"version"`
+	Checkout string `yaml:"checkout"`
+	Package  string `yaml:"package"`
 	// Binary is a prebuilt executable, relative to this file.
 	Binary string `yaml:"binary"`
 	// Config is a folder in kubebuilder's layout: crd/bases (with
@@ -120,6 +129,9 @@ type Manager struct {
 
 // qualifiedKey is a Kubernetes label or annotation key with a prefix.
 var qualifiedKey = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+
+// moduleVersion is a semantic version as Go modules write it.
+var moduleVersion = regexp.MustCompile(`^v\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
 
 // References are the managers the harness knows how to wire to the lab.
 var References = []string{"baremetal", "inplace"}
@@ -204,7 +216,7 @@ func (c *Config) validate() []string {
 			}
 		}
 		if kinds != 1 {
-			bad(field, "give exactly one of reference, package (with module) and binary")
+			bad(field, "give exactly one of reference, package (with module or checkout) and binary")
 		}
 		if m.Reference != "" && !slices.Contains(References, m.Reference) {
 			bad(field+".reference", "%q is not one of %v", m.Reference, References)
@@ -212,8 +224,17 @@ func (c *Config) validate() []string {
 		if m.Reference != "" && !c.Lab {
 			bad(field+".reference", "upgradelab's own managers drive the lab: set lab: true")
 		}
-		if m.Package != "" && m.Module == "" {
-			bad(field+".module", "required with package (the Go module that holds it)")
+		switch {
+		case m.Package != "" && m.Module == "" && m.Checkout == "":
+			bad(field+".module", "required with package (the Go module that holds it), or checkout")
+		case m.Module != "" && m.Checkout != "":
+			bad(field+".checkout", "give module (and version) or checkout, not both")
+		case m.Version != "" && m.Module == "":
+			bad(field+".version", "only with module")
+		case m.Version != "" && !moduleVersion.MatchString(m.Version):
+			bad(field+".version", "%q is not a module version (v1.2.3)", m.Version)
+		case (m.Module != "" || m.Checkout != "") && m.Package == "":
+			bad(field+".package", "required with module or checkout (the main package to build)")
 		}
 		for k := range m.Env {
 			if k == "" || strings.ContainsAny(k, "= ") {

@@ -77,6 +77,10 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{strings.Replace(good, "[scale-in]", "[sideways]", 1), `strategies[0]: "sideways" is not`},
 		{strings.Replace(good, "name: capx", "name: kcp", 1), `managers[0].name: "kcp"`},
 		{strings.Replace(good, "binary: bin/manager", "package: cmd/manager", 1), "managers[0].module: required with package"},
+		{strings.Replace(good, "binary: bin/manager", "package: cmd/manager\n  module: example.com/capx\n  version: latest", 1), `managers[0].version: "latest" is not a module version`},
+		{strings.Replace(good, "binary: bin/manager", "package: cmd/manager\n  checkout: ../capx\n  version: v1.0.0", 1), "managers[0].version: only with module"},
+		{strings.Replace(good, "binary: bin/manager", "package: cmd/manager\n  checkout: ../capx\n  module: example.com/capx", 1), "managers[0].checkout: give module (and version) or checkout, not both"},
+		{strings.Replace(good, "binary: bin/manager", "module: example.com/capx", 1), "managers[0]: give exactly one of reference, package (with module or checkout) and binary"},
 		{strings.Replace(good, "binary: bin/manager", "reference: baremetal", 1), "managers[0].reference: upgradelab's own managers drive the lab"},
 		{strings.Replace(good, "binary: bin/manager", "binary: x\n  onlyFor: [rolling]", 1), `managers[0].onlyFor[0]: "rolling" is not one of the provider's strategies`},
 		{good + "intervals: {upgrade: soon}\n", "not a duration"},
@@ -124,10 +128,10 @@ func TestProcessFindsTheBinaryAndConfig(t *testing.T) {
 	}
 	os.MkdirAll(filepath.Join(dir, "bin"), 0o755)
 	os.WriteFile(filepath.Join(dir, "bin", "manager"), []byte("#!/bin/sh\n"), 0o755)
-	if _, err := c.Process(t.Context(), c.Managers[0], dir, dir); err == nil || !strings.Contains(err.Error(), "has no crd/bases") {
-		t.Fatalf("a config folder without CRDs: %v", err)
+	if _, err := c.Process(t.Context(), c.Managers[0], dir, dir); err == nil || !strings.Contains(err.Error(), "has no rbac/") {
+		t.Fatalf("a config folder without RBAC: %v", err)
 	}
-	os.MkdirAll(filepath.Join(dir, "config", "crd", "bases"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "config", "rbac"), 0o755)
 	c.Managers[0].Env = map[string]string{"POD_IP": "127.0.0.1"}
 	p, err := c.Process(t.Context(), c.Managers[0], dir, dir)
 	if err != nil {
@@ -198,7 +202,7 @@ func TestBuildOnceTakesTurns(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "bin", "hello")
 	errs := make(chan error, 2)
 	for range 2 {
-		go func() { errs <- buildOnce(t.Context(), mod, "example.test/hello", out) }()
+		go func() { errs <- buildLocked(t.Context(), buildSpec{dir: mod, pkg: "example.test/hello", out: out}) }()
 	}
 	for range 2 {
 		if err := <-errs; err != nil {
@@ -212,7 +216,7 @@ func TestBuildOnceTakesTurns(t *testing.T) {
 	if msg, err := exec.Command(out).CombinedOutput(); err != nil || strings.TrimSpace(string(msg)) != "hello" {
 		t.Fatalf("the built binary: %q, %v", msg, err)
 	}
-	if err := buildOnce(t.Context(), mod, "example.test/hello", out); err != nil {
+	if err := buildLocked(t.Context(), buildSpec{dir: mod, pkg: "example.test/hello", out: out}); err != nil {
 		t.Fatal(err)
 	}
 	if after, _ := os.Stat(out); !after.ModTime().Equal(before.ModTime()) {
@@ -220,5 +224,34 @@ func TestBuildOnceTakesTurns(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(out + ".tmp*"); len(left) > 0 {
 		t.Fatalf("temporary builds left: %v", left)
+	}
+}
+
+// A manager from a local checkout is built there, with the checkout's
+// own go.mod (a module this repository does not require), and its
+// config is relative to the checkout.
+func TestProcessBuildsAManagerFromItsCheckout(t *testing.T) {
+	dir := t.TempDir()
+	checkout := filepath.Join(dir, "capx")
+	os.MkdirAll(filepath.Join(checkout, "cmd", "manager"), 0o755)
+	os.MkdirAll(filepath.Join(checkout, "config", "rbac"), 0o755)
+	os.WriteFile(filepath.Join(checkout, "go.mod"), []byte("module example.test/capx\n\ngo 1.22\n"), 0o644)
+	os.WriteFile(filepath.Join(checkout, "cmd", "manager", "main.go"), []byte("package main\n\nfunc main() { println(\"capx\") }\n"), 0o644)
+	doc := strings.Replace(good, "  binary: bin/manager\n", "  checkout: capx\n  package: cmd/manager\n", 1)
+	c, err := Parse(filepath.Join(dir, "theirs.yaml"), []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.path = filepath.Join(dir, "theirs.yaml")
+	p, err := c.Process(t.Context(), c.Managers[0], "/nonexistent", filepath.Join(dir, "cache"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(p.Binary).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "capx" {
+		t.Fatalf("the built manager %s says %q, %v", p.Binary, out, err)
+	}
+	if p.ConfigDir != filepath.Join(checkout, "config") {
+		t.Errorf("config %s, want the checkout's", p.ConfigDir)
 	}
 }

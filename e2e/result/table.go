@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 // (what stays the same from one night's run to the next).
 func (r Result) Key() string {
 	k := r.Provider + " " + r.Scenario + "/" + string(r.Form)
-	if r.HostOS != "" && r.HostOS != "ab" {
-		k += "/" + r.HostOS
+	// "mixed (cp-0 ab, ...)" is the mode and each host's kind.
+	if mode, _, _ := strings.Cut(r.HostOS, " "); mode != "" && mode != "ab" {
+		k += "/" + mode
 	}
 	return k
 }

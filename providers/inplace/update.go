@@ -64,6 +64,9 @@ type WorkloadClients interface {
 // +kubebuilder:rbac:groups=infrastructure.upgradelab.dev,resources=baremetalmachines/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=metal3.io,resources=baremetalhosts,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// CAPI's contract helpers (the KCP code the extension reuses) read the
+// CRDs' contract labels.
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 
 // Updater performs one machine's update, a step per UpdateMachine call.
 type Updater struct {

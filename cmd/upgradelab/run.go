@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/upgradelab/upgradelab/e2e/mgmt"
+	"github.com/upgradelab/upgradelab/e2e/plan"
+	"github.com/upgradelab/upgradelab/e2e/provider"
+	"github.com/upgradelab/upgradelab/e2e/reference"
+	"github.com/upgradelab/upgradelab/e2e/report"
+	"github.com/upgradelab/upgradelab/e2e/result"
+	"github.com/upgradelab/upgradelab/e2e/runner"
+	"github.com/upgradelab/upgradelab/sim/timescale"
+)
+
+// errRulesBroken makes the command exit non-zero after it printed why.
+var errRulesBroken = errors.New("rules broken")
+
+func newRunCommand() *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run [SCENARIO...]",
+		Short: "Run scenario files against providers, as make e2e does, without Go's test tooling",
+		Long: `Runs each scenario (default: scenarios/*.yaml) against each provider config
+(--provider, repeatable; default fixtures/providers/baremetal.yaml) that
+supports its strategy, in each of its forms and host OS variants, each run
+on its own management plane and lab. Progress lines, the artifacts folder
+(one folder per run, results.json, junit.xml, report.html) and the verdicts
+are those of make e2e. Exits non-zero when a run broke a rule or stopped.
+
+The provider and extension binaries are taken from beside this executable
+(upgradelab-baremetal, upgradelab-inplace: make build puts them there), or
+built from the repository when they are not there.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.scenarios = args
+			return o.run(cmd.Context(), cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringSliceVar(&o.providers, "provider", []string{"fixtures/providers/baremetal.yaml"}, "provider config (repeatable)")
+	cmd.Flags().StringVar(&o.artifacts, "artifacts", "", "folder for every artifact (default ./_artifacts/run-TIME)")
+	cmd.Flags().Float64Var(&o.scale, "time-scale", 0.01, "real time per modelled time in the lab (0.01: a modelled minute takes 0.6 s)")
+	cmd.Flags().IntVar(&o.parallel, "parallel", 1, "runs at once (each has its own plane and lab)")
+	cmd.Flags().IntVar(&o.repeat, "repeat", 1, "make each run this many times")
+	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", false, "run CAPI's managers with their per-object reconcile rate limit (CAPI's default; off for the time-scaled lab)")
+	return cmd
+}
+
+type runOptions struct {
+	scenarios, providers []string
+	artifacts            string
+	scale                float64
+	parallel, repeat     int
+	rateLimited          bool
+}
+
+func (o runOptions) run(ctx context.Context, out io.Writer) error {
+	root, err := reference.RepoRoot()
+	if err != nil {
+		return fmt.Errorf("run from the repository (its fixtures and templates): %w", err)
+	}
+	if len(o.scenarios) == 0 {
+		o.scenarios = []string{filepath.Join(root, "scenarios", "*.yaml")}
+	}
+	var provs []*provider.Config
+	for _, p := range o.providers {
+		c, err := provider.Load(p)
+		if err != nil {
+			return err
+		}
+		provs = append(provs, c)
+	}
+	scenarios, err := plan.Scenarios(o.scenarios...)
+	if err != nil {
+		return err
+	}
+	runs, err := plan.Runs(scenarios, provs, o.repeat)
+	if err != nil {
+		return err
+	}
+	if len(runs) == 0 {
+		return fmt.Errorf("no run: none of the providers supports the scenarios' strategies")
+	}
+	if o.artifacts == "" {
+		o.artifacts = defaultArtifactsDir("run")
+	}
+	dir, err := filepath.Abs(o.artifacts)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	// What the libraries log in this process goes to a file, not among
+	// the progress lines.
+	stdlog, err := os.Create(filepath.Join(dir, "stdlog.txt"))
+	if err != nil {
+		return err
+	}
+	defer stdlog.Close()
+	log.SetOutput(stdlog)
+	ctrllog.SetLogger(zap.New(zap.WriteTo(stdlog)))
+
+	bins, err := referenceBinaries(ctx, out, filepath.Join(dir, "bin"))
+	if err != nil {
+		return err
+	}
+	for _, p := range provs {
+		for _, m := range p.Managers {
+			if m.Package != "" {
+				fmt.Fprintf(out, "building %s's manager %s from %s (cached per module version)\n", p.Name, m.Name, m.Module)
+				if _, err := p.Process(ctx, m, root, mgmt.CacheDir()); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	fmt.Fprintf(out, "%d run(s), %d at a time; artifacts in %s\n", len(runs), max(o.parallel, 1), dir)
+	results := make([]result.Result, len(runs))
+	layout := report.Layout{Processes: max(o.parallel, 1)}
+	placements := make([]report.Placement, len(runs))
+	progress := &lockedWriter{w: out}
+	slots := make(chan int, max(o.parallel, 1))
+	for i := range max(o.parallel, 1) {
+		slots <- i + 1
+	}
+	var wg sync.WaitGroup
+	for i, r := range runs {
+		slot := <-slots
+		wg.Go(func() {
+			defer func() { slots <- slot }()
+			placements[i].Process, placements[i].Start = slot, time.Now()
+			results[i] = runner.Run(ctx, r.Scenario, r.Lab, r.Form, runner.Options{RepoRoot: root, Dir: filepath.Join(dir, r.Dir()),
+				Scale: timescale.Scale(o.scale), Progress: progress, Name: r.Name(), Provider: r.Provider,
+				ProviderBinary: bins.Provider, ExtensionBinary: bins.Extension, RateLimitedReconciles: o.rateLimited})
+			placements[i].End = time.Now()
+			placements[i].Run = report.RunAnchor(results[i])
+		})
+	}
+	wg.Wait()
+	layout.Runs = placements
+	if err := report.Write(dir, results, layout); err != nil {
+		return err
+	}
+	if err := result.WriteJUnit(filepath.Join(dir, result.JUnitFile), results); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	result.WriteTable(out, results)
+	fmt.Fprintf(out, "\nupgradelab artifacts: %s (report.html, %s, %s, one folder per run)\n", dir, result.File, result.JUnitFile)
+	for _, r := range results {
+		if r.Failed() {
+			return errRulesBroken
+		}
+	}
+	return nil
+}
+
+// referenceBinaries are the provider's and the extension's executables:
+// beside this one when make build put them there, otherwise built from
+// the repository into dir.
+func referenceBinaries(ctx context.Context, out io.Writer, dir string) (reference.Binaries, error) {
+	if self, err := os.Executable(); err == nil {
+		here := filepath.Dir(self)
+		b := reference.Binaries{Provider: filepath.Join(here, reference.ProviderCommand), Extension: filepath.Join(here, reference.ExtensionCommand)}
+		if isFile(b.Provider) && isFile(b.Extension) {
+			fmt.Fprintf(out, "reference provider and extension: %s\n", here)
+			return b, nil
+		}
+	}
+	fmt.Fprintln(out, "building the reference provider and the in-place extension")
+	return reference.BuildAll(ctx, dir)
+}
+
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// lockedWriter lets concurrent runs write whole progress lines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

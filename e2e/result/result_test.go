@@ -1,0 +1,95 @@
+package result
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testdata/old-results.json is three runs of a real suite's results.json
+// (make e2e GINKGO_LABELS=baremetal); new-results.json is the next
+// night's as it would come: scale-in broke kcp-one-deleting, the
+// single-node upgrade took twice as long, cold-spare-rolling did not run,
+// reset-reprovisioning is new.
+func TestDiffNamesWhatChangedBetweenTwoNights(t *testing.T) {
+	old, err := Read("testdata/old-results.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	new, err := Read("testdata/new-results.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := Diff(old, new, DiffOptions{Slower: 0.25, MinSlower: 5 * time.Second})
+	var out bytes.Buffer
+	WriteDiff(&out, changes)
+	for _, want := range []string{
+		"! baremetal three-node-scale-in/plain: kcp-one-deleting started failing (was pass): 2 Machines of KCP sc-cp deleting at once",
+		"! baremetal single-node-in-place/plain: upgrade took 12.8s, was 6.4s (+100%)",
+		"! baremetal cold-spare-rolling/plain/mixed: no longer run",
+		"  baremetal reset-reprovisioning/plain: new run: PASS",
+		"4 change(s), 3 regression(s)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("diff lacks %q:\n%s", want, out.String())
+		}
+	}
+	if n := Regressions(changes); n != 3 {
+		t.Errorf("%d regressions, want 3", n)
+	}
+	// A night like the last is no change; a slowdown under the
+	// threshold is none either.
+	if c := Diff(old, old, DiffOptions{Slower: 0.25, MinSlower: 5 * time.Second}); len(c) != 0 {
+		t.Errorf("the same results differ: %+v", c)
+	}
+	if c := Diff(old[:1], new[:1], DiffOptions{Slower: 1.5, MinSlower: 5 * time.Second}); len(c) != 0 {
+		t.Errorf("a 100%% slowdown under a 150%% threshold: %+v", c)
+	}
+}
+
+func TestTableShowsEachRunAndWhatItBroke(t *testing.T) {
+	new, err := Read("testdata/new-results.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	WriteTable(&out, new)
+	for _, want := range []string{
+		"FAIL     baremetal three-node-scale-in/plain",
+		"PASS     baremetal single-node-in-place/plain",
+		"baremetal three-node-scale-in/plain broke 02:14:07.310 kcp-one-deleting: 2 Machines of KCP sc-cp deleting at once [Machine/sc-cp-a, Machine/sc-cp-b]",
+		"3 run(s), 1 failed",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestJUnitHasACasePerRunAndAFailurePerBrokenRun(t *testing.T) {
+	new, err := Read("testdata/new-results.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), JUnitFile)
+	if err := WriteJUnit(path, new); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	for _, want := range []string{`tests="3" failures="1" errors="0"`, `<testcase name="baremetal three-node-scale-in/plain" classname="baremetal"`, `kcp-one-deleting: 2 Machines of KCP sc-cp deleting at once`} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("junit.xml lacks %q:\n%s", want, b)
+		}
+	}
+}
+
+func TestReadNamesABadFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.json")
+	os.WriteFile(path, []byte(`{"not": "a list"}`), 0o644)
+	if _, err := Read(path); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("err = %v; want one naming %s", err, path)
+	}
+}
