@@ -153,8 +153,20 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 		fmt.Fprintf(opts.Progress, "mgmt: ended %d process(es) left by a harness that was killed\n", n)
 	}
 	p = &Plane{Target: opts.Target, LogDir: dir, reaper: r, progress: opts.Progress}
+	// kube-controller-manager starts while the CRDs and webhooks install;
+	// the managers' identities wait for it (its aggregation fills their
+	// roles). waitKCM joins it, also before a failed start stops it all.
+	kcmReady := make(chan error, 1)
+	kcmReady <- nil
+	var kcmUp time.Duration
+	waitKCM := func() error {
+		err := <-kcmReady
+		kcmReady <- err
+		return err
+	}
 	defer func() {
 		if err != nil {
+			_ = waitKCM()
 			p.Stop()
 			p = nil
 		}
@@ -170,13 +182,15 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 		if opts.ControllerManager {
 			controllers += "," + controllerManagerControllers
 		}
-		kcm, err := startControllerManager(ctx, assets, p.Kubeconfig, dir, controllers, opts.StartTimeout)
-		if err != nil {
-			return p, err
-		}
-		_ = r.record(kcm.pid())
-		p.controllerManager = kcm
-		fmt.Fprintf(p.progress, "mgmt: kube-controller-manager (%s) up in %s\n", controllers, time.Since(begin).Round(10*time.Millisecond))
+		<-kcmReady
+		go func() {
+			kcm, err := startControllerManager(ctx, assets, p.Kubeconfig, dir, controllers, opts.StartTimeout)
+			if err == nil {
+				_ = r.record(kcm.pid())
+				p.controllerManager, kcmUp = kcm, time.Since(begin)
+			}
+			kcmReady <- err
+		}()
 	}
 
 	certs, err := newWebhookCerts(filepath.Join(dir, "webhook-certs"), []string{opts.WebhookHost, "127.0.0.1", "localhost"})
@@ -199,6 +213,12 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 	}
 	fmt.Fprintf(p.progress, "mgmt: CAPI %s CRDs and webhooks installed at %s\n", assets.CAPIVersion, time.Since(begin).Round(10*time.Millisecond))
 
+	if err := waitKCM(); err != nil {
+		return p, err
+	}
+	if p.controllerManager != nil {
+		fmt.Fprintf(p.progress, "mgmt: kube-controller-manager up at %s\n", kcmUp.Round(10*time.Millisecond))
+	}
 	if err := p.installIdentities(ctx, managers, dir); err != nil {
 		return p, err
 	}

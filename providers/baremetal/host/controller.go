@@ -32,8 +32,10 @@ import (
 	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
 )
 
-// Finalizer keeps a host until it is powered off (BMO's own name).
-const Finalizer = "baremetalhost.metal3.io"
+// Finalizer keeps a host until it is powered off. It is our own name, not
+// baremetal-operator's ("baremetalhost.metal3.io"), so a real BMO beside
+// this controller would never take our finalizer for its own.
+const Finalizer = "infrastructure.upgradelab.dev/baremetalhost"
 
 // Reconciler drives BareMetalHosts. Every field is required except the
 // durations, which default.
