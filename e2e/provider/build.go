@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/mod/modfile"
 	"golang.org/x/sys/unix"
 
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
@@ -53,7 +55,7 @@ func (c *Config) Process(ctx context.Context, m Manager, repoRoot, cacheDir stri
 	case m.Package != "":
 		buildDir := repoRoot
 		if m.Version != "" {
-			wrapper, err := wrapperModule(cacheDir, m.Module, m.Version)
+			wrapper, err := wrapperModule(ctx, cacheDir, m.Module, m.Version, m.Module+"/"+m.Package)
 			if err != nil {
 				return p, fmt.Errorf("%s: managers %s: %w", c.path, m.Name, err)
 			}
@@ -64,7 +66,7 @@ func (c *Config) Process(ctx context.Context, m Manager, repoRoot, cacheDir stri
 			return p, fmt.Errorf("%s: managers %s: %w", c.path, m.Name, err)
 		}
 		bin := filepath.Join(cacheDir, "bin", strings.ReplaceAll(m.Module, "/", "_")+"@"+version, m.Name)
-		if err := buildLocked(ctx, buildSpec{dir: buildDir, pkg: m.Module + "/" + m.Package, out: bin, wrapper: m.Version != ""}); err != nil {
+		if err := buildLocked(ctx, buildSpec{dir: buildDir, pkg: m.Module + "/" + m.Package, out: bin}); err != nil {
 			return p, fmt.Errorf("%s: managers %s: %w", c.path, m.Name, err)
 		}
 		p.Binary = bin
@@ -114,29 +116,119 @@ func moduleDir(ctx context.Context, repoRoot, module string) (dir, version strin
 	}
 }
 
-// wrapperModule is a module of its own under cacheDir that requires
-// module at version and nothing else: building there, the module's own
-// go.mod decides its dependencies (with -mod=mod, Go adds what it needs),
-// not this repository's, as the kube binaries are built.
-func wrapperModule(cacheDir, module, version string) (string, error) {
+// wrapperModule is a module of its own under cacheDir in which pkg (a
+// package of module) builds at version as the module's own go.mod has
+// it, not as this repository's does: the kube binaries are built the
+// same way. A dependency's replace directives are ignored by Go, so the
+// wrapper restates the module's: one to a local path (a sibling module of
+// the same repository, as CAPI's test module replaces sigs.k8s.io/
+// cluster-api with ../) becomes a requirement of that module at the same
+// version (a repository that tags its modules together, as CAPI does);
+// any other is copied.
+func wrapperModule(ctx context.Context, cacheDir, module, version, pkg string) (string, error) {
 	dir := filepath.Join(cacheDir, "src", strings.ReplaceAll(module, "/", "_")+"@"+version)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	gomod := filepath.Join(dir, "go.mod")
-	if _, err := os.Stat(gomod); err == nil {
+	// Processes preparing the same wrapper take turns.
+	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close() // closing releases the lock
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return "", fmt.Errorf("locking %s: %w", lock.Name(), err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.sum")); err == nil {
 		return dir, nil
 	}
-	content := "// Built by upgradelab (e2e/provider): " + module + " at " + version + " with its own dependencies.\nmodule upgradelab.local/wrapper\n\nrequire " + module + " " + version + "\n"
-	return dir, os.WriteFile(gomod, []byte(content), 0o644)
+	goCmd := func(args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+		out, err := cmd.Output()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return out, fmt.Errorf("go %s in %s: %v\n%s", strings.Join(args, " "), dir, err, ee.Stderr)
+		}
+		return out, err
+	}
+	// An empty module to download theirs from, then theirs restated.
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module upgradelab.local/wrapper\n"), 0o644); err != nil {
+		return "", err
+	}
+	out, err := goCmd("mod", "download", "-json", module+"@"+version)
+	if err != nil {
+		return "", err
+	}
+	var dl struct{ GoMod string }
+	if err := json.Unmarshal(out, &dl); err != nil || dl.GoMod == "" {
+		return "", fmt.Errorf("go mod download %s@%s: no go.mod in %q: %v", module, version, out, err)
+	}
+	data, err := os.ReadFile(dl.GoMod)
+	if err != nil {
+		return "", err
+	}
+	gomod, err := wrapperGoMod(dl.GoMod, data, module, version)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), gomod, 0o644); err != nil {
+		return "", err
+	}
+	// Resolve what pkg imports, adding the missing requirements and
+	// go.sum, as a build in the module would.
+	if _, err := goCmd("list", "-deps", "-f", "{{.ImportPath}}", pkg); err != nil {
+		_ = os.Remove(filepath.Join(dir, "go.sum"))
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.sum")); err != nil {
+		return "", fmt.Errorf("resolving %s in %s wrote no go.sum: %w", pkg, dir, err)
+	}
+	return dir, nil
+}
+
+// wrapperGoMod is the wrapper's go.mod for module at version, whose own
+// go.mod (read from path) is theirs: their go version (from go 1.17 on
+// the module graph is pruned, so the placeholder versions their locally
+// replaced siblings are required at are never loaded), the module, and
+// their replace directives restated (see wrapperModule).
+func wrapperGoMod(path string, theirs []byte, module, version string) ([]byte, error) {
+	their, err := modfile.Parse(path, theirs, nil)
+	if err != nil {
+		return nil, err
+	}
+	f := &modfile.File{}
+	if err := f.AddModuleStmt("upgradelab.local/wrapper"); err != nil {
+		return nil, err
+	}
+	if their.Go != nil {
+		if err := f.AddGoStmt(their.Go.Version); err != nil {
+			return nil, err
+		}
+	}
+	if err := f.AddRequire(module, version); err != nil {
+		return nil, err
+	}
+	for _, r := range their.Replace {
+		if modfile.IsDirectoryPath(r.New.Path) {
+			if err := f.AddRequire(r.Old.Path, version); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := f.AddReplace(r.Old.Path, r.Old.Version, r.New.Path, r.New.Version); err != nil {
+			return nil, err
+		}
+	}
+	f.Cleanup()
+	return f.Format()
 }
 
 // buildSpec is one build: pkg from dir into out. always builds even when
-// out exists (a checkout may have changed); wrapper is a wrapper module,
-// which adds the requirements the build needs to its go.mod.
+// out exists (a checkout may have changed).
 type buildSpec struct {
-	dir, pkg, out   string
-	always, wrapper bool
+	dir, pkg, out string
+	always        bool
 }
 
 // buildLocked runs b. Builders of the same out (a parallel suite's
@@ -167,9 +259,6 @@ func build(ctx context.Context, b buildSpec) error {
 	cmd.Dir = b.dir
 	// GOWORK=off: no workspace of the user's mixes in.
 	cmd.Env = append(os.Environ(), "GOWORK=off")
-	if b.wrapper {
-		cmd.Env = append(cmd.Env, "GOFLAGS=-mod=mod")
-	}
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building %s in %s: %v\n%s", b.pkg, b.dir, err, msg)
 	}

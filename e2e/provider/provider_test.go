@@ -255,3 +255,35 @@ func TestProcessBuildsAManagerFromItsCheckout(t *testing.T) {
 		t.Errorf("config %s, want the checkout's", p.ConfigDir)
 	}
 }
+
+// A module at its own version builds with its go.mod's replace
+// directives restated: a local one (CAPI's test module replaces
+// sigs.k8s.io/cluster-api with ../) becomes that sibling at the same
+// version, another is copied; their go version keeps the graph pruned.
+func TestWrapperGoModRestatesTheModulesReplaces(t *testing.T) {
+	theirs := []byte(`module sigs.k8s.io/cluster-api/test
+
+go 1.26.0
+
+replace (
+	sigs.k8s.io/cluster-api => ../
+	sigs.k8s.io/cluster-api/api => ../api
+	example.com/forked v1.0.0 => example.com/fork v1.0.1
+)
+
+require sigs.k8s.io/cluster-api v0.0.0-00010101000000-000000000000
+`)
+	got, err := wrapperGoMod("test/go.mod", theirs, "sigs.k8s.io/cluster-api/test", "v1.14.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"module upgradelab.local/wrapper", "go 1.26.0", "sigs.k8s.io/cluster-api/test v1.14.2", "sigs.k8s.io/cluster-api v1.14.2",
+		"sigs.k8s.io/cluster-api/api v1.14.2", "replace example.com/forked v1.0.0 => example.com/fork v1.0.1"} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("wrapper go.mod lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(string(got), "=> ../") {
+		t.Errorf("a local replace was copied:\n%s", got)
+	}
+}
