@@ -121,7 +121,8 @@ type ProcessCPU struct {
 }
 
 // CPU reads the CPU time each running process of the plane has used so
-// far: the embedded kube-apiserver and etcd, then each manager. Read it
+// far: the embedded kube-apiserver and etcd, kube-controller-manager, then
+// each manager. Read it
 // before Stop. A kube-apiserver RestartAPIServer replaced counts from its
 // restart.
 func (p *Plane) CPU() []ProcessCPU {
@@ -137,6 +138,9 @@ func (p *Plane) CPU() []ProcessCPU {
 		add("kube-apiserver", p.envtestPID("kube-apiserver"))
 	}
 	add("etcd", p.envtestPID("etcd"))
+	if p.controllerManager != nil {
+		add("kube-controller-manager", p.controllerManager.pid())
+	}
 	for i, m := range p.managers {
 		if i < len(p.procs) {
 			add(m.name, p.procs[i].pid())

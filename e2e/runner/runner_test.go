@@ -91,7 +91,7 @@ func testSingleNodeInPlace(t *testing.T, hostOS string) {
 	for _, c := range res.Profile.CPU {
 		cpu[c.Name] = c.CPU > 0
 	}
-	for _, name := range []string{"kube-apiserver", "etcd", "capi", "kcp", "cabpk", "baremetal", "inplace", harnessCPU} {
+	for _, name := range []string{"kube-apiserver", "etcd", "kube-controller-manager", "capi", "kcp", "cabpk", "baremetal", "inplace", harnessCPU} {
 		if !cpu[name] {
 			t.Errorf("profile CPU %v: no time for %s", res.Profile.CPU, name)
 		}
