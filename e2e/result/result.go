@@ -18,6 +18,14 @@ import (
 // File is the name of the results file in an artifacts folder.
 const File = "results.json"
 
+// Files of one run's folder: its timeline, and what the rules were told
+// of the run (check.Params), so its timeline can be judged again
+// (`upgradelab check`).
+const (
+	TimelineFile = "timeline.jsonl"
+	ParamsFile   = "params.json"
+)
+
 // Result is one run's outcome.
 type Result struct {
 	Provider string        `json:"provider"`

@@ -99,7 +99,7 @@ func (r *run) workloadClient(ctx context.Context) (client.Client, error) {
 // is also written to Dir/result.json.
 func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form scenario.Form, o Options) result.Result {
 	r := &run{provider: o.Provider, scenario: s, lab: def, form: form, opts: o}
-	res := result.Result{Scenario: s.Name, Form: form, Strategy: string(s.Strategy), Started: time.Now(), Timeline: filepath.Join(o.Dir, "timeline.jsonl"),
+	res := result.Result{Scenario: s.Name, Form: form, Strategy: string(s.Strategy), Started: time.Now(), Timeline: filepath.Join(o.Dir, result.TimelineFile),
 		CAPIRateLimiting: o.RateLimitedReconciles}
 	var err error
 	if r.provider == nil {
@@ -127,17 +127,9 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 	}
 	if r.tl != nil {
 		entries := r.tl.Entries()
-		p := check.ParamsFor(s)
-		p.HostsVisible, p.HostData = r.provider.Lab, r.provider.Lab
-		p.SparesVisible = r.provider.Lab && r.provider.Hosts.SpareLabel != ""
-		p.RBACEnforced = true
-		// Only the lab's workload clusters run pods and model etcd on the
-		// hosts; another provider's (CAPI's in-memory one) do neither.
-		p.Apps, p.EtcdOnHosts = r.provider.Lab, r.provider.Lab
-		p.OSTreeHosts = r.provider.Lab && def.HostOSMode() != lab.HostOSAB
-		p.ToCoreDNS = coreDNSAsked(entries)
-		if to, err := def.Catalog.Get(s.EndRelease().Image); err == nil && r.provider.Lab { // CAPI's in-memory etcd members carry no image
-			p.ToEtcd = to.Etcd
+		p := Params(s, def, r.provider, entries)
+		if b, err := json.MarshalIndent(p, "", "  "); err == nil {
+			_ = os.WriteFile(filepath.Join(o.Dir, result.ParamsFile), b, 0o644)
 		}
 		judged := time.Now()
 		res.Checks = check.Run(entries, p)
@@ -164,6 +156,24 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		_ = os.WriteFile(filepath.Join(o.Dir, "result.json"), b, 0o644)
 	}
 	return res
+}
+
+// Params are what the rules are told of a run of s on def against prov,
+// whose timeline is entries.
+func Params(s *scenario.Scenario, def *lab.Definition, prov *provider.Config, entries []timeline.Entry) check.Params {
+	p := check.ParamsFor(s)
+	p.HostsVisible, p.HostData = prov.Lab, prov.Lab
+	p.SparesVisible = prov.Lab && prov.Hosts.SpareLabel != ""
+	p.RBACEnforced = true // the runner's planes always enforce it
+	// Only the lab's workload clusters run pods and model etcd on the
+	// hosts; another provider's (CAPI's in-memory one) do neither.
+	p.Apps, p.EtcdOnHosts = prov.Lab, prov.Lab
+	p.OSTreeHosts = prov.Lab && def.HostOSMode() != lab.HostOSAB
+	p.ToCoreDNS = coreDNSAsked(entries)
+	if to, err := def.Catalog.Get(s.EndRelease().Image); err == nil && prov.Lab { // CAPI's in-memory etcd members carry no image
+		p.ToEtcd = to.Etcd
+	}
+	return p
 }
 
 // recordForbidden puts what the API server refused each manager (read
@@ -195,7 +205,7 @@ func (r *run) execute(ctx context.Context) error {
 		return errors.New(why)
 	}
 	var err error
-	if r.tl, err = timeline.Create(filepath.Join(r.opts.Dir, "timeline.jsonl")); err != nil {
+	if r.tl, err = timeline.Create(filepath.Join(r.opts.Dir, result.TimelineFile)); err != nil {
 		return err
 	}
 	if ports := r.provider.FixedPorts(); len(ports) > 0 {

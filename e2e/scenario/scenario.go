@@ -340,6 +340,9 @@ type PowerLossFault struct {
 // Duration is a time.Duration written as "90s" or "5m".
 type Duration struct{ time.Duration }
 
+// MarshalText writes it as UnmarshalText reads it ("1m30s").
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+
 // UnmarshalText reads a Go duration.
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
