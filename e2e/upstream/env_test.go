@@ -74,13 +74,22 @@ func envFor(p upstreamProvider) *providerEnv {
 	return e
 }
 
+// stopEnvs stops every environment of this process. A manager the API
+// server refused a request for want of RBAC fails the suite: CAPI's
+// specs drive every manager as its own ServiceAccount (e2e/mgmt/rbac.go)
+// and none may be short of a permission.
 func stopEnvs() {
 	envsMu.Lock()
 	defer envsMu.Unlock()
+	var refused []string
 	for name, e := range envs {
+		for manager, lines := range e.env.Plane.Forbidden() {
+			refused = append(refused, fmt.Sprintf("%s: manager %s was refused %d request(s) for want of RBAC, first: %s", name, manager, len(lines), lines[0]))
+		}
 		e.env.Stop()
 		delete(envs, name)
 	}
+	Expect(refused).To(BeEmpty(), "managers refused for want of RBAC")
 }
 
 // processDir is this process's folder for a provider.
