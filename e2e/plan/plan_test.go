@@ -1,0 +1,75 @@
+package plan
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/upgradelab/upgradelab/e2e/provider"
+)
+
+// The shipped scenarios against the two default providers: biggest labs
+// first, a run per form and host OS variant for the lab provider, none
+// for a strategy a provider lacks, and names, folders and labels as the
+// suite and `upgradelab run` show them.
+func TestRunsOfTheShippedScenarios(t *testing.T) {
+	scenarios, err := Scenarios("../../scenarios/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var provs []*provider.Config
+	for _, name := range []string{"baremetal", "inmemory"} {
+		p, err := provider.Load("../../fixtures/providers/" + name + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		provs = append(provs, p)
+	}
+	runs, err := Runs(scenarios, provs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names, dirs []string
+	for i, r := range runs {
+		names, dirs = append(names, r.Name()), append(dirs, r.Dir())
+		if i > 0 && r.Provider == runs[i-1].Provider && len(r.Lab.Spec.Hosts) > len(runs[i-1].Lab.Spec.Hosts) {
+			t.Errorf("%s (%d hosts) after %s (%d hosts): biggest labs go first", r.Name(), len(r.Lab.Spec.Hosts), runs[i-1].Name(), len(runs[i-1].Lab.Spec.Hosts))
+		}
+		if r.Provider.Name == "inmemory" && !slices.Contains([]string{"scale-in", "rolling"}, string(r.Scenario.Strategy)) {
+			t.Errorf("%s: the in-memory provider supports no %s", r.Name(), r.Scenario.Strategy)
+		}
+	}
+	for _, want := range []string{"baremetal single-node-in-place/plain", "baremetal single-node-in-place/clusterclass/ostree", "inmemory three-node-scale-in/plain"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("no run %q among %v", want, names)
+		}
+	}
+	if !slices.Contains(dirs, "baremetal-single-node-in-place-clusterclass-ostree") {
+		t.Errorf("folders %v", dirs)
+	}
+	if unique := slices.Compact(slices.Sorted(slices.Values(dirs))); len(unique) != len(dirs) {
+		t.Errorf("two runs share a folder: %v", dirs)
+	}
+	for _, r := range runs {
+		if r.Provider.Name == "baremetal" && r.HostOS == "ostree" && !slices.Contains(r.Labels(), "ostree") {
+			t.Errorf("%s: labels %v lack its host OS", r.Name(), r.Labels())
+		}
+	}
+	twice, _ := Runs(scenarios, provs[:1], 2)
+	if len(twice) != 2*len(runs)-2*countOf(runs, "inmemory") || !strings.HasSuffix(twice[1].Name(), "#2") || !strings.HasSuffix(twice[1].Dir(), "-r2") {
+		t.Errorf("repeats: %d runs, second %q %q", len(twice), twice[1].Name(), twice[1].Dir())
+	}
+	if _, err := Scenarios("../../scenarios/none-*.yaml"); err == nil || !strings.Contains(err.Error(), "no scenario file matches") {
+		t.Errorf("a glob that matches nothing: %v", err)
+	}
+}
+
+func countOf(runs []Run, provider string) int {
+	n := 0
+	for _, r := range runs {
+		if r.Provider.Name == provider {
+			n++
+		}
+	}
+	return n
+}
