@@ -63,7 +63,8 @@ func startEnv(t *testing.T, ctx context.Context, o envOptions) *providerEnv {
 		// Every test also checks each manager's RBAC: whatever it drove,
 		// no manager may have been refused a request.
 		t.Cleanup(func() {
-			for name, lines := range env.Plane.Forbidden() {
+			denied, _ := env.Plane.Forbidden(context.Background())
+			for name, lines := range denied {
 				t.Errorf("manager %s was refused %d request(s) for want of RBAC, first: %s", name, len(lines), lines[0])
 			}
 		})

@@ -35,7 +35,8 @@ func TestAProviderMissingAnRBACRuleIsRefusedAndNamed(t *testing.T) {
 	}
 	var forbidden []string
 	for ctx.Err() == nil && len(forbidden) == 0 {
-		forbidden = e.plane.Forbidden()["baremetal"]
+		denied, _ := e.plane.Forbidden(ctx)
+		forbidden = denied["baremetal"]
 		time.Sleep(200 * time.Millisecond)
 	}
 	if len(forbidden) == 0 {

@@ -67,8 +67,11 @@ type managerSpec struct {
 	settings  map[string]string // the ExtensionConfig's, for an extension
 	nsLabels  map[string]string // the ExtensionConfig's namespaceSelector
 	env       []string
-	// kubeconfig acts as the manager's ServiceAccount (installIdentities).
+	// kubeconfig acts as the manager's ServiceAccount, whose user and
+	// groups these are (installIdentities).
 	kubeconfig string
+	user       string
+	groups     []string
 }
 
 // capiManagers are CAPI's core, KubeadmControlPlane and kubeadm bootstrap

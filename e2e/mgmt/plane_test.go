@@ -13,6 +13,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -319,6 +320,12 @@ func TestPlaneOnAnExistingCluster(t *testing.T) {
 	}
 	if err := cc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "not-capis"}}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `User "system:serviceaccount:capi-system:capi-manager"`) {
 		t.Errorf("CAPI's manager creating a Namespace: %v; want Forbidden for its ServiceAccount", err)
+	}
+	// The authorizer's word on each, as Forbidden asks it of a refusal.
+	capiSpec := p.managers[0]
+	if !p.allowed(ctx, capiSpec, authorizationv1.ResourceAttributes{Verb: "watch", Group: "cluster.x-k8s.io", Resource: "clusters"}) ||
+		p.allowed(ctx, capiSpec, authorizationv1.ResourceAttributes{Verb: "create", Resource: "namespaces"}) {
+		t.Errorf("SubjectAccessReviews for %s: watch clusters must be allowed, create namespaces not", capiSpec.user)
 	}
 
 	p.Stop()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -321,7 +322,7 @@ func (p *Plane) installIdentities(ctx context.Context, managers []managerSpec, d
 			}
 		}
 		p.installed = append(p.installed, id.objects...)
-		m.kubeconfig = filepath.Join(dir, "kubeconfig-"+m.name)
+		m.kubeconfig, m.user, m.groups = filepath.Join(dir, "kubeconfig-"+m.name), id.user(), id.groups()
 		if err := writeImpersonatingKubeconfig(p.Kubeconfig, m.kubeconfig, id); err != nil {
 			return fmt.Errorf("manager %s: kubeconfig: %w", m.name, err)
 		}
@@ -351,19 +352,66 @@ func waitAggregated(ctx context.Context, c client.Client, names []string) error 
 	return nil
 }
 
-// Forbidden is what the API server refused each manager so far, read
-// from the managers' logs: manager name to the log lines. A manager whose
-// RBAC lacks a rule it needs shows here.
-func (p *Plane) Forbidden() map[string][]string {
-	out := map[string][]string{}
+// Forbidden is what the API server refused each manager so far for want
+// of RBAC, read from the managers' logs: manager name to the refusals
+// (log lines). A refusal counts only if the API server's authorizer still
+// denies that request now (a SubjectAccessReview for the manager's
+// ServiceAccount): a kube-apiserver that has just started refuses every
+// request until its RBAC caches have synced, which a restart of it shows,
+// and those refusals say nothing about the manager's RBAC. They are
+// Transient.
+func (p *Plane) Forbidden(ctx context.Context) (denied map[string][]string, transient map[string]int) {
+	denied, transient = map[string][]string{}, map[string]int{}
 	for _, m := range p.managers {
 		data, err := os.ReadFile(filepath.Join(p.LogDir, m.name+".log"))
 		if err != nil {
 			continue
 		}
-		if lines := forbiddenLines(string(data)); len(lines) > 0 {
-			out[m.name] = lines
+		verdicts := map[string]bool{} // a request's attributes: still denied
+		for _, line := range forbiddenLines(string(data)) {
+			attrs, ok := parseRefusal(line)
+			if !ok {
+				denied[m.name] = append(denied[m.name], line) // unreadable: it counts
+				continue
+			}
+			key := fmt.Sprintf("%+v", attrs)
+			still, seen := verdicts[key]
+			if !seen {
+				still = !p.allowed(ctx, m, attrs)
+				verdicts[key] = still
+			}
+			if still {
+				denied[m.name] = append(denied[m.name], line)
+			} else {
+				transient[m.name]++
+			}
 		}
 	}
-	return out
+	return denied, transient
+}
+
+// refusalAttrs picks a refusal apart: `RESOURCE.GROUP "NAME" is forbidden:
+// User "U" cannot VERB resource "RES[/SUB]" in API group "G" (at the
+// cluster scope | in the namespace "NS")`.
+var refusalAttrs = regexp.MustCompile(`(?:"([^"]*)" )?is forbidden: User "[^"]*" cannot (\S+) resource "([^"/]*)(?:/([^"]*))?" in API group "([^"]*)" (?:at the cluster scope|in the namespace "([^"]*)")`)
+
+func parseRefusal(line string) (authorizationv1.ResourceAttributes, bool) {
+	m := refusalAttrs.FindStringSubmatch(line)
+	if m == nil {
+		return authorizationv1.ResourceAttributes{}, false
+	}
+	return authorizationv1.ResourceAttributes{Name: m[1], Verb: m[2], Resource: m[3], Subresource: m[4], Group: m[5], Namespace: m[6]}, true
+}
+
+// allowed asks the API server whether the manager's ServiceAccount may
+// make the request now. An unanswered question is no permission.
+func (p *Plane) allowed(ctx context.Context, m managerSpec, attrs authorizationv1.ResourceAttributes) bool {
+	if m.user == "" || p.Client == nil {
+		return false
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: m.user, Groups: m.groups, ResourceAttributes: &attrs}}
+	if err := p.Client.Create(ctx, sar); err != nil {
+		return false
+	}
+	return sar.Status.Allowed
 }

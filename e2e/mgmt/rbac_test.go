@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -98,6 +99,22 @@ E1201 some other error: forbidden by policy`
 	}
 	if got := forbiddenLines(log); !slices.Equal(got, want) {
 		t.Fatalf("forbiddenLines =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestRefusalsArePickedApart(t *testing.T) {
+	for line, want := range map[string]authorizationv1.ResourceAttributes{
+		`secrets is forbidden: User "system:serviceaccount:x:y" cannot list resource "secrets" in API group "" at the cluster scope`:                                               {Verb: "list", Resource: "secrets"},
+		`baremetalhosts.metal3.io "node-0" is forbidden: User "system:serviceaccount:x:y" cannot patch resource "baremetalhosts" in API group "metal3.io" in the namespace "ns-1"`: {Name: "node-0", Verb: "patch", Resource: "baremetalhosts", Group: "metal3.io", Namespace: "ns-1"},
+		`pods "web-1" is forbidden: User "system:serviceaccount:x:y" cannot create resource "pods/eviction" in API group "" in the namespace "default"`:                            {Name: "web-1", Verb: "create", Resource: "pods", Subresource: "eviction", Namespace: "default"},
+	} {
+		got, ok := parseRefusal(line)
+		if !ok || got != want {
+			t.Errorf("parseRefusal(%s) = %+v, %v; want %+v", line, got, ok, want)
+		}
+	}
+	if _, ok := parseRefusal("forbidden by policy"); ok {
+		t.Error("a line that is no refusal was parsed")
 	}
 }
 

@@ -179,7 +179,12 @@ func Params(s *scenario.Scenario, def *lab.Definition, prov *provider.Config, en
 // recordForbidden puts what the API server refused each manager (read
 // from their logs) on the timeline, for rbac-sufficient.
 func (r *run) recordForbidden() {
-	forbidden := r.env.Plane.Forbidden()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	forbidden, transient := r.env.Plane.Forbidden(ctx)
+	for _, name := range slices.Sorted(maps.Keys(transient)) {
+		r.say("manager %s was refused %d request(s) that its RBAC allows (the API server's authorizer was starting)", name, transient[name])
+	}
 	for _, name := range slices.Sorted(maps.Keys(forbidden)) {
 		lines := forbidden[name]
 		r.say("manager %s was refused %d request(s) for want of RBAC, first: %s", name, len(lines), lines[0])

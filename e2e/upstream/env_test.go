@@ -83,7 +83,8 @@ func stopEnvs() {
 	defer envsMu.Unlock()
 	var refused []string
 	for name, e := range envs {
-		for manager, lines := range e.env.Plane.Forbidden() {
+		denied, _ := e.env.Plane.Forbidden(context.Background())
+		for manager, lines := range denied {
 			refused = append(refused, fmt.Sprintf("%s: manager %s was refused %d request(s) for want of RBAC, first: %s", name, manager, len(lines), lines[0]))
 		}
 		e.env.Stop()
