@@ -183,7 +183,7 @@ func (r *run) recordForbidden() {
 	defer cancel()
 	forbidden, transient := r.env.Plane.Forbidden(ctx)
 	for _, name := range slices.Sorted(maps.Keys(transient)) {
-		r.say("manager %s was refused %d request(s) that its RBAC allows (the API server's authorizer was starting)", name, transient[name])
+		r.say("manager %s was refused %d request(s) that its RBAC allows now: transient, as while a restarted API server's authorizer syncs", name, transient[name])
 	}
 	for _, name := range slices.Sorted(maps.Keys(forbidden)) {
 		lines := forbidden[name]
