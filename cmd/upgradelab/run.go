@@ -53,13 +53,14 @@ built from the repository when they are not there.`,
 	cmd.Flags().Float64Var(&o.scale, "time-scale", 0.01, "real time per modelled time in the lab (0.01: a modelled minute takes 0.6 s)")
 	cmd.Flags().IntVar(&o.parallel, "parallel", 1, "runs at once (each has its own plane and lab)")
 	cmd.Flags().IntVar(&o.repeat, "repeat", 1, "make each run this many times")
+	cmd.Flags().StringVar(&o.labels, "labels", "", `only the runs these labels select, as make e2e's GINKGO_LABELS (e.g. "in-place && ostree")`)
 	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", false, "run CAPI's managers with their per-object reconcile rate limit (CAPI's default; off for the time-scaled lab)")
 	return cmd
 }
 
 type runOptions struct {
 	scenarios, providers []string
-	artifacts            string
+	artifacts, labels    string
 	scale                float64
 	parallel, repeat     int
 	rateLimited          bool
@@ -89,8 +90,11 @@ func (o runOptions) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if runs, err = plan.Select(runs, o.labels); err != nil {
+		return err
+	}
 	if len(runs) == 0 {
-		return fmt.Errorf("no run: none of the providers supports the scenarios' strategies")
+		return fmt.Errorf("no run: none of the providers supports the scenarios' strategies, or --labels %q selects none", o.labels)
 	}
 	if o.artifacts == "" {
 		o.artifacts = defaultArtifactsDir("run")

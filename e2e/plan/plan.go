@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/onsi/ginkgo/v2/types"
+
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/sim/lab"
@@ -159,6 +161,27 @@ func HostOSVariants(s *scenario.Scenario, def *lab.Definition, prov *provider.Co
 			return nil, fmt.Errorf("%s: hostOS: %w", s.Name, err)
 		}
 		out = append(out, HostOSVariant{Mode: mode, Lab: v})
+	}
+	return out, nil
+}
+
+// Select keeps the runs whose labels match filter, a Ginkgo label
+// expression as `make e2e GINKGO_LABELS=...` takes it (e.g. "in-place &&
+// ostree", "inmemory || scale-in"); "" keeps every run. A bad expression
+// is an error.
+func Select(runs []Run, filter string) ([]Run, error) {
+	if filter == "" {
+		return runs, nil
+	}
+	match, err := types.ParseLabelFilter(filter)
+	if err != nil {
+		return nil, fmt.Errorf("label filter %q: %w", filter, err)
+	}
+	var out []Run
+	for _, r := range runs {
+		if match(r.Labels()) {
+			out = append(out, r)
+		}
 	}
 	return out, nil
 }

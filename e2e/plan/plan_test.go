@@ -73,3 +73,33 @@ func countOf(runs []Run, provider string) int {
 	}
 	return n
 }
+
+// Runs are selected by the labels make e2e filters on.
+func TestSelectFiltersByLabels(t *testing.T) {
+	scenarios, err := Scenarios("../../scenarios/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := provider.Load("../../fixtures/providers/baremetal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, _ := Runs(scenarios, []*provider.Config{p}, 1)
+	got, err := Select(runs, "single-node-in-place && ostree")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].HostOS != "ostree" || got[0].Scenario.Name != "single-node-in-place" {
+		var names []string
+		for _, r := range got {
+			names = append(names, r.Name())
+		}
+		t.Errorf("selected %v; want single-node-in-place on OSTree hosts, both forms", names)
+	}
+	if all, _ := Select(runs, ""); len(all) != len(runs) {
+		t.Errorf("an empty filter kept %d of %d runs", len(all), len(runs))
+	}
+	if _, err := Select(runs, "in-place &&"); err == nil || !strings.Contains(err.Error(), `label filter "in-place &&"`) {
+		t.Errorf("a bad filter: %v", err)
+	}
+}
