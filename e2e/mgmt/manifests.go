@@ -106,18 +106,9 @@ func readCRDs(manager, dir string) ([]*apiextensionsv1.CustomResourceDefinition,
 // kustomizationLabels reads the labels a kustomization adds to every object
 // (its `labels[].pairs` and the older `commonLabels`).
 func kustomizationLabels(path string) (map[string]string, error) {
-	data, err := os.ReadFile(path)
+	k, err := readKustomization(path)
 	if err != nil {
 		return nil, err
-	}
-	var k struct {
-		Labels []struct {
-			Pairs map[string]string `json:"pairs"`
-		} `json:"labels"`
-		CommonLabels map[string]string `json:"commonLabels"`
-	}
-	if err := yaml.Unmarshal(data, &k); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	labels := map[string]string{}
 	for _, l := range k.Labels {

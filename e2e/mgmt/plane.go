@@ -155,18 +155,15 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 	p = &Plane{Target: opts.Target, LogDir: dir, reaper: r, progress: opts.Progress}
 	// kube-controller-manager starts while the CRDs and webhooks install;
 	// the managers' identities wait for it (its aggregation fills their
-	// roles). waitKCM joins it, also before a failed start stops it all.
-	kcmReady := make(chan error, 1)
-	kcmReady <- nil
-	var kcmUp time.Duration
-	waitKCM := func() error {
-		err := <-kcmReady
-		kcmReady <- err
-		return err
+	// roles), and so does a failed start before it stops everything.
+	var kcm struct {
+		sync.WaitGroup
+		err error
+		up  time.Duration
 	}
 	defer func() {
 		if err != nil {
-			_ = waitKCM()
+			kcm.Wait()
 			p.Stop()
 			p = nil
 		}
@@ -182,15 +179,14 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 		if opts.ControllerManager {
 			controllers += "," + controllerManagerControllers
 		}
-		<-kcmReady
-		go func() {
-			kcm, err := startControllerManager(ctx, assets, p.Kubeconfig, dir, controllers, opts.StartTimeout)
+		kcm.Go(func() {
+			proc, err := startControllerManager(ctx, assets, p.Kubeconfig, dir, controllers, opts.StartTimeout)
 			if err == nil {
-				_ = r.record(kcm.pid())
-				p.controllerManager, kcmUp = kcm, time.Since(begin)
+				_ = r.record(proc.pid())
+				p.controllerManager, kcm.up = proc, time.Since(begin)
 			}
-			kcmReady <- err
-		}()
+			kcm.err = err
+		})
 	}
 
 	certs, err := newWebhookCerts(filepath.Join(dir, "webhook-certs"), []string{opts.WebhookHost, "127.0.0.1", "localhost"})
@@ -213,11 +209,12 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 	}
 	fmt.Fprintf(p.progress, "mgmt: CAPI %s CRDs and webhooks installed at %s\n", assets.CAPIVersion, time.Since(begin).Round(10*time.Millisecond))
 
-	if err := waitKCM(); err != nil {
-		return p, err
+	kcm.Wait()
+	if kcm.err != nil {
+		return p, kcm.err
 	}
 	if p.controllerManager != nil {
-		fmt.Fprintf(p.progress, "mgmt: kube-controller-manager up at %s\n", kcmUp.Round(10*time.Millisecond))
+		fmt.Fprintf(p.progress, "mgmt: kube-controller-manager up at %s\n", kcm.up.Round(10*time.Millisecond))
 	}
 	if err := p.installIdentities(ctx, managers, dir); err != nil {
 		return p, err

@@ -58,12 +58,18 @@ func (id managerIdentity) groups() []string {
 	return []string{"system:serviceaccounts", "system:serviceaccounts:" + id.namespace, "system:authenticated"}
 }
 
-// kustomization is the part of a kustomization.yaml the RBAC needs.
+// kustomization is the part of a kustomization.yaml the plane reads: the
+// labels it adds to every object (crd/), the resources it lists (rbac/),
+// and the names, namespace and patches of config/default.
 type kustomization struct {
-	Namespace  string   `json:"namespace"`
-	NamePrefix string   `json:"namePrefix"`
-	Resources  []string `json:"resources"`
-	Patches    []struct {
+	Labels []struct {
+		Pairs map[string]string `json:"pairs"`
+	} `json:"labels"`
+	CommonLabels map[string]string `json:"commonLabels"`
+	Namespace    string            `json:"namespace"`
+	NamePrefix   string            `json:"namePrefix"`
+	Resources    []string          `json:"resources"`
+	Patches      []struct {
 		Path string `json:"path"`
 	} `json:"patches"`
 	PatchesStrategicMerge []string `json:"patchesStrategicMerge"`
@@ -79,13 +85,6 @@ func readKustomization(path string) (*kustomization, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return k, nil
-}
-
-// rbacObject is one RBAC manifest, kept typed so prefixes and subjects
-// can be rewritten.
-type rbacObject struct {
-	file string
-	obj  client.Object
 }
 
 // loadIdentity reads a manager's identity and RBAC from its config
@@ -115,7 +114,7 @@ func loadIdentity(m managerSpec) (*managerIdentity, error) {
 	if err != nil {
 		return nil, err
 	}
-	var objs []rbacObject
+	var objs []client.Object
 	for _, f := range files {
 		read, err := readRBACObjects(f)
 		if err != nil {
@@ -138,18 +137,18 @@ func loadIdentity(m managerSpec) (*managerIdentity, error) {
 			return nil, err
 		}
 		for _, p := range patches {
-			applyPatch(objs, p.obj)
+			applyPatch(objs, p)
 		}
 	}
 
 	id := &managerIdentity{namespace: def.Namespace}
 	id.objects = append(id.objects, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: def.Namespace}})
 	for _, o := range objs {
-		prefix(o.obj, def.NamePrefix, def.Namespace)
-		if sa, ok := o.obj.(*corev1.ServiceAccount); ok && id.serviceAccount == "" {
+		prefix(o, def.NamePrefix, def.Namespace)
+		if sa, ok := o.(*corev1.ServiceAccount); ok && id.serviceAccount == "" {
 			id.serviceAccount = sa.Name
 		}
-		id.objects = append(id.objects, o.obj)
+		id.objects = append(id.objects, o)
 	}
 	if id.serviceAccount == "" {
 		return nil, fmt.Errorf("manager %s: %s declares no ServiceAccount: a manager runs as the ServiceAccount its rbac names", m.name, rbacDir)
@@ -178,12 +177,12 @@ func rbacFiles(dir string) ([]string, error) {
 
 // readRBACObjects reads the ServiceAccounts, Roles, ClusterRoles and
 // bindings of a manifest file (other kinds are not RBAC's business).
-func readRBACObjects(path string) ([]rbacObject, error) {
+func readRBACObjects(path string) ([]client.Object, error) {
 	docs, err := yamlDocuments(path)
 	if err != nil {
 		return nil, err
 	}
-	var out []rbacObject
+	var out []client.Object
 	for i, doc := range docs {
 		var meta metav1.TypeMeta
 		if err := yaml.Unmarshal(doc, &meta); err != nil {
@@ -207,7 +206,7 @@ func readRBACObjects(path string) ([]rbacObject, error) {
 		if err := yaml.UnmarshalStrict(doc, obj); err != nil {
 			return nil, fmt.Errorf("%s: document %d (%s): %w", path, i+1, meta.Kind, err)
 		}
-		out = append(out, rbacObject{file: path, obj: obj})
+		out = append(out, obj)
 	}
 	return out, nil
 }
@@ -215,27 +214,27 @@ func readRBACObjects(path string) ([]rbacObject, error) {
 // applyPatch merges a strategic-merge patch of an RBAC object into the
 // object of the same kind and name: its labels, and a binding's roleRef
 // (the fields CAPI's and kubebuilder's patches of RBAC change).
-func applyPatch(objs []rbacObject, patch client.Object) {
+func applyPatch(objs []client.Object, patch client.Object) {
 	for _, o := range objs {
-		if o.obj.GetName() != patch.GetName() || fmt.Sprintf("%T", o.obj) != fmt.Sprintf("%T", patch) {
+		if o.GetName() != patch.GetName() || fmt.Sprintf("%T", o) != fmt.Sprintf("%T", patch) {
 			continue
 		}
-		labels := o.obj.GetLabels()
+		labels := o.GetLabels()
 		if labels == nil {
 			labels = map[string]string{}
 		}
 		for k, v := range patch.GetLabels() {
 			labels[k] = v
 		}
-		o.obj.SetLabels(labels)
+		o.SetLabels(labels)
 		switch p := patch.(type) {
 		case *rbacv1.ClusterRoleBinding:
 			if p.RoleRef.Name != "" {
-				o.obj.(*rbacv1.ClusterRoleBinding).RoleRef = p.RoleRef
+				o.(*rbacv1.ClusterRoleBinding).RoleRef = p.RoleRef
 			}
 		case *rbacv1.RoleBinding:
 			if p.RoleRef.Name != "" {
-				o.obj.(*rbacv1.RoleBinding).RoleRef = p.RoleRef
+				o.(*rbacv1.RoleBinding).RoleRef = p.RoleRef
 			}
 		}
 	}
