@@ -40,7 +40,7 @@ type options struct {
 	syncPeriod                              time.Duration
 
 	caFile, certDir, callbackAddr, callbackURL, deployImageURL string
-	poll, deployTimeout, resetTimeout                          time.Duration
+	poll, deployTimeout, resetTimeout, softPowerOffTimeout     time.Duration
 }
 
 func main() {
@@ -61,6 +61,7 @@ func main() {
 	fs.DurationVar(&o.poll, "poll", 500*time.Millisecond, "how often a host or machine waiting on hardware is looked at")
 	fs.DurationVar(&o.deployTimeout, "deploy-timeout", 5*time.Minute, "deploy ramdisk boot timeout before booting it again")
 	fs.DurationVar(&o.resetTimeout, "reset-timeout", 5*time.Minute, "reset timeout before asking again")
+	fs.DurationVar(&o.softPowerOffTimeout, "soft-power-off-timeout", 10*time.Minute, "how long a graceful shutdown may take before the next power-off is hard (Ironic's soft_power_off_timeout)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	flag.Parse()
@@ -124,10 +125,11 @@ func run(o options) error {
 	}); err != nil {
 		return err
 	}
+	ctx := ctrl.SetupSignalHandler()
 	hosts := &host.Reconciler{
-		Client: mgr.GetClient(), BMCHTTP: httpClient, AgentHTTP: httpClient, Heartbeats: heartbeats,
+		Client: mgr.GetClient(), BMCHTTP: httpClient, AgentHTTP: httpClient, Heartbeats: heartbeats, Recorder: mgr.GetEventRecorder("baremetalhost-controller"),
 		DeployImageURL: o.deployImageURL, CallbackURL: o.callbackURL,
-		Poll: o.poll, DeployTimeout: o.deployTimeout, ResetTimeout: o.resetTimeout,
+		Poll: o.poll, DeployTimeout: o.deployTimeout, ResetTimeout: o.resetTimeout, SoftPowerOffTimeout: o.softPowerOffTimeout,
 	}
 	if err := hosts.SetupWithManager(mgr); err != nil {
 		return err
@@ -135,7 +137,7 @@ func run(o options) error {
 	if err := (&machine.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Poll: o.poll}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&cluster.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&cluster.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
 	if err := webhooks.Setup(mgr); err != nil {
@@ -147,5 +149,5 @@ func run(o options) error {
 	if err := mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return err
 	}
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -143,7 +144,9 @@ func (e *Env) referenceProvider(ctx context.Context, o EnvOptions) (mgmt.Provide
 		return mgmt.Provider{}, err
 	}
 	prov, callback, err := reference.Provider(e.Site, reference.Options{Binary: bin, StateDir: o.Dir,
-		Args: append([]string{"--poll=200ms"}, o.ProviderArgs...), ConfigDir: o.ProviderConfigDir})
+		Args: append([]string{"--poll=200ms",
+			// Ironic's default soft power-off timeout, 10 modelled minutes.
+			"--soft-power-off-timeout=" + max(o.Scale.Real(10*time.Minute), time.Second).String()}, o.ProviderArgs...), ConfigDir: o.ProviderConfigDir})
 	e.Callback = callback
 	return prov, err
 }

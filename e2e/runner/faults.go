@@ -97,6 +97,13 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 		}
 		announce(fmt.Sprintf("power cut on %s, %s", strings.Join(hosts, ", "), back))
 		return powerLoss(ctx, cut, f.PowerLoss.RestoreAfter.Duration, f.PowerLoss.StayOff)
+	case f.Hang != nil:
+		h, err := r.env.Site.Lab.Host(host)
+		if err != nil {
+			return err
+		}
+		announce(fmt.Sprintf("the OS of %s hangs; only a power cycle brings it back", host))
+		return h.Hang()
 	case f.AgentCrash != nil:
 		announce(fmt.Sprintf("the agent of %s crashes, back in %s", host, f.AgentCrash.RestartAfter.Duration))
 		return r.env.Site.CrashAgent(host, f.AgentCrash.RestartAfter.Duration)
@@ -116,11 +123,16 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 	return nil
 }
 
-// powerLoss cuts the hosts' power at once and restores it later (unless
-// it stays off), as a PDU switched off and on would.
+// powerLoss cuts the hosts' power at once and restores it later, as a
+// PDU switched off and on would; or, with stayOff, their power supplies
+// die and nothing can power them on again.
 func powerLoss(ctx context.Context, hosts []*lab.Host, restoreAfter time.Duration, stayOff bool) error {
 	for _, h := range hosts {
-		if err := h.PowerOff(); err != nil {
+		cut := h.PowerOff
+		if stayOff {
+			cut = h.FailPowerSupply
+		}
+		if err := cut(); err != nil {
 			return err
 		}
 	}

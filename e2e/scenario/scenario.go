@@ -301,7 +301,15 @@ type Fault struct {
 	// drops every connection; the OS, kubelet and disk stay) and its
 	// service manager starts it again after RestartAfter.
 	AgentCrash *AgentCrashFault `yaml:"agentCrash"`
+	// Hang freezes the OS of the lab event's host (a kernel hang: the
+	// power stays on, nothing on the host answers, graceful resets are
+	// ignored); only a power cycle through its BMC brings it back.
+	Hang *HangFault `yaml:"hang"`
 }
+
+// HangFault is an OS that freezes (lab.Host.Hang). It has no settings:
+// it lasts until someone power-cycles the host.
+type HangFault struct{}
 
 // AgentCrashFault is the host agent process dying.
 type AgentCrashFault struct {
@@ -329,7 +337,9 @@ type BMCFault struct {
 // PowerLossFault is a power cut (a PDU outlet, a tripped breaker).
 type PowerLossFault struct {
 	RestoreAfter Duration `yaml:"restoreAfter"`
-	// StayOff: the power never comes back (a dead power supply).
+	// StayOff: the power never comes back: the host's power supply is
+	// dead (lab.Host.FailPowerSupply), so no one can power it on again,
+	// not even its BMC, which keeps answering.
 	StayOff bool `yaml:"stayOff"`
 	// ControlPlanes cuts that many control-plane hosts at once (a shared
 	// PDU or rack): the event's host if it serves the control plane, then
@@ -493,13 +503,13 @@ func (s *Scenario) validate() []string {
 			bad(field+".name", "required")
 		}
 		actions := 0
-		for _, set := range []bool{f.Restart != "", f.BMC != nil, f.PowerLoss != nil, f.AgentCrash != nil} {
+		for _, set := range []bool{f.Restart != "", f.BMC != nil, f.PowerLoss != nil, f.AgentCrash != nil, f.Hang != nil} {
 			if set {
 				actions++
 			}
 		}
 		if actions != 1 {
-			bad(field, "give exactly one of restart, bmc, powerLoss and agentCrash")
+			bad(field, "give exactly one of restart, bmc, powerLoss, agentCrash and hang")
 		}
 		if f.PowerLoss != nil && f.When.LabEvent == "" {
 			bad(field+".when.labEvent", "powerLoss needs a lab event (it cuts the power of that event's host)")
@@ -509,6 +519,9 @@ func (s *Scenario) validate() []string {
 		}
 		if f.PowerLoss != nil && f.PowerLoss.StayOff && f.PowerLoss.RestoreAfter.Duration != 0 {
 			bad(field+".powerLoss", "stayOff and restoreAfter exclude each other")
+		}
+		if f.Hang != nil && f.When.LabEvent == "" {
+			bad(field+".when.labEvent", "hang needs a lab event (it freezes that event's host's OS)")
 		}
 		if f.AgentCrash != nil && f.When.LabEvent == "" {
 			bad(field+".when.labEvent", "agentCrash needs a lab event (it crashes that event's host's agent)")

@@ -134,7 +134,9 @@ func (a *Agent) Run(ctx context.Context, events <-chan lab.Event) {
 				boot := a.boot
 				a.mu.Unlock()
 				go a.booted(ctx, boot)
-			case e.Kind == lab.EventPower && e.Data["power"] == string(lab.PoweredOff):
+			case e.Kind == lab.EventPower && e.Data["power"] == string(lab.PoweredOff),
+				e.Kind == lab.EventBoot && e.Reason == lab.EventOSHung:
+				// Off or frozen, the node's processes are gone alike.
 				a.mu.Lock()
 				a.boot++
 				boot := a.boot
@@ -467,7 +469,8 @@ func (a *Agent) stopNode(ctx context.Context) {
 
 // poweredOff marks the Node NotReady once the grace period passes
 // without a new boot, as the node lifecycle controller does (a write the
-// cluster refuses when it has lost its quorum).
+// cluster refuses when it has lost its quorum). A hung host goes the same
+// way: its kubelet posts no status either.
 func (a *Agent) poweredOff(ctx context.Context, boot int) {
 	a.mu.Lock()
 	b, cluster := a.joined, a.cluster

@@ -73,11 +73,20 @@ func ServeAPI(a *Agent, cert tls.Certificate, clientCAs *x509.CertPool, addr str
 func (api *API) URL() string { return "https://" + api.addr }
 
 func (api *API) serve(l net.Listener) {
-	srv := &http.Server{Handler: api.mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: http.HandlerFunc(api.answer), ReadHeaderTimeout: 10 * time.Second}
 	api.mu.Lock()
 	api.srv = srv
 	api.mu.Unlock()
 	go srv.Serve(tls.NewListener(l, api.tls))
+}
+
+// answer serves a request, unless the host's OS is hung: then the
+// connection drops with no answer, as one to a frozen kernel times out.
+func (api *API) answer(w http.ResponseWriter, r *http.Request) {
+	if api.agent.host.Status().Phase == lab.PhaseHung {
+		panic(http.ErrAbortHandler)
+	}
+	api.mux.ServeHTTP(w, r)
 }
 
 // Close stops the API.

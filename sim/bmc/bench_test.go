@@ -41,7 +41,10 @@ func BenchmarkFleet100BMCs(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	def := base.Scaled(100)
+	def, err := base.Scaled(100)
+	if err != nil {
+		b.Fatal(err)
+	}
 	var total time.Duration
 	for range b.N {
 		l, err := lab.Up(context.Background(), def, lab.Options{StateDir: b.TempDir()})

@@ -522,3 +522,47 @@ func TestBIOSUpdateTakesEffectThroughAReset(t *testing.T) {
 		t.Fatalf("BIOS %s, boots %d -> %d; want 2.20.0 after a reboot", again.BIOSVersion, before, f.host.Status().BootCount)
 	}
 }
+
+// A hung OS: the BMC accepts a graceful shutdown as real ones do (it
+// only signals the OS) and the power stays on; ForceRestart is what
+// brings the host back. A failed power supply: power-on is refused with
+// a Redfish error, and the system's health says Critical.
+func TestAHungOSIgnoresGracefulResetsAndADeadSupplyRefusesPowerOn(t *testing.T) {
+	f := newFixture(t, 0)
+	c, err := f.connect(t, "admin", "upgradelab-bmc", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := f.system(t, c)
+	if err := sys.Reset(redfish.OnResetType); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(t, "OSRunning")
+	if err := f.host.Hang(); err != nil {
+		t.Fatal(err)
+	}
+	for _, reset := range []redfish.ResetType{redfish.GracefulShutdownResetType, redfish.GracefulRestartResetType} {
+		if err := sys.Reset(reset); err != nil {
+			t.Fatalf("%s of a hung OS: %v, want it accepted", reset, err)
+		}
+		if s := f.host.Status(); s.Power != lab.PoweredOn || s.Phase != lab.PhaseHung {
+			t.Fatalf("after %s the hung host is %s/%s, want on and still hung", reset, s.Power, s.Phase)
+		}
+	}
+	if err := sys.Reset(redfish.ForceRestartResetType); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(t, "OSRunning")
+
+	if err := f.host.FailPowerSupply(); err != nil {
+		t.Fatal(err)
+	}
+	err = sys.Reset(redfish.OnResetType)
+	if err == nil || !strings.Contains(err.Error(), "power supply has failed") {
+		t.Fatalf("power on with a failed supply: %v, want a Redfish error naming the supply", err)
+	}
+	again, _ := redfish.GetComputerSystem(c, sys.ODataID)
+	if again.PowerState != redfish.OffPowerState || again.Status.Health != "Critical" {
+		t.Fatalf("after the supply failed Redfish says power %s health %s, want Off and Critical", again.PowerState, again.Status.Health)
+	}
+}

@@ -1,6 +1,7 @@
 package bmc
 
 import (
+	"net"
 	"net/http"
 
 	"github.com/upgradelab/upgradelab/sim/lab"
@@ -107,13 +108,24 @@ func (b *BMC) getEthernetInterface(w http.ResponseWriter, r *http.Request) {
 	} else if link != nil {
 		linkStatus = "LinkDown"
 	}
+	// The address the OS got by DHCP, which the BMC learns from the
+	// running host (as iDRAC's service module or a host interface tells
+	// it); with no OS up or no link it knows none.
+	addresses := []any{}
+	if a, ok := b.host.PortAddress(p.Name); ok && link != nil && link.Up {
+		mask := net.CIDRMask(a.Bits(), 32)
+		addresses = append(addresses, map[string]any{
+			"Address": a.Addr().String(), "SubnetMask": net.IP(mask).String(), "AddressOrigin": "DHCP",
+		})
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"@odata.id":   b.systemPath() + "/EthernetInterfaces/" + p.Name,
-		"@odata.type": "#EthernetInterface.v1_12_0.EthernetInterface",
-		"Id":          p.Name,
-		"Name":        p.Name,
-		"MACAddress":  p.MAC,
-		"LinkStatus":  linkStatus,
-		"Status":      map[string]string{"State": state, "Health": "OK"},
+		"@odata.id":     b.systemPath() + "/EthernetInterfaces/" + p.Name,
+		"@odata.type":   "#EthernetInterface.v1_12_0.EthernetInterface",
+		"Id":            p.Name,
+		"Name":          p.Name,
+		"MACAddress":    p.MAC,
+		"LinkStatus":    linkStatus,
+		"IPv4Addresses": addresses,
+		"Status":        map[string]string{"State": state, "Health": "OK"},
 	})
 }

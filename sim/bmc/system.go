@@ -1,6 +1,7 @@
 package bmc
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -32,9 +33,12 @@ func (b *BMC) getSystem(w http.ResponseWriter, _ *http.Request) {
 	if target == "" {
 		target = "None"
 	}
-	state := "Enabled"
+	state, health := "Enabled", "OK"
 	if s.Power == lab.PoweredOff {
 		state = "StandbyOffline"
+	}
+	if s.PowerSupplyFailed {
+		health = "Critical" // the system's rollup of its failed supply
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":    b.systemPath(),
@@ -47,7 +51,7 @@ func (b *BMC) getSystem(w http.ResponseWriter, _ *http.Request) {
 		"SerialNumber": "UL-" + spec.Name,
 		"PowerState":   string(s.Power),
 		"BiosVersion":  bios,
-		"Status":       map[string]string{"State": state, "Health": "OK"},
+		"Status":       map[string]string{"State": state, "Health": health},
 		"Boot": map[string]any{
 			"BootSourceOverrideEnabled":                         string(s.Override.Mode),
 			"BootSourceOverrideTarget":                          target,
@@ -180,6 +184,11 @@ func (b *BMC) reset(r *http.Request, resetType string) error {
 		}
 	case "Nmi":
 		// A diagnostic interrupt: the simulated OS logs it and goes on.
+		return nil
+	}
+	if errors.Is(err, lab.ErrHung) {
+		// The BMC signals the OS (ACPI) and answers at once, as real
+		// ones do; a hung OS never acts on it and the power stays on.
 		return nil
 	}
 	if err == nil && h.Status().Power == lab.PoweredOn {

@@ -19,7 +19,10 @@ func BenchmarkLab100HostsUpAndPoweredOn(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	def := base.Scaled(100)
+	def, err := base.Scaled(100)
+	if err != nil {
+		b.Fatal(err)
+	}
 
 	var upTotal, onTotal time.Duration
 	var heap uint64

@@ -65,7 +65,7 @@ func (d *Definition) crossCheck() error {
 
 // Scaled is a copy of d with n hosts, each a copy of the first host with its
 // own name (host-000 ...) and MACs, for scale runs and benchmarks.
-func (d *Definition) Scaled(n int) *Definition {
+func (d *Definition) Scaled(n int) (*Definition, error) {
 	out := *d
 	spec := *d.Spec
 	spec.Hosts = make([]HostSpec, 0, n)
@@ -75,11 +75,15 @@ func (d *Definition) Scaled(n int) *Definition {
 		h.NICs = append([]NICSpec(nil), h.NICs...)
 		for j := range h.NICs {
 			h.NICs[j].MAC = fmt.Sprintf("52:54:%02x:%02x:%02x:%02x", 0xa0+j, i>>16&0xff, i>>8&0xff, i&0xff)
+			h.NICs[j].IP = ""
 		}
 		spec.Hosts = append(spec.Hosts, h)
 	}
+	if err := spec.assignIPs(); err != nil {
+		return nil, fmt.Errorf("lab %s scaled to %d hosts: %w", spec.Name, n, err)
+	}
 	out.Spec = &spec
-	return &out
+	return &out, nil
 }
 
 // HostOS modes a lab can be run in besides its file's own choice (see

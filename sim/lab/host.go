@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -25,6 +26,10 @@ const (
 	PhaseBooting      Phase = "Booting"
 	PhaseRunning      Phase = "Running"
 	PhaseNoBootDevice Phase = "NoBootDevice"
+	// PhaseHung is an OS that froze while running (a kernel panic that
+	// does not reboot, a hung kernel): the power stays on, nothing on the
+	// host answers, and only a power cycle brings it back.
+	PhaseHung Phase = "Hung"
 )
 
 // OverrideMode is Redfish's BootSourceOverrideEnabled.
@@ -93,6 +98,8 @@ type HostStatus struct {
 	Disk      disk.Disk    `json:"disk"`
 	BootCount int          `json:"bootCount"`
 	LastError string       `json:"lastError,omitempty"`
+	// PowerSupplyFailed: the host cannot be powered on (FailPowerSupply).
+	PowerSupplyFailed bool `json:"powerSupplyFailed,omitempty"`
 }
 
 // Errors callers can act on.
@@ -102,6 +109,11 @@ var (
 	ErrMediaBusy  = errors.New("virtual media is already inserted")
 	ErrNoMedia    = errors.New("no virtual media is inserted")
 	ErrLabDown    = errors.New("the lab is down")
+	// ErrHung is a graceful request (shutdown, restart) a hung OS never
+	// acts on.
+	ErrHung = errors.New("the OS does not respond")
+	// ErrPowerSupplyFailed refuses a power-on after FailPowerSupply.
+	ErrPowerSupplyFailed = errors.New("the power supply has failed")
 )
 
 // Host is one simulated server. Its methods are what a BMC and an OS agent
@@ -122,6 +134,7 @@ type Host struct {
 	os        *RunningOS
 	bootCount int
 	lastError string
+	psuFailed bool
 	// cycle lives from power-on to power loss; waits and writes of one
 	// power cycle end with it.
 	cycle       context.Context
@@ -142,7 +155,7 @@ func newHost(l *Lab, spec HostSpec) (*Host, error) {
 	switch err := statefile.Read(filepath.Join(h.dir, "host.json"), &saved); {
 	case err == nil:
 		// A restarted lab keeps what the hardware held; power starts off.
-		h.override, h.media, h.bootCount = saved.Override, saved.Media, saved.BootCount
+		h.override, h.media, h.bootCount, h.psuFailed = saved.Override, saved.Media, saved.BootCount, saved.PowerSupplyFailed
 		d := saved.Disk
 		if err := d.Validate(); err != nil {
 			return nil, fmt.Errorf("host %s: saved disk: %w", spec.Name, err)
@@ -186,6 +199,28 @@ func (h *Host) Name() string { return h.spec.Name }
 // Spec is the host's definition.
 func (h *Host) Spec() HostSpec { return h.spec }
 
+// PortAddress is the address port is leased on its network, with the
+// network's prefix length (192.168.111.10/24).
+func (h *Host) PortAddress(port string) (netip.Prefix, bool) {
+	for _, n := range h.spec.NICs {
+		if n.Name != port {
+			continue
+		}
+		for _, nw := range h.lab.def.Spec.Networks {
+			if nw.Name != n.Network {
+				continue
+			}
+			p, err1 := netip.ParsePrefix(nw.CIDR)
+			a, err2 := netip.ParseAddr(n.IP)
+			if err1 != nil || err2 != nil {
+				return netip.Prefix{}, false
+			}
+			return netip.PrefixFrom(a, p.Bits()), true
+		}
+	}
+	return netip.Prefix{}, false
+}
+
 // Status returns a snapshot.
 func (h *Host) Status() HostStatus {
 	h.mu.Lock()
@@ -195,7 +230,7 @@ func (h *Host) Status() HostStatus {
 
 func (h *Host) statusLocked() HostStatus {
 	s := HostStatus{Name: h.spec.Name, Power: h.power, Phase: h.phase, Override: h.override, Media: h.media,
-		BootCount: h.bootCount, LastError: h.lastError, Disk: h.disk.Clone()}
+		BootCount: h.bootCount, LastError: h.lastError, PowerSupplyFailed: h.psuFailed, Disk: h.disk.Clone()}
 	if h.os != nil {
 		osCopy := *h.os
 		s.OS = &osCopy
@@ -224,8 +259,12 @@ func (h *Host) emit(kind EventKind, reason, msg string, data map[string]string) 
 // domain started; the boot runs from there. Powering on a host that is on
 // does nothing.
 func (h *Host) PowerOn() error {
-	if h.Status().Power == PoweredOn {
+	st := h.Status()
+	if st.Power == PoweredOn {
 		return nil
+	}
+	if st.PowerSupplyFailed {
+		return fmt.Errorf("host %s: power on: %w", h.spec.Name, ErrPowerSupplyFailed)
 	}
 	if err := h.lab.backend.Start(h.spec.Name); err != nil {
 		return fmt.Errorf("host %s: power on: %w", h.spec.Name, err)
@@ -270,8 +309,11 @@ func (h *Host) waitPower(want PowerState) error {
 // finalise), then the power goes off.
 func (h *Host) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
-	running := h.phase == PhaseRunning
+	running, hung := h.phase == PhaseRunning, h.phase == PhaseHung
 	h.mu.Unlock()
+	if hung {
+		return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, ErrHung)
+	}
 	if running {
 		if err := h.lab.scale.Sleep(ctx, timescale.Seconds(h.lab.def.Spec.Timing.ShutdownSeconds)); err != nil {
 			return err
@@ -279,6 +321,7 @@ func (h *Host) Shutdown(ctx context.Context) error {
 		if !h.finalise(ctx) {
 			return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, ErrPowerLost)
 		}
+		h.emit(EventBoot, "OSShutdown", "the OS shut down", nil)
 	}
 	return h.PowerOff()
 }

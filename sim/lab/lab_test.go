@@ -421,3 +421,51 @@ func TestStateSurvivesALabRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A hung OS keeps its power and ignores a graceful shutdown; a power
+// cycle brings it back. A failed power supply refuses every power-on, and
+// a lab brought up again on the same state still has it.
+func TestAHungHostNeedsAPowerCycleAndADeadSupplyNeverPowersOn(t *testing.T) {
+	dir := t.TempDir()
+	l := upLab(t, "single-node", 0, dir)
+	events, cancel := l.Subscribe()
+	defer cancel()
+	h, _ := l.Host("node-0")
+	if err := h.Hang(); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("hang of a host that is off: %v, want ErrNotRunning", err)
+	}
+	provision(t, l, h, events, "ubuntu-24.04-k8s-v1.35.3")
+	expect(t, events, "node-0", "OSRunning")
+
+	if err := h.Hang(); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, events, "node-0", EventOSHung)
+	if err := h.Shutdown(context.Background()); !errors.Is(err, ErrHung) {
+		t.Fatalf("graceful shutdown of a hung OS: %v, want ErrHung", err)
+	}
+	if s := h.Status(); s.Power != PoweredOn || s.Phase != PhaseHung {
+		t.Fatalf("hung host after a graceful shutdown: power %s phase %s, want on and hung", s.Power, s.Phase)
+	}
+	if err := h.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, events, "node-0", "OSRunning")
+
+	if err := h.FailPowerSupply(); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, events, "node-0", "PowerSupplyFailed")
+	if err := h.PowerOn(); !errors.Is(err, ErrPowerSupplyFailed) {
+		t.Fatalf("power on with a failed supply: %v, want ErrPowerSupplyFailed", err)
+	}
+	if s := h.Status(); s.Power != PoweredOff || !s.PowerSupplyFailed {
+		t.Fatalf("after the supply failed: power %s, failed %v", s.Power, s.PowerSupplyFailed)
+	}
+	cancel()
+	l.Down()
+	h2, _ := upLab(t, "single-node", 0, dir).Host("node-0")
+	if err := h2.PowerOn(); !errors.Is(err, ErrPowerSupplyFailed) {
+		t.Fatalf("power on after a lab restart: %v, want the supply still failed", err)
+	}
+}

@@ -8,6 +8,7 @@ package lab
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -112,6 +113,11 @@ type NICSpec struct {
 	Model   string `yaml:"model"`
 	NVM     string `yaml:"nvm"`
 	Network string `yaml:"network"`
+	// IP is the port's IPv4 address on its network, as the site's DHCP
+	// leases it to whatever OS runs (a fixed reservation per MAC). Empty:
+	// the next free address of the network from its 10th on, in the lab
+	// file's order.
+	IP string `yaml:"ip"`
 }
 
 // BootTarget is a boot device, named as Redfish names them.
@@ -247,6 +253,65 @@ func (s *Spec) validate() error {
 		}
 		if err := validateHost(h, creds, nets, names, macs); err != nil {
 			return fmt.Errorf("%s: %w", at, err)
+		}
+	}
+	return s.assignIPs()
+}
+
+// assignIPs checks each port's address against its network and gives the
+// ports without one the next free address of their network.
+func (s *Spec) assignIPs() error {
+	type network struct {
+		prefix netip.Prefix
+		next   netip.Addr
+	}
+	networks := map[string]*network{}
+	for _, n := range s.Networks {
+		p, _ := netip.ParsePrefix(n.CIDR)
+		p = p.Masked()
+		first := p.Addr()
+		for range 10 {
+			first = first.Next()
+		}
+		networks[n.Name] = &network{prefix: p, next: first}
+	}
+	taken := map[netip.Addr]string{}
+	for i, h := range s.Hosts {
+		for j, n := range h.NICs {
+			if n.IP == "" {
+				continue
+			}
+			at := fmt.Sprintf("hosts[%d] (%s).nics[%d].ip", i, h.Name, j)
+			a, err := netip.ParseAddr(n.IP)
+			if err != nil || !a.Is4() {
+				return fmt.Errorf("%s: %q is not an IPv4 address", at, n.IP)
+			}
+			if nw := networks[n.Network]; !nw.prefix.Contains(a) {
+				return fmt.Errorf("%s: %s is not in network %s (%s)", at, a, n.Network, nw.prefix)
+			}
+			if other, dup := taken[a]; dup {
+				return fmt.Errorf("%s: %s is already %s's", at, a, other)
+			}
+			taken[a] = h.Name + "/" + n.Name
+		}
+	}
+	for i := range s.Hosts {
+		h := &s.Hosts[i]
+		for j := range h.NICs {
+			n := &h.NICs[j]
+			if n.IP != "" {
+				continue
+			}
+			nw := networks[n.Network]
+			for taken[nw.next] != "" {
+				nw.next = nw.next.Next()
+			}
+			if !nw.prefix.Contains(nw.next) {
+				return fmt.Errorf("hosts[%d] (%s).nics[%d]: network %s (%s) has no free address left", i, h.Name, j, n.Network, nw.prefix)
+			}
+			n.IP = nw.next.String()
+			taken[nw.next] = h.Name + "/" + n.Name
+			nw.next = nw.next.Next()
 		}
 	}
 	return nil

@@ -48,6 +48,9 @@ func TestSpecValidationNamesFileHostAndField(t *testing.T) {
 		{"cidr: 10.0.0.0/24", "cidr: 10.0.0.0", `networks[0] (prov).cidr: "10.0.0.0" is not a CIDR`},
 		{"diskGiB: 40\n  bmc: {credentials: bmc}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:01\"", "diskGiB: 4\n  bmc: {credentials: bmc}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:01\"", "hosts[0] (h-0): diskGiB: must be at least 8"},
 		{"kind: Lab", "kind: Cluster", "apiVersion/kind"},
+		{"network: prov}\n- name: h-1", "network: prov, ip: 10.0.1.5}\n- name: h-1", `hosts[0] (h-0).nics[0].ip: 10.0.1.5 is not in network prov (10.0.0.0/24)`},
+		{"network: prov}\n- name: h-1", "network: prov, ip: fe80::1}\n- name: h-1", `hosts[0] (h-0).nics[0].ip: "fe80::1" is not an IPv4 address`},
+		{"network: prov}\n- name: h-1", "network: prov, ip: 10.0.0.5}\n- name: h-1", ""},
 		{"name: h-1\n", "name: h-1\n  os: {kind: ostree, keepDeployments: 3}\n", ""},
 		{"name: h-1\n", "name: h-1\n  os: {kind: zfs}\n", `t.yaml: hosts[1] (h-1): os.kind: "zfs" is not one of [ab ostree]`},
 		{"name: h-1\n", "name: h-1\n  os: {keepDeployments: 3}\n", `t.yaml: hosts[1] (h-1): os.keepDeployments: only an ostree host has deployments`},
@@ -70,6 +73,24 @@ func TestSpecValidationNamesFileHostAndField(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("edit %q -> %q: error %v, want it to contain %q", tt.change, tt.to, err, tt.want)
 		}
+	}
+}
+
+// Ports without an address get the network's next free one from the
+// 10th, skipping those the file reserves; a reservation taken twice is
+// refused.
+func TestPortAddressesAreLeasedInFileOrder(t *testing.T) {
+	s, err := ParseSpec("t.yaml", []byte(strings.Replace(validLab, "network: prov}\n- name: h-1", "network: prov, ip: 10.0.0.10}\n- name: h-1", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := s.Hosts[0].NICs[0].IP, s.Hosts[1].NICs[0].IP; a != "10.0.0.10" || b != "10.0.0.11" {
+		t.Fatalf("addresses %s and %s, want the reservation 10.0.0.10 and the next free 10.0.0.11", a, b)
+	}
+	dup := strings.Replace(validLab, "network: prov}\n- name: h-1", "network: prov, ip: 10.0.0.10}\n- name: h-1", 1)
+	dup = strings.Replace(dup, `mac: "52:54:00:00:00:02", model: i40e, nvm: x710-nvm-9.20, network: prov}`, `mac: "52:54:00:00:00:02", model: i40e, nvm: x710-nvm-9.20, network: prov, ip: 10.0.0.10}`, 1)
+	if _, err := ParseSpec("t.yaml", []byte(dup)); err == nil || !strings.Contains(err.Error(), "hosts[1] (h-1).nics[0].ip: 10.0.0.10 is already h-0/eno1's") {
+		t.Fatalf("a reservation taken twice: %v", err)
 	}
 }
 

@@ -8,10 +8,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/paused"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 )
@@ -27,9 +29,13 @@ type Reconciler struct {
 	Client client.Client
 }
 
-// SetupWithManager registers the controller.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.BareMetalCluster{}).Named("baremetalcluster").Complete(r)
+// SetupWithManager registers the controller; a Cluster's change (its
+// spec.paused going) wakes its BareMetalCluster.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.BareMetalCluster{}).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(
+			util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("BareMetalCluster"), mgr.GetClient(), &infrav1.BareMetalCluster{}))).
+		Named("baremetalcluster").Complete(r)
 }
 
 // +kubebuilder:rbac:groups=infrastructure.upgradelab.dev,resources=baremetalclusters,verbs=get;list;watch
@@ -45,8 +51,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil || cluster == nil {
 		return ctrl.Result{}, err // CAPI sets the owner; that wakes us
 	}
-	if annotations.IsPaused(cluster, bmc) {
-		return ctrl.Result{}, nil
+	// CAPI's contract: a Paused condition says whether the cluster or
+	// the object is paused, and nothing else is done while it is.
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, bmc); err != nil || isPaused || requeue {
+		return ctrl.Result{}, err
 	}
 	before := bmc.DeepCopy()
 	cond := metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: WaitingForEndpointReason,

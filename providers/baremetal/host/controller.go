@@ -16,14 +16,17 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -46,19 +49,26 @@ type Reconciler struct {
 	// AgentHTTP presents the provider's client certificate to host agents.
 	AgentHTTP  *http.Client
 	Heartbeats *callback.Heartbeats
+	// Recorder publishes each host error as a Warning event on the host,
+	// as BMO does (reason PowerManagementError, ProvisioningError, ...).
+	// Optional.
+	Recorder events.EventRecorder
 	// DeployImageURL is the deploy ramdisk's media URL; CallbackURL is the
 	// heartbeat endpoint the ramdisk is told on it.
 	DeployImageURL, CallbackURL string
 	// Poll is how often a host waiting on hardware is looked at again.
 	Poll time.Duration
 	// DeployTimeout bounds a deploy boot before it is asked for again;
-	// ResetTimeout bounds a reset before it is retried.
-	DeployTimeout, ResetTimeout time.Duration
+	// ResetTimeout bounds a reset before it is retried;
+	// SoftPowerOffTimeout bounds a graceful shutdown before the power is
+	// cut instead (Ironic's soft_power_off_timeout).
+	DeployTimeout, ResetTimeout, SoftPowerOffTimeout time.Duration
 
 	mu sync.Mutex
 	// deployBoots is when each host was last booted into the deploy
-	// ramdisk. Memory only: after a restart the host is booted again.
-	deployBoots map[types.UID]time.Time
+	// ramdisk, softOffs when its OS was last asked to shut down. Memory
+	// only: after a restart the host is booted or asked again.
+	deployBoots, softOffs map[types.UID]time.Time
 }
 
 // SetupWithManager registers the controller.
@@ -72,7 +82,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.ResetTimeout == 0 {
 		r.ResetTimeout = 5 * time.Minute
 	}
-	r.deployBoots = map[types.UID]time.Time{}
+	if r.SoftPowerOffTimeout == 0 {
+		r.SoftPowerOffTimeout = 10 * time.Minute
+	}
+	r.deployBoots, r.softOffs = map[types.UID]time.Time{}, map[types.UID]time.Time{}
 	return ctrl.NewControllerManagedBy(mgr).For(&metal3.BareMetalHost{}).Named("baremetalhost").Complete(r)
 }
 
@@ -105,6 +118,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, host); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if _, paused := host.Annotations[metal3.PausedAnnotation]; paused {
+		return ctrl.Result{}, nil // BMO's pause: nothing is done until it goes
+	}
 	before := host.DeepCopy()
 	if !host.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, host)
@@ -116,11 +132,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		before = host.DeepCopy()
 	}
 
-	res, err := r.phase(ctx, host)
+	var res ctrl.Result
+	var err error
+	if isDetached, _ := detached(host); isDetached {
+		// BMO's detach: the host keeps its state and is left alone (no
+		// power management, no provisioning) until the annotation goes.
+		host.Status.OperationalStatus = metal3.OperationalStatusDetached
+	} else {
+		if host.Status.OperationalStatus == metal3.OperationalStatusDetached {
+			host.Status.OperationalStatus = metal3.OperationalStatusOK
+			if host.Status.ErrorType != "" {
+				host.Status.OperationalStatus = metal3.OperationalStatusError
+			}
+		}
+		res, err = r.phase(ctx, host)
+	}
 	var he *hostError
 	switch {
 	case errors.As(err, &he):
 		log.FromContext(ctx).Info("host error", "state", host.Status.Provisioning.State, "error", he.Error())
+		if r.Recorder != nil {
+			r.Recorder.Eventf(host, nil, corev1.EventTypeWarning, eventReason(he.kind), string(host.Status.Provisioning.State), "%s", he.err.Error())
+		}
 		host.Status.ErrorType, host.Status.ErrorMessage = he.kind, he.err.Error()
 		host.Status.ErrorCount++
 		host.Status.OperationalStatus = metal3.OperationalStatusError
@@ -145,6 +178,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	return res, err
+}
+
+// eventReason is an error type as an event reason: "power management
+// error" is PowerManagementError, as BMO names its events.
+func eventReason(kind metal3.ErrorType) string {
+	var b strings.Builder
+	for _, w := range strings.Fields(string(kind)) {
+		b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+	}
+	return b.String()
 }
 
 // equalStatus compares everything but the time of the last write.
@@ -192,12 +235,18 @@ func registered(host *metal3.BareMetalHost) bool {
 }
 
 // reconcileDelete powers a BMC host off and lets it go; a registered
-// host's object is deleted by its re-registration, so it goes at once.
+// host's object is deleted by its re-registration, so it goes at once. A
+// detached host is let go untouched, or, when its annotation says
+// {"deleteAction": "delay"}, kept until it is attached again (BMO's).
 func (r *Reconciler) reconcileDelete(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(host, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	if !registered(host) && host.Spec.BMC.Address != "" {
+	isDetached, delayed := detached(host)
+	if delayed {
+		return ctrl.Result{}, nil // the annotation's removal wakes us
+	}
+	if !isDetached && !registered(host) && host.Spec.BMC.Address != "" {
 		if bmc, err := r.dialBMC(ctx, host); err == nil {
 			_ = bmc.PowerOff()
 			bmc.Close()

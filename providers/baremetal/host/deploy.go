@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -80,7 +81,8 @@ func (r *Reconciler) provision(ctx context.Context, host *metal3.BareMetalHost) 
 	host.Status.OperationHistory.Provision.End = metav1.Now()
 	setState(host, metal3.StateProvisioned)
 	log.FromContext(ctx).Info("provisioned", "image", host.Spec.Image.URL)
-	return ctrl.Result{RequeueAfter: steady}, nil
+	// Soon: the first steady pass reads what the BMC learns of the OS.
+	return ctrl.Result{RequeueAfter: r.Poll}, nil
 }
 
 // install runs in the deploy ramdisk (or recovery OS): stage the image
@@ -134,6 +136,12 @@ func (r *Reconciler) deprovision(ctx context.Context, host *metal3.BareMetalHost
 		return ctrl.Result{}, failed(metal3.PowerManagementError, "powering off after cleaning: %v", err)
 	}
 	r.forgetDeployBoot(host)
+	if clearRebootAnnotations(host) {
+		// As BMO: a reboot asked of the last consumer ends with it.
+		if err := r.Client.Update(ctx, host); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	host.Status.PoweredOn = false
 	host.Status.Provisioning.Image = metal3.Image{}
 	host.Status.OperationHistory.Deprovision.End = metav1.Now()
@@ -198,4 +206,17 @@ func (r *Reconciler) forgetDeployBoot(host *metal3.BareMetalHost) {
 	r.mu.Lock()
 	delete(r.deployBoots, host.UID)
 	r.mu.Unlock()
+}
+
+// clearRebootAnnotations drops every reboot annotation; it says whether
+// there was one.
+func clearRebootAnnotations(host *metal3.BareMetalHost) bool {
+	found := false
+	for key := range host.Annotations {
+		if key == metal3.RebootAnnotationPrefix || strings.HasPrefix(key, metal3.RebootAnnotationPrefix+"/") {
+			delete(host.Annotations, key)
+			found = true
+		}
+	}
+	return found
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
 	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
 )
@@ -98,21 +99,30 @@ func (r *Reconciler) writeFirmwareComponents(ctx context.Context, host *metal3.B
 	if err != nil {
 		return err
 	}
-	initial := map[string]string{}
+	known := map[string]metal3.FirmwareComponentStatus{}
 	for _, c := range hfc.Status.Components {
-		initial[c.Component] = c.InitialVersion
+		known[c.Component] = c
 	}
+	changed := len(known) != len(firmware)
 	var components []metal3.FirmwareComponentStatus
 	for id, version := range firmware {
 		name := strings.ToLower(id)
 		if port, ok := strings.CutPrefix(id, "NIC."); ok {
 			name = "nic:" + port
 		}
-		first := initial[name]
-		if first == "" {
-			first = version
+		c, seen := known[name]
+		switch {
+		case !seen:
+			c = metal3.FirmwareComponentStatus{Component: name, InitialVersion: version, CurrentVersion: version, UpdatedAt: metav1.Now()}
+			changed = true
+		case c.CurrentVersion != version:
+			c.CurrentVersion, c.UpdatedAt = version, metav1.Now()
+			changed = true
 		}
-		components = append(components, metal3.FirmwareComponentStatus{Component: name, InitialVersion: first, CurrentVersion: version, UpdatedAt: metav1.Now()})
+		components = append(components, c)
+	}
+	if !changed {
+		return nil
 	}
 	sort.Slice(components, func(i, j int) bool { return components[i].Component < components[j].Component })
 	before := hfc.DeepCopy()
@@ -122,41 +132,37 @@ func (r *Reconciler) writeFirmwareComponents(ctx context.Context, host *metal3.B
 	return r.Client.Status().Patch(ctx, hfc, client.MergeFrom(before))
 }
 
-// available waits for a consumer, keeping track of power.
+// available waits for a consumer, managing power meanwhile.
 func (r *Reconciler) available(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
 	if host.Spec.ConsumerRef != nil && host.Spec.Image != nil {
 		setState(host, metal3.StateProvisioning)
 		host.Status.OperationHistory.Provision = metal3.OperationMetric{Start: metav1.Now()}
 		return ctrl.Result{Requeue: true}, nil
 	}
-	return r.refreshPower(ctx, host)
+	return r.managePower(ctx, host)
 }
 
-// provisioned watches for the consumer to let go.
+// provisioned watches for the consumer to let go, managing power
+// meanwhile.
 func (r *Reconciler) provisioned(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
 	if host.Spec.ConsumerRef == nil || host.Spec.Image == nil {
 		setState(host, metal3.StateDeprovisioning)
 		host.Status.OperationHistory.Deprovision = metal3.OperationMetric{Start: metav1.Now()}
 		return ctrl.Result{Requeue: true}, nil
 	}
-	return r.refreshPower(ctx, host)
+	recordInPlaceImage(host)
+	return r.managePower(ctx, host)
 }
 
-// refreshPower makes status.poweredOn follow the BMC (or, for a host
-// without one, whether its agent answers).
-func (r *Reconciler) refreshPower(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
-	if registered(host) {
-		st, err := r.registeredAgent(host).Status(ctx)
-		host.Status.PoweredOn = err == nil && st.Phase != ""
-		return ctrl.Result{RequeueAfter: steady}, nil
+// recordInPlaceImage makes status.provisioning.image the image
+// infrav1.UpdatedInPlaceAnnotation vouches the host runs (see there why
+// this goes beyond baremetal-operator).
+func recordInPlaceImage(host *metal3.BareMetalHost) {
+	img := host.Spec.Image
+	if img.Checksum == host.Status.Provisioning.Image.Checksum || host.Annotations[infrav1.UpdatedInPlaceAnnotation] != img.Checksum {
+		return
 	}
-	bmc, err := r.dialBMC(ctx, host)
-	if err != nil {
-		return ctrl.Result{}, failed(metal3.PowerManagementError, "%v", err)
-	}
-	defer bmc.Close()
-	host.Status.PoweredOn = bmc.PoweredOn()
-	return ctrl.Result{RequeueAfter: steady}, nil
+	host.Status.Provisioning.Image = *img
 }
 
 // powerOff is the end of cleaning.

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/paused"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -53,8 +53,24 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// its BareMetalMachine.
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(
 			util.MachineToInfrastructureMapFunc(infrav1.GroupVersion.WithKind("BareMetalMachine")))).
+		// A Cluster's spec.paused going wakes its machines.
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterMachines)).
 		Named("baremetalmachine").
 		Complete(r)
+}
+
+// clusterMachines are the BareMetalMachines of a Cluster (by CAPI's
+// cluster-name label).
+func (r *Reconciler) clusterMachines(ctx context.Context, obj client.Object) []reconcile.Request {
+	list := &infrav1.BareMetalMachineList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: obj.GetName()}); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, m := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
+	}
+	return reqs
 }
 
 func consumerOf(_ context.Context, obj client.Object) []reconcile.Request {
@@ -93,8 +109,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if annotations.IsPaused(cluster, bmm) {
-		return ctrl.Result{}, nil
+	// CAPI's contract: a Paused condition says whether the cluster or
+	// the object is paused, and nothing else is done while it is.
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, bmm); err != nil || isPaused || requeue {
+		return ctrl.Result{}, err
 	}
 	before := bmm.DeepCopy()
 	defer func() {
@@ -143,6 +161,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, bmm *infrav1.BareMetal
 	if err := r.setProviderID(ctx, bmm, host); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.recordInPlaceImage(ctx, bmm, host); err != nil {
+		return ctrl.Result{}, err
+	}
 	return r.reportProvisioning(bmm, host), nil
 }
 
@@ -174,7 +195,7 @@ func (r *Reconciler) reportProvisioning(bmm *infrav1.BareMetalMachine, host *met
 	switch {
 	case host.Status.Provisioning.State == metal3.StateProvisioned:
 		bmm.Status.Initialization.Provisioned = ptrTo(true)
-		bmm.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineHostName, Address: host.Status.HardwareDetails.Hostname}}
+		bmm.Status.Addresses = addresses(host)
 		setCondition(bmm, infrav1.HostProvisionedCondition, true, infrav1.ProvisionedReason, "")
 		return ctrl.Result{}
 	case host.Status.ErrorType != "":
@@ -185,6 +206,45 @@ func (r *Reconciler) reportProvisioning(bmm *infrav1.BareMetalMachine, host *met
 			fmt.Sprintf("BareMetalHost %s is %s", host.Name, orNone(host.Status.Provisioning.State)))
 	}
 	return ctrl.Result{RequeueAfter: r.Poll}
+}
+
+// addresses are the host's name and its NICs' IPs, as CAPM3 reports a
+// Metal3Machine's (hostname, internal DNS name, one InternalIP per NIC
+// address in status.hardware).
+func addresses(host *metal3.BareMetalHost) []clusterv1.MachineAddress {
+	hw := host.Status.HardwareDetails
+	if hw == nil {
+		return nil
+	}
+	out := []clusterv1.MachineAddress{{Type: clusterv1.MachineHostName, Address: hw.Hostname}, {Type: clusterv1.MachineInternalDNS, Address: hw.Hostname}}
+	for _, n := range hw.NIC {
+		if n.IP != "" {
+			out = append(out, clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: n.IP})
+		}
+	}
+	return out
+}
+
+// recordInPlaceImage moves a provisioned host's spec.image to the image
+// its machine was updated to in place, once the in-place extension
+// reports the update done for the machine's current spec (its
+// InPlaceUpdated condition True at the machine's generation), and
+// vouches for it with infrav1.UpdatedInPlaceAnnotation, so the host's
+// status.provisioning.image names what the host runs. The host is
+// never reprovisioned for it.
+func (r *Reconciler) recordInPlaceImage(ctx context.Context, bmm *infrav1.BareMetalMachine, host *metal3.BareMetalHost) error {
+	c := meta.FindStatusCondition(bmm.Status.Conditions, infrav1.InPlaceUpdatedCondition)
+	if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != bmm.Generation ||
+		host.Status.Provisioning.State != metal3.StateProvisioned || host.Spec.Image == nil || host.Spec.Image.Checksum == bmm.Spec.Image.Checksum {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(host.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	host.Spec.Image = &metal3.Image{URL: bmm.Spec.Image.URL, Checksum: bmm.Spec.Image.Checksum, ChecksumType: metal3.SHA256}
+	if host.Annotations == nil {
+		host.Annotations = map[string]string{}
+	}
+	host.Annotations[infrav1.UpdatedInPlaceAnnotation] = bmm.Spec.Image.Checksum
+	return r.Client.Patch(ctx, host, patch)
 }
 
 func orNone(s metal3.ProvisioningState) string {

@@ -109,6 +109,35 @@ func (c *Client) Restart() error {
 	return c.sys.Reset(redfish.OnResetType)
 }
 
+// GracefulShutdown asks the OS to shut down (Ironic's soft power off).
+// The BMC only signals the OS: the caller reads the power state to learn
+// whether it did.
+func (c *Client) GracefulShutdown() error {
+	if !c.PoweredOn() {
+		return nil
+	}
+	return c.sys.Reset(redfish.GracefulShutdownResetType)
+}
+
+// NICs reads the system's Ethernet interfaces, by name, with the
+// addresses the BMC knows.
+func (c *Client) NICs() ([]NIC, error) {
+	ifaces, err := c.sys.EthernetInterfaces()
+	if err != nil {
+		return nil, fmt.Errorf("Ethernet interfaces: %w", err)
+	}
+	var nics []NIC
+	for _, i := range ifaces {
+		n := NIC{Name: i.ID, MAC: i.MACAddress, Up: i.LinkStatus == redfish.LinkUpLinkStatus}
+		if len(i.IPv4Addresses) > 0 {
+			n.IP = i.IPv4Addresses[0].Address
+		}
+		nics = append(nics, n)
+	}
+	sort.Slice(nics, func(a, b int) bool { return nics[a].Name < nics[b].Name })
+	return nics, nil
+}
+
 // PowerOff turns the server off at once (Ironic's hard power off).
 func (c *Client) PowerOff() error {
 	if !c.PoweredOn() {
@@ -187,6 +216,9 @@ type NIC struct {
 	Name string
 	MAC  string
 	Up   bool
+	// IP is the interface's first IPv4 address, as the BMC knows it
+	// (only while the host's OS runs with link).
+	IP string
 }
 
 // Inspect reads the system, its Ethernet interfaces and the firmware
@@ -196,14 +228,11 @@ func (c *Client) Inspect() (Hardware, error) {
 		CPUs: c.sys.ProcessorSummary.Count, MemoryMiB: int(c.sys.MemorySummary.TotalSystemMemoryGiB * 1024),
 		Serial: c.sys.SerialNumber, Firmware: map[string]string{},
 	}
-	ifaces, err := c.sys.EthernetInterfaces()
+	nics, err := c.NICs()
 	if err != nil {
-		return hw, fmt.Errorf("Ethernet interfaces: %w", err)
+		return hw, err
 	}
-	for _, i := range ifaces {
-		hw.NICs = append(hw.NICs, NIC{Name: i.ID, MAC: i.MACAddress, Up: i.LinkStatus == redfish.LinkUpLinkStatus})
-	}
-	sort.Slice(hw.NICs, func(a, b int) bool { return hw.NICs[a].Name < hw.NICs[b].Name })
+	hw.NICs = nics
 	us, err := c.api.Service.UpdateService()
 	if err != nil {
 		return hw, fmt.Errorf("update service: %w", err)
