@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -111,6 +112,25 @@ func TestInPlaceUpgradeKeepsEveryMachine(t *testing.T) {
 		if got := h.Persistent()["app/marker"]; !strings.Contains(got, id.host) {
 			t.Errorf("host %s lost its persistent data: %q", id.host, got)
 		}
+		// The BareMetalHost tells what the host runs now, as its
+		// inventory: the image in status.provisioning, the NVM in its
+		// HostFirmwareComponents.
+		img, _ := e.site.Lab.Definition().Catalog.Get(newImage)
+		waitFor(t, ctx, "BareMetalHost "+id.host+" naming the new image and NVM", func() (bool, string) {
+			bmh := e.host(t, ctx, id.host)
+			hfc := &metal3.HostFirmwareComponents{}
+			if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: id.host}, hfc); err != nil {
+				return false, err.Error()
+			}
+			nvm := ""
+			for _, c := range hfc.Status.Components {
+				if c.Component == "nic:eno1" {
+					nvm = c.CurrentVersion
+				}
+			}
+			return bmh.Status.Provisioning.Image.Checksum == img.SHA256 && strings.Contains(nvm, "9.50"),
+				fmt.Sprintf("status.provisioning.image %s, nic:eno1 %q", bmh.Status.Provisioning.Image.URL, nvm)
+		})
 	})
 }
 
