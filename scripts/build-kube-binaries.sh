@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the management plane's kube-apiserver, kube-controller-manager and
-# etcd from their Go modules
+# etcd, and kubectl (what `upgradelab up` users and its test drive the
+# sandbox with), from their Go modules
 # into a versioned cache outside the repository. No prebuilt binary is
 # downloaded: only the Go module proxy is reachable where upgradelab runs.
 #
@@ -17,12 +18,13 @@ mkdir -p "$ASSETS" "$SRC"
 
 log() { echo "build-kube-binaries: $*" >&2; }
 
-have_version() { # binary, expected substring
+have_version() { # binary, expected substring[, the arguments that print the version]
   # Read the whole output first: with pipefail, `--version | grep -q` fails
   # whenever grep exits before the binary finishes writing (SIGPIPE), which
   # used to rebuild a binary that was fine.
-  local v
-  [[ -x "$1" ]] && v="$("$1" --version 2>/dev/null)" && grep -qF "$2" <<<"$v"
+  local v args=${3:---version}
+  # shellcheck disable=SC2086 # args is a word list
+  [[ -x "$1" ]] && v="$("$1" $args 2>/dev/null)" && grep -qF "$2" <<<"$v"
 }
 
 # kube_ldflags stamps KUBE_VERSION into a Kubernetes binary (its --version).
@@ -37,10 +39,13 @@ kube_ldflags() {
   echo "$ld"
 }
 
-build_kube_apiserver() {
-  local out="$ASSETS/kube-apiserver" dir="$SRC/kube-apiserver-$KUBE_VERSION"
-  if have_version "$out" "Kubernetes $KUBE_VERSION"; then return; fi
-  log "building kube-apiserver $KUBE_VERSION (cold: about 4 minutes on 2 cores)"
+# kube_wrapper prepares the wrapper module every Kubernetes binary is
+# built from: k8s.io/kubernetes at KUBE_VERSION, with the main packages
+# built here imported by tools.go. It is written again when its tools.go
+# lacks one of them (a cache from before that binary was built here).
+kube_wrapper() {
+  local dir="$SRC/kube-apiserver-$KUBE_VERSION"
+  if grep -q cmd/kubectl "$dir/tools.go" 2>/dev/null; then return; fi
   mkdir -p "$dir"
   # k8s.io/kubernetes points its staging modules at ./staging; a consumer
   # must replace each with the published v0.x of the same release.
@@ -65,24 +70,22 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
   (cd "$dir" && go mod tidy >/dev/null)
-  local ld; ld=$(kube_ldflags)
-  (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$out.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
-  mv "$out.tmp" "$out"
 }
 
-# kube-controller-manager from the same wrapper module (kube-apiserver's
-# build prepares it): the plane runs its garbage collector and namespace
-# controllers, which foreground deletion and namespace deletion need.
-build_kube_controller_manager() {
-  local out="$ASSETS/kube-controller-manager" dir="$SRC/kube-apiserver-$KUBE_VERSION"
-  if have_version "$out" "Kubernetes $KUBE_VERSION"; then return; fi
-  log "building kube-controller-manager $KUBE_VERSION (cold: about 3 minutes on 2 cores)"
-  grep -q kube-controller-manager "$dir/tools.go" 2>/dev/null || { rm -f "$ASSETS/kube-apiserver"; build_kube_apiserver; }
+# build_kube BINARY MINUTES [VERSION-ARGS] builds
+# k8s.io/kubernetes/cmd/BINARY into the assets folder unless it already
+# reports KUBE_VERSION.
+build_kube() {
+  local name=$1 out="$ASSETS/$1" dir="$SRC/kube-apiserver-$KUBE_VERSION"
+  if have_version "$out" "$KUBE_VERSION" "${3:-}"; then return; fi
+  log "building $name $KUBE_VERSION (cold: about $2 minutes on 2 cores)"
+  kube_wrapper
   local ld; ld=$(kube_ldflags)
-  (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$out.tmp" k8s.io/kubernetes/cmd/kube-controller-manager)
+  (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$out.tmp" "k8s.io/kubernetes/cmd/$name")
   mv "$out.tmp" "$out"
 }
 
@@ -115,6 +118,9 @@ GO
 }
 
 build_etcd
-build_kube_apiserver
-build_kube_controller_manager
+build_kube kube-apiserver 4
+# The plane runs kube-controller-manager's garbage collector, namespace
+# and ClusterRole aggregation controllers.
+build_kube kube-controller-manager 3
+build_kube kubectl 2 "version --client"
 echo "$ASSETS"

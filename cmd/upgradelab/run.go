@@ -76,7 +76,7 @@ func (o runOptions) run(ctx context.Context, out io.Writer) error {
 	}
 	var provs []*provider.Config
 	for _, p := range o.providers {
-		c, err := provider.Load(p)
+		c, err := provider.Load(inRepo(root, p))
 		if err != nil {
 			return err
 		}

@@ -183,24 +183,36 @@ func unhealthyNode(hc *scenario.HealthCheck) []clusterv1.UnhealthyNodeCondition 
 	}
 }
 
-// createHealthChecks adds a plain cluster's MachineHealthChecks, one for
-// the control plane's Machines and one for the MachineDeployment's, as
-// a user adds them beside the cluster.
+// createHealthChecks adds a plain cluster's MachineHealthChecks, as a
+// user adds them beside the cluster.
 func (r *run) createHealthChecks(ctx context.Context, hc *scenario.HealthCheck) error {
-	for name, labels := range map[string]map[string]string{
-		clusterName + "-cp": {clusterv1.MachineControlPlaneLabel: ""},
-		clusterName + "-md": {clusterv1.MachineDeploymentNameLabel: clusterName + "-md"},
-	} {
-		mhc := &clusterv1.MachineHealthCheck{
-			ObjectMeta: metav1.ObjectMeta{Namespace: r.env.Namespace, Name: name},
-			Spec: clusterv1.MachineHealthCheckSpec{ClusterName: clusterName, Selector: metav1.LabelSelector{MatchLabels: labels},
-				Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: unhealthyNode(hc)}},
-		}
+	for _, mhc := range healthChecks(r.env.Namespace, hc) {
 		if err := r.env.Client.Create(ctx, mhc); err != nil {
-			return fmt.Errorf("MachineHealthCheck %s: %w", name, err)
+			return fmt.Errorf("MachineHealthCheck %s: %w", mhc.Name, err)
 		}
 	}
 	return nil
+}
+
+// healthChecks are a plain cluster's MachineHealthChecks: one for the
+// control plane's Machines, one for the MachineDeployment's.
+func healthChecks(namespace string, hc *scenario.HealthCheck) []*clusterv1.MachineHealthCheck {
+	var out []*clusterv1.MachineHealthCheck
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{clusterName + "-cp", map[string]string{clusterv1.MachineControlPlaneLabel: ""}},
+		{clusterName + "-md", map[string]string{clusterv1.MachineDeploymentNameLabel: clusterName + "-md"}},
+	} {
+		out = append(out, &clusterv1.MachineHealthCheck{
+			TypeMeta:   metav1.TypeMeta{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineHealthCheck"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: c.name},
+			Spec: clusterv1.MachineHealthCheckSpec{ClusterName: clusterName, Selector: metav1.LabelSelector{MatchLabels: c.labels},
+				Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: unhealthyNode(hc)}},
+		})
+	}
+	return out
 }
 
 // upgrade moves the cluster to the to-release as a user would: a version

@@ -633,6 +633,17 @@ func Load(path string) (*Scenario, *lab.Definition, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: lab: %w", path, err)
 	}
+	if err := s.Fits(def); err != nil {
+		return nil, nil, err
+	}
+	return s, def, nil
+}
+
+// Fits checks the scenario against a lab: the images are in its catalog
+// and carry the versions, the NIC firmware is in its NVM catalog, and
+// the lab has hosts enough. The error names the scenario's file.
+func (s *Scenario) Fits(def *lab.Definition) error {
+	path := s.path
 	var errs []string
 	for _, r := range []struct {
 		field string
@@ -655,9 +666,9 @@ func Load(path string) (*Scenario, *lab.Definition, error) {
 		errs = append(errs, fmt.Sprintf("cluster: needs %d hosts during the upgrade, lab %s has %d", need, def.Spec.Name, have))
 	}
 	if len(errs) > 0 {
-		return nil, nil, fmt.Errorf("%s: %s", path, strings.Join(errs, "; "))
+		return fmt.Errorf("%s: %s", path, strings.Join(errs, "; "))
 	}
-	return s, def, nil
+	return nil
 }
 
 // LabPath is the lab file, resolved against the scenario's folder.
