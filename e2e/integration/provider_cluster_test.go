@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -263,5 +264,113 @@ func TestColdSpareClusterProvisionsAndRollsOut(t *testing.T) {
 	sort.Strings(spares)
 	if len(spares) != 1 || !strings.Contains(spares[0], "available") {
 		t.Fatalf("spares after the rollout: %v; want exactly one, available", spares)
+	}
+}
+
+// Failure domains as CAPM3 has them: the BareMetalCluster declares them,
+// CAPI copies them into the Cluster, KCP spreads the control plane over
+// them, and each Machine gets a host labelled with its domain. The
+// labels are put against the hosts' name order, so a controller that
+// ignored the domain (first free host by name) would be caught.
+func TestControlPlaneMachinesLandInTheirFailureDomains(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e := startProviderEnv(t, ctx, "three-node", 0.01)
+	if _, err := reference.Enroll(ctx, e.c, e.site, e.ns, nil); err != nil {
+		t.Fatal(err)
+	}
+	domainOf := map[string]string{"cp-0": "rack-c", "cp-1": "rack-a", "cp-2": "rack-b"}
+	for host, fd := range domainOf {
+		e.patchHost(t, ctx, host, func(h *metal3.BareMetalHost) {
+			if h.Labels == nil {
+				h.Labels = map[string]string{}
+			}
+			h.Labels[infrav1.FailureDomainLabel] = fd
+		})
+	}
+	vars := e.clusterVars(t, ctx, "fd", "v1.35.3", "ubuntu-24.04-k8s-v1.35.3", "v1-35", 3, 0, 1, false)
+	e.apply(t, ctx, "machine-templates.yaml", vars)
+	objs, err := clustertemplate.Render(filepath.Join(clusterTemplates, "cluster.yaml"), vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "BareMetalCluster" {
+			domains := []any{}
+			for _, fd := range []string{"rack-a", "rack-b", "rack-c"} {
+				domains = append(domains, map[string]any{"name": fd, "controlPlane": true})
+			}
+			if err := unstructured.SetNestedSlice(o.Object, domains, "spec", "failureDomains"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	e.waitRolledOut(t, ctx, "fd", 3, 0, "v1.35.3")
+
+	c := &clusterv1.Cluster{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "fd"}, c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Status.FailureDomains) != 3 {
+		t.Fatalf("the Cluster's failure domains: %+v; want the BareMetalCluster's three", c.Status.FailureDomains)
+	}
+	machines := &clusterv1.MachineList{}
+	if err := e.c.List(ctx, machines, client.InNamespace(e.ns)); err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	for _, m := range machines.Items {
+		bmm := &infrav1.BareMetalMachine{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: m.Spec.InfrastructureRef.Name}, bmm); err != nil {
+			t.Fatal(err)
+		}
+		fd := m.Spec.FailureDomain
+		if fd == "" || domainOf[bmm.Status.Host] != fd {
+			t.Errorf("machine %s in failure domain %q is on host %s of %q", m.Name, fd, bmm.Status.Host, domainOf[bmm.Status.Host])
+		}
+		used[fd] = true
+	}
+	if len(used) != 3 {
+		t.Errorf("the control plane used failure domains %v; want all three", used)
+	}
+
+	// CAPI's pause: spec.paused on the Cluster turns the Paused
+	// condition of the provider's objects True, and back.
+	for _, paused := range []bool{true, false} {
+		patch := client.MergeFrom(c.DeepCopy())
+		c.Spec.Paused = &paused
+		if err := e.c.Patch(ctx, c, patch); err != nil {
+			t.Fatal(err)
+		}
+		want := metav1.ConditionFalse
+		if paused {
+			want = metav1.ConditionTrue
+		}
+		waitFor(t, ctx, fmt.Sprintf("Paused=%s on the BareMetalCluster and every BareMetalMachine", want), func() (bool, string) {
+			var objs []client.Object
+			bmc := &infrav1.BareMetalCluster{}
+			if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "fd"}, bmc); err != nil {
+				return false, err.Error()
+			}
+			objs = append(objs, bmc)
+			bmms := &infrav1.BareMetalMachineList{}
+			if err := e.c.List(ctx, bmms, client.InNamespace(e.ns)); err != nil {
+				return false, err.Error()
+			}
+			for i := range bmms.Items {
+				objs = append(objs, &bmms.Items[i])
+			}
+			for _, o := range objs {
+				cond := meta.FindStatusCondition(o.(interface{ GetConditions() []metav1.Condition }).GetConditions(), clusterv1.PausedCondition)
+				if cond == nil || cond.Status != want {
+					return false, fmt.Sprintf("%s: %+v", o.GetName(), cond)
+				}
+			}
+			return true, ""
+		})
 	}
 }

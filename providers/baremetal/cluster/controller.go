@@ -64,6 +64,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		provisioned := true
 		bmc.Status.Initialization.Provisioned = &provisioned
 	}
+	bmc.Status.FailureDomains = bmc.Spec.FailureDomains
 	meta.SetStatusCondition(&bmc.Status.Conditions, cond)
 	return ctrl.Result{}, r.Client.Status().Patch(ctx, bmc, client.MergeFrom(before))
 }

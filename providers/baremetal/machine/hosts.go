@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,6 +71,16 @@ func (r *Reconciler) claim(ctx context.Context, bmm *infrav1.BareMetalMachine, m
 	selector, err := metav1.LabelSelectorAsSelector(&bmm.Spec.HostSelector)
 	if err != nil {
 		return nil, fmt.Errorf("spec.hostSelector: %w", err)
+	}
+	// A Machine placed in a failure domain (by KCP, or by its
+	// MachineDeployment's template) gets a host of that domain only, as
+	// CAPM3 does: a host elsewhere would defeat the spread.
+	if fd := machine.Spec.FailureDomain; fd != "" {
+		req, err := labels.NewRequirement(infrav1.FailureDomainLabel, selection.Equals, []string{fd})
+		if err != nil {
+			return nil, fmt.Errorf("failure domain %q: %w", fd, err)
+		}
+		selector = selector.Add(*req)
 	}
 	hosts := &metal3.BareMetalHostList{}
 	if err := r.Reader.List(ctx, hosts, client.InNamespace(bmm.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {

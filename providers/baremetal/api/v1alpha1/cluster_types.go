@@ -12,6 +12,16 @@ type BareMetalClusterSpec struct {
 	// ControlPlaneEndpoint is the API server's VIP and port.
 	// +optional
 	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty"`
+	// FailureDomains are the site's failure domains (racks, rows, power
+	// feeds), as CAPM3's Metal3Cluster declares them: the hosts of each
+	// carry the label FailureDomainLabel with its name. CAPI spreads the
+	// control plane's Machines over those with controlPlane true, and a
+	// Machine with a failure domain gets a host of that domain only.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	FailureDomains []clusterv1.FailureDomain `json:"failureDomains,omitempty"`
 }
 
 // BareMetalClusterStatus follows the v1beta2 InfraCluster contract.
@@ -19,7 +29,14 @@ type BareMetalClusterStatus struct {
 	// Initialization tells CAPI when the cluster's infrastructure is ready.
 	// +optional
 	Initialization Initialization `json:"initialization,omitempty"`
-	// Conditions: Ready.
+	// FailureDomains is the InfraCluster contract's list CAPI copies into
+	// the Cluster's status: spec.failureDomains, as they are.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	FailureDomains []clusterv1.FailureDomain `json:"failureDomains,omitempty"`
+	// Conditions: Ready, Paused.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

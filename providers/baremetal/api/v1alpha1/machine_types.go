@@ -14,6 +14,9 @@ const (
 	// same owner (KubeadmControlPlane or MachineDeployment), as CAPM3's
 	// node reuse does; its value is the owner's name.
 	NodeReuseLabel = "infrastructure.upgradelab.dev/node-reuse"
+	// FailureDomainLabel puts a host in a failure domain (its value, a
+	// name of the BareMetalCluster's spec.failureDomains); CAPM3's label.
+	FailureDomainLabel = "infrastructure.cluster.x-k8s.io/failure-domain"
 	// ClonedFromAnnotation is set by CAPI on machines cloned from a
 	// template (the template's name).
 	ClonedFromAnnotation = "cluster.x-k8s.io/cloned-from-name"
