@@ -37,8 +37,8 @@ tools: deps
 	wait $$kube; k=$$?; wait $$capi; c=$$?; [ $$k -eq 0 ] && [ $$c -eq 0 ]
 
 # Regenerates the provider's deepcopy code, CRDs and webhook manifests, the
-# provider's and the extension's RBAC (config/rbac/role.yaml, from their
-# +kubebuilder:rbac markers), and
+# provider's, its inventory half's and the extension's RBAC
+# (config/rbac/role.yaml, from their +kubebuilder:rbac markers), and
 # the BareMetalHost CRDs from the baremetal-operator API module (the
 # operator's own manifests are not in any served module). The results are
 # committed; `make test` does not need controller-gen.
@@ -49,6 +49,7 @@ generate:
 	$$cg crd paths=./$(BAREMETAL)/api/... output:crd:dir=$(BAREMETAL)/config/crd/bases && \
 	$$cg webhook paths=./$(BAREMETAL)/webhooks/... output:webhook:dir=$(BAREMETAL)/config/webhook && \
 	$$cg rbac:roleName=manager-role paths=./$(BAREMETAL)/... output:rbac:dir=$(BAREMETAL)/config/rbac && \
+	$$cg rbac:roleName=manager-role paths="./$(BAREMETAL)/host/...;./$(BAREMETAL)/callback/..." output:rbac:dir=$(BAREMETAL)/inventory-config/rbac && \
 	$$cg rbac:roleName=manager-role paths=./providers/inplace/... output:rbac:dir=providers/inplace/config/rbac && \
 	$$cg crd:allowDangerousTypes=true paths=github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1 output:crd:dir=$(BAREMETAL)/config/metal3/bases
 

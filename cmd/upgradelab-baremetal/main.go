@@ -2,15 +2,19 @@
 // manager: the BareMetalHost controller (Redfish and host agents), the
 // CAPI infrastructure controllers, their webhooks, and the endpoint hosts
 // call (heartbeats, registrations). It takes the flags CAPI's managers
-// take, so the harness runs it the same way.
+// take, so the harness runs it the same way. --controllers runs either
+// half alone: the BareMetalHost inventory (what baremetal-operator is to
+// CAPM3), or the infrastructure provider that consumes it.
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"flag"
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -39,6 +43,7 @@ type options struct {
 	leaderElect, insecureDiagnostics        bool
 	syncPeriod                              time.Duration
 
+	controllers                                                string
 	caFile, certDir, callbackAddr, callbackURL, deployImageURL string
 	poll, deployTimeout, resetTimeout, softPowerOffTimeout     time.Duration
 }
@@ -58,6 +63,7 @@ func main() {
 	fs.StringVar(&o.callbackAddr, "callback-addr", "127.0.0.1:0", "where hosts post heartbeats and registrations")
 	fs.StringVar(&o.callbackURL, "callback-url", "", "the callback endpoint as hosts reach it (default https://<bound callback address>)")
 	fs.StringVar(&o.deployImageURL, "deploy-image-url", "", "media URL of the deploy ramdisk (required)")
+	fs.StringVar(&o.controllers, "controllers", partHosts+","+partMachines, "the parts to run: hosts (the BareMetalHost inventory: host controller and callback endpoint), machines (the CAPI infrastructure controllers and webhooks), or both")
 	fs.DurationVar(&o.poll, "poll", 500*time.Millisecond, "how often a host or machine waiting on hardware is looked at")
 	fs.DurationVar(&o.deployTimeout, "deploy-timeout", 5*time.Minute, "deploy ramdisk boot timeout before booting it again")
 	fs.DurationVar(&o.resetTimeout, "reset-timeout", 5*time.Minute, "reset timeout before asking again")
@@ -83,12 +89,14 @@ func scheme() *runtime.Scheme {
 }
 
 func run(o options) error {
-	if o.caFile == "" || o.certDir == "" || o.deployImageURL == "" {
-		return fmt.Errorf("--ca-file, --cert-dir and --deploy-image-url are required")
-	}
-	tlsClient, pair, err := hostagent.SiteTLS(o.caFile, o.certDir)
-	if err != nil {
-		return err
+	parts := map[string]bool{}
+	for _, c := range strings.Split(o.controllers, ",") {
+		switch c = strings.TrimSpace(c); c {
+		case partHosts, partMachines:
+			parts[c] = true
+		default:
+			return fmt.Errorf("--controllers: %q is not %s or %s", c, partHosts, partMachines)
+		}
 	}
 	// controller-runtime owns --kubeconfig (then $KUBECONFIG, in-cluster).
 	restConfig, err := ctrl.GetConfig()
@@ -99,12 +107,58 @@ func run(o options) error {
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 scheme(),
 		LeaderElection:         o.leaderElect,
-		LeaderElectionID:       "upgradelab-baremetal-leader",
+		LeaderElectionID:       "upgradelab-baremetal-leader-" + strings.ReplaceAll(o.controllers, ",", "-"),
 		HealthProbeBindAddress: o.healthAddr,
 		Metrics:                metricsOpts,
 		Cache:                  cache.Options{SyncPeriod: &o.syncPeriod},
 		WebhookServer:          webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir}),
 	})
+	if err != nil {
+		return err
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if parts[partHosts] {
+		if err := setupInventory(mgr, o); err != nil {
+			return err
+		}
+	}
+	if parts[partMachines] {
+		if err := setupMachines(ctx, mgr, o); err != nil {
+			return err
+		}
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if parts[partMachines] {
+		if err := mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return err
+		}
+	} else if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// The parts --controllers picks.
+const (
+	// partHosts is the BareMetalHost inventory: the host controller
+	// (what baremetal-operator and Ironic do) and the endpoint hosts call.
+	// It alone reaches hardware (BMCs, host agents).
+	partHosts = "hosts"
+	// partMachines is the CAPI infrastructure provider: the
+	// BareMetalMachine and BareMetalCluster controllers and their
+	// webhooks. It only consumes BareMetalHosts, as CAPM3 does.
+	partMachines = "machines"
+)
+
+// setupInventory adds the BareMetalHost controller and the callback
+// endpoint.
+func setupInventory(mgr ctrl.Manager, o options) error {
+	if o.caFile == "" || o.certDir == "" || o.deployImageURL == "" {
+		return fmt.Errorf("the hosts controllers need --ca-file, --cert-dir and --deploy-image-url")
+	}
+	tlsClient, pair, err := hostagent.SiteTLS(o.caFile, o.certDir)
 	if err != nil {
 		return err
 	}
@@ -118,36 +172,27 @@ func run(o options) error {
 		o.callbackURL = "https://" + listener.Addr().String()
 	}
 	ctrl.Log.Info("callback endpoint", "url", o.callbackURL)
-
 	if err := mgr.Add(&callback.Server{
 		Listener: listener, Client: mgr.GetClient(), Heartbeats: heartbeats,
 		TLS: &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
 	}); err != nil {
 		return err
 	}
-	ctx := ctrl.SetupSignalHandler()
 	hosts := &host.Reconciler{
 		Client: mgr.GetClient(), BMCHTTP: httpClient, AgentHTTP: httpClient, Heartbeats: heartbeats, Recorder: mgr.GetEventRecorder("baremetalhost-controller"),
 		DeployImageURL: o.deployImageURL, CallbackURL: o.callbackURL,
 		Poll: o.poll, DeployTimeout: o.deployTimeout, ResetTimeout: o.resetTimeout, SoftPowerOffTimeout: o.softPowerOffTimeout,
 	}
-	if err := hosts.SetupWithManager(mgr); err != nil {
-		return err
-	}
+	return hosts.SetupWithManager(mgr)
+}
+
+// setupMachines adds the infrastructure controllers and their webhooks.
+func setupMachines(ctx context.Context, mgr ctrl.Manager, o options) error {
 	if err := (&machine.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Poll: o.poll}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&cluster.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	if err := webhooks.Setup(mgr); err != nil {
-		return err
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker()); err != nil {
-		return err
-	}
-	return mgr.Start(ctx)
+	return webhooks.Setup(mgr)
 }

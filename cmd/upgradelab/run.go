@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -96,26 +97,11 @@ func (o runOptions) run(ctx context.Context, out io.Writer) error {
 	if len(runs) == 0 {
 		return fmt.Errorf("no run: none of the providers supports the scenarios' strategies, or --labels %q selects none", o.labels)
 	}
-	if o.artifacts == "" {
-		o.artifacts = defaultArtifactsDir("run")
-	}
-	dir, err := filepath.Abs(o.artifacts)
+	dir, closeLog, err := artifactsFolder(o.artifacts, "run")
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	// What the libraries log in this process goes to a file, not among
-	// the progress lines.
-	stdlog, err := os.Create(filepath.Join(dir, "stdlog.txt"))
-	if err != nil {
-		return err
-	}
-	defer stdlog.Close()
-	log.SetOutput(stdlog)
-	ctrllog.SetLogger(zap.New(zap.WriteTo(stdlog)))
-
+	defer closeLog()
 	bins, err := referenceBinaries(ctx, out, filepath.Join(dir, "bin"))
 	if err != nil {
 		return err
@@ -192,6 +178,28 @@ func isFile(path string) bool {
 	return err == nil && st.Mode().IsRegular()
 }
 
+// artifactsFolder makes the command's artifacts folder (given, or a new
+// one under ./_artifacts for kind) and sends what the libraries log in
+// this process to its stdlog.txt, not among the progress lines.
+func artifactsFolder(given, kind string) (dir string, closeLog func(), err error) {
+	if given == "" {
+		given = defaultArtifactsDir(kind)
+	}
+	if dir, err = filepath.Abs(given); err != nil {
+		return "", nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", nil, err
+	}
+	stdlog, err := os.Create(filepath.Join(dir, "stdlog.txt"))
+	if err != nil {
+		return "", nil, err
+	}
+	log.SetOutput(stdlog)
+	ctrllog.SetLogger(zap.New(zap.WriteTo(stdlog)))
+	return dir, func() { stdlog.Close() }, nil
+}
+
 // lockedWriter lets concurrent runs write whole progress lines.
 type lockedWriter struct {
 	mu sync.Mutex
@@ -202,4 +210,14 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// String is what was written, when the writer is a bytes.Buffer.
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b, ok := l.w.(*bytes.Buffer); ok {
+		return b.String()
+	}
+	return ""
 }

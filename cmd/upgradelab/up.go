@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
@@ -82,23 +79,11 @@ func (o upOptions) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.artifacts == "" {
-		o.artifacts = defaultArtifactsDir("up")
-	}
-	dir, err := filepath.Abs(o.artifacts)
+	dir, closeLog, err := artifactsFolder(o.artifacts, "up")
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	stdlog, err := os.Create(filepath.Join(dir, "stdlog.txt"))
-	if err != nil {
-		return err
-	}
-	defer stdlog.Close()
-	log.SetOutput(stdlog)
-	ctrllog.SetLogger(zap.New(zap.WriteTo(stdlog)))
+	defer closeLog()
 	bins, err := referenceBinaries(ctx, out, filepath.Join(dir, "bin"))
 	if err != nil {
 		return err

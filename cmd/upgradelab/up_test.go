@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,7 +37,7 @@ func TestUpSandboxDrivenByKubectlIsJudgedByCheck(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	upCtx, stop := context.WithCancel(ctx)
-	out := &syncBuffer{}
+	out := &lockedWriter{w: &bytes.Buffer{}}
 	done := make(chan error, 1)
 	go func() {
 		cmd := newRootCommand()
@@ -159,7 +158,7 @@ func waitMachines(t *testing.T, ctx context.Context, c client.Client, sb runner.
 	}
 }
 
-func waitOutput(t *testing.T, ctx context.Context, out *syncBuffer, want string) {
+func waitOutput(t *testing.T, ctx context.Context, out *lockedWriter, want string) {
 	t.Helper()
 	for !strings.Contains(out.String(), want) {
 		select {
@@ -168,22 +167,4 @@ func waitOutput(t *testing.T, ctx context.Context, out *syncBuffer, want string)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer the command and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

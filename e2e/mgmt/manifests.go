@@ -37,9 +37,27 @@ func (e webhookEndpoint) url(path string) *string {
 // and conversion through the manager's webhook for every CRD that serves
 // more than one version.
 func loadCRDs(m managerSpec, ep webhookEndpoint) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	crds, err := loadOwnCRDs(m, ep)
+	if err != nil {
+		return nil, err
+	}
+	for _, dir := range m.extraCRDs {
+		extra, err := readCRDs(m.name, dir)
+		if err != nil {
+			return nil, err
+		}
+		crds = append(crds, extra...)
+	}
+	return crds, nil
+}
+
+// loadOwnCRDs reads config/crd: none for a manager without it (the
+// in-place extension serves webhooks only; the BareMetalHost inventory
+// has only extra CRDs).
+func loadOwnCRDs(m managerSpec, ep webhookEndpoint) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	crdDir := filepath.Join(m.configDir, "crd")
 	if _, err := os.Stat(crdDir); errors.Is(err, os.ErrNotExist) {
-		return nil, nil // webhooks only (the in-place extension)
+		return nil, nil
 	}
 	labels, err := kustomizationLabels(filepath.Join(crdDir, "kustomization.yaml"))
 	if err != nil {
@@ -68,13 +86,6 @@ func loadCRDs(m managerSpec, ep webhookEndpoint) ([]*apiextensionsv1.CustomResou
 				},
 			}
 		}
-	}
-	for _, dir := range m.extraCRDs {
-		extra, err := readCRDs(m.name, dir)
-		if err != nil {
-			return nil, err
-		}
-		crds = append(crds, extra...)
 	}
 	return crds, nil
 }

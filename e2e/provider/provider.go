@@ -82,7 +82,9 @@ type Intervals struct {
 type Manager struct {
 	Name string `yaml:"name"`
 	// Reference is one of upgradelab's own, wired to the lab by the
-	// harness: "baremetal" (the provider) or "inplace" (the extension).
+	// harness: "baremetal" (the provider), "inventory" (its
+	// BareMetalHost inventory alone, beside a provider of the config's
+	// own that consumes it) or "inplace" (the extension).
 	Reference string `yaml:"reference"`
 	// Package is a main package, built from one of:
 	//   - Module alone: the version this repository's go.mod pins;
@@ -133,8 +135,12 @@ var qualifiedKey = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-
 // moduleVersion is a semantic version as Go modules write it.
 var moduleVersion = regexp.MustCompile(`^v\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
 
-// References are the managers the harness knows how to wire to the lab.
-var References = []string{"baremetal", "inplace"}
+// References are the managers the harness knows how to wire to the lab:
+// upgradelab's provider (baremetal), its BareMetalHost inventory alone
+// (inventory: the host controller and callback endpoint, for a provider
+// of the config's own that consumes the lab's BareMetalHosts, as CAPM3
+// does), and the in-place extension (inplace).
+var References = []string{"baremetal", "inventory", "inplace"}
 
 // capiProcesses are the processes of every plane whatever the provider:
 // names a provider's manager cannot take and faults can always restart.
@@ -199,6 +205,7 @@ func (c *Config) validate() []string {
 		bad("managers", "required (at least the infrastructure provider's manager)")
 	}
 	seen := map[string]bool{}
+	refs := map[string]bool{}
 	extension := false
 	for i, m := range c.Managers {
 		field := fmt.Sprintf("managers[%d]", i)
@@ -224,6 +231,10 @@ func (c *Config) validate() []string {
 		if m.Reference != "" && !c.Lab {
 			bad(field+".reference", "upgradelab's own managers drive the lab: set lab: true")
 		}
+		if m.Reference == "baremetal" && refs["inventory"] || m.Reference == "inventory" && refs["baremetal"] {
+			bad(field+".reference", "baremetal runs the inventory already: give baremetal or inventory, not both")
+		}
+		refs[m.Reference] = true
 		switch {
 		case m.Package != "" && m.Module == "" && m.Checkout == "":
 			bad(field+".module", "required with package (the Go module that holds it), or checkout")

@@ -82,6 +82,7 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{strings.Replace(good, "binary: bin/manager", "package: cmd/manager\n  checkout: ../capx\n  module: example.com/capx", 1), "managers[0].checkout: give module (and version) or checkout, not both"},
 		{strings.Replace(good, "binary: bin/manager", "module: example.com/capx", 1), "managers[0]: give exactly one of reference, package (with module or checkout) and binary"},
 		{strings.Replace(good, "binary: bin/manager", "reference: baremetal", 1), "managers[0].reference: upgradelab's own managers drive the lab"},
+		{"lab: true\n" + strings.Replace(good, "  binary: bin/manager\n  config: config\n", "  reference: inventory\n- name: both\n  reference: baremetal\n", 1), "managers[1].reference: baremetal runs the inventory already"},
 		{strings.Replace(good, "binary: bin/manager", "binary: x\n  onlyFor: [rolling]", 1), `managers[0].onlyFor[0]: "rolling" is not one of the provider's strategies`},
 		{good + "intervals: {upgrade: soon}\n", "not a duration"},
 		{good + "hosts: {spareLabel: example.com/spare}\n", "hosts: only for a provider on the lab"},

@@ -130,6 +130,13 @@ type Options struct {
 	// ConfigDir replaces providers/baremetal/config (a test's edited copy
 	// of its RBAC, say); its metal3/bases are still the repository's.
 	ConfigDir string
+	// Inventory runs the BareMetalHost inventory alone (--controllers=hosts,
+	// with providers/baremetal/inventory-config): the lab's hosts for a
+	// provider of its own that consumes BareMetalHosts, as CAPM3 does
+	// baremetal-operator's.
+	Inventory bool
+	// Name is the manager's (default baremetal, or inventory).
+	Name string
 }
 
 // Provider describes the reference provider to the plane, and returns the
@@ -149,17 +156,24 @@ func Provider(s *site.Site, o Options) (mgmt.Provider, string, error) {
 	}
 	config := filepath.Join(root, "providers", "baremetal", "config")
 	configDir := cmp.Or(o.ConfigDir, config)
+	name := cmp.Or(o.Name, "baremetal")
+	args := []string{
+		"--ca-file=" + s.CAFile,
+		"--cert-dir=" + certDir,
+		"--callback-addr=" + callback,
+		"--deploy-image-url=" + s.Lab.ImageServer().ImageURL(DeployImage),
+	}
+	if o.Inventory {
+		configDir = cmp.Or(o.ConfigDir, filepath.Join(root, "providers", "baremetal", "inventory-config"))
+		name = cmp.Or(o.Name, "inventory")
+		args = append(args, "--controllers=hosts")
+	}
 	return mgmt.Provider{
-		Name:         "baremetal",
+		Name:         name,
 		Binary:       o.Binary,
 		ConfigDir:    configDir,
 		ExtraCRDDirs: []string{filepath.Join(config, "metal3", "bases")},
-		Args: append([]string{
-			"--ca-file=" + s.CAFile,
-			"--cert-dir=" + certDir,
-			"--callback-addr=" + callback,
-			"--deploy-image-url=" + s.Lab.ImageServer().ImageURL(DeployImage),
-		}, o.Args...),
+		Args:         append(args, o.Args...),
 	}, "https://" + callback, nil
 }
 

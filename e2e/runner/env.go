@@ -123,8 +123,8 @@ func (e *Env) managers(ctx context.Context, o EnvOptions) (_ []mgmt.Provider, er
 	for _, m := range cfg.ManagersFor(o.Strategy) {
 		var p mgmt.Provider
 		switch m.Reference {
-		case "baremetal":
-			p, err = e.referenceProvider(ctx, o)
+		case "baremetal", "inventory":
+			p, err = e.referenceProvider(ctx, o, m.Name, m.Reference == "inventory")
 		case "inplace":
 			p, err = e.referenceExtension(ctx, o)
 		default:
@@ -138,12 +138,14 @@ func (e *Env) managers(ctx context.Context, o EnvOptions) (_ []mgmt.Provider, er
 	return out, nil
 }
 
-func (e *Env) referenceProvider(ctx context.Context, o EnvOptions) (mgmt.Provider, error) {
+// referenceProvider is upgradelab's provider, whole or (inventory) its
+// BareMetalHost inventory alone.
+func (e *Env) referenceProvider(ctx context.Context, o EnvOptions, name string, inventory bool) (mgmt.Provider, error) {
 	bin, err := builtOr(ctx, o.ProviderBinary, o.Dir, reference.ProviderCommand)
 	if err != nil {
 		return mgmt.Provider{}, err
 	}
-	prov, callback, err := reference.Provider(e.Site, reference.Options{Binary: bin, StateDir: o.Dir,
+	prov, callback, err := reference.Provider(e.Site, reference.Options{Binary: bin, StateDir: o.Dir, Name: name, Inventory: inventory,
 		Args: append([]string{"--poll=200ms",
 			// Ironic's default soft power-off timeout, 10 modelled minutes.
 			"--soft-power-off-timeout=" + max(o.Scale.Real(10*time.Minute), time.Second).String()}, o.ProviderArgs...), ConfigDir: o.ProviderConfigDir})
