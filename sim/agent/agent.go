@@ -482,7 +482,7 @@ func (a *Agent) poweredOff(ctx context.Context, boot int) {
 		return
 	}
 	if err := a.clusters.SetNodeNotReady(ctx, cluster, b.NodeName, "Kubelet stopped posting node status."); err == nil {
-		a.record("NodeNotReady", "node "+b.NodeName+": the host is off")
+		a.record("NodeNotReady", "node "+b.NodeName+": its kubelet posts no status (the host is off or hung)")
 	}
 }
 

@@ -425,3 +425,30 @@ func TestAgentCrashDropsTheAPIAndComesBackOnTheSameAddress(t *testing.T) {
 		t.Fatalf("the host's OS after an agent crash: %+v", s.OS)
 	}
 }
+
+// A hung host: its API answers nothing, its Node goes NotReady once the
+// grace period passes (the kubelet posts no status), and after a power
+// cycle both are back.
+func TestAHungHostDropsItsAPIAndItsNodeGoesNotReady(t *testing.T) {
+	w := newWorld(t)
+	w.install(t)
+	w.expect(t, "KubeletRunning")
+	c := w.apiClient(t)
+	if err := w.host.Hang(); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := c.Get(w.api.URL() + "/v1/status"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a hung host's agent answered: %s", resp.Status)
+	}
+	w.expect(t, "NodeNotReady")
+	if err := w.host.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	w.expect(t, "KubeletRunning")
+	resp, err := c.Get(w.api.URL() + "/v1/status")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the agent after a power cycle: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
