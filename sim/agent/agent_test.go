@@ -426,22 +426,31 @@ func TestAgentCrashDropsTheAPIAndComesBackOnTheSameAddress(t *testing.T) {
 	}
 }
 
-// A hung host: its API answers nothing, its Node goes NotReady once the
-// grace period passes (the kubelet posts no status), and after a power
-// cycle both are back.
-func TestAHungHostDropsItsAPIAndItsNodeGoesNotReady(t *testing.T) {
+// A hung host: its agent's API answers nothing, and what its node ran
+// stops with it (the only control-plane host: the workload API is down,
+// its etcd member stopped); after a power cycle both are back.
+func TestAHungHostDropsItsAPIAndStopsItsNode(t *testing.T) {
 	w := newWorld(t)
 	w.install(t)
 	w.expect(t, "KubeletRunning")
 	c := w.apiClient(t)
+	cs := w.client(t)
+	ctx := context.Background()
 	if err := w.host.Hang(); err != nil {
 		t.Fatal(err)
 	}
+	w.expect(t, lab.EventOSHung)
 	if resp, err := c.Get(w.api.URL() + "/v1/status"); err == nil {
 		resp.Body.Close()
 		t.Fatalf("a hung host's agent answered: %s", resp.Status)
 	}
-	w.expect(t, "NodeNotReady")
+	waitUntil(t, "node-0's etcd member stopped", func() bool {
+		_, members := w.clusters.Health("default/wl")
+		return members["node-0"] == workload.MemberStopped
+	})
+	if _, err := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{}); err == nil {
+		t.Fatal("the workload API answered with its only control-plane host hung")
+	}
 	if err := w.host.Reset(); err != nil {
 		t.Fatal(err)
 	}
@@ -451,4 +460,18 @@ func TestAHungHostDropsItsAPIAndItsNodeGoesNotReady(t *testing.T) {
 		t.Fatalf("the agent after a power cycle: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	if _, err := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the workload API after a power cycle: %v", err)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
