@@ -366,6 +366,9 @@ func FuzzRedfishRequests(f *testing.F) {
 	f.Add("POST", "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", []byte(`{"ImageURI":"http://x/bios-1","Targets":["/redfish/v1/UpdateService/FirmwareInventory/BIOS"]}`))
 	f.Add("POST", "/redfish/v1/SessionService/Sessions", []byte(`{"UserName":"admin","Password":"x"}`))
 	f.Add("GET", "/redfish/v1/Chassis/node-0/NetworkAdapters/eno1", []byte(nil))
+	f.Add("GET", "/redfish/v1/Systems/node-0/Memory/DIMM1", []byte(nil))
+	f.Add("GET", "/redfish/v1/Systems/node-0/Storage/1/Drives/Disk.0", []byte(nil))
+	f.Add("GET", "/redfish/v1/Chassis/node-0/PCIeDevices/eno1", []byte(nil))
 	fx := newFixture(f, 0)
 	hc := fx.httpClient()
 	f.Fuzz(func(t *testing.T, method, path string, body []byte) {

@@ -22,6 +22,9 @@ func (b *BMC) getChassis(w http.ResponseWriter, _ *http.Request) {
 		"ChassisType":     "RackMount",
 		"PowerState":      string(b.host.Status().Power),
 		"NetworkAdapters": odataID(chassisPath + name + "/NetworkAdapters"),
+		"PCIeDevices":     odataID(chassisPath + name + "/PCIeDevices"),
+		"Power":           odataID(chassisPath + name + "/Power"),
+		"Thermal":         odataID(chassisPath + name + "/Thermal"),
 		"Links": map[string]any{
 			"ComputerSystems": []any{odataID(b.systemPath())},
 			"ManagedBy":       []any{odataID(managerPath)},
@@ -48,7 +51,7 @@ func (b *BMC) findPort(w http.ResponseWriter, r *http.Request) (nic.Port, *lab.P
 			return p, links[p.Name], true
 		}
 	}
-	writeError(w, http.StatusNotFound, msgResourceNotFound, "The requested resource "+r.URL.Path+" was not found.", "")
+	notFound(w, r)
 	return nic.Port{}, nil, false
 }
 
@@ -125,6 +128,8 @@ func (b *BMC) getEthernetInterface(w http.ResponseWriter, r *http.Request) {
 		"Name":          p.Name,
 		"MACAddress":    p.MAC,
 		"LinkStatus":    linkStatus,
+		"SpeedMbps":     nicMbps,
+		"FullDuplex":    true,
 		"IPv4Addresses": addresses,
 		"Status":        map[string]string{"State": state, "Health": "OK"},
 	})

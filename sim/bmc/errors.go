@@ -54,3 +54,8 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(body)
 }
+
+// notFound answers 404 for the resource asked.
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, msgResourceNotFound, "The requested resource "+r.URL.Path+" was not found.", "")
+}

@@ -46,6 +46,15 @@ func (b *BMC) routes() http.Handler {
 	handle(sys+"/Actions/ComputerSystem.Reset", methods{"POST": b.postReset})
 	handle(sys+"/EthernetInterfaces", methods{"GET": b.getEthernetInterfaces})
 	handle(sys+"/EthernetInterfaces/{nic}", methods{"GET": b.getEthernetInterface})
+	handle(sys+"/Processors", methods{"GET": b.getProcessors})
+	handle(sys+"/Processors/{cpu}", methods{"GET": b.getProcessor})
+	handle(sys+"/Memory", methods{"GET": b.getMemoryCollection})
+	handle(sys+"/Memory/{dimm}", methods{"GET": b.getMemory})
+	handle(sys+"/Storage", methods{"GET": b.getStorageCollection})
+	handle(sys+"/Storage/{storage}", methods{"GET": b.getStorage})
+	handle(sys+"/Storage/{storage}/Drives/{drive}", methods{"GET": b.getDrive})
+	handle(sys+"/SimpleStorage", methods{"GET": b.getSimpleStorageCollection})
+	handle(sys+"/SimpleStorage/{storage}", methods{"GET": b.getSimpleStorage})
 
 	mux.Handle("/redfish/v1/Managers", methods{"GET": b.getManagers})
 	mux.Handle(managerPath, methods{"GET": b.getManager})
@@ -59,6 +68,10 @@ func (b *BMC) routes() http.Handler {
 	handle(chassisPath+"{id}", methods{"GET": b.getChassis})
 	handle(chassisPath+"{id}/NetworkAdapters", methods{"GET": b.getNetworkAdapters})
 	handle(chassisPath+"{id}/NetworkAdapters/{nic}", methods{"GET": b.getNetworkAdapter})
+	handle(chassisPath+"{id}/PCIeDevices", methods{"GET": b.getPCIeDevices})
+	handle(chassisPath+"{id}/PCIeDevices/{nic}", methods{"GET": b.getPCIeDevice})
+	handle(chassisPath+"{id}/Power", methods{"GET": b.getPower})
+	handle(chassisPath+"{id}/Thermal", methods{"GET": b.getThermal})
 
 	mux.Handle(updatePath, methods{"GET": b.getUpdateService})
 	mux.Handle(strings.TrimSuffix(inventory, "/"), methods{"GET": b.getFirmwareInventory})
@@ -75,7 +88,7 @@ func (b *BMC) routes() http.Handler {
 	mux.Handle("/redfish/v1/AccountService", methods{"GET": b.getAccountService})
 
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, msgResourceNotFound, "The requested resource "+r.URL.Path+" was not found.", "")
+		notFound(w, r)
 	})
 	return b.withFaults(trimSlash(b.withAuth(mux)))
 }
@@ -95,7 +108,7 @@ func trimSlash(next http.Handler) http.Handler {
 func (b *BMC) withSystem(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if id := r.PathValue("id"); id != b.host.Name() {
-			writeError(w, http.StatusNotFound, msgResourceNotFound, "The requested resource "+r.URL.Path+" was not found.", "")
+			notFound(w, r)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -236,3 +236,12 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 func odataID(path string) map[string]string { return map[string]string{"@odata.id": path} }
+
+// odataIDs is a list of links.
+func odataIDs(paths []string) []map[string]string {
+	out := make([]map[string]string, 0, len(paths))
+	for _, p := range paths {
+		out = append(out, odataID(p))
+	}
+	return out
+}

@@ -80,7 +80,7 @@ func (b *BMC) lookupSession(id string) (string, session, bool) {
 func (b *BMC) getSession(w http.ResponseWriter, r *http.Request) {
 	_, s, ok := b.lookupSession(r.PathValue("session"))
 	if !ok {
-		writeError(w, http.StatusNotFound, msgResourceNotFound, "The requested resource "+r.URL.Path+" was not found.", "")
+		notFound(w, r)
 		return
 	}
 	writeJSON(w, http.StatusOK, sessionBody(s))
@@ -90,7 +90,7 @@ func (b *BMC) getSession(w http.ResponseWriter, r *http.Request) {
 func (b *BMC) deleteSession(w http.ResponseWriter, r *http.Request) {
 	token, _, ok := b.lookupSession(r.PathValue("session"))
 	if !ok {
-		writeError(w, http.StatusNotFound, msgResourceNotFound, "The requested resource "+r.URL.Path+" was not found.", "")
+		notFound(w, r)
 		return
 	}
 	b.mu.Lock()

@@ -81,7 +81,7 @@ func (b *BMC) getFirmwareItem(w http.ResponseWriter, r *http.Request) {
 	_, versions := b.items()
 	v, ok := versions[id]
 	if !ok {
-		writeError(w, http.StatusNotFound, msgResourceNotFound, "The requested resource "+r.URL.Path+" was not found.", "")
+		notFound(w, r)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -299,7 +299,7 @@ func (b *BMC) lookupTask(w http.ResponseWriter, r *http.Request) (*task, bool) {
 	t, ok := b.tasks[r.PathValue("task")]
 	b.mu.Unlock()
 	if !ok {
-		writeError(w, http.StatusNotFound, msgResourceNotFound, "The requested resource "+r.URL.Path+" was not found.", "")
+		notFound(w, r)
 	}
 	return t, ok
 }

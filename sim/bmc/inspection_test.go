@@ -1,0 +1,200 @@
+package bmc
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stmcginnis/gofish/redfish"
+)
+
+// What Ironic's inspection reads, read with gofish: the lab file's host
+// facts (single-node: 4 CPUs, 8 GiB, 40 GiB disk, one X710 port) and
+// readings that follow the power state.
+func TestInspectionResourcesCarryTheLabFilesFacts(t *testing.T) {
+	f := newFixture(t, 0)
+	c, err := f.connect(t, "admin", "upgradelab-bmc", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := f.system(t, c)
+	spec := f.host.Spec()
+	if sys.ProcessorSummary.LogicalProcessorCount != spec.CPUs || sys.MemorySummary.TotalSystemMemoryGiB != float32(spec.MemoryMiB)/1024 {
+		t.Fatalf("summaries: %+v %+v; want %d cores, %d MiB", sys.ProcessorSummary, sys.MemorySummary, spec.CPUs, spec.MemoryMiB)
+	}
+	cpus, err := sys.Processors()
+	if err != nil || len(cpus) != 1 || cpus[0].TotalCores != spec.CPUs || cpus[0].ProcessorArchitecture != redfish.X86ProcessorArchitecture || cpus[0].InstructionSet != redfish.X8664InstructionSet {
+		t.Fatalf("processors: %v %+v", err, cpus)
+	}
+	dimms, err := sys.Memory()
+	if err != nil || len(dimms) == 0 {
+		t.Fatalf("memory: %v %v", err, dimms)
+	}
+	mib := 0
+	for _, d := range dimms {
+		mib += d.CapacityMiB
+	}
+	if mib != spec.MemoryMiB {
+		t.Fatalf("memory modules add up to %d MiB, want %d", mib, spec.MemoryMiB)
+	}
+	storage, err := sys.Storage()
+	if err != nil || len(storage) != 1 {
+		t.Fatalf("storage: %v %v", err, storage)
+	}
+	drives, err := storage[0].Drives()
+	if err != nil || len(drives) != 1 || drives[0].CapacityBytes != int64(spec.DiskGiB)<<30 || drives[0].MediaType != redfish.SSDMediaType || drives[0].SerialNumber == "" {
+		t.Fatalf("drives: %v %+v", err, drives)
+	}
+	simple, err := sys.SimpleStorages()
+	if err != nil || len(simple) != 1 || len(simple[0].Devices) != 1 || simple[0].Devices[0].CapacityBytes != int64(spec.DiskGiB)<<30 {
+		t.Fatalf("simple storage: %v %+v", err, simple)
+	}
+	nics, err := sys.EthernetInterfaces()
+	if err != nil || len(nics) != len(spec.NICs) || nics[0].SpeedMbps != nicMbps || !strings.EqualFold(nics[0].MACAddress, spec.NICs[0].MAC) {
+		t.Fatalf("Ethernet interfaces: %v %+v", err, nics)
+	}
+	pcie, err := sys.PCIeDevices()
+	if err != nil || len(pcie) != len(spec.NICs) || pcie[0].Manufacturer != "Intel Corporation" {
+		t.Fatalf("PCIe devices: %v %+v", err, pcie)
+	}
+	chassis, err := c.Service.Chassis()
+	if err != nil || len(chassis) != 1 {
+		t.Fatalf("chassis: %v %v", err, chassis)
+	}
+	watts := func() float32 {
+		t.Helper()
+		p, err := chassis[0].Power()
+		if err != nil || len(p.PowerControl) != 1 || len(p.PowerSupplies) != 1 {
+			t.Fatalf("power: %v %+v", err, p)
+		}
+		return p.PowerControl[0].PowerConsumedWatts
+	}
+	cpuCelsius := func() float32 {
+		t.Helper()
+		th, err := chassis[0].Thermal()
+		if err != nil || len(th.Temperatures) != 2 {
+			t.Fatalf("thermal: %v %+v", err, th)
+		}
+		return th.Temperatures[1].ReadingCelsius
+	}
+	offW, offC := watts(), cpuCelsius()
+	if err := sys.Reset(redfish.OnResetType); err != nil {
+		t.Fatal(err)
+	}
+	if onW, onC := watts(), cpuCelsius(); onW != float32(wattsIdle+wattsPerCPU*spec.CPUs) || onW <= offW || onC <= offC {
+		t.Fatalf("readings off %v W %v C, on %v W %v C; want the running host to draw idle plus per CPU and run warmer", offW, offC, onW, onC)
+	}
+}
+
+// schemaVersions are the DMTF schema versions the service declares, per
+// resource type (collections carry none). A resource of a type not here
+// fails the crawl below: adding one means naming its schema.
+var schemaVersions = map[string]string{
+	"ServiceRoot": "v1_15_0", "ComputerSystem": "v1_20_0", "Chassis": "v1_25_0", "Manager": "v1_19_0",
+	"EthernetInterface": "v1_12_0", "NetworkAdapter": "v1_11_0", "Processor": "v1_18_0", "Memory": "v1_17_0",
+	"Storage": "v1_15_0", "Drive": "v1_17_0", "SimpleStorage": "v1_3_1", "PCIeDevice": "v1_11_0",
+	"Power": "v1_7_1", "Thermal": "v1_7_1", "VirtualMedia": "v1_6_2", "UpdateService": "v1_14_0",
+	"SoftwareInventory": "v1_10_0", "TaskService": "v1_2_1", "Task": "v1_7_3", "SessionService": "v1_1_9",
+	"Session": "v1_7_0", "AccountService": "v1_15_0",
+}
+
+var odataType = regexp.MustCompile(`^#([A-Za-z]+)\.(?:(v\d+_\d+_\d+)\.)?([A-Za-z]+)$`)
+
+// Every resource reachable from the service root answers 200 with the
+// properties every Redfish schema requires (@odata.id, @odata.type, Id
+// and Name; Name and Members for a collection, whose count is right),
+// declares the schema version in schemaVersions, and every link in it
+// leads somewhere.
+func TestEveryResourceReachableFromTheRootDeclaresItsSchema(t *testing.T) {
+	f := newFixture(t, 0)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: f.ca.Pool()}}, Timeout: 10 * time.Second}
+	seen := map[string]bool{}
+	queue := []string{"/redfish/v1"}
+	types := map[string]bool{}
+	for len(queue) > 0 {
+		path := queue[0]
+		queue = queue[1:]
+		if seen[path] {
+			continue
+		}
+		seen[path] = true
+		req, _ := http.NewRequest("GET", f.bmc.Endpoint()+path, nil)
+		req.SetBasicAuth("admin", "upgradelab-bmc")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body map[string]any
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || err != nil {
+			t.Errorf("GET %s: %d %v", path, resp.StatusCode, err)
+			continue
+		}
+		if body["@odata.id"] != path {
+			t.Errorf("%s: @odata.id %v", path, body["@odata.id"])
+		}
+		m := odataType.FindStringSubmatch(stringOf(body["@odata.type"]))
+		switch {
+		case m == nil || m[1] != m[3]:
+			t.Errorf("%s: @odata.type %v is not #Type.vX_Y_Z.Type", path, body["@odata.type"])
+		case strings.HasSuffix(m[1], "Collection"):
+			members, _ := body["Members"].([]any)
+			if m[2] != "" || body["Name"] == nil || body["Members@odata.count"] != float64(len(members)) {
+				t.Errorf("%s: collection %s: version %q, Name %v, %d members counted %v", path, m[1], m[2], body["Name"], len(members), body["Members@odata.count"])
+			}
+		default:
+			types[m[1]] = true
+			if want, ok := schemaVersions[m[1]]; !ok || want != m[2] {
+				t.Errorf("%s: %s %s is not a declared schema version (%q)", path, m[1], m[2], want)
+			}
+			if body["Id"] == nil || body["Name"] == nil {
+				t.Errorf("%s: %s without Id or Name", path, m[1])
+			}
+		}
+		queue = append(queue, links(body)...)
+	}
+	var served []string
+	for ty := range types {
+		served = append(served, ty)
+	}
+	sort.Strings(served)
+	for _, need := range []string{"Processor", "Memory", "Storage", "Drive", "SimpleStorage", "PCIeDevice", "Power", "Thermal", "EthernetInterface"} {
+		if !types[need] {
+			t.Errorf("no %s reachable from the root; served: %v", need, served)
+		}
+	}
+}
+
+// links are the @odata.id values anywhere in a body, without JSON
+// pointer fragments (members of a resource, not resources).
+func links(v any) []string {
+	var out []string
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if s, ok := e.(string); ok && k == "@odata.id" {
+				if !strings.Contains(s, "#") {
+					out = append(out, s)
+				}
+				continue
+			}
+			out = append(out, links(e)...)
+		}
+	case []any:
+		for _, e := range x {
+			out = append(out, links(e)...)
+		}
+	}
+	return out
+}
+
+func stringOf(v any) string {
+	s, _ := v.(string)
+	return s
+}
