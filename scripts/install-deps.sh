@@ -4,8 +4,10 @@
 set -euo pipefail
 
 # libvirt-dev and pkg-config: cgo for libvirt.org/go/libvirt (the lab's
-# hosts); openssl: inspecting the lab's certificates by hand.
-PACKAGES=(libvirt-dev pkg-config openssl)
+# hosts); openssl: inspecting the lab's certificates by hand;
+# python3-sushy: the Redfish library Ironic uses, which the BMC's tests
+# drive the BMCs with (sim/bmc/testdata/sushy_inspect.py).
+PACKAGES=(libvirt-dev pkg-config openssl python3-sushy)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -4,6 +4,9 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -11,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stmcginnis/gofish/redfish"
+
+	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
 // What Ironic's inspection reads, read with gofish: the lab file's host
@@ -197,4 +202,55 @@ func links(v any) []string {
 func stringOf(v any) string {
 	s, _ := v.(string)
 	return s
+}
+
+// sushy, the Redfish library Ironic's redfish drivers are built on
+// (Debian's python3-sushy, which scripts/install-deps.sh installs), reads
+// a lab host as Ironic's inspection does and powers it on.
+func TestSushyInspectsAndPowersAHost(t *testing.T) {
+	f := newFixture(t, 0)
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, f.ca.PEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/usr/bin/python3", "testdata/sushy_inspect.py", f.bmc.Endpoint(), caFile, "admin", "upgradelab-bmc")
+	// requests prefers REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE, when set,
+	// to the CA a client passes: point both at the lab's.
+	cmd.Env = append(os.Environ(), "REQUESTS_CA_BUNDLE="+caFile, "CURL_CA_BUNDLE="+caFile)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sushy: %v\n%s", err, out)
+	}
+	var got struct {
+		PowerBefore, PowerAfter, Architecture string
+		LogicalCPUs                          int
+		MemoryGiB                            float64
+		NICs                                 map[string]struct {
+			MAC   string
+			Speed int
+		}
+		SimpleStorageMaxBytes, StorageMaxDriveBytes int64
+		BootTargets, ResetTypes                     []string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("sushy's output: %v\n%s", err, out)
+	}
+	spec := f.host.Spec()
+	disk := int64(spec.DiskGiB) << 30
+	if got.PowerBefore != "Off" || got.PowerAfter != "On" || f.host.Status().Power != lab.PoweredOn {
+		t.Errorf("power through sushy: %s then %s (lab %s); want off then on", got.PowerBefore, got.PowerAfter, f.host.Status().Power)
+	}
+	if got.LogicalCPUs != spec.CPUs || got.Architecture != "x86" || got.MemoryGiB != float64(spec.MemoryMiB)/1024 {
+		t.Errorf("sushy read %d CPUs (%s) and %v GiB; want %d x86 and %v", got.LogicalCPUs, got.Architecture, got.MemoryGiB, spec.CPUs, float64(spec.MemoryMiB)/1024)
+	}
+	if got.SimpleStorageMaxBytes != disk || got.StorageMaxDriveBytes != disk {
+		t.Errorf("sushy read disks of %d (simple storage) and %d (storage) bytes; want %d", got.SimpleStorageMaxBytes, got.StorageMaxDriveBytes, disk)
+	}
+	nic, ok := got.NICs[spec.NICs[0].Name]
+	if !ok || !strings.EqualFold(nic.MAC, spec.NICs[0].MAC) || nic.Speed != nicMbps {
+		t.Errorf("sushy read NICs %+v; want %s with %s at %d Mb/s", got.NICs, spec.NICs[0].Name, spec.NICs[0].MAC, nicMbps)
+	}
+	if len(got.BootTargets) == 0 || len(got.ResetTypes) == 0 {
+		t.Errorf("sushy found no allowed boot targets (%v) or reset types (%v)", got.BootTargets, got.ResetTypes)
+	}
 }
