@@ -223,9 +223,9 @@ func TestSushyInspectsAndPowersAHost(t *testing.T) {
 	}
 	var got struct {
 		PowerBefore, PowerAfter, Architecture string
-		LogicalCPUs                          int
-		MemoryGiB                            float64
-		NICs                                 map[string]struct {
+		LogicalCPUs                           int
+		MemoryGiB                             float64
+		NICs                                  map[string]struct {
 			MAC   string
 			Speed int
 		}
