@@ -179,7 +179,7 @@ func setupInventory(mgr ctrl.Manager, o options) error {
 		return err
 	}
 	hosts := &host.Reconciler{
-		Client: mgr.GetClient(), BMCHTTP: httpClient, AgentHTTP: httpClient, Heartbeats: heartbeats, Recorder: mgr.GetEventRecorder("baremetalhost-controller"),
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), BMCHTTP: httpClient, AgentHTTP: httpClient, Heartbeats: heartbeats, Recorder: mgr.GetEventRecorder("baremetalhost-controller"),
 		DeployImageURL: o.deployImageURL, CallbackURL: o.callbackURL,
 		Poll: o.poll, DeployTimeout: o.deployTimeout, ResetTimeout: o.resetTimeout, SoftPowerOffTimeout: o.softPowerOffTimeout,
 	}

@@ -11,7 +11,9 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
@@ -29,12 +31,13 @@ type Reconciler struct {
 	Client client.Client
 }
 
-// SetupWithManager registers the controller; a Cluster's change (its
-// spec.paused going) wakes its BareMetalCluster.
+// SetupWithManager registers the controller; a Cluster paused or
+// unpaused wakes its BareMetalCluster.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.BareMetalCluster{}).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(
-			util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("BareMetalCluster"), mgr.GetClient(), &infrav1.BareMetalCluster{}))).
+			util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("BareMetalCluster"), mgr.GetClient(), &infrav1.BareMetalCluster{})),
+			builder.WithPredicates(predicates.ClusterPausedTransitions(mgr.GetScheme(), mgr.GetLogger()))).
 		Named("baremetalcluster").Complete(r)
 }
 

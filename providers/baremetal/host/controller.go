@@ -44,6 +44,12 @@ const Finalizer = "infrastructure.upgradelab.dev/baremetalhost"
 // durations, which default.
 type Reconciler struct {
 	Client client.Client
+	// Reader reads straight from the API server. Each host is read
+	// through it: a phase acts on hardware before it writes the state it
+	// reached, so a reconcile that read the state from a cache not yet
+	// holding the last write would act again (boot a cleaned host into
+	// the deploy ramdisk a second time, say). Nil reads through Client.
+	Reader client.Reader
 	// BMCHTTP trusts the BMCs' certificates.
 	BMCHTTP *http.Client
 	// AgentHTTP presents the provider's client certificate to host agents.
@@ -115,7 +121,11 @@ func failed(kind metal3.ErrorType, format string, args ...any) error {
 // status back.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	host := &metal3.BareMetalHost{}
-	if err := r.Client.Get(ctx, req.NamespacedName, host); err != nil {
+	reader := r.Reader
+	if reader == nil {
+		reader = r.Client
+	}
+	if err := reader.Get(ctx, req.NamespacedName, host); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if _, paused := host.Annotations[metal3.PausedAnnotation]; paused {

@@ -72,11 +72,14 @@ func (r *Reconciler) managePower(ctx context.Context, host *metal3.BareMetalHost
 		return ctrl.Result{}, failed(metal3.PowerManagementError, "%v", err)
 	}
 	defer bmc.Close()
+	if !bmc.PoweredOn() {
+		// Off, whatever was booting is gone: a deploy boot asked for
+		// before is void, and the next provisioning boots again.
+		r.forgetDeployBoot(host)
+		r.forgetSoftPowerOff(host)
+	}
 	if on := bmc.PoweredOn(); on != host.Status.PoweredOn {
 		host.Status.PoweredOn = on
-		if !on {
-			r.forgetSoftPowerOff(host)
-		}
 		return ctrl.Result{RequeueAfter: r.Poll}, nil
 	}
 	if _, plain := host.Annotations[metal3.RebootAnnotationPrefix]; plain && !host.Status.PoweredOn {
@@ -112,6 +115,7 @@ func (r *Reconciler) managePower(ctx context.Context, host *metal3.BareMetalHost
 			return ctrl.Result{}, failed(metal3.PowerManagementError, "hard power off: %v", err)
 		}
 		r.forgetSoftPowerOff(host)
+		r.forgetDeployBoot(host)
 		host.Status.PoweredOn = false
 		return ctrl.Result{RequeueAfter: steady}, nil
 	}
