@@ -74,10 +74,7 @@ func (b *BMC) getNetworkAdapter(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	health := "OK"
-	if p.Flash == nic.FlashRecovery {
-		health = "Critical"
-	}
+	health := nicHealth(p)
 	writeJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":    chassisPath + b.host.Name() + "/NetworkAdapters/" + p.Name,
 		"@odata.type":  "#NetworkAdapter.v1_11_0.NetworkAdapter",
@@ -133,4 +130,13 @@ func (b *BMC) getEthernetInterface(w http.ResponseWriter, r *http.Request) {
 		"IPv4Addresses": addresses,
 		"Status":        map[string]string{"State": state, "Health": "OK"},
 	})
+}
+
+// nicHealth is a NIC's health: critical while it runs its recovery
+// firmware (a cut flash).
+func nicHealth(p nic.Port) string {
+	if p.Flash == nic.FlashRecovery {
+		return "Critical"
+	}
+	return "OK"
 }

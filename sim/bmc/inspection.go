@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/upgradelab/upgradelab/sim/lab"
-	"github.com/upgradelab/upgradelab/sim/nic"
 )
 
 // The resources Ironic's inspection reads (sushy: the system's
@@ -169,10 +168,7 @@ func (b *BMC) getPCIeDevice(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	health := "OK"
-	if p.Flash == nic.FlashRecovery {
-		health = "Critical"
-	}
+	health := nicHealth(p)
 	writeJSON(w, http.StatusOK, map[string]any{
 		"@odata.id": b.pcieDevicePath(p.Name), "@odata.type": "#PCIeDevice.v1_11_0.PCIeDevice",
 		"Id": p.Name, "Name": "Intel Ethernet Controller X710 (" + p.Name + ")",
