@@ -190,7 +190,10 @@ func singleNodeInPlace(t *testing.T, clusterClass bool) {
 			fmt.Sprintf("annotations %v, observedGeneration %d of %d, %s", kcp.Annotations, kcp.Status.ObservedGeneration, kcp.Generation, conditionStates(kcp.Status.Conditions))
 	})
 	steady := conditionStates(kcp.Status.Conditions)
-	if err := host.PowerOff(); err != nil {
+	// Off for good: a host merely powered off is powered on again by the
+	// provider (spec.online, as baremetal-operator does), maybe before
+	// KCP looks.
+	if err := host.FailPowerSupply(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, "KCP's conditions to follow the host going off", func() (bool, string) {
