@@ -21,7 +21,7 @@ import (
 // The host controller manages power as baremetal-operator does, against
 // the lab's BMCs: spec.online in a steady state, the reboot annotation
 // in its plain and suffixed forms and its modes, a soft power-off that a
-// hung OS never finishes, and the detached annotation. Each step is
+// hung OS never finishes, and the paused and detached annotations. Each step is
 // judged on the lab's hardware (power, its events), not on the
 // controller's own status alone.
 func TestBareMetalHostPowerAsBaremetalOperatorDoes(t *testing.T) {
@@ -135,6 +135,20 @@ func TestBareMetalHostPowerAsBaremetalOperatorDoes(t *testing.T) {
 	if s := e.host(t, ctx, "cp-0").Status.OperationalStatus; s != metal3.OperationalStatusOK {
 		t.Fatalf("cp-0 attached again: operational status %s, want OK", s)
 	}
+	// Paused: not reconciled at all, so spec.online false powers nothing
+	// off until the annotation goes.
+	e.patchHost(t, ctx, "cp-0", func(h *metal3.BareMetalHost) {
+		h.Annotations[metal3.PausedAnnotation] = ""
+		h.Spec.Online = false
+	})
+	time.Sleep(2 * time.Second)
+	if st := cp0.Status(); st.Power != lab.PoweredOn {
+		t.Fatalf("paused cp-0 was powered %s", st.Power)
+	}
+	e.patchHost(t, ctx, "cp-0", func(h *metal3.BareMetalHost) { delete(h.Annotations, metal3.PausedAnnotation) })
+	e.waitPower(t, ctx, cp0, false)
+	e.patchHost(t, ctx, "cp-0", func(h *metal3.BareMetalHost) { h.Spec.Online = true })
+	e.waitPower(t, ctx, cp0, true)
 	waitFor(t, ctx, "cp-0 running", func() (bool, string) { st := cp0.Status(); return st.Phase == lab.PhaseRunning, string(st.Phase) })
 	boots = cp0.Status().BootCount
 	e.patchHost(t, ctx, "cp-0", func(h *metal3.BareMetalHost) { h.Annotations[metal3.DetachedAnnotation] = "" })
@@ -153,6 +167,26 @@ func TestBareMetalHostPowerAsBaremetalOperatorDoes(t *testing.T) {
 	if st := cp0.Status(); st.Phase != lab.PhaseRunning || st.BootCount != boots || st.OS.Source != lab.FromDisk {
 		t.Fatalf("deleting detached cp-0 touched it: %s after %d boots (were %d), OS %+v", st.Phase, st.BootCount, boots, st.OS)
 	}
+
+	// Detached with {"deleteAction": "delay"}: a deletion waits until the
+	// host is attached again.
+	e.patchHost(t, ctx, "cp-1", func(h *metal3.BareMetalHost) { h.Annotations[metal3.DetachedAnnotation] = `{"deleteAction": "delay"}` })
+	waitFor(t, ctx, "cp-1 detached", func() (bool, string) {
+		s := e.host(t, ctx, "cp-1").Status.OperationalStatus
+		return s == metal3.OperationalStatusDetached, string(s)
+	})
+	if err := e.c.Delete(ctx, e.host(t, ctx, "cp-1")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if h := e.host(t, ctx, "cp-1"); h.DeletionTimestamp.IsZero() {
+		t.Fatal("cp-1 is not being deleted")
+	}
+	e.patchHost(t, ctx, "cp-1", func(h *metal3.BareMetalHost) { delete(h.Annotations, metal3.DetachedAnnotation) })
+	waitFor(t, ctx, "cp-1 deleted once attached", func() (bool, string) {
+		err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "cp-1"}, &metal3.BareMetalHost{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
 }
 
 // patchHost edits a host with a merge patch (the controller writes it
