@@ -12,7 +12,6 @@ import (
 	"time"
 
 	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
-	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
@@ -171,7 +170,8 @@ func (a *Agent) post(ctx context.Context, to string, body any) error {
 	return nil
 }
 
-// isDeployRamdisk tells a deploy ramdisk booted from virtual media.
+// isDeployRamdisk tells a deploy ramdisk booted from virtual media or
+// the network.
 func isDeployRamdisk(running *lab.RunningOS) bool {
-	return running != nil && running.Source == lab.FromVirtualMedia && running.Image.Role == imagev1.RoleDeploy
+	return running.DeployRamdisk()
 }

@@ -1,6 +1,7 @@
 package bmc
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,7 +15,8 @@ var resetTypes = []string{"On", "ForceOff", "GracefulShutdown", "GracefulRestart
 
 var (
 	overrideModes   = []string{string(lab.OverrideDisabled), string(lab.OverrideOnce), string(lab.OverrideContinuous)}
-	overrideTargets = []string{"None", string(lab.BootPxe), string(lab.BootHdd), string(lab.BootCd), string(lab.BootUefiHttp)}
+	overrideTargets = []string{"None", string(lab.BootPxe), string(lab.BootHdd), string(lab.BootCd), string(lab.BootUefiHttp), string(lab.BootBiosSetup)}
+	bootModes       = []string{string(lab.BootModeUEFI), string(lab.BootModeLegacy)}
 )
 
 func (b *BMC) systemPath() string { return systemsPath + b.host.Name() }
@@ -57,7 +59,8 @@ func (b *BMC) getSystem(w http.ResponseWriter, _ *http.Request) {
 			"BootSourceOverrideTarget":                          target,
 			"BootSourceOverrideTarget@Redfish.AllowableValues":  overrideTargets,
 			"BootSourceOverrideEnabled@Redfish.AllowableValues": overrideModes,
-			"BootSourceOverrideMode":                            "UEFI",
+			"BootSourceOverrideMode":                            cmp.Or(string(s.Override.BootMode), string(lab.BootModeUEFI)),
+			"BootSourceOverrideMode@Redfish.AllowableValues":    bootModes,
 		},
 		"MemorySummary": map[string]any{"TotalSystemMemoryGiB": float64(spec.MemoryMiB) / 1024, "MemoryMirroring": "None",
 			"Status": map[string]string{"State": "Enabled", "Health": health}},
@@ -124,9 +127,14 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request) {
 			next.Target, next.Mode = "", lab.OverrideDisabled
 		}
 	}
-	if v := p.Boot.BootSourceOverrideMode; v != nil && *v != "UEFI" {
-		writeError(w, http.StatusBadRequest, msgPropertyValueNotIn, "The value "+*v+" for the property BootSourceOverrideMode is not in the list of acceptable values (UEFI).", "Boot/BootSourceOverrideMode")
-		return
+	if v := p.Boot.BootSourceOverrideMode; v != nil {
+		if !slices.Contains(bootModes, *v) {
+			writeError(w, http.StatusBadRequest, msgPropertyValueNotIn, "The value "+*v+" for the property BootSourceOverrideMode is not in the list of acceptable values.", "Boot/BootSourceOverrideMode")
+			return
+		}
+		// Honoured by the host's firmware model: a Legacy boot finds no
+		// loader in the lab's EFI-only images (lab.ErrLegacyBoot).
+		next.BootMode = lab.BootMode(*v)
 	}
 	if err := b.host.SetBootOverride(next); err != nil {
 		writeError(w, http.StatusBadRequest, msgGeneralError, err.Error(), "Boot")

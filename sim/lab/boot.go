@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -27,12 +28,29 @@ func (h *Host) boot(ctx context.Context) {
 	}
 	h.mu.Lock()
 	h.phase = PhaseBooting
-	order := h.bootOrderLocked()
+	order, mode := h.bootOrderLocked()
 	h.mu.Unlock()
 
 	var failures []string
 	for _, target := range order {
+		if target == BootBiosSetup {
+			h.mu.Lock()
+			if ctx.Err() == nil {
+				h.phase = PhaseFirmwareSetup
+				h.saveLocked()
+			}
+			h.mu.Unlock()
+			h.emit(EventBoot, "FirmwareSetup", "the host waits in its firmware setup screen", nil)
+			return
+		}
 		running, err := h.loadOS(ctx, target)
+		if err == nil && mode == BootModeLegacy {
+			// The lab's images carry only an EFI loader (as every image
+			// Metal3 deploys does): in legacy mode the firmware finds no
+			// boot sector, and a UEFI-only server refuses the mode
+			// outright. Either way the device does not boot.
+			running, err = nil, ErrLegacyBoot
+		}
 		if err != nil {
 			failures = append(failures, fmt.Sprintf("%s: %v", target, err))
 			h.emit(EventBoot, "BootDeviceFailed", fmt.Sprintf("%s: %v", target, err), map[string]string{"target": string(target)})
@@ -55,13 +73,14 @@ func (h *Host) boot(ctx context.Context) {
 }
 
 // bootOrderLocked applies the override: a Once override is used up by this
-// boot, as Redfish BMCs do.
-func (h *Host) bootOrderLocked() []BootTarget {
+// boot, as Redfish BMCs do. The boot mode is the override's for this
+// boot, UEFI otherwise.
+func (h *Host) bootOrderLocked() ([]BootTarget, BootMode) {
 	order := append([]BootTarget(nil), h.spec.BootOrder...)
 	if h.override.Mode == OverrideDisabled || h.override.Target == "" {
-		return order
+		return order, BootModeUEFI
 	}
-	first := h.override.Target
+	first, mode := h.override.Target, cmp.Or(h.override.BootMode, BootModeUEFI)
 	if h.override.Mode == OverrideOnce {
 		h.override = BootOverride{Mode: OverrideDisabled}
 	}
@@ -71,7 +90,7 @@ func (h *Host) bootOrderLocked() []BootTarget {
 			rest = append(rest, t)
 		}
 	}
-	return rest
+	return rest, mode
 }
 
 // loadOS tries one boot device.
@@ -120,8 +139,7 @@ func (h *Host) loadOS(ctx context.Context, target BootTarget) (*RunningOS, error
 		}
 		return &RunningOS{Source: FromVirtualMedia, Image: m, Media: url}, nil
 	case BootPxe:
-		// The lab runs no DHCP/TFTP server: provisioning uses virtual media.
-		return nil, fmt.Errorf("PXE-E16: no valid offer received")
+		return h.netboot(ctx)
 	case BootUefiHttp:
 		return nil, fmt.Errorf("HTTP boot: no boot URI offered by DHCP")
 	}

@@ -18,6 +18,8 @@ const (
 	EventNIC   EventKind = "nic"
 	EventMedia EventKind = "media"
 	EventAgent EventKind = "agent"
+	// EventBMC is what a BMC itself did (reset, refused a login).
+	EventBMC EventKind = "bmc"
 )
 
 // Event is one thing that happened in the lab, as the timeline records it.

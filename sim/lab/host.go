@@ -26,6 +26,9 @@ const (
 	PhaseBooting      Phase = "Booting"
 	PhaseRunning      Phase = "Running"
 	PhaseNoBootDevice Phase = "NoBootDevice"
+	// PhaseFirmwareSetup: the boot override sent the host into its
+	// firmware's setup screen, where it waits; no OS runs.
+	PhaseFirmwareSetup Phase = "FirmwareSetup"
 	// PhaseHung is an OS that froze while running (a kernel panic that
 	// does not reboot, a hung kernel): the power stays on, nothing on the
 	// host answers, and only a power cycle brings it back.
@@ -45,7 +48,18 @@ const (
 type BootOverride struct {
 	Target BootTarget   `json:"target,omitempty"`
 	Mode   OverrideMode `json:"mode"`
+	// BootMode is the firmware mode the override boots in (Redfish's
+	// BootSourceOverrideMode, IPMI's EFI boot flag); "" is UEFI.
+	BootMode BootMode `json:"bootMode,omitempty"`
 }
+
+// BootMode is how the firmware loads a boot device's loader.
+type BootMode string
+
+const (
+	BootModeUEFI   BootMode = "UEFI"
+	BootModeLegacy BootMode = "Legacy"
+)
 
 // OSSource says where the running OS was loaded from.
 type OSSource string
@@ -54,6 +68,9 @@ const (
 	FromDisk         OSSource = "disk"
 	FromRecovery     OSSource = "recovery-partition"
 	FromVirtualMedia OSSource = "virtual-media"
+	// FromNetwork: PXE, then the boot script of the provisioning
+	// network's boot server (netboot.go).
+	FromNetwork OSSource = "network"
 )
 
 // RunningOS is what booted: read from the bytes it booted from.
@@ -63,15 +80,21 @@ type RunningOS struct {
 	Root  disk.RootID      `json:"root,omitempty"`
 	Trial bool             `json:"trial,omitempty"`
 	Image imagev1.Manifest `json:"image"`
-	// Media is the virtual media URL a FromVirtualMedia OS booted from; its
-	// query is what a kernel command line carries (a deploy ramdisk finds
-	// its provisioner there).
+	// Media is the image URL a FromVirtualMedia or FromNetwork OS booted
+	// from; its query is what a kernel command line carries (a deploy
+	// ramdisk finds its provisioner there).
 	Media string     `json:"media,omitempty"`
 	Links []PortLink `json:"links"`
 	// BootID is new on every boot, as the kernel's boot_id is; BootedAt is
 	// when the OS came up (the lab's clock: an agent reports the uptime).
 	BootID   string    `json:"bootID"`
 	BootedAt time.Time `json:"bootedAt"`
+}
+
+// DeployRamdisk says whether the OS is a deploy ramdisk booted from a
+// boot medium (virtual media or the network), not installed on the disk.
+func (r *RunningOS) DeployRamdisk() bool {
+	return r != nil && (r.Source == FromVirtualMedia || r.Source == FromNetwork) && r.Image.Role == imagev1.RoleDeploy
 }
 
 // PortLink is one port's link under the running OS's driver, with the
@@ -108,6 +131,8 @@ var (
 	ErrPowerLost  = errors.New("power was lost")
 	ErrMediaBusy  = errors.New("virtual media is already inserted")
 	ErrNoMedia    = errors.New("no virtual media is inserted")
+	// ErrLegacyBoot: a boot in legacy (BIOS) mode finds no loader.
+	ErrLegacyBoot = errors.New("legacy boot: no boot sector (the image has only an EFI loader)")
 	ErrLabDown    = errors.New("the lab is down")
 	// ErrHung is a graceful request (shutdown, restart) a hung OS never
 	// acts on.

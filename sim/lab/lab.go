@@ -44,6 +44,8 @@ type Lab struct {
 
 	mu   sync.Mutex
 	bmcs map[string]BMCInfo
+	// netboot is each network's boot server, by network name.
+	netboot map[string]string
 }
 
 // Info is lab.json: what a user or another process needs to reach the lab.
@@ -70,8 +72,12 @@ type HostInfo struct {
 
 // BMCInfo is how to reach a host's BMC.
 type BMCInfo struct {
-	// Address is the Redfish ComputerSystem URL.
-	Address  string `json:"address"`
+	// Address is the Redfish ComputerSystem URL; empty for a BMC that
+	// serves IPMI only.
+	Address string `json:"address,omitempty"`
+	// IPMI is the IPMI over LAN endpoint (HOST:PORT, UDP); empty for a
+	// BMC that serves Redfish only.
+	IPMI     string `json:"ipmi,omitempty"`
 	Username string `json:"username"`
 	Password string `json:"password"`
 	CAFile   string `json:"caFile"`
@@ -90,7 +96,7 @@ func Up(ctx context.Context, def *Definition, opts Options) (l *Lab, err error) 
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		return nil, err
 	}
-	l = &Lab{def: def, stateDir: stateDir, scale: opts.Scale, backend: opts.Backend, hosts: map[string]*Host{}, loopDone: make(chan struct{})}
+	l = &Lab{def: def, stateDir: stateDir, scale: opts.Scale, backend: opts.Backend, hosts: map[string]*Host{}, netboot: map[string]string{}, loopDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			l.Down()

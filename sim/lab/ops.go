@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/disk"
@@ -22,15 +23,21 @@ func (h *Host) SetBootOverride(o BootOverride) error {
 		return fmt.Errorf("host %s: boot override mode %q is not Disabled, Once or Continuous", h.spec.Name, o.Mode)
 	}
 	switch o.Target {
-	case "", BootHdd, BootCd, BootPxe, BootUefiHttp:
+	case "", BootHdd, BootCd, BootPxe, BootUefiHttp, BootBiosSetup:
 	default:
-		return fmt.Errorf("host %s: boot override target %q is not Hdd, Cd, Pxe or UefiHttp", h.spec.Name, o.Target)
+		return fmt.Errorf("host %s: boot override target %q is not Hdd, Cd, Pxe, UefiHttp or BiosSetup", h.spec.Name, o.Target)
+	}
+	switch o.BootMode {
+	case "", BootModeUEFI, BootModeLegacy:
+	default:
+		return fmt.Errorf("host %s: boot mode %q is not UEFI or Legacy", h.spec.Name, o.BootMode)
 	}
 	h.mu.Lock()
 	h.override = o
 	h.saveLocked()
 	h.mu.Unlock()
-	h.emit(EventBoot, "BootOverrideSet", fmt.Sprintf("%s %s", o.Mode, o.Target), map[string]string{"mode": string(o.Mode), "target": string(o.Target)})
+	h.emit(EventBoot, "BootOverrideSet", strings.TrimSpace(fmt.Sprintf("%s %s %s", o.Mode, o.Target, o.BootMode)),
+		map[string]string{"mode": string(o.Mode), "target": string(o.Target), "bootMode": string(o.BootMode)})
 	return nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 
-	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/disk"
 )
 
@@ -61,7 +60,7 @@ func (h *Host) WipeData() error {
 // cleans, so a disk an installed OS runs from is never erased under it.
 func (h *Host) EraseDisk() error {
 	return h.diskOp("DiskErased", "slots, data partitions and config drive erased", func(d *disk.Disk) error {
-		if h.os == nil || h.os.Source != FromVirtualMedia || h.os.Image.Role != imagev1.RoleDeploy {
+		if !h.os.DeployRamdisk() {
 			return fmt.Errorf("erase: only a deploy ramdisk erases the disk: %w", ErrNotRunning)
 		}
 		d.Erase()

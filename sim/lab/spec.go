@@ -104,7 +104,22 @@ func (o HostOS) RootMiB() int {
 // HostBMC names the host's BMC account.
 type HostBMC struct {
 	Credentials string `yaml:"credentials"`
+	// Protocols are what the BMC serves: redfish (HTTPS) and ipmi (IPMI
+	// v2.0 over LAN, RMCP+); default both, as most BMCs shipped since
+	// 2016 do. [ipmi] alone is an older fleet's BMC.
+	Protocols []BMCProtocol `yaml:"protocols"`
 }
+
+// BMCProtocol is one management protocol a BMC serves.
+type BMCProtocol string
+
+const (
+	ProtocolRedfish BMCProtocol = "redfish"
+	ProtocolIPMI    BMCProtocol = "ipmi"
+)
+
+// Serves says whether the BMC speaks p.
+func (b HostBMC) Serves(p BMCProtocol) bool { return slices.Contains(b.Protocols, p) }
 
 // NICSpec is one port and the NVM image in its flash when the lab starts.
 type NICSpec struct {
@@ -128,6 +143,9 @@ const (
 	BootCd       BootTarget = "Cd"
 	BootPxe      BootTarget = "Pxe"
 	BootUefiHttp BootTarget = "UefiHttp"
+	// BootBiosSetup stops in the firmware's setup screen (an override
+	// only: Redfish's BiosSetup, IPMI's "force boot into BIOS setup").
+	BootBiosSetup BootTarget = "BiosSetup"
 )
 
 // Path is the file the spec was read from.
@@ -197,6 +215,9 @@ func (s *Spec) defaults() {
 	for i := range s.Hosts {
 		if len(s.Hosts[i].BootOrder) == 0 {
 			s.Hosts[i].BootOrder = []BootTarget{BootHdd, BootPxe}
+		}
+		if len(s.Hosts[i].BMC.Protocols) == 0 {
+			s.Hosts[i].BMC.Protocols = []BMCProtocol{ProtocolRedfish, ProtocolIPMI}
 		}
 		if s.Hosts[i].OS.Kind == "" {
 			s.Hosts[i].OS.Kind = disk.AB
@@ -317,6 +338,30 @@ func (s *Spec) assignIPs() error {
 	return nil
 }
 
+func validProtocols(ps []BMCProtocol) error {
+	seen := map[BMCProtocol]bool{}
+	for _, p := range ps {
+		if p != ProtocolRedfish && p != ProtocolIPMI {
+			return fmt.Errorf("%q is not redfish or ipmi", p)
+		}
+		if seen[p] {
+			return fmt.Errorf("%s is listed twice", p)
+		}
+		seen[p] = true
+	}
+	return nil
+}
+
+// Network finds a network by name.
+func (s *Spec) Network(name string) (Network, bool) {
+	for _, n := range s.Networks {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return Network{}, false
+}
+
 func validateHost(h HostSpec, creds, nets, names map[string]bool, macs map[string]string) error {
 	switch {
 	case !dnsLabel.MatchString(h.Name):
@@ -333,6 +378,8 @@ func validateHost(h HostSpec, creds, nets, names map[string]bool, macs map[strin
 		return fmt.Errorf("bmc.credentials: %q is not in credentials", h.BMC.Credentials)
 	case len(h.NICs) == 0:
 		return fmt.Errorf("nics: a host needs at least one port")
+	case validProtocols(h.BMC.Protocols) != nil:
+		return fmt.Errorf("bmc.protocols: %w", validProtocols(h.BMC.Protocols))
 	case !slices.Contains(disk.Kinds, h.OS.Kind):
 		return fmt.Errorf("os.kind: %q is not one of %v", h.OS.Kind, disk.Kinds)
 	case h.OS.KeepDeployments != 0 && h.OS.Kind != disk.OSTree:

@@ -79,6 +79,8 @@ const (
 	PhaseBooting      Phase = "Booting"
 	PhaseRunning      Phase = "Running"
 	PhaseNoBootDevice Phase = "NoBootDevice"
+	// PhaseFirmwareSetup: the host waits in its firmware's setup screen.
+	PhaseFirmwareSetup Phase = "FirmwareSetup"
 )
 
 // Status is what GET PathStatus answers.
@@ -105,6 +107,8 @@ const (
 	FromDisk         OSSource = "disk"
 	FromRecovery     OSSource = "recovery-partition"
 	FromVirtualMedia OSSource = "virtual-media"
+	// FromNetwork: PXE and the provisioning network's boot script.
+	FromNetwork OSSource = "network"
 )
 
 // RunningOS is the OS that booted, as it reads itself.
@@ -115,7 +119,8 @@ type RunningOS struct {
 	Root  RootID           `json:"root,omitempty"`
 	Trial bool             `json:"trial,omitempty"`
 	Image imagev1.Manifest `json:"image"`
-	// Media is the virtual media URL a FromVirtualMedia OS booted from.
+	// Media is the image URL a FromVirtualMedia or FromNetwork OS booted
+	// from.
 	Media string `json:"media,omitempty"`
 	// BootID is new on every boot (the kernel's
 	// /proc/sys/kernel/random/boot_id): a caller that remembers it knows
