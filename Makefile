@@ -136,6 +136,7 @@ e2e-upstream: tools
 bench: tools
 	$(GO_TEST) -run '^$$' -bench . -benchtime 3x -timeout 30m ./e2e/mgmt/ ./sim/lab/
 	$(GO_TEST) -run '^$$' -bench . -benchtime 2s -timeout 30m ./sim/bmc/
+	$(GO_TEST) -run '^$$' -bench . -benchtime 5000x -timeout 10m ./sim/ipmi/
 	$(GO_TEST) -run '^$$' -bench BenchmarkEviction -benchtime 1000x -timeout 10m ./sim/workload/
 	$(GO_TEST) -run '^$$' -bench 'BenchmarkScenario|BenchmarkFourScenariosTogether' -benchtime 1x -timeout 60m ./e2e/runner/
 
@@ -147,6 +148,8 @@ fuzz: deps
 	go test -run '^$$' -fuzz FuzzParseCatalog -fuzztime $(FUZZTIME) ./sim/image/
 	go test -run '^$$' -fuzz FuzzParseRules -fuzztime $(FUZZTIME) ./sim/nic/
 	go test -run '^$$' -fuzz FuzzRedfishRequests -fuzztime $(FUZZTIME) ./sim/bmc/
+	go test -run '^$$' -fuzz FuzzIPMIDatagrams -fuzztime $(FUZZTIME) ./sim/ipmi/
+	go test -run '^$$' -fuzz FuzzParseBootScript -fuzztime $(FUZZTIME) ./api/netboot/v1/
 	go test -run '^$$' -fuzz FuzzParseBootstrap -fuzztime $(FUZZTIME) ./sim/agent/
 	go test -run '^$$' -fuzz FuzzParseRegistration -fuzztime $(FUZZTIME) ./providers/baremetal/callback/
 	go test -run '^$$' -fuzz FuzzRenderBytes -fuzztime $(FUZZTIME) ./e2e/clustertemplate/

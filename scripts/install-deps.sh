@@ -6,8 +6,10 @@ set -euo pipefail
 # libvirt-dev and pkg-config: cgo for libvirt.org/go/libvirt (the lab's
 # hosts); openssl: inspecting the lab's certificates by hand;
 # python3-sushy: the Redfish library Ironic uses, which the BMC's tests
-# drive the BMCs with (sim/bmc/testdata/sushy_inspect.py).
-PACKAGES=(libvirt-dev pkg-config openssl python3-sushy)
+# drive the BMCs with (sim/bmc/testdata/sushy_inspect.py). ipmitool: the
+# IPMI client the BMCs' IPMI tests drive them with (sim/ipmi), and what
+# the provider runs for ipmi:// hosts, as Ironic's ipmitool driver does.
+PACKAGES=(libvirt-dev pkg-config openssl python3-sushy ipmitool)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -58,7 +58,7 @@ disks and NICs for the next 'lab up'.`,
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "lab %s is up: %d hosts, images at %s, time scale %g\n", info.Name, len(info.Hosts), info.ImageServer, info.TimeScale)
 			for _, h := range info.Hosts {
-				fmt.Fprintf(out, "  %-10s BMC %s\n", h.Name, h.BMC.Address)
+				fmt.Fprintf(out, "  %-10s BMC %s\n", h.Name, bmcEndpoints(h.BMC))
 			}
 			fmt.Fprintf(out, "  %s\n  upgradelab lab status --state %s\nCtrl-C stops it.\n", filepath.Join(info.StateDir, "lab.json"), stateDir)
 			events, cancel := l.Subscribe()
@@ -110,7 +110,7 @@ func printLabStatus(out io.Writer, info lab.Info, hosts []lab.HostStatus) {
 	bmcs := map[string]string{}
 	for _, h := range info.Hosts {
 		if h.BMC != nil {
-			bmcs[h.Name] = h.BMC.Address
+			bmcs[h.Name] = bmcEndpoints(h.BMC)
 		}
 	}
 	for _, h := range hosts {
@@ -149,4 +149,20 @@ func rootDesc(r disk.Root) string {
 		d += fmt.Sprintf(" tries=%d", r.TriesLeft)
 	}
 	return d
+}
+
+// bmcEndpoints says how to reach a BMC: its Redfish system URL and its
+// IPMI address, where it serves them.
+func bmcEndpoints(b *lab.BMCInfo) string {
+	if b == nil {
+		return "-"
+	}
+	var out []string
+	if b.Address != "" {
+		out = append(out, b.Address)
+	}
+	if b.IPMI != "" {
+		out = append(out, "ipmi "+b.IPMI)
+	}
+	return strings.Join(out, ", ")
 }

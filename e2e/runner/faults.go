@@ -16,6 +16,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
 	"github.com/upgradelab/upgradelab/sim/bmc"
+	"github.com/upgradelab/upgradelab/sim/ipmi"
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
@@ -108,16 +109,27 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 		announce(fmt.Sprintf("the agent of %s crashes, back in %s", host, f.AgentCrash.RestartAfter.Duration))
 		return r.env.Site.CrashAgent(host, f.AgentCrash.RestartAfter.Duration)
 	case f.BMC != nil && f.BMC.Offline.Duration > 0:
-		b, ok := r.env.Site.BMCs.BMCs[host]
-		if !ok {
+		fleet := r.env.Site.BMCs
+		rf, hasRedfish := fleet.BMCs[host]
+		ip, hasIPMI := fleet.IPMI[host]
+		if !hasRedfish && !hasIPMI {
 			return fmt.Errorf("host %s has no BMC", host)
 		}
 		announce(fmt.Sprintf("the BMC of %s goes offline for %s", host, f.BMC.Offline.Duration))
-		b.Unreachable(f.BMC.Offline.Duration)
+		if hasRedfish {
+			rf.Unreachable(f.BMC.Offline.Duration)
+		}
+		if hasIPMI {
+			ip.Unreachable(f.BMC.Offline.Duration)
+		}
 	case f.BMC != nil:
-		announce(fmt.Sprintf("every BMC answers after %s, %.0f%% with 503", f.BMC.Latency.Duration, f.BMC.ErrorRate*100))
+		announce(fmt.Sprintf("every BMC answers after %s, %.0f%% of Redfish requests with 503 and of IPMI datagrams lost",
+			f.BMC.Latency.Duration, f.BMC.ErrorRate*100))
 		for _, b := range r.env.Site.BMCs.BMCs {
 			b.SetFaults(bmc.Faults{Latency: f.BMC.Latency.Duration, ErrorRate: f.BMC.ErrorRate})
+		}
+		for _, b := range r.env.Site.BMCs.IPMI {
+			b.SetFaults(ipmi.Faults{Latency: f.BMC.Latency.Duration, DropRate: f.BMC.ErrorRate})
 		}
 	}
 	return nil

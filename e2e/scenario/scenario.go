@@ -329,9 +329,14 @@ type FaultWhen struct {
 // on the lab event's host's BMC only (it stops answering, as a BMC
 // rebooting does, and comes back on the same address).
 type BMCFault struct {
-	Latency   Duration `yaml:"latency"`
-	ErrorRate float64  `yaml:"errorRate"`
-	Offline   Duration `yaml:"offline"`
+	// Latency delays every answer, Redfish and IPMI.
+	Latency Duration `yaml:"latency"`
+	// ErrorRate is the share of Redfish requests answered 503 and of IPMI
+	// datagrams lost (UDP has no error to answer with).
+	ErrorRate float64 `yaml:"errorRate"`
+	// Offline takes the event's host's BMC down for that long (a BMC
+	// reset): no Redfish, no IPMI, IPMI sessions lost.
+	Offline Duration `yaml:"offline"`
 }
 
 // PowerLossFault is a power cut (a PDU outlet, a tripped breaker).

@@ -6,13 +6,18 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/upgradelab/upgradelab/sim/ipmi"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/pki"
 )
 
-// Fleet is one BMC per lab host, all with certificates from one lab CA.
+// Fleet is one BMC per lab host, all with certificates from one lab CA:
+// its Redfish service and its IPMI over LAN interface, each where the
+// lab file's bmc.protocols has it.
 type Fleet struct {
+	// BMCs are the Redfish services, IPMI the IPMI interfaces, by host.
 	BMCs   map[string]*BMC
+	IPMI   map[string]*ipmi.BMC
 	CAFile string
 }
 
@@ -39,7 +44,7 @@ func StartFleet(l *lab.Lab, ca *pki.CA) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fleet{BMCs: map[string]*BMC{}, CAFile: caFile}
+	f := &Fleet{BMCs: map[string]*BMC{}, IPMI: map[string]*ipmi.BMC{}, CAFile: caFile}
 	infos := map[string]lab.BMCInfo{}
 	spec := l.Definition().Spec
 	for _, h := range l.Hosts() {
@@ -48,14 +53,28 @@ func StartFleet(l *lab.Lab, ca *pki.CA) (*Fleet, error) {
 			f.Close()
 			return nil, fmt.Errorf("host %s: bmc.credentials %q not in the lab", h.Name(), h.Spec().BMC.Credentials)
 		}
-		b, err := Start(Config{Host: h, Username: cred.Username, Password: cred.Password, Certificate: cert,
-			Scale: l.Scale(), NVMImages: l.Definition().NVMImages, BIOSVersion: "2.19.1", BMCVersion: "7.00"})
-		if err != nil {
-			f.Close()
-			return nil, err
+		info := lab.BMCInfo{Username: cred.Username, Password: cred.Password}
+		if h.Spec().BMC.Serves(lab.ProtocolRedfish) {
+			b, err := Start(Config{Host: h, Username: cred.Username, Password: cred.Password, Certificate: cert,
+				Scale: l.Scale(), NVMImages: l.Definition().NVMImages, BIOSVersion: "2.19.1", BMCVersion: bmcVersion})
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
+			f.BMCs[h.Name()] = b
+			info.Address, info.CAFile = b.SystemURL(), caFile
 		}
-		f.BMCs[h.Name()] = b
-		infos[h.Name()] = lab.BMCInfo{Address: b.SystemURL(), Username: cred.Username, Password: cred.Password, CAFile: caFile}
+		if h.Spec().BMC.Serves(lab.ProtocolIPMI) {
+			b, err := ipmi.Start(ipmi.Config{Host: h, Username: cred.Username, Password: cred.Password,
+				Scale: l.Scale(), FirmwareVersion: bmcVersion})
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
+			f.IPMI[h.Name()] = b
+			info.IPMI = b.Addr()
+		}
+		infos[h.Name()] = info
 	}
 	if err := l.RecordBMCs(infos); err != nil {
 		f.Close()
@@ -64,10 +83,16 @@ func StartFleet(l *lab.Lab, ca *pki.CA) (*Fleet, error) {
 	return f, nil
 }
 
+// bmcVersion is the BMC firmware the lab's servers ship with.
+const bmcVersion = "7.00"
+
 // Close stops every BMC.
 func (f *Fleet) Close() error {
 	var errs []error
 	for _, b := range f.BMCs {
+		errs = append(errs, b.Close())
+	}
+	for _, b := range f.IPMI {
 		errs = append(errs, b.Close())
 	}
 	return errors.Join(errs...)

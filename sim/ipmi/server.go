@@ -135,13 +135,25 @@ func (b *BMC) SetFaults(f Faults) {
 // answered for the modelled reset time (`mc reset cold`, or a fault).
 // The host's power is untouched, as on real servers.
 func (b *BMC) Reset() {
-	d := b.cfg.Scale.Real(timescale.Seconds(b.cfg.ResetSeconds))
+	b.Unreachable(b.cfg.Scale.Real(timescale.Seconds(b.cfg.ResetSeconds)))
+}
+
+// Unreachable is the BMC down for d (real time): a reset, a crashed BMC,
+// its network cut. Sessions are lost, nothing is answered until then.
+func (b *BMC) Unreachable(d time.Duration) {
 	b.mu.Lock()
 	b.sessions = map[uint32]*session{}
 	b.offlineUntil = time.Now().Add(d)
 	b.bootSetInProgress = false
 	b.mu.Unlock()
 	b.cfg.Host.Record(lab.EventBMC, "BMCReset", fmt.Sprintf("the BMC reboots: no IPMI for %s", d.Round(time.Millisecond)), map[string]string{"protocol": "ipmi"})
+}
+
+// offline says whether a reset keeps the BMC silent now.
+func (b *BMC) offline() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return time.Now().Before(b.offlineUntil)
 }
 
 // Close stops serving and waits for work in flight.

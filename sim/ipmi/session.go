@@ -60,7 +60,10 @@ type session struct {
 	sik    []byte
 	k1, k2 []byte
 	active bool
-	priv   byte // the session's current privilege
+	// rakp3, rakp4 are the exchange that activated the session: a console
+	// that lost our RAKP 4 sends the same RAKP 3 again and gets it again.
+	rakp3, rakp4 []byte
+	priv         byte // the session's current privilege
 	outSeq uint32
 	inSeq  uint32
 	seen   time.Time
@@ -200,7 +203,14 @@ func (b *BMC) rakp3(req []byte) []byte {
 	tag, status, id := req[0], req[1], binary.LittleEndian.Uint32(req[4:8])
 	b.mu.Lock()
 	s := b.sessions[id]
+	var again []byte
+	if s != nil && s.active && bytes.Equal(req, s.rakp3) {
+		again = s.rakp4
+	}
 	b.mu.Unlock()
+	if again != nil {
+		return again
+	}
 	if s == nil || s.active || s.user == nil {
 		return fail(statusInvalidSessionID, 0)
 	}
@@ -223,10 +233,12 @@ func (b *BMC) rakp3(req []byte) []byte {
 	s.active, s.priv = true, min(s.role&0x0F, privUser) // raised by Set Session Privilege Level
 	s.seen = time.Now()
 	icv := s.suite.hmac(s.sik, s.rm[:], le32(s.id), guid[:])[:s.suite.rakp4Len]
-	b.mu.Unlock()
 	out := []byte{tag, statusOK, 0, 0}
 	out = binary.LittleEndian.AppendUint32(out, s.console)
-	return append(out, icv...)
+	out = append(out, icv...)
+	s.rakp3, s.rakp4 = bytes.Clone(req), out
+	b.mu.Unlock()
+	return out
 }
 
 func le32(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }

@@ -43,6 +43,8 @@ func TestSpecValidationNamesFileHostAndField(t *testing.T) {
 		{"name: h-1", "name: h-0", "hosts[1] (h-0): name: duplicate"},
 		{"name: h-1", "name: H_1", `hosts[1] (H_1): name: "H_1" must be a DNS label`},
 		{"bmc: {credentials: bmc}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", "bmc: {credentials: root}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", `hosts[1] (h-1): bmc.credentials: "root" is not in credentials`},
+		{"bmc: {credentials: bmc}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", "bmc: {credentials: bmc, protocols: [ipmi, snmp]}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", `hosts[1] (h-1): bmc.protocols: "snmp" is not redfish or ipmi`},
+		{"bmc: {credentials: bmc}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", "bmc: {credentials: bmc, protocols: [ipmi, ipmi]}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", `hosts[1] (h-1): bmc.protocols: ipmi is listed twice`},
 		{"network: prov}\n- name: h-1", "network: storage}\n- name: h-1", `hosts[0] (h-0): nics[0].network: "storage" is not in networks`},
 		{"model: i40e, nvm: x710-nvm-9.20, network: prov}\n- name: h-1", "model: ice, nvm: x710-nvm-9.20, network: prov}\n- name: h-1", `hosts[0] (h-0): nics[0].model: "ice" is not modelled`},
 		{"cidr: 10.0.0.0/24", "cidr: 10.0.0.0", `networks[0] (prov).cidr: "10.0.0.0" is not a CIDR`},

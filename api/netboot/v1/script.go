@@ -29,6 +29,9 @@ type Script struct {
 	Chain string
 }
 
+// String is Format as a string.
+func (s Script) String() string { return string(s.Format()) }
+
 // Format writes s in iPXE's syntax.
 func (s Script) Format() []byte {
 	if s.Chain == "" {
