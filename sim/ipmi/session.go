@@ -64,9 +64,9 @@ type session struct {
 	// that lost our RAKP 4 sends the same RAKP 3 again and gets it again.
 	rakp3, rakp4 []byte
 	priv         byte // the session's current privilege
-	outSeq uint32
-	inSeq  uint32
-	seen   time.Time
+	outSeq       uint32
+	inSeq        uint32
+	seen         time.Time
 }
 
 // openSession answers an Open Session Request: 32 bytes, the message tag,
