@@ -22,6 +22,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -32,6 +33,7 @@ import (
 	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
 	"github.com/upgradelab/upgradelab/providers/baremetal/cluster"
 	"github.com/upgradelab/upgradelab/providers/baremetal/host"
+	"github.com/upgradelab/upgradelab/providers/baremetal/netboot"
 	"github.com/upgradelab/upgradelab/providers/baremetal/hostagent"
 	"github.com/upgradelab/upgradelab/providers/baremetal/machine"
 	"github.com/upgradelab/upgradelab/providers/baremetal/webhooks"
@@ -46,6 +48,7 @@ type options struct {
 	controllers                                                string
 	caFile, certDir, callbackAddr, callbackURL, deployImageURL string
 	poll, deployTimeout, resetTimeout, softPowerOffTimeout     time.Duration
+	netbootAddr, ipmitool                                      string
 }
 
 func main() {
@@ -63,6 +66,8 @@ func main() {
 	fs.StringVar(&o.callbackAddr, "callback-addr", "127.0.0.1:0", "where hosts post heartbeats and registrations")
 	fs.StringVar(&o.callbackURL, "callback-url", "", "the callback endpoint as hosts reach it (default https://<bound callback address>)")
 	fs.StringVar(&o.deployImageURL, "deploy-image-url", "", "media URL of the deploy ramdisk (required)")
+	fs.StringVar(&o.netbootAddr, "netboot-addr", "", "where the boot server for ipmi:// hosts listens (plain HTTP; the site's DHCP offers http://ADDR/boot); empty: no boot server, ipmi:// hosts cannot be deployed")
+	fs.StringVar(&o.ipmitool, "ipmitool", "ipmitool", "ipmitool binary for ipmi:// hosts (Debian's package ipmitool)")
 	fs.StringVar(&o.controllers, "controllers", partHosts+","+partMachines, "the parts to run: hosts (the BareMetalHost inventory: host controller and callback endpoint), machines (the CAPI infrastructure controllers and webhooks), or both")
 	fs.DurationVar(&o.poll, "poll", 500*time.Millisecond, "how often a host or machine waiting on hardware is looked at")
 	fs.DurationVar(&o.deployTimeout, "deploy-timeout", 5*time.Minute, "deploy ramdisk boot timeout before booting it again")
@@ -178,7 +183,20 @@ func setupInventory(mgr ctrl.Manager, o options) error {
 	}); err != nil {
 		return err
 	}
+	var boot *netboot.Server
+	if o.netbootAddr != "" {
+		l, err := net.Listen("tcp", o.netbootAddr)
+		if err != nil {
+			return fmt.Errorf("--netboot-addr: %w", err)
+		}
+		boot = netboot.New()
+		ctrl.Log.Info("boot server", "url", "http://"+l.Addr().String()+netboot.Path)
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return boot.Serve(ctx, l) })); err != nil {
+			return err
+		}
+	}
 	hosts := &host.Reconciler{
+		IPMITool: o.ipmitool, NetBoot: boot,
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), BMCHTTP: httpClient, AgentHTTP: httpClient, Heartbeats: heartbeats, Recorder: mgr.GetEventRecorder("baremetalhost-controller"),
 		DeployImageURL: o.deployImageURL, CallbackURL: o.callbackURL,
 		Poll: o.poll, DeployTimeout: o.deployTimeout, ResetTimeout: o.resetTimeout, SoftPowerOffTimeout: o.softPowerOffTimeout,

@@ -350,6 +350,9 @@ func (c *Config) Runs(s *scenario.Scenario) (bool, string) {
 	if !c.Supports(s.Strategy) {
 		return false, fmt.Sprintf("provider %s does not support strategy %s (its strategies: %v)", c.Name, s.Strategy, c.Strategies)
 	}
+	if s.NeedsLab && !c.Lab {
+		return false, fmt.Sprintf("the scenario is about the lab's hardware, which provider %s does not use", c.Name)
+	}
 	running := slices.Clone(capiProcesses)
 	for _, m := range c.ManagersFor(s.Strategy) {
 		running = append(running, m.Name)

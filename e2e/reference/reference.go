@@ -22,6 +22,8 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/internal/loopback"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+	"github.com/upgradelab/upgradelab/providers/baremetal/ipmi"
+	"github.com/upgradelab/upgradelab/providers/baremetal/netboot"
 	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/site"
@@ -150,6 +152,18 @@ func Provider(s *site.Site, o Options) (mgmt.Provider, string, error) {
 	if err != nil {
 		return mgmt.Provider{}, "", err
 	}
+	// The boot server ipmi:// hosts PXE-boot the deploy ramdisk through:
+	// the site's DHCP offers it on every network, as a provisioning
+	// network's dnsmasq offers Ironic's.
+	netbootAddr, err := loopback.Addr()
+	if err != nil {
+		return mgmt.Provider{}, "", fmt.Errorf("the provider's boot server: %w", err)
+	}
+	for _, n := range s.Lab.Definition().Spec.Networks {
+		if err := s.Lab.SetNetworkBoot(n.Name, "http://"+netbootAddr+netboot.Path); err != nil {
+			return mgmt.Provider{}, "", err
+		}
+	}
 	certDir := filepath.Join(o.StateDir, "certs")
 	if err := s.WriteProviderCertificate(certDir); err != nil {
 		return mgmt.Provider{}, "", err
@@ -161,6 +175,7 @@ func Provider(s *site.Site, o Options) (mgmt.Provider, string, error) {
 		"--ca-file=" + s.CAFile,
 		"--cert-dir=" + certDir,
 		"--callback-addr=" + callback,
+		"--netboot-addr=" + netbootAddr,
 		"--deploy-image-url=" + s.Lab.ImageServer().ImageURL(DeployImage),
 	}
 	if o.Inventory {
@@ -212,7 +227,7 @@ func Enroll(ctx context.Context, c client.Client, s *site.Site, namespace string
 		bmh := &metal3.BareMetalHost{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: h.Name, Labels: h.Labels},
 			Spec: metal3.BareMetalHostSpec{
-				BMC:            metal3.BMCDetails{Address: redfish.AddressScheme + h.BMC.Address, CredentialsName: secret.Name},
+				BMC:            metal3.BMCDetails{Address: bmcAddress(h.BMC), CredentialsName: secret.Name},
 				BootMACAddress: strings.ToLower(h.MACs[0]),
 				BootMode:       metal3.UEFI,
 			},
@@ -223,4 +238,14 @@ func Enroll(ctx context.Context, c client.Client, s *site.Site, namespace string
 		hosts = append(hosts, bmh)
 	}
 	return hosts, nil
+}
+
+// bmcAddress is a BareMetalHost's bmc.address for a lab BMC: Redfish
+// with virtual media where the BMC serves it, IPMI otherwise (Metal3's
+// schemes for Ironic's redfish-virtualmedia and ipmi hardware types).
+func bmcAddress(b *lab.BMCInfo) string {
+	if b.Address != "" {
+		return redfish.AddressScheme + b.Address
+	}
+	return ipmi.AddressScheme + b.IPMI
 }

@@ -59,6 +59,10 @@ type Scenario struct {
 	Description string `yaml:"description"`
 	// Lab is a fixtures/labs file, relative to the scenario file.
 	Lab string `yaml:"lab"`
+	// NeedsLab: the scenario is about the lab's hardware (IPMI-only
+	// BMCs, say), so a provider that does not use the lab does not run it
+	// (it would repeat another scenario's run).
+	NeedsLab bool `yaml:"needsLab"`
 	// Forms the scenario runs in (default both).
 	Forms []Form `yaml:"forms"`
 	// HostOS are the ways the lab's hosts keep their OS that the scenario

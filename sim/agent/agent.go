@@ -35,6 +35,8 @@ var DefaultTiming = Timing{KubeadmInit: 25 * time.Second, KubeadmJoin: 20 * time
 type Machine interface {
 	Name() string
 	Status() lab.HostStatus
+	// Inventory is the hardware as the running OS finds it.
+	Inventory() lab.Inventory
 	UserData() []byte
 	WriteConfigDrive(userData []byte, metaData map[string]string) error
 	MetaData() map[string]string

@@ -44,6 +44,7 @@ func ServeAPI(a *Agent, cert tls.Certificate, clientCAs *x509.CertPool, addr str
 	mux := http.NewServeMux()
 	api := &API{agent: a, addr: l.Addr().String(), mux: mux}
 	mux.HandleFunc("GET "+agentv1.PathStatus, api.status)
+	mux.HandleFunc("GET "+agentv1.PathInventory, api.inventory)
 	mux.HandleFunc("POST "+agentv1.PathStage, api.stage)
 	mux.HandleFunc("POST "+agentv1.PathActivate, api.activate)
 	mux.HandleFunc("POST "+agentv1.PathRollback, api.rollback)
@@ -172,6 +173,16 @@ func (api *API) status(w http.ResponseWriter, _ *http.Request) {
 	st.Files = fileSums(api.agent.files)
 	api.agent.mu.Unlock()
 	reply(w, http.StatusOK, st)
+}
+
+// inventory answers what the running OS finds of the hardware.
+func (api *API) inventory(w http.ResponseWriter, _ *http.Request) {
+	in := api.agent.host.Inventory()
+	out := agentv1.Inventory{Hostname: in.Hostname, CPUs: in.CPUs, MemoryMiB: in.MemoryMiB, DiskGiB: in.DiskGiB, Serial: in.Serial}
+	for _, n := range in.NICs {
+		out.NICs = append(out.NICs, agentv1.InventoryNIC{Name: n.Name, MAC: n.MAC, IP: n.IP, Firmware: n.Firmware, Up: n.Up})
+	}
+	reply(w, http.StatusOK, out)
 }
 
 func (api *API) stage(w http.ResponseWriter, r *http.Request) {

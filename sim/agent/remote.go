@@ -129,6 +129,8 @@ func (s *HardwareServer) call(ctx context.Context, call string, body io.Reader) 
 		return m.Status(), nil
 	case "userdata":
 		return m.UserData(), nil
+	case "inventory":
+		return m.Inventory(), nil
 	case "persistent":
 		return m.Persistent(), nil
 	case "commit":
@@ -378,6 +380,13 @@ func (r *Remote) Status() lab.HostStatus {
 	var s lab.HostStatus
 	_ = r.do(r.bg(), "status", nil, &s)
 	return s
+}
+
+// Inventory implements Machine.
+func (r *Remote) Inventory() lab.Inventory {
+	var inv lab.Inventory
+	_ = r.do(r.bg(), "inventory", nil, &inv)
+	return inv
 }
 
 // UserData implements Machine.

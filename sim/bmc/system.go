@@ -50,7 +50,7 @@ func (b *BMC) getSystem(w http.ResponseWriter, _ *http.Request) {
 		"SystemType":   "Physical",
 		"Manufacturer": "upgradelab",
 		"Model":        "Simulated bare-metal server",
-		"SerialNumber": "UL-" + spec.Name,
+		"SerialNumber": lab.SerialNumber(spec.Name),
 		"PowerState":   string(s.Power),
 		"BiosVersion":  bios,
 		"Status":       map[string]string{"State": state, "Health": health},

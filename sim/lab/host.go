@@ -427,3 +427,50 @@ func (h *Host) poweredOff(reason string) {
 		h.emit(EventDisk, l.Reason, l.Message, nil)
 	}
 }
+
+// SerialNumber is the system's serial, what its BMC and dmidecode read.
+func SerialNumber(host string) string { return "UL-" + host }
+
+// Inventory is the hardware as the running OS finds it (what in-band
+// inspection reads): the lab file's facts, each port's DHCP lease while
+// it has link, and the NVM version its driver probed at boot.
+type Inventory struct {
+	// Hostname is what the site's DHCP names the host (its lab name).
+	Hostname  string         `json:"hostname"`
+	CPUs      int            `json:"cpus"`
+	MemoryMiB int            `json:"memoryMiB"`
+	DiskGiB   int            `json:"diskGiB"`
+	Serial    string         `json:"serial"`
+	NICs      []InventoryNIC `json:"nics"`
+}
+
+// InventoryNIC is one port in an Inventory.
+type InventoryNIC struct {
+	Name     string `json:"name"`
+	MAC      string `json:"mac"`
+	IP       string `json:"ip,omitempty"`
+	Firmware string `json:"firmware,omitempty"`
+	Up       bool   `json:"up"`
+}
+
+// Inventory reads the hardware in band; with no OS running nothing reads
+// it, and the NICs show no lease and no probed firmware.
+func (h *Host) Inventory() Inventory {
+	st := h.Status()
+	inv := Inventory{Hostname: h.spec.Name, CPUs: h.spec.CPUs, MemoryMiB: h.spec.MemoryMiB, DiskGiB: h.spec.DiskGiB, Serial: SerialNumber(h.spec.Name)}
+	links := map[string]PortLink{}
+	if st.OS != nil {
+		for _, l := range st.OS.Links {
+			links[l.Port] = l
+		}
+	}
+	for _, n := range h.spec.NICs {
+		l := links[n.Name]
+		nic := InventoryNIC{Name: n.Name, MAC: n.MAC, Firmware: l.Firmware, Up: l.Up}
+		if p, ok := h.PortAddress(n.Name); ok && l.Up {
+			nic.IP = p.Addr().String()
+		}
+		inv.NICs = append(inv.NICs, nic)
+	}
+	return inv
+}

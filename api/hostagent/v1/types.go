@@ -25,6 +25,9 @@ import (
 const (
 	// PathStatus: GET, answers Status.
 	PathStatus = "/v1/status"
+	// PathInventory: GET, answers Inventory (in-band inspection, as
+	// Ironic's agent collects it for hosts whose BMC cannot tell).
+	PathInventory = "/v1/inventory"
 	// PathStage: POST a StageRequest, answers a StageResult (507 when the
 	// disk has no room for the image).
 	PathStage = "/v1/stage"
@@ -301,4 +304,27 @@ type Registration struct {
 // Error is the body of every non-2xx answer.
 type Error struct {
 	Error string `json:"error"`
+}
+
+// Inventory is the hardware as the running OS reads it (/proc/cpuinfo,
+// /proc/meminfo, the block devices, the NICs and their DHCP leases,
+// dmidecode), what in-band inspection records.
+type Inventory struct {
+	Hostname  string         `json:"hostname"`
+	CPUs      int            `json:"cpus"`
+	MemoryMiB int            `json:"memoryMiB"`
+	DiskGiB   int            `json:"diskGiB"`
+	Serial    string         `json:"serial"`
+	NICs      []InventoryNIC `json:"nics"`
+}
+
+// InventoryNIC is one port.
+type InventoryNIC struct {
+	Name string `json:"name"`
+	MAC  string `json:"mac"`
+	// IP is the port's DHCP lease ("" without link).
+	IP string `json:"ip,omitempty"`
+	// Firmware is the NIC's NVM version as its driver read it at probe.
+	Firmware string `json:"firmware"`
+	Up       bool   `json:"up"`
 }

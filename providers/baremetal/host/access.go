@@ -12,25 +12,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
 	"github.com/upgradelab/upgradelab/providers/baremetal/hostagent"
-	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
 )
-
-// dialBMC connects to the host's BMC with the credentials of its secret.
-func (r *Reconciler) dialBMC(ctx context.Context, host *metal3.BareMetalHost) (*redfish.Client, error) {
-	addr, err := redfish.ParseAddress(host.Spec.BMC.Address)
-	if err != nil {
-		return nil, fmt.Errorf("spec.bmc.address: %w", err)
-	}
-	user, pass, _, err := r.credentials(ctx, host)
-	if err != nil {
-		return nil, err
-	}
-	c, err := redfish.Dial(addr, user, pass, r.BMCHTTP)
-	if errors.Is(err, redfish.ErrCredentials) {
-		return nil, fmt.Errorf("%w (username %q from secret %s/%s)", err, user, host.Namespace, host.Spec.BMC.CredentialsName)
-	}
-	return c, err
-}
 
 // credentials reads spec.bmc.credentialsName (keys username, password).
 func (r *Reconciler) credentials(ctx context.Context, host *metal3.BareMetalHost) (user, pass, version string, err error) {

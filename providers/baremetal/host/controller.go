@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
+	"github.com/upgradelab/upgradelab/providers/baremetal/netboot"
 )
 
 // Finalizer keeps a host until it is powered off. It is our own name, not
@@ -52,6 +53,11 @@ type Reconciler struct {
 	Reader client.Reader
 	// BMCHTTP trusts the BMCs' certificates.
 	BMCHTTP *http.Client
+	// IPMITool is ipmitool's path for ipmi:// hosts (default: on PATH).
+	IPMITool string
+	// NetBoot is the boot server ipmi:// hosts' deploy boots go through;
+	// nil refuses to deploy them.
+	NetBoot *netboot.Server
 	// AgentHTTP presents the provider's client certificate to host agents.
 	AgentHTTP  *http.Client
 	Heartbeats *callback.Heartbeats

@@ -14,11 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/stmcginnis/gofish/redfish"
-
 	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	"github.com/upgradelab/upgradelab/providers/baremetal/hostagent"
-	bmcclient "github.com/upgradelab/upgradelab/providers/baremetal/redfish"
 )
 
 // installTries is how many boots a fresh install gets before its
@@ -39,7 +36,7 @@ func (r *Reconciler) provision(ctx context.Context, host *metal3.BareMetalHost) 
 		setState(host, metal3.StateDeprovisioning)
 		return ctrl.Result{Requeue: true}, nil
 	}
-	var bmc *bmcclient.Client
+	var bmc bmcDriver
 	var ag *hostagent.Client
 	if registered(host) {
 		ag = r.registeredAgent(host)
@@ -63,11 +60,8 @@ func (r *Reconciler) provision(ctx context.Context, host *metal3.BareMetalHost) 
 	}
 	// Boot the installed OS.
 	if bmc != nil {
-		if err := bmc.EjectMedia(); err != nil {
-			return ctrl.Result{}, failed(metal3.ProvisioningError, "ejecting the deploy media: %v", err)
-		}
-		if err := bmc.BootOnce(redfish.HddBootSourceOverrideTarget); err != nil {
-			return ctrl.Result{}, failed(metal3.ProvisioningError, "boot override Hdd: %v", err)
+		if err := bmc.BootDisk(); err != nil {
+			return ctrl.Result{}, failed(metal3.ProvisioningError, "%v", err)
 		}
 		if err := bmc.PowerOn(); err != nil {
 			return ctrl.Result{}, failed(metal3.PowerManagementError, "restarting into the installed OS: %v", err)
@@ -172,7 +166,7 @@ func (r *Reconciler) reset(ctx context.Context, host *metal3.BareMetalHost) (ctr
 // heartbeats after the boot this controller asked for; until then it
 // boots the host from the deploy media (again after DeployTimeout) and
 // returns nil.
-func (r *Reconciler) deployRamdisk(ctx context.Context, host *metal3.BareMetalHost, bmc *bmcclient.Client) (*hostagent.Client, error) {
+func (r *Reconciler) deployRamdisk(ctx context.Context, host *metal3.BareMetalHost, bmc bmcDriver) (*hostagent.Client, error) {
 	r.mu.Lock()
 	asked, ok := r.deployBoots[host.UID]
 	r.mu.Unlock()
@@ -186,11 +180,8 @@ func (r *Reconciler) deployRamdisk(ctx context.Context, host *metal3.BareMetalHo
 		log.FromContext(ctx).Info("no heartbeat from the deploy ramdisk; booting it again", "after", time.Since(asked).Round(time.Second))
 	}
 	media := r.DeployImageURL + "?" + agentv1.DeployCallbackParam + "=" + url.QueryEscape(r.CallbackURL)
-	if err := bmc.InsertMedia(media); err != nil {
-		return nil, failed(metal3.ProvisioningError, "inserting the deploy media: %v", err)
-	}
-	if err := bmc.BootOnce(redfish.CdBootSourceOverrideTarget); err != nil {
-		return nil, failed(metal3.ProvisioningError, "boot override Cd: %v", err)
+	if err := bmc.BootDeploy(media); err != nil {
+		return nil, failed(metal3.ProvisioningError, "%v", err)
 	}
 	if err := bmc.PowerOn(); err != nil {
 		return nil, failed(metal3.PowerManagementError, "booting the deploy ramdisk: %v", err)

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strings"
 	"time"
@@ -16,7 +17,6 @@ import (
 
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
-	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
 )
 
 // steady is how often a host with nothing to do is looked at (power).
@@ -54,7 +54,8 @@ func (r *Reconciler) register(ctx context.Context, host *metal3.BareMetalHost) (
 
 // inspect reads the hardware over Redfish: CPUs, memory, NICs, and every
 // firmware version (BIOS, BMC, each NIC's NVM) into the host's
-// HostFirmwareComponents.
+// HostFirmwareComponents. A BMC that cannot tell (IPMI) gets in-band
+// inspection instead.
 func (r *Reconciler) inspect(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
 	bmc, err := r.dialBMC(ctx, host)
 	if err != nil {
@@ -62,6 +63,9 @@ func (r *Reconciler) inspect(ctx context.Context, host *metal3.BareMetalHost) (c
 	}
 	defer bmc.Close()
 	hw, err := bmc.Inspect()
+	if errors.Is(err, errInBandOnly) {
+		return r.inspectInBand(ctx, host, bmc)
+	}
 	if err != nil {
 		return ctrl.Result{}, failed(metal3.InspectionError, "%v", err)
 	}
@@ -78,6 +82,47 @@ func (r *Reconciler) inspect(ctx context.Context, host *metal3.BareMetalHost) (c
 	host.Status.HardwareDetails = details
 	host.Status.PoweredOn = bmc.PoweredOn()
 	if err := r.writeFirmwareComponents(ctx, host, hw.Firmware); err != nil {
+		return ctrl.Result{}, err
+	}
+	setState(host, metal3.StateAvailable)
+	return ctrl.Result{Requeue: true}, nil
+}
+
+// inspectInBand is Ironic's in-band inspection: boot the deploy ramdisk,
+// read the inventory its agent collects (CPUs, memory, NICs with their
+// DHCP leases and NVM versions), then power the host off. The BIOS and
+// BMC versions are not seen from the OS, so the HostFirmwareComponents
+// hold the NICs only.
+func (r *Reconciler) inspectInBand(ctx context.Context, host *metal3.BareMetalHost, bmc bmcDriver) (ctrl.Result, error) {
+	ag, err := r.deployRamdisk(ctx, host, bmc)
+	if ag == nil || err != nil {
+		return ctrl.Result{RequeueAfter: r.Poll}, err
+	}
+	inv, err := ag.Inventory(ctx)
+	if err != nil {
+		return ctrl.Result{}, failed(metal3.InspectionError, "in-band inventory: %v", err)
+	}
+	details := &metal3.HardwareDetails{
+		Hostname:     inv.Hostname,
+		CPU:          metal3.CPU{Count: inv.CPUs, Arch: "x86_64"},
+		RAMMebibytes: inv.MemoryMiB,
+		SystemVendor: metal3.HardwareSystemVendor{Manufacturer: "upgradelab", SerialNumber: inv.Serial},
+		Storage:      []metal3.Storage{{Name: "/dev/sda", SizeBytes: metal3.Capacity(int64(inv.DiskGiB) << 30)}},
+	}
+	firmware := map[string]string{}
+	for _, n := range inv.NICs {
+		details.NIC = append(details.NIC, metal3.NIC{Name: n.Name, MAC: n.MAC, IP: n.IP, Model: "Intel X710 (i40e)"})
+		if n.Firmware != "" {
+			firmware["NIC."+n.Name] = n.Firmware
+		}
+	}
+	if err := powerOff(bmc); err != nil {
+		return ctrl.Result{}, failed(metal3.PowerManagementError, "powering off after inspection: %v", err)
+	}
+	r.forgetDeployBoot(host)
+	host.Status.HardwareDetails = details
+	host.Status.PoweredOn = false
+	if err := r.writeFirmwareComponents(ctx, host, firmware); err != nil {
 		return ctrl.Result{}, err
 	}
 	setState(host, metal3.StateAvailable)
@@ -165,9 +210,9 @@ func recordInPlaceImage(host *metal3.BareMetalHost) {
 	host.Status.Provisioning.Image = *img
 }
 
-// powerOff is the end of cleaning.
-func powerOff(bmc *redfish.Client) error {
-	if err := bmc.EjectMedia(); err != nil {
+// powerOff is the end of cleaning: no deploy boot left behind, power off.
+func powerOff(bmc bmcDriver) error {
+	if err := bmc.BootDisk(); err != nil {
 		return err
 	}
 	return bmc.PowerOff()

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
@@ -10,8 +11,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-
-	bmcclient "github.com/upgradelab/upgradelab/providers/baremetal/redfish"
 )
 
 // Power in the steady states (available, provisioned) is managed as
@@ -124,7 +123,7 @@ func (r *Reconciler) managePower(ctx context.Context, host *metal3.BareMetalHost
 
 // softPowerOff asks the OS to shut down once, then waits for the power
 // to go off, up to SoftPowerOffTimeout.
-func (r *Reconciler) softPowerOff(ctx context.Context, host *metal3.BareMetalHost, bmc *bmcclient.Client) (ctrl.Result, error) {
+func (r *Reconciler) softPowerOff(ctx context.Context, host *metal3.BareMetalHost, bmc bmcDriver) (ctrl.Result, error) {
 	r.mu.Lock()
 	asked, pending := r.softOffs[host.UID]
 	r.mu.Unlock()
@@ -159,8 +158,13 @@ func (r *Reconciler) forgetSoftPowerOff(host *metal3.BareMetalHost) {
 // ramdisk's DHCP leases). This controller inspects out of band, over
 // Redfish, while the host is off, so it takes them from the BMC while
 // the installed OS runs instead.
-func (r *Reconciler) refreshRunningHost(ctx context.Context, host *metal3.BareMetalHost, bmc *bmcclient.Client) bool {
+func (r *Reconciler) refreshRunningHost(ctx context.Context, host *metal3.BareMetalHost, bmc bmcDriver) bool {
 	hw, err := bmc.Inspect()
+	if errors.Is(err, errInBandOnly) {
+		// Nothing to learn out of band; in-band inspection took the
+		// addresses (the deploy ramdisk's leases, which are the OS's).
+		return true
+	}
 	if err != nil {
 		log.FromContext(ctx).Info("refreshing the hardware details", "error", err.Error())
 		return true

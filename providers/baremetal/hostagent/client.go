@@ -82,6 +82,14 @@ func (c *Client) Status(ctx context.Context) (agentv1.Status, error) {
 	return s, err
 }
 
+// Inventory reads the hardware in band (the OS's view: CPUs, memory,
+// NICs with their leases and NVM versions).
+func (c *Client) Inventory(ctx context.Context) (agentv1.Inventory, error) {
+	var inv agentv1.Inventory
+	err := c.do(ctx, http.MethodGet, agentv1.PathInventory, nil, &inv)
+	return inv, err
+}
+
 // Stage writes an image into the root the host stages into, verified
 // against sha256 first, and answers that root.
 func (c *Client) Stage(ctx context.Context, url, sha256 string) (agentv1.RootID, error) {
