@@ -28,12 +28,13 @@ func newLabUpCommand() *cobra.Command {
 		Use:   "up",
 		Short: "Run a lab in the foreground until Ctrl-C",
 		Long: `Defines every host of the lab file as a libvirt domain (the in-process
-test:/// driver), starts a Redfish BMC per host on loopback (HTTPS, site CA
-in STATE/bmc-ca.crt), runs each host's OS agent, serves the image catalog
-and writes STATE/lab.json with each host's bmc.address, username, password
-and caFile. A provider certificate from the same CA is written to
-STATE/provider-certs (for upgradelab-baremetal --cert-dir). Hosts start
-powered off. Ctrl-C powers them off and stops; the state folder keeps
+test:/// driver), starts a BMC per host on loopback: Redfish over HTTPS
+(site CA in STATE/bmc-ca.crt) and IPMI v2.0 over LAN (UDP, for ipmitool
+-I lanplus), as the lab file's bmc.protocols say. It runs each host's OS
+agent, serves the image catalog and writes STATE/lab.json with each
+host's bmc.address, ipmi, username, password and caFile. A provider
+certificate from the same CA is written to STATE/provider-certs (for
+upgradelab-baremetal --cert-dir). Hosts start powered off. Ctrl-C powers them off and stops; the state folder keeps
 disks and NICs for the next 'lab up'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

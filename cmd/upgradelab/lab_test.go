@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -68,6 +69,21 @@ func TestLabUpWritesStateAndStatusReadsIt(t *testing.T) {
 	if err := sys.Reset(redfish.OnResetType); err != nil {
 		t.Fatal(err)
 	}
+	// And cp-2 with ipmitool over its IPMI address, as the README shows.
+	ipmiHost, ipmiPort, _ := strings.Cut(info.Hosts[2].BMC.IPMI, ":")
+	ipmitool := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("ipmitool", append([]string{"-I", "lanplus", "-H", ipmiHost, "-p", ipmiPort,
+			"-U", bmcInfo.Username, "-P", bmcInfo.Password}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ipmitool %v against lab up: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	ipmitool("chassis", "power", "on")
+	if out := ipmitool("chassis", "power", "status"); !strings.Contains(out, "Chassis Power is on") {
+		t.Fatalf("ipmitool power status after power on: %s", out)
+	}
 	status.Reset()
 	st := newRootCommand()
 	st.SetOut(&status)
@@ -81,7 +97,7 @@ func TestLabUpWritesStateAndStatusReadsIt(t *testing.T) {
 		t.Fatalf("lab up: %v", err)
 	}
 	got := status.String()
-	for _, want := range []string{"lab three-node: running", "cp-0", "cp-2", "eno1 9.20 idle", "cp-1  On", "https://127.0.0.1:"} {
+	for _, want := range []string{"lab three-node: running", "cp-0", "cp-2", "eno1 9.20 idle", "cp-1  On", "cp-2  On", "https://127.0.0.1:", ", ipmi 127.0.0.1:"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("lab status output lacks %q:\n%s", want, got)
 		}

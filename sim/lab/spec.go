@@ -275,6 +275,9 @@ func (s *Spec) validate() error {
 		if err := validateHost(h, creds, nets, names, macs); err != nil {
 			return fmt.Errorf("%s: %w", at, err)
 		}
+		if c, _ := s.Credential(h.BMC.Credentials); h.BMC.Serves(ProtocolIPMI) && (len(c.Username) > 16 || len(c.Password) > 20) {
+			return fmt.Errorf("%s: bmc.protocols: ipmi needs credentials %q with a user name of at most 16 and a password of at most 20 characters (IPMI v2.0's limits)", at, c.Name)
+		}
 	}
 	return s.assignIPs()
 }

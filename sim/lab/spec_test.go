@@ -16,6 +16,7 @@ nicRules: ../nic/i40e-rules.yaml
 recoveryImage: recovery-ubuntu-24.04
 credentials:
 - {name: bmc, username: admin, password: pw}
+- {name: long, username: admin, password: a-password-of-24-chars!!}
 networks:
 - {name: prov, cidr: 10.0.0.0/24}
 hosts:
@@ -45,6 +46,7 @@ func TestSpecValidationNamesFileHostAndField(t *testing.T) {
 		{"bmc: {credentials: bmc}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", "bmc: {credentials: root}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", `hosts[1] (h-1): bmc.credentials: "root" is not in credentials`},
 		{"bmc: {credentials: bmc}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", "bmc: {credentials: bmc, protocols: [ipmi, snmp]}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", `hosts[1] (h-1): bmc.protocols: "snmp" is not redfish or ipmi`},
 		{"bmc: {credentials: bmc}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", "bmc: {credentials: bmc, protocols: [ipmi, ipmi]}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", `hosts[1] (h-1): bmc.protocols: ipmi is listed twice`},
+		{"bmc: {credentials: bmc}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", "bmc: {credentials: long}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", `hosts[1] (h-1): bmc.protocols: ipmi needs credentials "long" with a user name of at most 16 and a password of at most 20 characters`},
 		{"network: prov}\n- name: h-1", "network: storage}\n- name: h-1", `hosts[0] (h-0): nics[0].network: "storage" is not in networks`},
 		{"model: i40e, nvm: x710-nvm-9.20, network: prov}\n- name: h-1", "model: ice, nvm: x710-nvm-9.20, network: prov}\n- name: h-1", `hosts[0] (h-0): nics[0].model: "ice" is not modelled`},
 		{"cidr: 10.0.0.0/24", "cidr: 10.0.0.0", `networks[0] (prov).cidr: "10.0.0.0" is not a CIDR`},
