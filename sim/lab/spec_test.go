@@ -60,7 +60,7 @@ func TestSpecValidationNamesFileHostAndField(t *testing.T) {
 		{"name: h-1\n", "name: h-1\n  os: {keepDeployments: 3}\n", `t.yaml: hosts[1] (h-1): os.keepDeployments: only an ostree host has deployments`},
 		{"name: h-1\n", "name: h-1\n  os: {kind: ostree, keepDeployments: 1}\n", `t.yaml: hosts[1] (h-1): os.keepDeployments: must be at least 2`},
 		{"name: h-1\n", "name: h-1\n  os: {rootGiB: 30}\n", `t.yaml: hosts[1] (h-1): os.rootGiB: two roots' worth (60 GiB) must fit the 40 GiB disk`},
-		{"cpus: 2\n  memoryMiB: 2048\n  diskGiB: 40\n  bmc: {credentials: bmc}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", "cpus: 2\n  memory: 2048\n  diskGiB: 40\n  bmc: {credentials: bmc}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", `t.yaml: line 22: unknown field "memory"`},
+		{"cpus: 2\n  memoryMiB: 2048\n  diskGiB: 40\n  bmc: {credentials: bmc}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", "cpus: 2\n  memory: 2048\n  diskGiB: 40\n  bmc: {credentials: bmc}\n  nics:\n  - {name: eno1, mac: \"52:54:00:00:00:02\"", `t.yaml: line 23: unknown field "memory"`},
 	}
 	for _, tt := range tests {
 		data := strings.Replace(validLab, tt.change, tt.to, 1)
