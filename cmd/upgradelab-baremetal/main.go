@@ -22,10 +22,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -33,9 +33,9 @@ import (
 	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
 	"github.com/upgradelab/upgradelab/providers/baremetal/cluster"
 	"github.com/upgradelab/upgradelab/providers/baremetal/host"
-	"github.com/upgradelab/upgradelab/providers/baremetal/netboot"
 	"github.com/upgradelab/upgradelab/providers/baremetal/hostagent"
 	"github.com/upgradelab/upgradelab/providers/baremetal/machine"
+	"github.com/upgradelab/upgradelab/providers/baremetal/netboot"
 	"github.com/upgradelab/upgradelab/providers/baremetal/webhooks"
 )
 
