@@ -17,6 +17,8 @@ const (
 	msgOperationNotAllowed = "Base.1.16.OperationNotAllowed"
 	msgResourceInUse       = "Base.1.16.ResourceInUse"
 	msgServiceUnavailable  = "Base.1.16.ServiceTemporarilyUnavailable"
+	msgPropertyValueType   = "Base.1.16.PropertyValueTypeError"
+	msgParamNotSupported   = "Base.1.16.ActionParameterNotSupported"
 )
 
 // writeError answers in Redfish's error body format (DSP0266 "Error

@@ -3,6 +3,7 @@ package bmc
 import (
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/upgradelab/upgradelab/sim/timescale"
 )
@@ -54,18 +55,32 @@ func (b *BMC) postManagerReset(w http.ResponseWriter, r *http.Request) {
 	go b.Unreachable(b.cfg.Scale.Real(timescale.Seconds(30)))
 }
 
-func (b *BMC) getVirtualMediaCollection(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, collection(managerPath+"/VirtualMedia", "#VirtualMediaCollection.VirtualMediaCollection", "Virtual Media", managerPath+"/VirtualMedia/Cd"))
+// The virtual CD is one device reachable at two places: under the
+// Manager (older BMCs, and gofish's ManagedBy walk) and under the System
+// (Redfish 2021.2 on, what newer BMCs and sushy prefer). base is either.
+
+func (b *BMC) getVirtualMediaCollection(base string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, collection(base+"/VirtualMedia", "#VirtualMediaCollection.VirtualMediaCollection", "Virtual Media", base+"/VirtualMedia/Cd"))
+	}
 }
 
-func (b *BMC) getVirtualMedia(w http.ResponseWriter, _ *http.Request) {
+func (b *BMC) getVirtualMedia(base string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) { b.writeVirtualMedia(w, base) }
+}
+
+func (b *BMC) writeVirtualMedia(w http.ResponseWriter, base string) {
 	media := b.host.Status().Media
 	name := ""
 	if u, err := url.Parse(media); err == nil && media != "" {
 		name = u.Path
 	}
+	protocol := "HTTP"
+	if strings.HasPrefix(media, "https:") {
+		protocol = "HTTPS"
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"@odata.id":            managerPath + "/VirtualMedia/Cd",
+		"@odata.id":            base + "/VirtualMedia/Cd",
 		"@odata.type":          "#VirtualMedia.v1_6_2.VirtualMedia",
 		"Id":                   "Cd",
 		"Name":                 "Virtual CD",
@@ -76,10 +91,11 @@ func (b *BMC) getVirtualMedia(w http.ResponseWriter, _ *http.Request) {
 		"WriteProtected":       true,
 		"ConnectedVia":         connectedVia(media),
 		"TransferMethod":       "Stream",
-		"TransferProtocolType": "HTTP",
+		"TransferProtocolType": protocol,
 		"Actions": map[string]any{
-			"#VirtualMedia.InsertMedia": map[string]string{"target": managerPath + "/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia"},
-			"#VirtualMedia.EjectMedia":  map[string]string{"target": managerPath + "/VirtualMedia/Cd/Actions/VirtualMedia.EjectMedia"},
+			"#VirtualMedia.InsertMedia": map[string]any{"target": base + "/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia",
+				"TransferProtocolType@Redfish.AllowableValues": []string{"HTTP", "HTTPS"}},
+			"#VirtualMedia.EjectMedia": map[string]string{"target": base + "/VirtualMedia/Cd/Actions/VirtualMedia.EjectMedia"},
 		},
 	})
 }
@@ -108,8 +124,21 @@ func (b *BMC) postInsertMedia(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, msgActionParamMissing, "The action VirtualMedia.InsertMedia requires the parameter Image to be present in the request body.", "Image")
 		return
 	}
-	if u, err := url.Parse(p.Image); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+	u, err := url.Parse(p.Image)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		writeError(w, http.StatusBadRequest, msgPropertyValueNotIn, "The value "+p.Image+" for the parameter Image is not an http(s) URL.", "Image")
+		return
+	}
+	if t := p.TransferProtocolType; t != "" && !strings.EqualFold(t, u.Scheme) {
+		writeError(w, http.StatusBadRequest, msgParamNotSupported, "The value "+t+" for TransferProtocolType is not supported for "+p.Image+" (HTTP or HTTPS, as its scheme says).", "TransferProtocolType")
+		return
+	}
+	if p.WriteProtected != nil && !*p.WriteProtected {
+		writeError(w, http.StatusBadRequest, msgParamNotSupported, "The virtual CD is read-only: WriteProtected false is not supported.", "WriteProtected")
+		return
+	}
+	if p.Inserted != nil && !*p.Inserted {
+		writeError(w, http.StatusBadRequest, msgParamNotSupported, "Inserted false with InsertMedia is not supported (use EjectMedia).", "Inserted")
 		return
 	}
 	if err := b.host.InsertMedia(p.Image); err != nil {

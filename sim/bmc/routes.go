@@ -55,12 +55,25 @@ func (b *BMC) routes() http.Handler {
 	handle(sys+"/Storage/{storage}/Drives/{drive}", methods{"GET": b.getDrive})
 	handle(sys+"/SimpleStorage", methods{"GET": b.getSimpleStorageCollection})
 	handle(sys+"/SimpleStorage/{storage}", methods{"GET": b.getSimpleStorage})
+	handle(sys+"/BootOptions", methods{"GET": b.getBootOptions})
+	handle(sys+"/BootOptions/{option}", methods{"GET": b.getBootOption})
+	handle(sys+"/Bios", methods{"GET": b.getBios})
+	handle(sys+"/Bios/Settings", methods{"GET": b.getBiosSettings, "PATCH": b.patchBiosSettings})
+	handle(sys+"/SecureBoot", methods{"GET": b.getSecureBoot, "PATCH": b.patchSecureBoot})
+	mux.Handle(registriesPath, methods{"GET": b.getRegistries})
+	mux.Handle(biosRegistryFile, methods{"GET": b.getBiosRegistryFile})
+	mux.Handle(biosRegistryPath, methods{"GET": b.getBiosRegistry})
+	sysMedia := b.systemPath()
+	handle(sys+"/VirtualMedia", methods{"GET": b.getVirtualMediaCollection(sysMedia)})
+	handle(sys+"/VirtualMedia/Cd", methods{"GET": b.getVirtualMedia(sysMedia)})
+	handle(sys+"/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia", methods{"POST": b.postInsertMedia})
+	handle(sys+"/VirtualMedia/Cd/Actions/VirtualMedia.EjectMedia", methods{"POST": b.postEjectMedia})
 
 	mux.Handle("/redfish/v1/Managers", methods{"GET": b.getManagers})
 	mux.Handle(managerPath, methods{"GET": b.getManager})
 	mux.Handle(managerPath+"/Actions/Manager.Reset", methods{"POST": b.postManagerReset})
-	mux.Handle(managerPath+"/VirtualMedia", methods{"GET": b.getVirtualMediaCollection})
-	mux.Handle(managerPath+"/VirtualMedia/Cd", methods{"GET": b.getVirtualMedia})
+	mux.Handle(managerPath+"/VirtualMedia", methods{"GET": b.getVirtualMediaCollection(managerPath)})
+	mux.Handle(managerPath+"/VirtualMedia/Cd", methods{"GET": b.getVirtualMedia(managerPath)})
 	mux.Handle(managerPath+"/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia", methods{"POST": b.postInsertMedia})
 	mux.Handle(managerPath+"/VirtualMedia/Cd/Actions/VirtualMedia.EjectMedia", methods{"POST": b.postEjectMedia})
 
@@ -130,6 +143,7 @@ func (b *BMC) getServiceRoot(w http.ResponseWriter, _ *http.Request) {
 		"TaskService":    odataID("/redfish/v1/TaskService"),
 		"SessionService": odataID("/redfish/v1/SessionService"),
 		"AccountService": odataID("/redfish/v1/AccountService"),
+		"Registries":     odataID(registriesPath),
 		"Links":          map[string]any{"Sessions": odataID(strings.TrimSuffix(sessionsPath, "/"))},
 	})
 }

@@ -59,9 +59,15 @@ func (b *BMC) getSystem(w http.ResponseWriter, _ *http.Request) {
 			"BootSourceOverrideTarget":                          target,
 			"BootSourceOverrideTarget@Redfish.AllowableValues":  overrideTargets,
 			"BootSourceOverrideEnabled@Redfish.AllowableValues": overrideModes,
-			"BootSourceOverrideMode":                            cmp.Or(string(s.Override.BootMode), string(lab.BootModeUEFI)),
+			"BootSourceOverrideMode":                            cmp.Or(string(s.Override.BootMode), firmwareMode(s.Firmware)),
 			"BootSourceOverrideMode@Redfish.AllowableValues":    bootModes,
+			"HttpBootUri": s.Override.HTTPBootURI,
+			"BootOrder":   b.bootOrder(),
+			"BootOptions": odataID(b.systemPath() + "/BootOptions"),
 		},
+		"Bios":         odataID(b.biosPath()),
+		"SecureBoot":   odataID(b.systemPath() + "/SecureBoot"),
+		"VirtualMedia": odataID(b.systemPath() + "/VirtualMedia"),
 		"MemorySummary": map[string]any{"TotalSystemMemoryGiB": float64(spec.MemoryMiB) / 1024, "MemoryMirroring": "None",
 			"Status": map[string]string{"State": "Enabled", "Health": health}},
 		"ProcessorSummary": map[string]any{"Count": 1, "CoreCount": spec.CPUs, "LogicalProcessorCount": spec.CPUs, "Model": cpuModel,
@@ -96,6 +102,7 @@ type bootPatch struct {
 		UefiTargetBootSourceOverride string   `json:"UefiTargetBootSourceOverride"`
 		BootNext                     string   `json:"BootNext"`
 		BootOrder                    []string `json:"BootOrder"`
+		HTTPBootURI                  *string  `json:"HttpBootUri"`
 	} `json:"Boot"`
 }
 
@@ -108,8 +115,23 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, msgPropertyUnknown, "Only Boot can be changed on this system.", "Boot")
 		return
 	}
+	if p.Boot.BootOrder != nil && !b.patchBootOrder(w, p.Boot.BootOrder) {
+		return
+	}
+	pb := p.Boot
+	if pb.BootSourceOverrideEnabled == nil && pb.BootSourceOverrideTarget == nil && pb.BootSourceOverrideMode == nil && pb.HTTPBootURI == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	cur := b.host.Status().Override
 	next := cur
+	if v := p.Boot.HTTPBootURI; v != nil {
+		if *v != "" && !validHTTPBootURI(*v) {
+			writeError(w, http.StatusBadRequest, msgPropertyValueNotIn, "The value "+*v+" for the property HttpBootUri is not an http(s) URI.", "Boot/HttpBootUri")
+			return
+		}
+		next.HTTPBootURI = *v
+	}
 	if v := p.Boot.BootSourceOverrideEnabled; v != nil {
 		if !slices.Contains(overrideModes, *v) {
 			writeError(w, http.StatusBadRequest, msgPropertyValueNotIn, fmt.Sprintf("The value %s for the property BootSourceOverrideEnabled is not in the list of acceptable values.", *v), "Boot/BootSourceOverrideEnabled")
@@ -211,4 +233,12 @@ func (b *BMC) reset(r *http.Request, resetType string) error {
 		b.applyStaged()
 	}
 	return err
+}
+
+// firmwareMode is the boot mode the firmware settings give (BootMode).
+func firmwareMode(f lab.FirmwareSettings) string {
+	if f.Attributes["BootMode"] == "LegacyBios" {
+		return string(lab.BootModeLegacy)
+	}
+	return string(lab.BootModeUEFI)
 }

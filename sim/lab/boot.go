@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,11 +29,16 @@ func (h *Host) boot(ctx context.Context) {
 	}
 	h.mu.Lock()
 	h.phase = PhaseBooting
-	order, mode := h.bootOrderLocked()
+	applied := h.applyPendingLocked()
+	plan := h.bootPlanLocked()
+	h.saveLocked()
 	h.mu.Unlock()
+	if applied != "" {
+		h.emit(EventBoot, "FirmwareSettingsApplied", applied, nil)
+	}
 
 	var failures []string
-	for _, target := range order {
+	for _, target := range plan.order {
 		if target == BootBiosSetup {
 			h.mu.Lock()
 			if ctx.Err() == nil {
@@ -43,8 +49,8 @@ func (h *Host) boot(ctx context.Context) {
 			h.emit(EventBoot, "FirmwareSetup", "the host waits in its firmware setup screen", nil)
 			return
 		}
-		running, err := h.loadOS(ctx, target)
-		if err == nil && mode == BootModeLegacy {
+		running, err := h.loadOS(ctx, target, plan)
+		if err == nil && plan.mode == BootModeLegacy {
 			// The lab's images carry only an EFI loader (as every image
 			// Metal3 deploys does): in legacy mode the firmware finds no
 			// boot sector, and a UEFI-only server refuses the mode
@@ -72,29 +78,44 @@ func (h *Host) boot(ctx context.Context) {
 	h.emit(EventBoot, "NoBootDevice", "no bootable device: "+strings.Join(failures, "; "), nil)
 }
 
-// bootOrderLocked applies the override: a Once override is used up by this
-// boot, as Redfish BMCs do. The boot mode is the override's for this
-// boot, UEFI otherwise.
-func (h *Host) bootOrderLocked() ([]BootTarget, BootMode) {
-	order := append([]BootTarget(nil), h.spec.BootOrder...)
-	if h.override.Mode == OverrideDisabled || h.override.Target == "" {
-		return order, BootModeUEFI
+// bootPlan is one boot's devices in order, its firmware mode and the
+// UEFI HTTP boot URI an override gave.
+type bootPlan struct {
+	order   []BootTarget
+	mode    BootMode
+	httpURI string
+	pxeOff  bool
+}
+
+// bootPlanLocked applies the override to the firmware's boot order: a
+// Once override is used up by this boot, as Redfish BMCs do. The boot
+// mode is the override's, else the BootMode firmware setting's.
+func (h *Host) bootPlanLocked() bootPlan {
+	plan := bootPlan{order: slices.Clone(h.firmware.BootOrder), mode: BootModeUEFI, pxeOff: h.firmware.Attributes["PxeBoot"] == "Disabled"}
+	if h.firmware.Attributes["BootMode"] == "LegacyBios" {
+		plan.mode = BootModeLegacy
 	}
-	first, mode := h.override.Target, cmp.Or(h.override.BootMode, BootModeUEFI)
+	if h.override.Mode == OverrideDisabled || h.override.Target == "" {
+		return plan
+	}
+	first := h.override.Target
+	plan.mode = cmp.Or(h.override.BootMode, plan.mode)
+	plan.httpURI = h.override.HTTPBootURI
 	if h.override.Mode == OverrideOnce {
 		h.override = BootOverride{Mode: OverrideDisabled}
 	}
 	rest := []BootTarget{first}
-	for _, t := range order {
+	for _, t := range plan.order {
 		if t != first {
 			rest = append(rest, t)
 		}
 	}
-	return rest, mode
+	plan.order = rest
+	return plan
 }
 
 // loadOS tries one boot device.
-func (h *Host) loadOS(ctx context.Context, target BootTarget) (*RunningOS, error) {
+func (h *Host) loadOS(ctx context.Context, target BootTarget, plan bootPlan) (*RunningOS, error) {
 	switch target {
 	case BootHdd:
 		h.mu.Lock()
@@ -139,9 +160,23 @@ func (h *Host) loadOS(ctx context.Context, target BootTarget) (*RunningOS, error
 		}
 		return &RunningOS{Source: FromVirtualMedia, Image: m, Media: url}, nil
 	case BootPxe:
+		if plan.pxeOff {
+			return nil, fmt.Errorf("PXE boot is disabled in the firmware settings (PxeBoot)")
+		}
 		return h.netboot(ctx)
 	case BootUefiHttp:
-		return nil, fmt.Errorf("HTTP boot: no boot URI offered by DHCP")
+		if plan.httpURI == "" {
+			return nil, fmt.Errorf("HTTP boot: no boot URI offered by DHCP")
+		}
+		payload, err := readMedia(ctx, plan.httpURI)
+		if err != nil {
+			return nil, fmt.Errorf("HTTP boot: %w", err)
+		}
+		m, err := imagev1.ReadManifest(payload)
+		if err != nil {
+			return nil, fmt.Errorf("HTTP boot %s: %w", plan.httpURI, err)
+		}
+		return &RunningOS{Source: FromNetwork, Image: m, Media: plan.httpURI}, nil
 	}
 	return nil, fmt.Errorf("unknown boot device %q", target)
 }

@@ -49,8 +49,12 @@ type BootOverride struct {
 	Target BootTarget   `json:"target,omitempty"`
 	Mode   OverrideMode `json:"mode"`
 	// BootMode is the firmware mode the override boots in (Redfish's
-	// BootSourceOverrideMode, IPMI's EFI boot flag); "" is UEFI.
+	// BootSourceOverrideMode, IPMI's EFI boot flag); "" is the firmware
+	// setting's (the BootMode attribute).
 	BootMode BootMode `json:"bootMode,omitempty"`
+	// HTTPBootURI is what a UefiHttp override loads (Redfish's
+	// Boot.HttpBootUri); without one UEFI HTTP boot asks DHCP.
+	HTTPBootURI string `json:"httpBootURI,omitempty"`
 }
 
 // BootMode is how the firmware loads a boot device's loader.
@@ -123,6 +127,8 @@ type HostStatus struct {
 	LastError string       `json:"lastError,omitempty"`
 	// PowerSupplyFailed: the host cannot be powered on (FailPowerSupply).
 	PowerSupplyFailed bool `json:"powerSupplyFailed,omitempty"`
+	// Firmware is the system firmware's settings (firmware.go).
+	Firmware FirmwareSettings `json:"firmware"`
 }
 
 // Errors callers can act on.
@@ -160,6 +166,7 @@ type Host struct {
 	bootCount int
 	lastError string
 	psuFailed bool
+	firmware  FirmwareSettings
 	// cycle lives from power-on to power loss; waits and writes of one
 	// power cycle end with it.
 	cycle       context.Context
@@ -181,6 +188,10 @@ func newHost(l *Lab, spec HostSpec) (*Host, error) {
 	case err == nil:
 		// A restarted lab keeps what the hardware held; power starts off.
 		h.override, h.media, h.bootCount, h.psuFailed = saved.Override, saved.Media, saved.BootCount, saved.PowerSupplyFailed
+		h.firmware = saved.Firmware
+		if h.firmware.Attributes == nil {
+			h.firmware = defaultFirmware(spec)
+		}
 		d := saved.Disk
 		if err := d.Validate(); err != nil {
 			return nil, fmt.Errorf("host %s: saved disk: %w", spec.Name, err)
@@ -201,6 +212,7 @@ func newHost(l *Lab, spec HostSpec) (*Host, error) {
 		}
 		d.RootMiB = spec.OS.RootMiB()
 		h.disk = d
+		h.firmware = defaultFirmware(spec)
 		for _, n := range spec.NICs {
 			h.ports = append(h.ports, &nic.Port{Name: n.Name, MAC: n.MAC, Model: n.Model, Flash: nic.FlashIdle, Active: l.def.NVMImages[n.NVM]})
 		}
@@ -255,7 +267,7 @@ func (h *Host) Status() HostStatus {
 
 func (h *Host) statusLocked() HostStatus {
 	s := HostStatus{Name: h.spec.Name, Power: h.power, Phase: h.phase, Override: h.override, Media: h.media,
-		BootCount: h.bootCount, LastError: h.lastError, PowerSupplyFailed: h.psuFailed, Disk: h.disk.Clone()}
+		BootCount: h.bootCount, LastError: h.lastError, PowerSupplyFailed: h.psuFailed, Disk: h.disk.Clone(), Firmware: h.firmware.clone()}
 	if h.os != nil {
 		osCopy := *h.os
 		s.OS = &osCopy

@@ -32,6 +32,9 @@ func (h *Host) SetBootOverride(o BootOverride) error {
 	default:
 		return fmt.Errorf("host %s: boot mode %q is not UEFI or Legacy", h.spec.Name, o.BootMode)
 	}
+	if u := o.HTTPBootURI; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return fmt.Errorf("host %s: HTTP boot URI %q is not http(s)", h.spec.Name, u)
+	}
 	h.mu.Lock()
 	h.override = o
 	h.saveLocked()
