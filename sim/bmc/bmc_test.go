@@ -369,6 +369,11 @@ func FuzzRedfishRequests(f *testing.F) {
 	f.Add("GET", "/redfish/v1/Systems/node-0/Memory/DIMM1", []byte(nil))
 	f.Add("GET", "/redfish/v1/Systems/node-0/Storage/1/Drives/Disk.0", []byte(nil))
 	f.Add("GET", "/redfish/v1/Chassis/node-0/PCIeDevices/eno1", []byte(nil))
+	f.Add("PATCH", "/redfish/v1/Systems/node-0/Bios/Settings", []byte(`{"Attributes":{"PxeBoot":"Disabled"},"@Redfish.SettingsApplyTime":{"ApplyTime":"OnReset"}}`))
+	f.Add("PATCH", "/redfish/v1/Systems/node-0/SecureBoot", []byte(`{"SecureBootEnable":true}`))
+	f.Add("PATCH", "/redfish/v1/Systems/node-0", []byte(`{"Boot":{"BootOrder":["Boot0002","Boot0001"],"HttpBootUri":"http://x/y"}}`))
+	f.Add("POST", "/redfish/v1/UpdateService/upload", []byte("--b\r\nContent-Disposition: form-data; name=\"UpdateParameters\"\r\n\r\n{}\r\n--b--\r\n"))
+	f.Add("POST", "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", []byte(`{"ImageURI":"x/x710-nvm-9.50","TransferProtocol":"HTTP"}`))
 	fx := newFixture(f, 0)
 	hc := fx.httpClient()
 	f.Fuzz(func(t *testing.T, method, path string, body []byte) {

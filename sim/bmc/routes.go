@@ -90,6 +90,7 @@ func (b *BMC) routes() http.Handler {
 	mux.Handle(strings.TrimSuffix(inventory, "/"), methods{"GET": b.getFirmwareInventory})
 	mux.Handle(inventory+"{item}", methods{"GET": b.getFirmwareItem})
 	mux.Handle(updatePath+"/Actions/UpdateService.SimpleUpdate", methods{"POST": b.postSimpleUpdate})
+	mux.Handle(pushPath, methods{"POST": b.postMultipartPush})
 	mux.Handle("/redfish/v1/TaskService", methods{"GET": b.getTaskService})
 	mux.Handle(strings.TrimSuffix(tasksPath, "/"), methods{"GET": b.getTasks})
 	mux.Handle(tasksPath+"{task}", methods{"GET": b.getTask})

@@ -235,6 +235,14 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
+// decodeStrict reads JSON into v, refusing unknown properties (for JSON
+// that is not the request body, such as a multipart part).
+func decodeStrict(r io.Reader, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r, 1<<20))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
 func odataID(path string) map[string]string { return map[string]string{"@odata.id": path} }
 
 // odataIDs is a list of links.

@@ -2,14 +2,19 @@ package bmc
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
+	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
@@ -34,18 +39,25 @@ type task struct {
 	ID, State, Message string
 	Percent            int
 	Start, End         time.Time
-	Item, Image        string
-	ApplyTime          string
+	// Items are the inventory ids the image goes to: one, or every NIC
+	// port an NVM image without Targets fits, flashed in turn.
+	Items     []string
+	Image     string
+	ApplyTime string
 }
+
+func (t *task) items() string { return strings.Join(t.Items, ", ") }
 
 func (b *BMC) getUpdateService(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"@odata.id": updatePath, "@odata.type": "#UpdateService.v1_14_0.UpdateService",
 		"Id": "UpdateService", "Name": "Update Service", "ServiceEnabled": true,
-		"FirmwareInventory": odataID(strings.TrimSuffix(inventory, "/")),
+		"FirmwareInventory":    odataID(strings.TrimSuffix(inventory, "/")),
+		"MultipartHttpPushUri": pushPath,
 		"Actions": map[string]any{
 			"#UpdateService.SimpleUpdate": map[string]any{
 				"target": updatePath + "/Actions/UpdateService.SimpleUpdate",
+				"TransferProtocol@Redfish.AllowableValues": transferProtocols,
 				"@Redfish.OperationApplyTimeSupport": map[string]any{
 					"SupportedValues": []string{"Immediate", "OnReset"},
 				},
@@ -101,9 +113,17 @@ type simpleUpdate struct {
 	ApplyTime        string   `json:"@Redfish.OperationApplyTime"`
 }
 
+// transferProtocols are what the BMC downloads with.
+var transferProtocols = []string{"HTTP", "HTTPS"}
+
+// pushPath is the MultipartHttpPushUri: the image is in the request.
+const pushPath = updatePath + "/upload"
+
 // postSimpleUpdate validates an update and answers 202 with a task
-// monitor. Immediate updates start at once; OnReset ones wait, Pending,
-// for the next reset of the system.
+// monitor. Targets may be left out, as real BMCs allow: the image names
+// its component (an NVM image goes to every NIC port, bios-* to the BIOS,
+// bmc-* to the BMC). Immediate updates start at once; OnReset ones wait,
+// Pending, for the next reset of the system.
 func (b *BMC) postSimpleUpdate(w http.ResponseWriter, r *http.Request) {
 	var p simpleUpdate
 	if !decode(w, r, &p) {
@@ -113,21 +133,104 @@ func (b *BMC) postSimpleUpdate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, msgActionParamMissing, "The action UpdateService.SimpleUpdate requires the parameter ImageURI to be present in the request body.", "ImageURI")
 		return
 	}
-	u, err := url.Parse(p.ImageURI)
-	if err != nil || u.Path == "" {
-		writeError(w, http.StatusBadRequest, msgPropertyValueNotIn, "The value "+p.ImageURI+" for the parameter ImageURI is not a URI.", "ImageURI")
+	uri := p.ImageURI
+	if p.TransferProtocol != "" {
+		if !slices.Contains(transferProtocols, p.TransferProtocol) {
+			writeError(w, http.StatusBadRequest, msgParamNotSupported, "The value "+p.TransferProtocol+" for the parameter TransferProtocol is not supported (HTTP, HTTPS).", "TransferProtocol")
+			return
+		}
+		if !strings.Contains(uri, "://") {
+			// A URI without a scheme takes the protocol's (Redfish's rule).
+			uri = strings.ToLower(p.TransferProtocol) + "://" + uri
+		}
+	}
+	u, err := url.Parse(uri)
+	if err != nil || u.Path == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		writeError(w, http.StatusBadRequest, msgPropertyValueNotIn, "The value "+p.ImageURI+" for the parameter ImageURI is not an http(s) URI.", "ImageURI")
 		return
 	}
-	if len(p.Targets) != 1 {
-		writeError(w, http.StatusBadRequest, msgActionParamMissing, "The action UpdateService.SimpleUpdate needs exactly one entry in Targets (a FirmwareInventory member).", "Targets")
+	if p.TransferProtocol != "" && !strings.EqualFold(u.Scheme, p.TransferProtocol) {
+		writeError(w, http.StatusBadRequest, msgParamNotSupported, "TransferProtocol "+p.TransferProtocol+" does not match the ImageURI's scheme "+u.Scheme+".", "TransferProtocol")
 		return
 	}
-	item := strings.TrimPrefix(strings.TrimSuffix(p.Targets[0], "/"), inventory)
-	if _, versions := b.items(); versions[item] == "" || item == p.Targets[0] {
-		writeError(w, http.StatusBadRequest, msgPropertyValueNotIn, "The value "+p.Targets[0]+" for the parameter Targets is not a FirmwareInventory member.", "Targets")
+	b.startUpdate(w, path.Base(u.Path), p.Targets, p.ApplyTime)
+}
+
+// postMultipartPush is the MultipartHttpPushUri: a multipart/form-data
+// body with UpdateParameters (JSON: Targets, @Redfish.OperationApplyTime)
+// and UpdateFile, the package itself. An NVM update package names its
+// image in its descriptor; a BIOS or BMC image is named by its file name.
+func (b *BMC) postMultipartPush(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseMultipartForm(8 << 20); err != nil {
+		writeError(w, http.StatusBadRequest, msgMalformedJSON, "The request is not multipart/form-data with UpdateParameters and UpdateFile: "+err.Error(), "")
 		return
 	}
-	applyTime := p.ApplyTime
+	var params struct {
+		Targets   []string `json:"Targets"`
+		ApplyTime string   `json:"@Redfish.OperationApplyTime"`
+		Oem       any      `json:"Oem"`
+	}
+	if raw := r.MultipartForm.Value["UpdateParameters"]; len(raw) > 0 {
+		if err := decodeStrict(strings.NewReader(raw[0]), &params); err != nil {
+			writeError(w, http.StatusBadRequest, msgMalformedJSON, "UpdateParameters: "+err.Error(), "UpdateParameters")
+			return
+		}
+	} else if files := r.MultipartForm.File["UpdateParameters"]; len(files) > 0 {
+		f, err := files[0].Open()
+		if err == nil {
+			err = decodeStrict(f, &params)
+			f.Close()
+		}
+		if err != nil {
+			writeError(w, http.StatusBadRequest, msgMalformedJSON, "UpdateParameters: "+err.Error(), "UpdateParameters")
+			return
+		}
+	}
+	files := r.MultipartForm.File["UpdateFile"]
+	if len(files) != 1 {
+		writeError(w, http.StatusBadRequest, msgActionParamMissing, "The request needs one UpdateFile part.", "UpdateFile")
+		return
+	}
+	f, err := files[0].Open()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, msgGeneralError, err.Error(), "UpdateFile")
+		return
+	}
+	defer f.Close()
+	var desc imagev1.NVMImage
+	name := files[0].Filename
+	if err := json.NewDecoder(io.LimitReader(f, 1<<20)).Decode(&desc); err == nil && desc.Name != "" {
+		if known, ok := b.cfg.NVMImages[desc.Name]; !ok || known != desc {
+			writeError(w, http.StatusBadRequest, msgPropertyValueNotIn, "The NVM update package "+desc.Name+" is not one of this server's NVM images, or its descriptor differs.", "UpdateFile")
+			return
+		}
+		name = desc.Name
+	}
+	b.startUpdate(w, name, params.Targets, params.ApplyTime)
+}
+
+// startUpdate checks the image against its targets and answers 202 with
+// the task's monitor.
+func (b *BMC) startUpdate(w http.ResponseWriter, imageName string, targets []string, applyTime string) {
+	var items []string
+	switch {
+	case len(targets) > 1:
+		writeError(w, http.StatusBadRequest, msgParamNotSupported, "Targets names more than one FirmwareInventory member; give one, or none and let the image name its component.", "Targets")
+		return
+	case len(targets) == 1:
+		item := strings.TrimPrefix(strings.TrimSuffix(targets[0], "/"), inventory)
+		if _, versions := b.items(); versions[item] == "" || item == targets[0] {
+			writeError(w, http.StatusBadRequest, msgPropertyValueNotIn, "The value "+targets[0]+" for the parameter Targets is not a FirmwareInventory member.", "Targets")
+			return
+		}
+		items = []string{item}
+	default:
+		items = b.componentsOf(imageName)
+		if len(items) == 0 {
+			writeError(w, http.StatusBadRequest, msgActionParamMissing, "The image "+imageName+" does not name its component (an NVM image, bios-VERSION or bmc-VERSION): give Targets.", "Targets")
+			return
+		}
+	}
 	if applyTime == "" {
 		applyTime = "Immediate"
 	}
@@ -135,14 +238,15 @@ func (b *BMC) postSimpleUpdate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, msgPropertyValueNotIn, "The value "+applyTime+" for @Redfish.OperationApplyTime is not supported (Immediate, OnReset).", "@Redfish.OperationApplyTime")
 		return
 	}
-	imageName := path.Base(u.Path)
-	if msg := b.checkImage(item, imageName); msg != "" {
-		writeError(w, http.StatusBadRequest, msgPropertyValueNotIn, msg, "ImageURI")
-		return
+	for _, item := range items {
+		if msg := b.checkImage(item, imageName); msg != "" {
+			writeError(w, http.StatusBadRequest, msgPropertyValueNotIn, msg, "ImageURI")
+			return
+		}
 	}
 	b.mu.Lock()
 	b.nextID++
-	t := &task{ID: strconv.Itoa(b.nextID), State: taskNew, Item: item, Image: imageName, ApplyTime: applyTime, Start: time.Now()}
+	t := &task{ID: strconv.Itoa(b.nextID), State: taskNew, Items: items, Image: imageName, ApplyTime: applyTime, Start: time.Now()}
 	b.tasks[t.ID] = t
 	if applyTime == "OnReset" {
 		t.State, t.Message = taskPending, "Waiting for the next reset of the system."
@@ -152,9 +256,37 @@ func (b *BMC) postSimpleUpdate(w http.ResponseWriter, r *http.Request) {
 	if applyTime == "Immediate" {
 		go b.run(t)
 	}
-	w.Header().Set("Location", "/redfish/v1/TaskService/TaskMonitors/"+t.ID)
+	b.host.Record(lab.EventBMC, "FirmwareUpdateAccepted", fmt.Sprintf("task %s: %s for %s, %s", t.ID, imageName, t.items(), applyTime),
+		map[string]string{"task": t.ID, "image": imageName, "items": t.items(), "applyTime": applyTime})
+	w.Header().Set("Location", taskMonitorPath+t.ID)
+	w.Header().Set("Retry-After", retryAfter)
 	writeJSON(w, http.StatusAccepted, b.taskBody(t))
 }
+
+// componentsOf is what an image without Targets goes to.
+func (b *BMC) componentsOf(image string) []string {
+	switch {
+	case strings.HasPrefix(image, "bios-"):
+		return []string{itemBIOS}
+	case strings.HasPrefix(image, "bmc-"):
+		return []string{itemBMC}
+	}
+	if _, ok := b.cfg.NVMImages[image]; !ok {
+		return nil
+	}
+	var items []string
+	for _, p := range b.host.Status().Ports {
+		items = append(items, itemNICPrefix+p.Name)
+	}
+	return items
+}
+
+// taskMonitorPath is where a task's monitor is; retryAfter the seconds a
+// 202 from it tells the client to wait.
+const (
+	taskMonitorPath = "/redfish/v1/TaskService/TaskMonitors/"
+	retryAfter      = "1"
+)
 
 // checkImage says what is wrong with an image for an inventory item.
 func (b *BMC) checkImage(item, image string) string {
@@ -192,18 +324,23 @@ func (b *BMC) setTask(t *task, state string, percent int, msg string) {
 // run performs one update, reporting progress on its task.
 func (b *BMC) run(t *task) {
 	ctx := context.Background()
-	b.setTask(t, taskRunning, 0, "Applying "+t.Image+" to "+t.Item+".")
-	switch {
-	case strings.HasPrefix(t.Item, itemNICPrefix):
-		port := strings.TrimPrefix(t.Item, itemNICPrefix)
+	b.setTask(t, taskRunning, 0, "Applying "+t.Image+" to "+t.items()+".")
+	switch item := t.Items[0]; {
+	case strings.HasPrefix(item, itemNICPrefix):
 		img := b.cfg.NVMImages[t.Image]
-		stop := b.progress(t, timescale.Seconds(img.FlashSeconds))
-		err := b.host.FlashNVM(ctx, port, t.Image)
-		stop()
-		if err != nil {
-			b.setTask(t, taskException, t.Percent, "NVM update of "+port+" failed: "+err.Error())
-			return
+		var ports []string
+		for _, it := range t.Items {
+			port := strings.TrimPrefix(it, itemNICPrefix)
+			ports = append(ports, port)
+			stop := b.progress(t, timescale.Seconds(img.FlashSeconds))
+			err := b.host.FlashNVM(ctx, port, t.Image)
+			stop()
+			if err != nil {
+				b.setTask(t, taskException, t.Percent, "NVM update of "+port+" failed: "+err.Error())
+				return
+			}
 		}
+		port := strings.Join(ports, ", ")
 		if t.ApplyTime == "OnReset" {
 			// Staged firmware is applied during POST; the server resets once
 			// more so the NIC loads it, as real servers do.
@@ -215,7 +352,7 @@ func (b *BMC) run(t *task) {
 			return
 		}
 		b.setTask(t, taskCompleted, 100, fmt.Sprintf("NVM %s written to %s; it becomes active at the next reset.", t.Image, port))
-	case t.Item == itemBIOS:
+	case item == itemBIOS:
 		// System firmware is written by the BMC and takes effect in the
 		// POST that follows: Immediate resets the server now, OnReset came
 		// here from a reset the user asked for.
@@ -233,7 +370,7 @@ func (b *BMC) run(t *task) {
 		b.bios = strings.TrimPrefix(t.Image, "bios-")
 		b.mu.Unlock()
 		b.setTask(t, taskCompleted, 100, "BIOS updated to "+strings.TrimPrefix(t.Image, "bios-")+".")
-	case t.Item == itemBMC:
+	case item == itemBMC:
 		// The BMC reboots into its new firmware: unreachable meanwhile.
 		down := b.cfg.Scale.Real(timescale.Seconds(b.cfg.BMCUpdateSeconds))
 		b.setTask(t, taskRunning, 50, "The BMC is rebooting into "+t.Image+".")
@@ -279,8 +416,8 @@ func (b *BMC) taskBody(t *task) map[string]any {
 	defer b.mu.Unlock()
 	body := map[string]any{
 		"@odata.id": tasksPath + t.ID, "@odata.type": "#Task.v1_7_3.Task",
-		"Id": t.ID, "Name": "Update " + t.Item, "TaskState": t.State, "PercentComplete": t.Percent,
-		"TaskMonitor": "/redfish/v1/TaskService/TaskMonitors/" + t.ID,
+		"Id": t.ID, "Name": "Update " + t.items(), "TaskState": t.State, "PercentComplete": t.Percent,
+		"TaskMonitor": taskMonitorPath + t.ID,
 		"StartTime":   t.Start.UTC().Format(time.RFC3339),
 		"Messages":    []any{map[string]string{"MessageId": "Update.1.0.UpdateInProgress", "Message": t.Message}},
 		"TaskStatus":  "OK",
@@ -321,7 +458,8 @@ func (b *BMC) getTaskMonitor(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, body)
 		return
 	}
-	w.Header().Set("Location", "/redfish/v1/TaskService/TaskMonitors/"+t.ID)
+	w.Header().Set("Location", taskMonitorPath+t.ID)
+	w.Header().Set("Retry-After", retryAfter)
 	writeJSON(w, http.StatusAccepted, body)
 }
 
