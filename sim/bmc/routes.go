@@ -96,6 +96,8 @@ func (b *BMC) routes() http.Handler {
 	mux.Handle(tasksPath+"{task}", methods{"GET": b.getTask})
 	mux.Handle("/redfish/v1/TaskService/TaskMonitors/{task}", methods{"GET": b.getTaskMonitor})
 
+	mux.Handle(eventServicePath, methods{"GET": b.getEventService})
+	mux.Handle(ssePath, methods{"GET": b.getSSE})
 	mux.Handle("/redfish/v1/SessionService", methods{"GET": b.getSessionService})
 	mux.Handle(strings.TrimSuffix(sessionsPath, "/"), methods{"GET": b.getSessions, "POST": b.postSession})
 	mux.Handle(sessionsPath+"{session}", methods{"GET": b.getSession, "DELETE": b.deleteSession})
@@ -145,6 +147,7 @@ func (b *BMC) getServiceRoot(w http.ResponseWriter, _ *http.Request) {
 		"SessionService": odataID("/redfish/v1/SessionService"),
 		"AccountService": odataID("/redfish/v1/AccountService"),
 		"Registries":     odataID(registriesPath),
+		"EventService":   odataID(eventServicePath),
 		"Links":          map[string]any{"Sessions": odataID(strings.TrimSuffix(sessionsPath, "/"))},
 	})
 }

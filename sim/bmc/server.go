@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/upgradelab/upgradelab/internal/loopback"
+	"github.com/upgradelab/upgradelab/internal/queue"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/nic"
 	"github.com/upgradelab/upgradelab/sim/timescale"
@@ -68,6 +69,10 @@ type BMC struct {
 	bmcFW    string
 	staged   []*task // OnReset updates waiting for the next reset
 	closed   bool
+	// events go to the EventService's SSE clients (events.go).
+	events      queue.Fanout[eventRecord]
+	nextEventID int
+	stopEvents  func()
 }
 
 type session struct {
@@ -102,13 +107,19 @@ func Start(cfg Config) (*BMC, error) {
 	// listens again on the same one.
 	b.addr = l.Addr().String()
 	b.serve(l)
+	go b.forwardHostEvents()
 	return b, nil
 }
 
 func (b *BMC) serve(l net.Listener) {
 	tl := tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{b.cfg.Certificate}, MinVersion: tls.VersionTLS12})
 	// Plain HTTP to this port gets a TLS alert, never a page.
-	srv := &http.Server{Handler: b.routes(), ReadHeaderTimeout: 10 * time.Second}
+	// Requests' contexts end when the server shuts down, so an event
+	// stream does not hold up an unreachable period or Close.
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := &http.Server{Handler: b.routes(), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	srv.RegisterOnShutdown(cancel)
 	b.mu.Lock()
 	b.srv = srv
 	b.mu.Unlock()
@@ -155,8 +166,12 @@ func (b *BMC) Unreachable(d time.Duration) {
 func (b *BMC) Close() error {
 	b.mu.Lock()
 	b.closed = true
-	srv := b.srv
+	srv, stop := b.srv, b.stopEvents
 	b.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	b.events.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return srv.Shutdown(ctx)

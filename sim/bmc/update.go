@@ -314,11 +314,15 @@ func (b *BMC) applyStaged() {
 
 func (b *BMC) setTask(t *task, state string, percent int, msg string) {
 	b.mu.Lock()
+	changed := t.State != state
 	t.State, t.Percent, t.Message = state, percent, msg
 	if state == taskCompleted || state == taskException {
 		t.End = time.Now()
 	}
 	b.mu.Unlock()
+	if changed {
+		b.taskEvent(t, state)
+	}
 }
 
 // run performs one update, reporting progress on its task.

@@ -486,3 +486,34 @@ func (h *Host) Inventory() Inventory {
 	}
 	return inv
 }
+
+// Subscribe returns this host's events from now on, until cancel (what
+// its BMC's event service forwards).
+func (h *Host) Subscribe() (<-chan Event, func()) {
+	all, cancelAll := h.lab.events.subscribe()
+	out := make(chan Event, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case e, ok := <-all:
+				if !ok {
+					return
+				}
+				if e.Host != h.spec.Name {
+					continue
+				}
+				select {
+				case out <- e:
+				case <-done:
+					return
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return out, func() { once.Do(func() { close(done); cancelAll() }) }
+}
