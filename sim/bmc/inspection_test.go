@@ -255,3 +255,39 @@ func TestSushyInspectsAndPowersAHost(t *testing.T) {
 		t.Errorf("sushy found no allowed boot targets (%v) or reset types (%v)", got.BootTargets, got.ResetTypes)
 	}
 }
+
+// sushy changes a BIOS setting (OnReset), enables secure boot, sets a
+// UEFI boot override and updates NIC firmware without Targets, as
+// Ironic's redfish interfaces do; the settings apply at the reset and
+// the task monitor's Retry-After paces sushy's wait.
+func TestSushyChangesFirmwareSettingsAndUpdatesFirmware(t *testing.T) {
+	f := newFixture(t, 0.01)
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, f.ca.PEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/usr/bin/python3", "testdata/sushy_firmware.py", f.bmc.Endpoint(), caFile, "admin", "upgradelab-bmc",
+		f.lab.ImageServer().FirmwareURL("x710-nvm-9.50"))
+	cmd.Env = append(os.Environ(), "REQUESTS_CA_BUNDLE="+caFile, "CURL_CA_BUNDLE="+caFile)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sushy: %v\n%s", err, out)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("sushy's output: %v\n%s", err, out)
+	}
+	want := map[string]any{
+		"pxeBefore": "Enabled", "pxePending": "Disabled", "pxeAfter": "Disabled", "registry": biosRegistryID,
+		"secureEnable": true, "secureCurrentBefore": "Disabled", "secureCurrentAfter": "Enabled",
+		"bootTarget": "Hdd", "bootMode": "UEFI", "taskState": "Completed", "retryAfter": "1",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("sushy read %s = %v, want %v", k, got[k], v)
+		}
+	}
+	if p := f.host.Status().Ports[0]; p.Pending == nil || p.Pending.Name != "x710-nvm-9.50" {
+		t.Errorf("the NIC after sushy's SimpleUpdate: %+v", p)
+	}
+}

@@ -8,6 +8,7 @@
 package bmc
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"crypto/tls"
@@ -234,8 +235,19 @@ func (b *BMC) credentialsMatch(user, pass string) bool {
 
 // decode reads a JSON body into v, refusing malformed JSON and properties
 // the resource does not have, with the Redfish messages for each.
+//
+// OData annotations (@odata.type and the like) are dropped first, at any
+// depth: clients send them (sushy types its @Redfish.SettingsApplyTime)
+// and the Redfish specification has services ignore them in requests.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err == nil {
+		var generic any
+		if json.Unmarshal(raw, &generic) == nil {
+			raw, _ = json.Marshal(dropODataAnnotations(generic))
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		msg := err.Error()
@@ -248,6 +260,25 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
+}
+
+// dropODataAnnotations removes every "@odata.*" key.
+func dropODataAnnotations(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if strings.HasPrefix(k, "@odata.") {
+				delete(x, k)
+				continue
+			}
+			x[k] = dropODataAnnotations(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = dropODataAnnotations(e)
+		}
+	}
+	return v
 }
 
 // decodeStrict reads JSON into v, refusing unknown properties (for JSON
