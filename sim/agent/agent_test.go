@@ -377,7 +377,17 @@ func TestPoweringOffTheOnlyControlPlaneHostTakesTheAPIDown(t *testing.T) {
 		t.Fatalf("the API does not answer with the host up: %v", err)
 	}
 	w.host.PowerOff()
-	if _, err := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{}); err == nil || !strings.Contains(err.Error(), "connection refused") {
+	// The agent hears of the power loss through the lab's events, a
+	// moment after PowerOff returns (as a real API server dies with its
+	// host's power, not before): give it a second.
+	var err error
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, err = cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
+		if (err != nil && strings.Contains(err.Error(), "connection refused")) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("with the only control-plane host off the API answered: %v", err)
 	}
 	if h, members := w.clusters.Health("default/wl"); h != workload.HealthNoQuorum || members["node-0"] != workload.MemberStopped {
