@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -75,6 +77,9 @@ type Reconciler struct {
 	// SoftPowerOffTimeout bounds a graceful shutdown before the power is
 	// cut instead (Ironic's soft_power_off_timeout).
 	DeployTimeout, ResetTimeout, SoftPowerOffTimeout time.Duration
+	// Concurrency is how many hosts are reconciled at once (default as
+	// baremetal-operator's: the CPUs, at least 2 and at most 8).
+	Concurrency int
 
 	mu sync.Mutex
 	// deployBoots is when each host was last booted into the deploy
@@ -98,7 +103,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.SoftPowerOffTimeout = 10 * time.Minute
 	}
 	r.deployBoots, r.softOffs = map[types.UID]time.Time{}, map[types.UID]time.Time{}
-	return ctrl.NewControllerManagedBy(mgr).For(&metal3.BareMetalHost{}).Named("baremetalhost").Complete(r)
+	if r.Concurrency == 0 {
+		r.Concurrency = min(max(runtime.NumCPU(), 2), 8)
+	}
+	return ctrl.NewControllerManagedBy(mgr).For(&metal3.BareMetalHost{}).Named("baremetalhost").
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).Complete(r)
 }
 
 // hostError is a failure the host's status shows (errorType/errorMessage)

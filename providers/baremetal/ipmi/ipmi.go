@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,9 +53,10 @@ func ParseAddress(addr string) (Address, error) {
 	return a, nil
 }
 
-// ErrCredentials means the BMC refused the session (RAKP): a wrong user
-// name or password.
-var ErrCredentials = errors.New("the BMC refused the IPMI session (user name or password)")
+// ErrCredentials means no IPMI session could be opened, each try: a wrong
+// user name or password (RAKP), or a BMC that did not answer; ipmitool
+// tells the two apart no better.
+var ErrCredentials = errors.New("the BMC refused the IPMI session (user name or password), or did not answer")
 
 // Client runs ipmitool against one BMC.
 type Client struct {
@@ -108,8 +110,36 @@ func Dial(ctx context.Context, addr Address, user, password string, o Options) (
 // Close removes the password file.
 func (c *Client) Close() { os.Remove(c.passFile) }
 
-// run runs one ipmitool command and returns its standard output.
+// retryable are ipmitool failures Ironic's ipmitool driver runs the
+// command again for (its IPMITOOL_RETRYABLE_FAILURES): a lost or busy
+// session, which a lossy management network or a BMC that just reset
+// gives. A wrong password looks the same to ipmitool, and fails each try.
+var retryable = []string{"Unable to establish IPMI v2 / RMCP+ session", "insufficient resources for session", "Node busy", "Timeout", "no response"}
+
+// attempts is how many times a retryable failure is run again in all.
+const attempts = 3
+
+// run runs one ipmitool command and returns its standard output, running
+// it again (up to attempts times) after a retryable failure, as Ironic
+// does within its command retry timeout.
 func (c *Client) run(ctx context.Context, args ...string) (string, error) {
+	var err error
+	for try := 1; ; try++ {
+		var out string
+		var again bool
+		out, again, err = c.runOnce(ctx, args...)
+		if err == nil || !again || try == attempts || ctx.Err() != nil {
+			return out, err
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+			return "", err
+		}
+	}
+}
+
+func (c *Client) runOnce(ctx context.Context, args ...string) (stdoutText string, retry bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	full := append([]string{"-I", "lanplus", "-H", c.addr.Host, "-p", strconv.Itoa(c.addr.Port),
@@ -117,7 +147,7 @@ func (c *Client) run(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, c.binary, full...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	out := strings.TrimSpace(stdout.String() + "\n" + stderr.String())
 	// ipmitool exits 0 after some failures it prints (bootdev): read
 	// the words too.
@@ -126,12 +156,13 @@ func (c *Client) run(ctx context.Context, args ...string) (string, error) {
 	}
 	if err != nil {
 		endpoint := net.JoinHostPort(c.addr.Host, strconv.Itoa(c.addr.Port))
+		retry = slices.ContainsFunc(retryable, func(s string) bool { return strings.Contains(out, s) })
 		if strings.Contains(out, "Unable to establish IPMI v2 / RMCP+ session") {
-			return "", fmt.Errorf("BMC %s: ipmitool %s: %w", endpoint, strings.Join(args, " "), ErrCredentials)
+			return "", retry, fmt.Errorf("BMC %s: ipmitool %s: %w", endpoint, strings.Join(args, " "), ErrCredentials)
 		}
-		return "", fmt.Errorf("BMC %s: ipmitool %s: %v: %s", endpoint, strings.Join(args, " "), err, out)
+		return "", retry, fmt.Errorf("BMC %s: ipmitool %s: %v: %s", endpoint, strings.Join(args, " "), err, out)
 	}
-	return stdout.String(), nil
+	return stdout.String(), false, nil
 }
 
 func (c *Client) refresh(ctx context.Context) error {
