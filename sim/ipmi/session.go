@@ -135,13 +135,7 @@ func openSessionError(req []byte, status byte) []byte {
 // and the HMAC (keyed by the user's password) over both sessions' IDs,
 // both random numbers, the GUID, the role and the name.
 func (b *BMC) rakp1(req []byte) []byte {
-	fail := func(status byte, console uint32) []byte {
-		out := []byte{0, status, 0, 0}
-		if len(req) > 0 {
-			out[0] = req[0]
-		}
-		return binary.LittleEndian.AppendUint32(out, console)
-	}
+	fail := func(status byte, console uint32) []byte { return rakpError(req, status, console) }
 	if len(req) < 28 {
 		return fail(statusIllegalParameter, 0)
 	}
@@ -190,13 +184,7 @@ func (b *BMC) rakp1(req []byte) []byte {
 // integrity check over the console's random number, our session ID and
 // the GUID keyed by the SIK. A wrong password fails here.
 func (b *BMC) rakp3(req []byte) []byte {
-	fail := func(status byte, console uint32) []byte {
-		out := []byte{0, status, 0, 0}
-		if len(req) > 0 {
-			out[0] = req[0]
-		}
-		return binary.LittleEndian.AppendUint32(out, console)
-	}
+	fail := func(status byte, console uint32) []byte { return rakpError(req, status, console) }
 	if len(req) < 8 {
 		return fail(statusIllegalParameter, 0)
 	}
@@ -239,6 +227,16 @@ func (b *BMC) rakp3(req []byte) []byte {
 	s.rakp3, s.rakp4 = bytes.Clone(req), out
 	b.mu.Unlock()
 	return out
+}
+
+// rakpError is a RAKP 2 or 4 that only reports status: the request's
+// message tag, the status, the console's session ID.
+func rakpError(req []byte, status byte, console uint32) []byte {
+	out := []byte{0, status, 0, 0}
+	if len(req) > 0 {
+		out[0] = req[0]
+	}
+	return binary.LittleEndian.AppendUint32(out, console)
 }
 
 func le32(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
