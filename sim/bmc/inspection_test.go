@@ -106,7 +106,7 @@ var schemaVersions = map[string]string{
 	"Power": "v1_7_1", "Thermal": "v1_7_1", "VirtualMedia": "v1_6_2", "UpdateService": "v1_14_0",
 	"SoftwareInventory": "v1_10_0", "TaskService": "v1_2_1", "Task": "v1_7_3", "SessionService": "v1_1_9",
 	"Session": "v1_7_0", "AccountService": "v1_15_0", "Bios": "v1_1_0", "SecureBoot": "v1_0_5", "BootOption": "v1_0_0",
-	"MessageRegistryFile": "v1_1_0", "EventService": "v1_10_0",
+	"MessageRegistryFile": "v1_1_0", "EventService": "v1_10_0", "AttributeRegistry": "v1_3_0",
 }
 
 var odataType = regexp.MustCompile(`^#([A-Za-z]+)\.(?:(v\d+_\d+_\d+)\.)?([A-Za-z]+)$`)
@@ -188,6 +188,12 @@ func links(v any) []string {
 				if !strings.Contains(s, "#") {
 					out = append(out, s)
 				}
+				continue
+			}
+			// A registry file's Location[].Uri is a link too (to the
+			// AttributeRegistry).
+			if s, ok := e.(string); ok && k == "Uri" && strings.HasPrefix(s, "/redfish/v1/") {
+				out = append(out, s)
 				continue
 			}
 			out = append(out, links(e)...)
