@@ -170,7 +170,8 @@ func TestEveryResourceReachableFromTheRootDeclaresItsSchema(t *testing.T) {
 		served = append(served, ty)
 	}
 	sort.Strings(served)
-	for _, need := range []string{"Processor", "Memory", "Storage", "Drive", "SimpleStorage", "PCIeDevice", "Power", "Thermal", "EthernetInterface"} {
+	for _, need := range []string{"Processor", "Memory", "Storage", "Drive", "SimpleStorage", "PCIeDevice", "Power", "Thermal", "EthernetInterface",
+		"Bios", "SecureBoot", "BootOption", "VirtualMedia", "AttributeRegistry", "EventService", "TaskService"} {
 		if !types[need] {
 			t.Errorf("no %s reachable from the root; served: %v", need, served)
 		}
