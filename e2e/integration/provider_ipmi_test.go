@@ -5,17 +5,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/providers/baremetal/ipmi"
+	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
@@ -96,6 +99,22 @@ func TestIPMIHostsAreInspectedInBandProvisionedAndPowered(t *testing.T) {
 	expectEvent(t, events, "cp-0", "OSShutdown")
 	e.patchHost(t, ctx, "cp-0", func(h *metal3.BareMetalHost) { h.Spec.Online = true })
 	e.waitPower(t, ctx, cp0, true)
+
+	// Deleted while provisioned: deprovisioned first, as BMO does (the
+	// deploy ramdisk cleans the disk), then powered off and let go.
+	if err := e.c.Delete(ctx, e.host(t, ctx, "cp-0")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "provisioned cp-0 deleted", func() (bool, string) {
+		err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "cp-0"}, &metal3.BareMetalHost{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	if log, _ := os.ReadFile(filepath.Join(e.site.Lab.StateDir(), "events.jsonl")); !strings.Contains(string(log), `"host":"cp-0","kind":"disk","reason":"DiskErased"`) {
+		t.Fatalf("cp-0 deleted without cleaning; the lab's events:\n%s", log)
+	}
+	if st := cp0.Status(); st.Power != lab.PoweredOff || slices.ContainsFunc(st.Disk.Images().Roots, func(r disk.Root) bool { return r.Image != "" }) {
+		t.Fatalf("cp-0 after its deletion: %s, images %+v", st.Power, st.Disk.Images())
+	}
 
 	h := e.waitHostState(t, ctx, "cp-1", metal3.StateRegistering)
 	waitFor(t, ctx, "cp-1's registration error", func() (bool, string) {

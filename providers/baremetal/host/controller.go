@@ -147,7 +147,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil // BMO's pause: nothing is done until it goes
 	}
 	before := host.DeepCopy()
-	if !host.DeletionTimestamp.IsZero() {
+	deleting := !host.DeletionTimestamp.IsZero()
+	if deleting && !cleanBeforeDelete(host) {
 		return r.reconcileDelete(ctx, host)
 	}
 	if controllerutil.AddFinalizer(host, Finalizer) {
@@ -159,7 +160,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	var res ctrl.Result
 	var err error
-	if isDetached, _ := detached(host); isDetached {
+	if deleting {
+		// As baremetal-operator: a host deleted while provisioned (or on
+		// the way) is deprovisioned, cleaned through the deploy ramdisk
+		// unless cleaning is disabled, before it is let go.
+		if host.Status.Provisioning.State != metal3.StateDeprovisioning {
+			setState(host, metal3.StateDeprovisioning)
+			host.Status.OperationHistory.Deprovision = metal3.OperationMetric{Start: metav1.Now()}
+			res = ctrl.Result{Requeue: true}
+		} else {
+			res, err = r.deprovision(ctx, host)
+		}
+	} else if isDetached, _ := detached(host); isDetached {
 		// BMO's detach: the host keeps its state and is left alone (no
 		// power management, no provisioning) until the annotation goes.
 		host.Status.OperationalStatus = metal3.OperationalStatusDetached
@@ -254,12 +266,26 @@ func setState(host *metal3.BareMetalHost, s metal3.ProvisioningState) {
 	host.Status.Provisioning.State = s
 }
 
+// cleanBeforeDelete tells a host being deleted that must be deprovisioned
+// first: one with a BMC, attached, provisioned or on the way there.
+func cleanBeforeDelete(host *metal3.BareMetalHost) bool {
+	if isDetached, _ := detached(host); isDetached || registered(host) || host.Spec.BMC.Address == "" {
+		return false
+	}
+	switch host.Status.Provisioning.State {
+	case metal3.StateProvisioned, metal3.StateProvisioning, metal3.StateDeprovisioning:
+		return true
+	}
+	return false
+}
+
 // registered tells a host that registered itself (no BMC to drive).
 func registered(host *metal3.BareMetalHost) bool {
 	return host.Annotations[callback.MachineIDAnnotation] != ""
 }
 
-// reconcileDelete powers a BMC host off and lets it go; a registered
+// reconcileDelete powers a BMC host off and lets it go (a provisioned one
+// once deprovisioned: cleanBeforeDelete); a registered
 // host's object is deleted by its re-registration, so it goes at once. A
 // detached host is let go untouched, or, when its annotation says
 // {"deleteAction": "delay"}, kept until it is attached again (BMO's).
