@@ -28,7 +28,22 @@ import (
 // itself, so the rules that follow the upgrade judged it: same-machines
 // passes (an in-place upgrade), and a timeline from a sandbox stopped
 // before any upgrade leaves them not exercised.
+// Both forms: the plain cluster (kubectl creates the KubeadmControlPlane)
+// and the ClusterClass one (kubectl creates the class and a Cluster with
+// a topology; the upgrade is its version bump).
 func TestUpSandboxDrivenByKubectlIsJudgedByCheck(t *testing.T) {
+	for _, c := range []struct{ form, created string }{
+		{"plain", "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/sc-cp created"},
+		{"clusterclass", "clusterclass.cluster.x-k8s.io/"},
+	} {
+		t.Run(c.form, func(t *testing.T) {
+			t.Parallel()
+			testUpSandbox(t, c.form, c.created)
+		})
+	}
+}
+
+func testUpSandbox(t *testing.T, form, created string) {
 	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
 	if _, err := os.Stat(kubectl); err != nil {
 		t.Fatalf("kubectl: %v (make tools builds it into KUBEBUILDER_ASSETS)", err)
@@ -43,7 +58,7 @@ func TestUpSandboxDrivenByKubectlIsJudgedByCheck(t *testing.T) {
 		cmd := newRootCommand()
 		cmd.SetOut(out)
 		cmd.SetErr(out)
-		cmd.SetArgs([]string{"up", "../../scenarios/single-node-in-place.yaml", "--artifacts", dir})
+		cmd.SetArgs([]string{"up", "../../scenarios/single-node-in-place.yaml", "--form", form, "--artifacts", dir})
 		done <- cmd.ExecuteContext(upCtx)
 	}()
 	var sb runner.Sandbox
@@ -74,8 +89,8 @@ func TestUpSandboxDrivenByKubectlIsJudgedByCheck(t *testing.T) {
 	}
 	c := sandboxClient(t, sb.Kubeconfig)
 
-	if got := kube("apply", "-f", sb.ClusterFile); !strings.Contains(got, "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/sc-cp created") {
-		t.Fatalf("kubectl apply of the cluster: %s", got)
+	if got := kube("apply", "-f", sb.ClusterFile); !strings.Contains(got, created) {
+		t.Fatalf("kubectl apply of the %s cluster: want %q in %s", form, created, got)
 	}
 	waitMachines(t, ctx, c, sb, sb.From)
 	if got := kube("get", "machines", "-n", sb.Namespace); !strings.Contains(got, sb.From) {
