@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,10 +30,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
 	"github.com/upgradelab/upgradelab/providers/baremetal/netboot"
@@ -106,8 +110,27 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Concurrency == 0 {
 		r.Concurrency = min(max(runtime.NumCPU(), 2), 8)
 	}
-	return ctrl.NewControllerManagedBy(mgr).For(&metal3.BareMetalHost{}).Named("baremetalhost").
+	// As baremetal-operator's update filter: a change of the status
+	// alone (this controller's own writes) is no reason to reconcile, or
+	// a failing host would be retried at once after each error it
+	// records instead of after its backoff.
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&metal3.BareMetalHost{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
+			predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}, deletionOrFinalizersChanged{}))).
+		Named("baremetalhost").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).Complete(r)
+}
+
+// deletionOrFinalizersChanged passes updates that start a deletion or
+// change the finalizers (a deleting host's metadata, not its spec).
+type deletionOrFinalizersChanged struct{ predicate.Funcs }
+
+func (deletionOrFinalizersChanged) Update(e event.UpdateEvent) bool {
+	if e.ObjectOld == nil || e.ObjectNew == nil {
+		return true
+	}
+	return !e.ObjectOld.GetDeletionTimestamp().Equal(e.ObjectNew.GetDeletionTimestamp()) ||
+		!slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers())
 }
 
 // hostError is a failure the host's status shows (errorType/errorMessage)
