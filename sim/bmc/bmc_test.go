@@ -263,19 +263,7 @@ func TestNICFirmwareOnResetShowsOnlyAfterReset(t *testing.T) {
 
 func TestRedfishErrors(t *testing.T) {
 	f := newFixture(t, 0)
-	hc := f.httpClient()
-	do := func(method, path, body string) (int, map[string]any) {
-		req, _ := http.NewRequest(method, f.bmc.Endpoint()+path, strings.NewReader(body))
-		req.SetBasicAuth("admin", "upgradelab-bmc")
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode, out
-	}
+	do := func(method, path, body string) (int, map[string]any) { return f.do(t, method, path, body) }
 	messageID := func(body map[string]any) string {
 		e, _ := body["error"].(map[string]any)
 		infos, _ := e["@Message.ExtendedInfo"].([]any)

@@ -15,16 +15,19 @@ import (
 )
 
 // do sends one request as a plain HTTPS client would (the bodies follow
-// the DMTF schema guide's examples) and decodes the answer.
+// the DMTF schema guide's examples) and decodes the answer. A string body
+// is sent as it is (malformed JSON, say); anything else as its JSON.
 func (f *fixture) do(t testing.TB, method, path string, body any) (int, map[string]any) {
 	t.Helper()
-	var rd *bytes.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	} else {
-		rd = bytes.NewReader(nil)
+	var raw []byte
+	switch b := body.(type) {
+	case nil:
+	case string:
+		raw = []byte(b)
+	default:
+		raw, _ = json.Marshal(b)
 	}
+	rd := bytes.NewReader(raw)
 	req, _ := http.NewRequest(method, f.bmc.Endpoint()+path, rd)
 	req.SetBasicAuth("admin", "upgradelab-bmc")
 	if body != nil {

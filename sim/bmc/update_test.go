@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
 // waitTask polls a task monitor as a client following Retry-After does,
@@ -156,5 +154,4 @@ func TestMultipartPushUpdatesTheNIC(t *testing.T) {
 	if resp := f.post(t, push, "application/json", []byte(`{}`)); resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a push that is not multipart: %d", resp.StatusCode)
 	}
-	_ = lab.PoweredOn
 }

@@ -1,14 +1,11 @@
 package ipmi
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/upgradelab/upgradelab/sim/timescale"
 )
@@ -35,7 +32,3 @@ func BenchmarkIpmitoolCommands(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cmd/s")
 }
-
-var _ = context.Background
-var _ = fmt.Sprint
-var _ = time.Second

@@ -3,7 +3,6 @@ package ipmi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -405,12 +404,4 @@ func (b *BMC) getBootOptions(_ *session, data []byte) (byte, []byte) {
 		return ccOK, append(head, flagsFromOverride(b.cfg.Host.Status().Override)...)
 	}
 	return ccParamNotSupp, nil
-}
-
-// commandName is for logs and errors.
-func commandName(netFn, cmd byte) string {
-	if c, ok := commands[[2]byte{netFn, cmd}]; ok {
-		return c.name
-	}
-	return fmt.Sprintf("netFn %#02x cmd %#02x", netFn, cmd)
 }

@@ -121,9 +121,6 @@ func (b *BMC) listen() error {
 // Addr is HOST:PORT (UDP), what ipmitool's -H and -p take.
 func (b *BMC) Addr() string { return b.addr }
 
-// Port is the UDP port.
-func (b *BMC) Port() int { return b.conn.LocalAddr().(*net.UDPAddr).Port }
-
 // SetFaults replaces the injected faults.
 func (b *BMC) SetFaults(f Faults) {
 	b.mu.Lock()

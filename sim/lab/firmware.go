@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -168,14 +167,9 @@ func (h *Host) applyPendingLocked() string {
 }
 
 func formatAttrs(values map[string]string) string {
-	keys := make([]string, 0, len(values))
-	for k := range values {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = k + "=" + values[k]
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		out = append(out, k+"="+values[k])
 	}
 	return strings.Join(out, " ")
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	netbootv1 "github.com/upgradelab/upgradelab/api/netboot/v1"
@@ -77,18 +78,7 @@ func (h *Host) netboot(ctx context.Context) (*RunningOS, error) {
 			map[string]string{"port": n.Name, "mac": n.MAC, "url": script.Chain})
 		return &RunningOS{Source: FromNetwork, Image: m, Media: script.Chain}, nil
 	}
-	return nil, fmt.Errorf("network boot: %s", joinTried(tried))
-}
-
-func joinTried(tried []string) string {
-	if len(tried) == 0 {
-		return "the host has no NICs"
-	}
-	out := tried[0]
-	for _, t := range tried[1:] {
-		out += "; " + t
-	}
-	return out
+	return nil, fmt.Errorf("network boot: %s", strings.Join(tried, "; "))
 }
 
 func fetchScript(ctx context.Context, server, mac string) (netbootv1.Script, error) {
