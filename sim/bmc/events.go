@@ -44,12 +44,8 @@ func (b *BMC) getEventService(w http.ResponseWriter, _ *http.Request) {
 func (b *BMC) emitEvent(r eventRecord) { b.events.Emit(r) }
 
 // forwardHostEvents turns the host's power and BMC events into Redfish
-// events, until the BMC closes.
-func (b *BMC) forwardHostEvents() {
-	events, cancel := b.host.Subscribe()
-	b.mu.Lock()
-	b.stopEvents = cancel
-	b.mu.Unlock()
+// events, until the subscription (taken by Start, ended by Close) ends.
+func (b *BMC) forwardHostEvents(events <-chan lab.Event) {
 	for e := range events {
 		switch {
 		case e.Kind == lab.EventPower && (e.Reason == "DomainStarted" || e.Reason == "DomainStopped"):

@@ -108,7 +108,9 @@ func Start(cfg Config) (*BMC, error) {
 	// listens again on the same one.
 	b.addr = l.Addr().String()
 	b.serve(l)
-	go b.forwardHostEvents()
+	events, stop := b.host.Subscribe()
+	b.stopEvents = stop
+	go b.forwardHostEvents(events)
 	return b, nil
 }
 

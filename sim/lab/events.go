@@ -39,6 +39,10 @@ type eventLog struct {
 	mu   sync.Mutex
 	file *os.File
 	subs queue.Fanout[Event]
+	// byHost fans each host's events to that host's subscribers alone
+	// (its BMCs), so a lab of N hosts does not hand every event to N
+	// filters.
+	byHost map[string]*queue.Fanout[Event]
 }
 
 func openEventLog(path string) (*eventLog, error) {
@@ -46,7 +50,7 @@ func openEventLog(path string) (*eventLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &eventLog{file: f}, nil
+	return &eventLog{file: f, byHost: map[string]*queue.Fanout[Event]{}}, nil
 }
 
 func (l *eventLog) emit(e Event) {
@@ -60,13 +64,33 @@ func (l *eventLog) emit(e Event) {
 		l.file.Write(append(line, '\n'))
 	}
 	l.subs.Emit(e)
+	if h := l.byHost[e.Host]; h != nil {
+		h.Emit(e)
+	}
 }
 
 // subscribe returns every event emitted from now on, until cancel.
 func (l *eventLog) subscribe() (<-chan Event, func()) { return l.subs.Subscribe() }
 
+// subscribeHost returns host's events from now on, until cancel.
+func (l *eventLog) subscribeHost(host string) (<-chan Event, func()) {
+	l.mu.Lock()
+	f := l.byHost[host]
+	if f == nil {
+		f = &queue.Fanout[Event]{}
+		l.byHost[host] = f
+	}
+	l.mu.Unlock()
+	return f.Subscribe()
+}
+
 func (l *eventLog) close() {
 	l.subs.Close()
+	l.mu.Lock()
+	for _, f := range l.byHost {
+		f.Close()
+	}
+	l.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.file != nil {

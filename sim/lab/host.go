@@ -489,31 +489,4 @@ func (h *Host) Inventory() Inventory {
 
 // Subscribe returns this host's events from now on, until cancel (what
 // its BMC's event service forwards).
-func (h *Host) Subscribe() (<-chan Event, func()) {
-	all, cancelAll := h.lab.events.subscribe()
-	out := make(chan Event, 64)
-	done := make(chan struct{})
-	go func() {
-		defer close(out)
-		for {
-			select {
-			case e, ok := <-all:
-				if !ok {
-					return
-				}
-				if e.Host != h.spec.Name {
-					continue
-				}
-				select {
-				case out <- e:
-				case <-done:
-					return
-				}
-			case <-done:
-				return
-			}
-		}
-	}()
-	var once sync.Once
-	return out, func() { once.Do(func() { close(done); cancelAll() }) }
-}
+func (h *Host) Subscribe() (<-chan Event, func()) { return h.lab.events.subscribeHost(h.spec.Name) }
