@@ -81,7 +81,7 @@ func BenchmarkFleet100BMCs(b *testing.B) {
 		}
 		for name, b := range fleet.IPMI {
 			wg.Go(func() {
-				if err := ipmiAnswers(b.Addr()); err != nil {
+				if err := ipmiAnswers(b.Addr(), 5*time.Second); err != nil {
 					bErr(name, err)
 				}
 			})
@@ -97,7 +97,7 @@ func BenchmarkFleet100BMCs(b *testing.B) {
 // ipmiAnswers sends the first datagram ipmitool sends (Get Channel
 // Authentication Capabilities, IPMI v1.5 session-less) and reads the
 // answer.
-func ipmiAnswers(addr string) error {
+func ipmiAnswers(addr string, timeout time.Duration) error {
 	c, err := net.Dial("udp", addr)
 	if err != nil {
 		return err
@@ -110,7 +110,7 @@ func ipmiAnswers(addr string) error {
 	}
 	msg := append([]byte{0x20, 0x18, 0xC8}, append(body, -sum)...)
 	pkt := append([]byte{0x06, 0, 0xFF, 0x07, 0, 0, 0, 0, 0, 0, 0, 0, 0, byte(len(msg))}, msg...)
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.SetDeadline(time.Now().Add(timeout))
 	if _, err := c.Write(pkt); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/upgradelab/upgradelab/sim/ipmi"
 	"github.com/upgradelab/upgradelab/sim/lab"
@@ -54,9 +55,22 @@ func StartFleet(l *lab.Lab, ca *pki.CA) (*Fleet, error) {
 			return nil, fmt.Errorf("host %s: bmc.credentials %q not in the lab", h.Name(), h.Spec().BMC.Credentials)
 		}
 		info := lab.BMCInfo{Username: cred.Username, Password: cred.Password}
+		// One controller serves both protocols: when it reboots itself
+		// through one, the other goes down too.
+		name := h.Name()
+		redfishDown := func(d time.Duration) {
+			if b := f.BMCs[name]; b != nil {
+				b.Unreachable(d)
+			}
+		}
+		ipmiDown := func(d time.Duration) {
+			if b := f.IPMI[name]; b != nil {
+				b.Unreachable(d)
+			}
+		}
 		if h.Spec().BMC.Serves(lab.ProtocolRedfish) {
 			b, err := Start(Config{Host: h, Username: cred.Username, Password: cred.Password, Certificate: cert,
-				Scale: l.Scale(), NVMImages: l.Definition().NVMImages, BIOSVersion: "2.19.1", BMCVersion: bmcVersion})
+				Scale: l.Scale(), NVMImages: l.Definition().NVMImages, BIOSVersion: "2.19.1", BMCVersion: bmcVersion, OnReboot: ipmiDown})
 			if err != nil {
 				f.Close()
 				return nil, err
@@ -66,7 +80,7 @@ func StartFleet(l *lab.Lab, ca *pki.CA) (*Fleet, error) {
 		}
 		if h.Spec().BMC.Serves(lab.ProtocolIPMI) {
 			b, err := ipmi.Start(ipmi.Config{Host: h, Username: cred.Username, Password: cred.Password,
-				Scale: l.Scale(), FirmwareVersion: bmcVersion})
+				Scale: l.Scale(), FirmwareVersion: bmcVersion, OnReboot: redfishDown})
 			if err != nil {
 				f.Close()
 				return nil, err

@@ -52,7 +52,7 @@ func (b *BMC) postManagerReset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-	go b.Unreachable(b.cfg.Scale.Real(timescale.Seconds(30)))
+	go b.reboot(b.cfg.Scale.Real(timescale.Seconds(30)))
 }
 
 // The virtual CD is one device reachable at two places: under the

@@ -44,6 +44,10 @@ type Config struct {
 	// BMCUpdateSeconds is the modelled time the BMC is unreachable while
 	// its own firmware applies.
 	BMCUpdateSeconds float64
+	// OnReboot is told when this BMC reboots itself (Manager.Reset, its
+	// own firmware update), with the time it is down, so its other
+	// services (IPMI) go down with it.
+	OnReboot func(down time.Duration)
 }
 
 // Faults are injected per BMC at run time.
@@ -163,6 +167,14 @@ func (b *BMC) Unreachable(d time.Duration) {
 			b.serve(l)
 		}
 	})
+}
+
+// reboot is the BMC rebooting itself: every service it has is down for d.
+func (b *BMC) reboot(d time.Duration) {
+	if b.cfg.OnReboot != nil {
+		b.cfg.OnReboot(d)
+	}
+	b.Unreachable(d)
 }
 
 // Close stops the service.

@@ -378,7 +378,7 @@ func (b *BMC) run(t *task) {
 		// The BMC reboots into its new firmware: unreachable meanwhile.
 		down := b.cfg.Scale.Real(timescale.Seconds(b.cfg.BMCUpdateSeconds))
 		b.setTask(t, taskRunning, 50, "The BMC is rebooting into "+t.Image+".")
-		b.Unreachable(down)
+		b.reboot(down)
 		time.Sleep(down)
 		b.mu.Lock()
 		b.bmcFW = strings.TrimPrefix(t.Image, "bmc-")

@@ -40,6 +40,10 @@ type Config struct {
 	FirmwareVersion string
 	// ResetSeconds is the modelled time a BMC reset leaves it silent.
 	ResetSeconds float64
+	// OnReboot is told when this BMC reboots itself (`mc reset`), with
+	// the time it is down, so the BMC's other services (its Redfish) go
+	// down with it: they are one controller.
+	OnReboot func(down time.Duration)
 }
 
 // Faults are injected per BMC at run time.
@@ -132,7 +136,11 @@ func (b *BMC) SetFaults(f Faults) {
 // answered for the modelled reset time (`mc reset cold`, or a fault).
 // The host's power is untouched, as on real servers.
 func (b *BMC) Reset() {
-	b.Unreachable(b.cfg.Scale.Real(timescale.Seconds(b.cfg.ResetSeconds)))
+	down := b.cfg.Scale.Real(timescale.Seconds(b.cfg.ResetSeconds))
+	b.Unreachable(down)
+	if b.cfg.OnReboot != nil {
+		b.cfg.OnReboot(down)
+	}
 }
 
 // Unreachable is the BMC down for d (real time): a reset, a crashed BMC,
