@@ -150,11 +150,15 @@ func needsCgo(t *testing.T, patterns ...string) []string {
 }
 
 // The provider's and the extension's binaries build without cgo (no
-// libvirt, no C toolchain). The host agent, which drives libvirt, is the
+// libvirt, no C toolchain), and so does the VM guest's init, which is
+// linked statically into an initramfs (sim/vmboot). The host agent, which drives libvirt, is the
 // check's control: it must be seen to need cgo.
 func TestProviderBinariesNeedNoCgo(t *testing.T) {
 	if got := needsCgo(t, "./cmd/upgradelab-baremetal", "./cmd/upgradelab-inplace"); len(got) > 0 {
 		t.Errorf("the provider's binaries need cgo through %v", got)
+	}
+	if got := needsCgo(t, "./cmd/upgradelab-guest"); len(got) > 0 {
+		t.Errorf("the VM guest's init needs cgo through %v: it could not be linked statically", got)
 	}
 	if got := needsCgo(t, "./cmd/upgradelab-agent"); !slices.Contains(got, "libvirt.org/go/libvirt") {
 		t.Errorf("the check does not see the host agent's libvirt binding (got %v): it would not see a provider's either", got)

@@ -27,7 +27,6 @@ import (
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/sim/disk"
 
-	"github.com/upgradelab/upgradelab/sim/agent"
 )
 
 // fakeHost is a host agent's API over HTTPS, answering from a report the
@@ -63,7 +62,7 @@ func (f *fakeHost) serve(t *testing.T) *httptest.Server {
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.st.Images = agent.WireImages(f.disk.Images())
+		f.st.Images = f.disk.Images().Wire()
 		if f.st.OS != nil {
 			f.st.OS.UptimeSeconds = f.clock().Sub(f.bootedAt).Seconds()
 		}

@@ -162,7 +162,7 @@ func decodeBody(r *http.Request, v any) error {
 
 func (api *API) status(w http.ResponseWriter, _ *http.Request) {
 	s := api.agent.host.Status()
-	st := agentv1.Status{Host: s.Name, Phase: agentv1.Phase(s.Phase), OS: WireOS(s.OS, time.Now()), Images: WireImages(s.Disk.Images())}
+	st := agentv1.Status{Host: s.Name, Phase: agentv1.Phase(s.Phase), OS: WireOS(s.OS, time.Now()), Images: s.Disk.Images().Wire()}
 	api.agent.mu.Lock()
 	if api.agent.joined != nil {
 		st.Node, st.Cluster = api.agent.joined.NodeName, api.agent.cluster
@@ -228,7 +228,7 @@ func (api *API) rollback(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	st := api.agent.host.Status()
-	reply(w, http.StatusOK, WireImages(st.Disk.Images()))
+	reply(w, http.StatusOK, st.Disk.Images().Wire())
 }
 
 func (api *API) getEtc(w http.ResponseWriter, _ *http.Request) {

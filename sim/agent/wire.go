@@ -4,7 +4,6 @@ import (
 	"time"
 
 	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
-	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
@@ -27,26 +26,4 @@ func WireOS(os *lab.RunningOS, now time.Time) *agentv1.RunningOS {
 			Recovery: l.Recovery, Level: l.Level, Message: l.Message})
 	}
 	return out
-}
-
-// WireImages is a disk's images as the agent reports them.
-func WireImages(im disk.Images) agentv1.Images {
-	root := func(r *disk.Root) *agentv1.Root {
-		if r == nil {
-			return nil
-		}
-		w := wireRoot(*r)
-		return &w
-	}
-	out := agentv1.Images{Kind: agentv1.DiskKind(im.Kind), Booted: root(im.Booted), Staged: root(im.Staged), Fallback: root(im.Fallback),
-		Roots: make([]agentv1.Root, 0, len(im.Roots))}
-	for _, r := range im.Roots {
-		out.Roots = append(out.Roots, wireRoot(r))
-	}
-	return out
-}
-
-func wireRoot(r disk.Root) agentv1.Root {
-	return agentv1.Root{ID: agentv1.RootID(r.ID), State: agentv1.RootState(r.State), Image: r.Image, Checksum: r.Checksum,
-		Committed: r.Committed, TriesLeft: r.TriesLeft}
 }

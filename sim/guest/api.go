@@ -1,0 +1,215 @@
+package guest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
+	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/vmdisk"
+)
+
+// Port is where the guest serves the agent API; QEMU forwards a host
+// loopback port to it.
+const Port = 8080
+
+// Server is the agent API of the running guest, on its real disk. It
+// serves plain HTTP: the guest has no certificate yet (the simulated agent
+// uses the lab CA's mutual TLS; see the issues).
+type Server struct {
+	Host     string
+	Disk     *Disk
+	Params   map[string]string
+	Manifest imagev1.Manifest
+	Client   *http.Client
+	// Console is where progress and decisions are printed (the serial
+	// console, which libvirt logs).
+	Console io.Writer
+	// Restart reboots the machine (Restart in the VM).
+	Restart func() error
+
+	mu       sync.Mutex
+	progress Progress
+}
+
+// Handler is the API's routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+agentv1.PathStatus, s.status)
+	mux.HandleFunc("POST "+agentv1.PathStage, s.stage)
+	mux.HandleFunc("POST "+agentv1.PathActivate, s.activate)
+	mux.HandleFunc("POST "+agentv1.PathHealth, s.health)
+	mux.HandleFunc("POST "+agentv1.PathRollback, s.rollback)
+	mux.HandleFunc("POST "+agentv1.PathReboot, s.reboot)
+	mux.HandleFunc("POST "+agentv1.PathReset, s.reset)
+	return mux
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.Console != nil {
+		fmt.Fprintf(s.Console, "upgradelab-guest: "+format+"\n", args...)
+	}
+}
+
+func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
+	im, err := s.Disk.Images()
+	if err != nil {
+		replyErr(w, err)
+		return
+	}
+	st := agentv1.Status{Host: s.Host, Phase: agentv1.PhaseRunning, Images: im.Wire(), OS: s.runningOS()}
+	reply(w, http.StatusOK, st)
+}
+
+func (s *Server) runningOS() *agentv1.RunningOS {
+	os := &agentv1.RunningOS{Source: agentv1.FromDisk, Image: s.Manifest, BootID: readTrim("/proc/sys/kernel/random/boot_id")}
+	if s.Params[vmdisk.ParamSource] == "recovery" {
+		os.Source = agentv1.FromRecovery
+	} else {
+		os.Root = agentv1.RootID(s.Params[vmdisk.ParamSlot])
+		os.Trial = s.Params[vmdisk.ParamTrial] == "1"
+	}
+	if f := strings.Fields(readTrim("/proc/uptime")); len(f) > 0 {
+		os.UptimeSeconds, _ = strconv.ParseFloat(f[0], 64)
+	}
+	return os
+}
+
+func readTrim(path string) string {
+	b, _ := os.ReadFile(path)
+	return strings.TrimSpace(string(b))
+}
+
+func (s *Server) stage(w http.ResponseWriter, r *http.Request) {
+	var req agentv1.StageRequest
+	if err := decodeBody(r, &req); err != nil {
+		replyErr(w, err)
+		return
+	}
+	if req.URL == "" || req.SHA256 == "" {
+		replyErr(w, fmt.Errorf("%w: url and sha256 are required", errBadRequest))
+		return
+	}
+	start := time.Now()
+	last := time.Time{}
+	root, err := s.Disk.Stage(r.Context(), s.Client, req.URL, req.SHA256, func(p Progress) {
+		s.mu.Lock()
+		s.progress = p
+		s.mu.Unlock()
+		if time.Since(last) > time.Second || p.Written == p.Total {
+			last = time.Now()
+			s.logf("writing slot %s: %d of %d bytes", p.Root, p.Written, p.Total)
+		}
+	})
+	if err != nil {
+		s.logf("stage %s failed: %v", req.URL, err)
+		replyErr(w, err)
+		return
+	}
+	s.logf("staged %s into slot %s in %s", req.URL, root, time.Since(start).Round(time.Millisecond))
+	reply(w, http.StatusOK, agentv1.StageResult{Root: agentv1.RootID(root)})
+}
+
+func (s *Server) activate(w http.ResponseWriter, r *http.Request) {
+	var req agentv1.ActivateRequest
+	if err := decodeBody(r, &req); err != nil {
+		replyErr(w, err)
+		return
+	}
+	if err := s.Disk.Activate(disk.RootID(req.Root), req.Tries); err != nil {
+		replyErr(w, err)
+		return
+	}
+	s.logf("slot %s boots next with %d tries", req.Root, req.Tries)
+	reply(w, http.StatusOK, req)
+}
+
+// health is the post-boot health check: this guest is healthy once it
+// serves its API from a disk boot, and commits the slot it booted.
+func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+	if s.Disk.Booted == "" {
+		replyErr(w, fmt.Errorf("health: booted from recovery: %w", disk.ErrNotBooted))
+		return
+	}
+	if err := s.Disk.Commit(); err != nil {
+		replyErr(w, err)
+		return
+	}
+	s.logf("slot %s committed", s.Disk.Booted)
+	reply(w, http.StatusOK, agentv1.Health{Healthy: true, Checks: []string{"agent-api"}})
+}
+
+func (s *Server) rollback(w http.ResponseWriter, _ *http.Request) {
+	if err := s.Disk.Rollback(); err != nil {
+		replyErr(w, err)
+		return
+	}
+	im, err := s.Disk.Images()
+	if err != nil {
+		replyErr(w, err)
+		return
+	}
+	reply(w, http.StatusOK, im.Wire())
+}
+
+func (s *Server) reboot(w http.ResponseWriter, _ *http.Request) {
+	reply(w, http.StatusAccepted, struct{}{})
+	s.logf("rebooting")
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		if err := s.Restart(); err != nil {
+			log.Printf("reboot: %v", err)
+		}
+	}()
+}
+
+// reset reboots into the recovery partition once (the start of a
+// reset-based reprovisioning). The recovery OS's wipe is not modelled in
+// the VM yet.
+func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
+	if err := s.Disk.RequestRecoveryBoot(); err != nil {
+		replyErr(w, err)
+		return
+	}
+	s.logf("recovery boot requested")
+	s.reboot(w, r)
+}
+
+func reply(w http.ResponseWriter, status int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+func replyErr(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, disk.ErrNotWritten), errors.Is(err, disk.ErrNotBooted),
+		errors.Is(err, disk.ErrNoFallback), errors.Is(err, disk.ErrNoSuchRoot):
+		status = http.StatusConflict
+	case errors.Is(err, disk.ErrNoSpace):
+		status = http.StatusInsufficientStorage
+	case errors.Is(err, errBadRequest):
+		status = http.StatusBadRequest
+	}
+	reply(w, status, agentv1.Error{Error: err.Error()})
+}
+
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", errBadRequest, err)
+	}
+	return nil
+}

@@ -1,0 +1,242 @@
+package guest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"strings"
+	"sync"
+
+	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/vmdisk"
+)
+
+// Disk is the guest's system disk: the block device, its partitions and
+// the offset of GRUB's environment block on the ESP.
+type Disk struct {
+	dev    *os.File
+	parts  []vmdisk.Partition
+	envOff int64
+	// Booted is the slot the kernel came from ("" when it came from the
+	// recovery partition).
+	Booted disk.SlotName
+
+	mu sync.Mutex
+}
+
+// OpenDisk opens the disk device and finds its partitions and environment
+// block.
+func OpenDisk(device string, booted disk.SlotName) (*Disk, error) {
+	f, err := os.OpenFile(device, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := vmdisk.ReadGPT(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", device, err)
+	}
+	esp, err := vmdisk.Find(parts, vmdisk.PartESP)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", device, err)
+	}
+	off, _, err := vmdisk.FindEnv(f, esp.Offset, esp.Size)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", device, err)
+	}
+	return &Disk{dev: f, parts: parts, envOff: off, Booted: booted}, nil
+}
+
+// model reads the block into sim/disk's model.
+func (d *Disk) model() (*disk.Disk, *vmdisk.Env, error) {
+	b := make([]byte, 1024)
+	if _, err := d.dev.ReadAt(b, d.envOff); err != nil {
+		return nil, nil, err
+	}
+	env, err := vmdisk.ParseEnv(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := vmdisk.DiskState(env)
+	if err != nil {
+		return nil, nil, err
+	}
+	m.Booted = d.Booted
+	return m, env, nil
+}
+
+// save writes the model back and makes it durable before returning: the
+// bootloader reads it at the next boot, however that boot comes.
+func (d *Disk) save(m *disk.Disk, env *vmdisk.Env) error {
+	if err := vmdisk.SetDiskState(env, m); err != nil {
+		return err
+	}
+	b, err := env.Encode()
+	if err != nil {
+		return err
+	}
+	if _, err := d.dev.WriteAt(b, d.envOff); err != nil {
+		return err
+	}
+	return d.dev.Sync()
+}
+
+// update applies one contract operation to the block.
+func (d *Disk) update(fn func(*disk.Disk) error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m, env, err := d.model()
+	if err != nil {
+		return err
+	}
+	if err := fn(m); err != nil {
+		return err
+	}
+	return d.save(m, env)
+}
+
+// Images reports the disk in the contract's terms.
+func (d *Disk) Images() (disk.Images, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m, _, err := d.model()
+	if err != nil {
+		return disk.Images{}, err
+	}
+	return m.Images(), nil
+}
+
+// Activate, Commit and Rollback are the contract's.
+func (d *Disk) Activate(id disk.RootID, tries int) error {
+	if tries > vmdisk.MaxTries {
+		return fmt.Errorf("activate %s: %d tries, the bootloader counts at most %d: %w", id, tries, vmdisk.MaxTries, errBadRequest)
+	}
+	return d.update(func(m *disk.Disk) error { return m.Activate(id, tries) })
+}
+
+func (d *Disk) Commit() error   { return d.update((*disk.Disk).Commit) }
+func (d *Disk) Rollback() error { return d.update((*disk.Disk).Rollback) }
+
+// RequestRecoveryBoot makes the next boot the recovery partition's, once.
+func (d *Disk) RequestRecoveryBoot() error {
+	return d.update(func(m *disk.Disk) error { m.RecoveryOnce = true; return nil })
+}
+
+// RecoverInterruptedWrites runs at boot: a slot still marked writing was
+// being written when the machine last lost power or reset, so it holds a
+// partial image. It is marked corrupt, as sim/disk's PowerLoss marks it,
+// and its slots are named.
+func (d *Disk) RecoverInterruptedWrites() ([]disk.SlotName, error) {
+	var cut []disk.SlotName
+	err := d.update(func(m *disk.Disk) error {
+		for _, name := range []disk.SlotName{disk.SlotA, disk.SlotB} {
+			if m.Slots[name].State == disk.Writing {
+				m.AbortStage(name)
+				cut = append(cut, name)
+			}
+		}
+		return nil
+	})
+	return cut, err
+}
+
+// Progress is how far a write has come.
+type Progress struct {
+	Root    disk.RootID
+	Written int64
+	Total   int64
+}
+
+// Stage downloads url and writes it into the slot the model stages into.
+// The slot is marked writing, durably, before its first byte changes; it is
+// written only when the bytes on the partition hash to sha. The request
+// never holds the disk lock while it writes, so status reads go on.
+func (d *Disk) Stage(ctx context.Context, client *http.Client, url, sha string, progress func(Progress)) (disk.RootID, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", errBadRequest, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("download %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("download %s: %s", url, resp.Status)
+	}
+	image := strings.TrimSuffix(path.Base(req.URL.Path), ".img")
+	size := resp.ContentLength
+	var target disk.RootID
+	err = d.update(func(m *disk.Disk) error {
+		var err error
+		// The model checks the size against RootMiB; the partition is the bound.
+		target, err = m.BeginStage(image, sha, int((size+1<<20-1)>>20))
+		if err != nil {
+			return err
+		}
+		part, err := d.slotPartition(target)
+		if err != nil {
+			return err
+		}
+		if size < 0 || size > part.Size {
+			return fmt.Errorf("image %s (%d bytes) into slot %s (%d bytes): %w", image, size, target, part.Size, disk.ErrNoSpace)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	part, _ := d.slotPartition(target)
+	h := sha256.New()
+	w := &progressWriter{w: io.NewOffsetWriter(d.dev, part.Offset), p: Progress{Root: target, Total: size}, report: progress}
+	n, err := io.Copy(io.MultiWriter(w, h), resp.Body)
+	if err == nil && n != size {
+		err = fmt.Errorf("download %s: %d of %d bytes", url, n, size)
+	}
+	if err == nil {
+		err = d.dev.Sync()
+	}
+	if err == nil && hex.EncodeToString(h.Sum(nil)) != sha {
+		err = fmt.Errorf("image %s: sha256 %s, want %s", image, hex.EncodeToString(h.Sum(nil)), sha)
+	}
+	if err != nil {
+		_ = d.update(func(m *disk.Disk) error { m.AbortStage(target); return nil })
+		return "", err
+	}
+	return target, d.update(func(m *disk.Disk) error { return m.FinishStage(target) })
+}
+
+func (d *Disk) slotPartition(id disk.RootID) (vmdisk.Partition, error) {
+	switch id {
+	case disk.SlotA:
+		return vmdisk.Find(d.parts, vmdisk.PartSlotA)
+	case disk.SlotB:
+		return vmdisk.Find(d.parts, vmdisk.PartSlotB)
+	}
+	return vmdisk.Partition{}, fmt.Errorf("slot %q: %w", id, disk.ErrNoSuchRoot)
+}
+
+type progressWriter struct {
+	w      io.Writer
+	p      Progress
+	report func(Progress)
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.p.Written += int64(n)
+	if p.report != nil {
+		p.report(p.p)
+	}
+	return n, err
+}
+
+var errBadRequest = errors.New("bad request")

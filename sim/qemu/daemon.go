@@ -1,0 +1,185 @@
+package qemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The Debian packages the backend runs, by the file that shows each is there.
+var daemonNeeds = map[string]string{
+	"/usr/sbin/libvirtd":              "libvirt-daemon-system",
+	"/usr/bin/qemu-system-x86_64":     "qemu-system-x86",
+	"/usr/share/OVMF/OVMF_CODE_4M.fd": "ovmf",
+	"/usr/bin/unshare":                "util-linux",
+}
+
+// Firmware files: OVMF's code (read-only) and the template of a VM's own
+// UEFI variable store.
+const (
+	ovmfCode = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+	ovmfVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+)
+
+// Daemon is one lab's libvirtd.
+type Daemon struct {
+	// Dir is the lab's libvirt folder: config, socket, state and logs.
+	Dir string
+	// URI connects to it.
+	URI string
+	cmd *exec.Cmd
+	registry string
+	// exited is closed when the daemon process ends.
+	exited chan struct{}
+	err    error
+}
+
+// CheckInstalled names what the backend needs and the machine lacks.
+func CheckInstalled() error {
+	var missing []string
+	for path, pkg := range daemonNeeds {
+		if _, err := os.Stat(path); err != nil {
+			missing = append(missing, fmt.Sprintf("%s (Debian package %s)", path, pkg))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the qemu backend needs %s; scripts/install-deps.sh vm installs them", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// StartDaemon starts libvirtd for the lab whose libvirt folder is dir and
+// waits until its socket answers. registry is where the harness records
+// daemons for the reaper (UPGRADELAB_CACHE/run); orphans a dead harness
+// left there are ended first.
+func StartDaemon(ctx context.Context, dir, registry string) (*Daemon, error) {
+	if err := CheckInstalled(); err != nil {
+		return nil, err
+	}
+	ReapOrphans(registry)
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	// A unix socket path is limited to 108 bytes.
+	sock := filepath.Join(dir, "run", "libvirt-sock")
+	if len(sock) > 100 {
+		return nil, fmt.Errorf("libvirt folder %s: its socket path %s is too long for a unix socket (108 bytes); use a shorter lab folder", dir, sock)
+	}
+	for _, sub := range []string{"run", "lib", "log", "cache"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	for _, sub := range []string{"lib/qemu/nvram", "log/qemu"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	conf := filepath.Join(dir, "libvirtd.conf")
+	logFile := filepath.Join(dir, "libvirtd.log")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`# written by upgradelab (sim/qemu): a private daemon for one lab
+unix_sock_dir = %q
+unix_sock_rw_perms = "0700"
+auth_unix_rw = "none"
+auth_unix_ro = "none"
+log_outputs = "3:file:%s"
+`, filepath.Join(dir, "run"), logFile)), 0o644); err != nil {
+		return nil, err
+	}
+	// QEMU runs as root, outside any security driver or cgroup, and writes
+	// its console to a file itself: there is no systemd, no virtlogd and no
+	// libvirt-qemu user's rights to manage here.
+	qemuConf := filepath.Join(dir, "qemu.conf")
+	if err := os.WriteFile(qemuConf, []byte(`# written by upgradelab (sim/qemu)
+user = "root"
+group = "root"
+dynamic_ownership = 0
+remember_owner = 0
+security_driver = "none"
+stdio_handler = "file"
+cgroup_controllers = [ ]
+namespaces = [ ]
+`), 0o644); err != nil {
+		return nil, err
+	}
+	script := fmt.Sprintf(`set -e
+mount --make-rprivate /
+mount --bind %[1]s/run /run/libvirt
+mount --bind %[1]s/lib /var/lib/libvirt
+mount --bind %[1]s/log /var/log/libvirt
+mount --bind %[1]s/cache /var/cache/libvirt
+mount --bind %[1]s/qemu.conf /etc/libvirt/qemu.conf
+exec /usr/sbin/libvirtd -f %[1]s/libvirtd.conf -p %[1]s/libvirtd.pid
+`, dir)
+	for _, d := range []string{"/run/libvirt", "/var/lib/libvirt", "/var/log/libvirt", "/var/cache/libvirt"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("libvirt needs %s to bind its private folder over: %w", d, err)
+		}
+	}
+	out, err := os.Create(filepath.Join(dir, "libvirtd.out"))
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close()
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start libvirtd: %w", err)
+	}
+	d := &Daemon{Dir: dir, URI: "qemu:///system?socket=" + sock, cmd: cmd, registry: registry, exited: make(chan struct{})}
+	go func() { d.err = cmd.Wait(); close(d.exited) }()
+	if err := recordDaemon(registry, dir); err != nil {
+		d.Stop()
+		return nil, err
+	}
+	// The first start probes QEMU's capabilities (seconds); later ones read
+	// them from the cache folder.
+	deadline := time.NewTimer(60 * time.Second)
+	defer deadline.Stop()
+	for {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			return d, nil
+		}
+		select {
+		case <-d.exited:
+			b, _ := os.ReadFile(filepath.Join(dir, "libvirtd.out"))
+			return nil, fmt.Errorf("libvirtd exited before its socket answered (%v): %s; its log: %s", d.err, strings.TrimSpace(string(b)), logFile)
+		case <-deadline.C:
+			d.Stop()
+			return nil, fmt.Errorf("libvirtd's socket %s did not answer within 60s; its log: %s", sock, logFile)
+		case <-ctx.Done():
+			d.Stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Stop ends the daemon and every QEMU process it started. Domains are the
+// lab's to destroy first (Domains.Close); what is left is killed.
+func (d *Daemon) Stop() error {
+	killQEMU(d.Dir)
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+		<-d.exited
+	}
+	forgetDaemon(d.registry, d.Dir)
+	var exit *exec.ExitError
+	if d.err != nil && !errors.As(d.err, &exit) {
+		return d.err
+	}
+	return nil
+}
