@@ -3,6 +3,7 @@ package mgmt
 import (
 	"errors"
 	"fmt"
+	"github.com/upgradelab/upgradelab/internal/cachedir"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,16 +37,7 @@ type Assets struct {
 }
 
 // CacheDir is where built binaries live, outside any checkout.
-func CacheDir() string {
-	if dir := os.Getenv("UPGRADELAB_CACHE"); dir != "" {
-		return dir
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return filepath.Join(os.TempDir(), "upgradelab-cache")
-	}
-	return filepath.Join(home, ".cache", "upgradelab")
-}
+func CacheDir() string { return cachedir.Dir() }
 
 // ResolveAssets fills what a is missing from the environment
 // (KUBEBUILDER_ASSETS, UPGRADELAB_CAPI_BIN) and the cache, and checks that

@@ -163,17 +163,23 @@ func Build(ctx context.Context, out, work string, l Layout, kernelArgs string, s
 	return d, f.Sync()
 }
 
+// FactoryState is the bootloader's part of a factory disk: slotA (nil:
+// nothing) written and committed in slot A, slot B empty.
+func FactoryState(slotA *Payload) *disk.Disk {
+	slots := map[disk.SlotName]*disk.Slot{disk.SlotA: {State: disk.Empty}, disk.SlotB: {State: disk.Empty}}
+	if slotA != nil {
+		slots[disk.SlotA] = &disk.Slot{State: disk.Written, Image: slotA.Image, Checksum: slotA.SHA256, Priority: 1, Good: true}
+	}
+	return &disk.Disk{Kind: disk.AB, Slots: slots}
+}
+
 // buildESP makes the FAT image of the ESP. The environment block is copied
 // first, so it takes the first clusters in one piece, as GRUB's save_env
 // needs (it writes through the file's block list and refuses a fragmented
 // file).
 func buildESP(ctx context.Context, work string, l Layout, kernelArgs string, slotA *Payload) (string, error) {
 	env := NewEnv()
-	slots := map[disk.SlotName]*disk.Slot{disk.SlotA: {State: disk.Empty}, disk.SlotB: {State: disk.Empty}}
-	if slotA != nil {
-		slots[disk.SlotA] = &disk.Slot{State: disk.Written, Image: slotA.Image, Checksum: slotA.SHA256, Priority: 1, Good: true}
-	}
-	if err := SetDiskState(env, &disk.Disk{Kind: disk.AB, Slots: slots}); err != nil {
+	if err := SetDiskState(env, FactoryState(slotA)); err != nil {
 		return "", err
 	}
 	block, err := env.Encode()

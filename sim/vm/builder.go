@@ -1,0 +1,127 @@
+package vm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
+	"github.com/upgradelab/upgradelab/sim/vmboot"
+	"github.com/upgradelab/upgradelab/sim/vmdisk"
+)
+
+// KernelArgs are the command line GRUB gives every payload's kernel:
+// the serial console, a restart one second after a panic (an init that
+// fails reboots, spending the slot's try, as on hardware), and few kernel
+// messages.
+const KernelArgs = "console=ttyS0 panic=1 loglevel=4"
+
+// GuestPackage is the guest init's Go package.
+const GuestPackage = "github.com/upgradelab/upgradelab/cmd/upgradelab-guest"
+
+// Builder makes boot media. Payloads are built once per image name.
+type Builder struct {
+	// Dir holds what it builds; KernelCache the unpacked kernel package
+	// (shared across runs, like the kube binaries).
+	Dir, KernelCache string
+	// Guest is the static guest binary; empty: built from GuestPackage
+	// with the go command (the module's source must be at hand).
+	Guest string
+	// Layout is the disks' partition table.
+	Layout vmdisk.Layout
+
+	mu       sync.Mutex
+	kernel   *vmboot.Kernel
+	modules  []vmboot.Module
+	payloads map[string]vmdisk.Payload
+}
+
+// NewBuilder fetches the kernel and builds the guest if needed.
+func NewBuilder(ctx context.Context, dir, kernelCache, guest string) (*Builder, error) {
+	if err := vmdisk.CheckTools(); err != nil {
+		return nil, err
+	}
+	b := &Builder{Dir: dir, KernelCache: kernelCache, Guest: guest, Layout: vmdisk.DefaultLayout(48), payloads: map[string]vmdisk.Payload{}}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	k, err := vmboot.FetchKernel(ctx, kernelCache, vmboot.KernelMeta)
+	if err != nil {
+		return nil, err
+	}
+	if b.modules, err = vmboot.GuestModulesOf(k); err != nil {
+		return nil, err
+	}
+	b.kernel = k
+	if b.Guest == "" {
+		b.Guest = filepath.Join(dir, "upgradelab-guest")
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", b.Guest, GuestPackage)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("build the guest init (%s): %w: %s", GuestPackage, err, strings.TrimSpace(out.String()))
+		}
+	}
+	return b, nil
+}
+
+// Kernel is the kernel package the payloads carry.
+func (b *Builder) Kernel() *vmboot.Kernel { return b.kernel }
+
+// Payload is the slot image of one OS image: the kernel, an initramfs
+// with the guest and m, and m itself.
+func (b *Builder) Payload(ctx context.Context, m imagev1.Manifest) (vmdisk.Payload, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p, ok := b.payloads[m.Name]; ok {
+		return p, nil
+	}
+	manifest, err := json.Marshal(m)
+	if err != nil {
+		return vmdisk.Payload{}, err
+	}
+	dir := filepath.Join(b.Dir, "payloads", m.Name)
+	_ = os.RemoveAll(dir)
+	if err := os.MkdirAll(filepath.Join(dir, "boot"), 0o755); err != nil {
+		return vmdisk.Payload{}, err
+	}
+	if err := os.Link(b.kernel.Image, filepath.Join(dir, vmdisk.PayloadKernel)); err != nil {
+		if err := copyFile(b.kernel.Image, filepath.Join(dir, vmdisk.PayloadKernel)); err != nil {
+			return vmdisk.Payload{}, err
+		}
+	}
+	if err := vmboot.Initramfs(filepath.Join(dir, vmdisk.PayloadInitrd), b.Guest, b.modules, manifest); err != nil {
+		return vmdisk.Payload{}, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, vmdisk.PayloadManifest), manifest, 0o644); err != nil {
+		return vmdisk.Payload{}, err
+	}
+	p, err := vmdisk.MakePayload(ctx, dir, m.Name, filepath.Join(b.Dir, "payloads", m.Name+".img"))
+	if err != nil {
+		return vmdisk.Payload{}, err
+	}
+	b.payloads[m.Name] = p
+	return p, nil
+}
+
+// Disk builds a factory disk for one host: slotA (nil: none) committed in
+// slot A, recovery on the recovery partition.
+func (b *Builder) Disk(ctx context.Context, host string, slotA *vmdisk.Payload, recovery vmdisk.Payload) (*vmdisk.Disk, error) {
+	dir := filepath.Join(b.Dir, "disks", host)
+	return vmdisk.Build(ctx, filepath.Join(dir, "system.img"), filepath.Join(dir, "work"), b.Layout, KernelArgs, slotA, recovery)
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
+}

@@ -1,0 +1,122 @@
+package vm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
+	"github.com/upgradelab/upgradelab/sim/qemu"
+)
+
+// Machine is one VM and its guest's agent API.
+type Machine struct {
+	Spec qemu.VMSpec
+	hv   *qemu.Hypervisor
+	// Agent is the guest's API base URL on the host's loopback.
+	Agent string
+	// BootTimeout bounds one boot, firmware to agent API.
+	BootTimeout time.Duration
+	client      *http.Client
+}
+
+// NewMachine defines the VM.
+func NewMachine(hv *qemu.Hypervisor, spec qemu.VMSpec) (*Machine, error) {
+	if err := hv.Define(spec); err != nil {
+		return nil, err
+	}
+	return &Machine{Spec: spec, hv: hv, Agent: fmt.Sprintf("http://127.0.0.1:%d", spec.AgentPort),
+		BootTimeout: 90 * time.Second, client: &http.Client{}}, nil
+}
+
+// PowerOn starts the VM (a no-op when it runs).
+func (m *Machine) PowerOn() error {
+	if on, err := m.hv.Running(m.Spec.Name); err != nil || on {
+		return err
+	}
+	return m.hv.Start(m.Spec.Name)
+}
+
+// PowerCut cuts the VM's power at once.
+func (m *Machine) PowerCut() error {
+	if on, err := m.hv.Running(m.Spec.Name); err != nil || !on {
+		return err
+	}
+	return m.hv.Destroy(m.Spec.Name)
+}
+
+// Remove powers the VM off and undefines it.
+func (m *Machine) Remove() error { return m.hv.Undefine(m.Spec.Name) }
+
+// Status asks the guest's agent, giving up after timeout. QEMU's user
+// network accepts the host side of a forwarded connection before the guest
+// listens, so a connection alone says nothing: only an answer does.
+func (m *Machine) Status(ctx context.Context, timeout time.Duration) (agentv1.Status, error) {
+	var st agentv1.Status
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return st, m.call(ctx, http.MethodGet, agentv1.PathStatus, nil, &st)
+}
+
+// WaitBoot waits until the guest answers from a boot other than
+// previousBootID ("" for any boot), and answers its status. A boot that
+// never comes names the console's last lines.
+func (m *Machine) WaitBoot(ctx context.Context, previousBootID string) (agentv1.Status, error) {
+	deadline := time.Now().Add(m.BootTimeout)
+	for {
+		st, err := m.Status(ctx, 500*time.Millisecond)
+		if err == nil && st.OS != nil && st.OS.BootID != previousBootID {
+			return st, nil
+		}
+		if ctx.Err() != nil {
+			return st, ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return st, fmt.Errorf("vm %s: no boot within %s (last answer: %v); console:\n%s", m.Spec.Name, m.BootTimeout, err, qemu.ConsoleTail(m.Spec, 15))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Call posts body (nil: none) to the agent and decodes its answer into out.
+func (m *Machine) Call(ctx context.Context, path string, body, out any) error {
+	return m.call(ctx, http.MethodPost, path, body, out)
+}
+
+// ErrAgent is an error the agent answered with.
+var ErrAgent = errors.New("agent refused")
+
+func (m *Machine) call(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, m.Agent+path, rd)
+	if err != nil {
+		return err
+	}
+	resp, err := m.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		var e agentv1.Error
+		_ = json.Unmarshal(b, &e)
+		return fmt.Errorf("%w: %s %s: %s: %s", ErrAgent, method, path, resp.Status, e.Error)
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
