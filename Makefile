@@ -150,6 +150,8 @@ fuzz: deps
 	go test -run '^$$' -fuzz FuzzRedfishRequests -fuzztime $(FUZZTIME) ./sim/bmc/
 	go test -run '^$$' -fuzz FuzzIPMIDatagrams -fuzztime $(FUZZTIME) ./sim/ipmi/
 	go test -run '^$$' -fuzz FuzzParseBootScript -fuzztime $(FUZZTIME) ./api/netboot/v1/
+	go test -run '^$$' -fuzz FuzzParseEnv -fuzztime $(FUZZTIME) ./sim/vmdisk/
+	go test -run '^$$' -fuzz FuzzReadGPT -fuzztime $(FUZZTIME) ./sim/vmdisk/
 	go test -run '^$$' -fuzz FuzzParseBootstrap -fuzztime $(FUZZTIME) ./sim/agent/
 	go test -run '^$$' -fuzz FuzzParseRegistration -fuzztime $(FUZZTIME) ./providers/baremetal/callback/
 	go test -run '^$$' -fuzz FuzzRenderBytes -fuzztime $(FUZZTIME) ./e2e/clustertemplate/

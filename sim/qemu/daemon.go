@@ -33,8 +33,8 @@ type Daemon struct {
 	// Dir is the lab's libvirt folder: config, socket, state and logs.
 	Dir string
 	// URI connects to it.
-	URI string
-	cmd *exec.Cmd
+	URI      string
+	cmd      *exec.Cmd
 	registry string
 	// exited is closed when the daemon process ends.
 	exited chan struct{}

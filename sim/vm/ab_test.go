@@ -154,6 +154,52 @@ func TestRealDiskAgreesWithTheModel(t *testing.T) {
 	}
 }
 
+// A bootloader that never saves a trial's spent try boots an uncommitted
+// slot for ever. The same table on the same VM must catch it: the test
+// above could fail.
+func TestRealDiskCatchesABootloaderThatDoesNotCountTries(t *testing.T) {
+	cases, err := abcases.Cases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c abcases.Case
+	for _, x := range cases {
+		if strings.Contains(x.Name, "never passes its health check") {
+			c = x
+		}
+	}
+	lab := newTestLab(t)
+	lab.builder.BootScript = func(l vmdisk.Layout, args string) (string, error) {
+		s, err := vmdisk.GrubConfig(l, args)
+		var kept []string
+		for _, line := range strings.Split(s, "\n") {
+			if !strings.Contains(line, "save_env --file $prefix/grubenv A_TRIES") && !strings.Contains(line, "save_env --file $prefix/grubenv B_TRIES") {
+				kept = append(kept, line)
+			}
+		}
+		if len(kept) != len(strings.Split(s, "\n"))-2 {
+			t.Fatal("the boot script no longer saves tries as this test expects")
+		}
+		return strings.Join(kept, "\n"), err
+	}
+	ctx := context.Background()
+	payloads := map[string]vmdisk.Payload{}
+	for _, name := range []string{"os-a", "os-b", abcases.RecoveryImage} {
+		p, err := lab.builder.Payload(ctx, imagev1.Manifest{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		payloads[name] = p
+	}
+	lab.images.payloads = payloads
+	a := payloads["os-a"]
+	m := lab.machine(t, "ab-broken", &a, payloads[abcases.RecoveryImage])
+	_, err = abcases.Run(ctx, c, &abVM{m: m, images: lab.images, payloads: payloads})
+	if err == nil || !strings.Contains(err.Error(), "step 4 (boot): roots {A: committed, B: written tries=1}") {
+		t.Fatalf("a bootloader without boot counting passed, or failed elsewhere: %v\nconsole:\n%s", err, consoleOf(m))
+	}
+}
+
 func consoleOf(m *Machine) string {
 	b, _ := os.ReadFile(m.Spec.ConsoleLog())
 	var keep []string

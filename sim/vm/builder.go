@@ -35,6 +35,9 @@ type Builder struct {
 	Guest string
 	// Layout is the disks' partition table.
 	Layout vmdisk.Layout
+	// BootScript makes the disks' grub.cfg: vmdisk.GrubConfig, unless a
+	// test breaks the bootloader on purpose.
+	BootScript func(vmdisk.Layout, string) (string, error)
 
 	mu       sync.Mutex
 	kernel   *vmboot.Kernel
@@ -47,7 +50,7 @@ func NewBuilder(ctx context.Context, dir, kernelCache, guest string) (*Builder, 
 	if err := vmdisk.CheckTools(); err != nil {
 		return nil, err
 	}
-	b := &Builder{Dir: dir, KernelCache: kernelCache, Guest: guest, Layout: vmdisk.DefaultLayout(48), payloads: map[string]vmdisk.Payload{}}
+	b := &Builder{Dir: dir, KernelCache: kernelCache, Guest: guest, Layout: vmdisk.DefaultLayout(48), BootScript: vmdisk.GrubConfig, payloads: map[string]vmdisk.Payload{}}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -115,7 +118,11 @@ func (b *Builder) Payload(ctx context.Context, m imagev1.Manifest) (vmdisk.Paylo
 // slot A, recovery on the recovery partition.
 func (b *Builder) Disk(ctx context.Context, host string, slotA *vmdisk.Payload, recovery vmdisk.Payload) (*vmdisk.Disk, error) {
 	dir := filepath.Join(b.Dir, "disks", host)
-	return vmdisk.Build(ctx, filepath.Join(dir, "system.img"), filepath.Join(dir, "work"), b.Layout, KernelArgs, slotA, recovery)
+	script, err := b.BootScript(b.Layout, KernelArgs)
+	if err != nil {
+		return nil, err
+	}
+	return vmdisk.Build(ctx, filepath.Join(dir, "system.img"), filepath.Join(dir, "work"), b.Layout, script, slotA, recovery)
 }
 
 func copyFile(src, dst string) error {

@@ -105,11 +105,11 @@ type Disk struct {
 	EnvOffset int64
 }
 
-// Build writes a factory-installed disk image to out: GRUB on the ESP,
-// slotA written and committed in slot A (nil: both slots empty), recovery
-// on the recovery partition, empty data partitions. work is a folder for
-// the intermediate files.
-func Build(ctx context.Context, out, work string, l Layout, kernelArgs string, slotA *Payload, recovery Payload) (*Disk, error) {
+// Build writes a factory-installed disk image to out: GRUB on the ESP with
+// bootScript as its grub.cfg (GrubConfig's), slotA written and committed
+// in slot A (nil: both slots empty), recovery on the recovery partition,
+// empty data partitions. work is a folder for the intermediate files.
+func Build(ctx context.Context, out, work string, l Layout, bootScript string, slotA *Payload, recovery Payload) (*Disk, error) {
 	if err := CheckTools(); err != nil {
 		return nil, err
 	}
@@ -139,7 +139,7 @@ func Build(ctx context.Context, out, work string, l Layout, kernelArgs string, s
 		return nil, err
 	}
 
-	esp, err := buildESP(ctx, work, l, kernelArgs, slotA)
+	esp, err := buildESP(ctx, work, bootScript, l.Partitions[0].SizeMiB, slotA)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +177,7 @@ func FactoryState(slotA *Payload) *disk.Disk {
 // first, so it takes the first clusters in one piece, as GRUB's save_env
 // needs (it writes through the file's block list and refuses a fragmented
 // file).
-func buildESP(ctx context.Context, work string, l Layout, kernelArgs string, slotA *Payload) (string, error) {
+func buildESP(ctx context.Context, work, bootScript string, sizeMiB int, slotA *Payload) (string, error) {
 	env := NewEnv()
 	if err := SetDiskState(env, FactoryState(slotA)); err != nil {
 		return "", err
@@ -186,11 +186,7 @@ func buildESP(ctx context.Context, work string, l Layout, kernelArgs string, slo
 	if err != nil {
 		return "", err
 	}
-	cfg, err := GrubConfig(l, kernelArgs)
-	if err != nil {
-		return "", err
-	}
-	files := map[string][]byte{"grubenv": block, "grub.cfg": []byte(cfg)}
+	files := map[string][]byte{"grubenv": block, "grub.cfg": []byte(bootScript)}
 	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(work, name), b, 0o644); err != nil {
 			return "", err
@@ -203,7 +199,7 @@ func buildESP(ctx context.Context, work string, l Layout, kernelArgs string, slo
 	}
 	img := filepath.Join(work, "esp.img")
 	_ = os.Remove(img)
-	if err := run(ctx, "mkfs.fat", "-C", "-n", "ESP", img, fmt.Sprint(l.Partitions[0].SizeMiB*1024)); err != nil {
+	if err := run(ctx, "mkfs.fat", "-C", "-n", "ESP", img, fmt.Sprint(sizeMiB*1024)); err != nil {
 		return "", err
 	}
 	if err := run(ctx, "mmd", "-i", img, "::/EFI", "::"+espDir); err != nil {
