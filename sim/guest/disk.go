@@ -174,6 +174,9 @@ func (d *Disk) Stage(ctx context.Context, client *http.Client, url, sha string, 
 	}
 	image := strings.TrimSuffix(path.Base(req.URL.Path), ".img")
 	size := resp.ContentLength
+	if size < 0 {
+		return "", fmt.Errorf("download %s: the server sent no Content-Length, so the image cannot be checked against the slot's size before the write", url)
+	}
 	var target disk.RootID
 	err = d.update(func(m *disk.Disk) error {
 		var err error
@@ -186,7 +189,7 @@ func (d *Disk) Stage(ctx context.Context, client *http.Client, url, sha string, 
 		if err != nil {
 			return err
 		}
-		if size < 0 || size > part.Size {
+		if size > part.Size {
 			return fmt.Errorf("image %s (%d bytes) into slot %s (%d bytes): %w", image, size, target, part.Size, disk.ErrNoSpace)
 		}
 		return nil

@@ -21,6 +21,9 @@ var daemonNeeds = map[string]string{
 	"/usr/bin/unshare":                "util-linux",
 }
 
+// libvirtd is the daemon binary (a test gives one that cannot start).
+var libvirtd = "/usr/sbin/libvirtd"
+
 // Firmware files: OVMF's code (read-only) and the template of a VM's own
 // UEFI variable store.
 const (
@@ -50,7 +53,7 @@ func CheckInstalled() error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("the qemu backend needs %s; scripts/install-deps.sh vm installs them", strings.Join(missing, ", "))
+		return fmt.Errorf("the qemu backend needs %s; scripts/install-deps.sh installs them", strings.Join(missing, ", "))
 	}
 	return nil
 }
@@ -117,8 +120,8 @@ mount --bind %[1]s/lib /var/lib/libvirt
 mount --bind %[1]s/log /var/log/libvirt
 mount --bind %[1]s/cache /var/cache/libvirt
 mount --bind %[1]s/qemu.conf /etc/libvirt/qemu.conf
-exec /usr/sbin/libvirtd -f %[1]s/libvirtd.conf -p %[1]s/libvirtd.pid
-`, dir)
+exec %[2]s -f %[1]s/libvirtd.conf -p %[1]s/libvirtd.pid
+`, dir, libvirtd)
 	for _, d := range []string{"/run/libvirt", "/var/lib/libvirt", "/var/log/libvirt", "/var/cache/libvirt"} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("libvirt needs %s to bind its private folder over: %w", d, err)
@@ -152,6 +155,7 @@ exec /usr/sbin/libvirtd -f %[1]s/libvirtd.conf -p %[1]s/libvirtd.pid
 		}
 		select {
 		case <-d.exited:
+			forgetDaemon(registry, dir)
 			b, _ := os.ReadFile(filepath.Join(dir, "libvirtd.out"))
 			return nil, fmt.Errorf("libvirtd exited before its socket answered (%v): %s; its log: %s", d.err, strings.TrimSpace(string(b)), logFile)
 		case <-deadline.C:

@@ -46,7 +46,7 @@ func CheckTools() error {
 		missing = append(missing, fmt.Sprintf("%s (Debian package grub-efi-amd64-bin)", grubEFIDir))
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("building a VM disk needs %s; scripts/install-deps.sh vm installs them", strings.Join(missing, ", "))
+		return fmt.Errorf("building a VM disk needs %s; scripts/install-deps.sh installs them", strings.Join(missing, ", "))
 	}
 	return nil
 }

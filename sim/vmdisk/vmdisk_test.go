@@ -166,7 +166,7 @@ func TestBuildMakesTheDiskTheGuestReads(t *testing.T) {
 func TestMissingToolsAreNamedWithTheirPackages(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	err := CheckTools()
-	if err == nil || !strings.Contains(err.Error(), "mkfs.fat (Debian package dosfstools)") || !strings.Contains(err.Error(), "install-deps.sh vm") {
+	if err == nil || !strings.Contains(err.Error(), "mkfs.fat (Debian package dosfstools)") || !strings.Contains(err.Error(), "install-deps.sh installs") {
 		t.Fatalf("CheckTools with an empty PATH: %v", err)
 	}
 }
