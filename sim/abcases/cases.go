@@ -37,6 +37,7 @@ const (
 	OpCommit   Op = "commit"
 	OpRollback Op = "rollback"
 	OpReset    Op = "reset"
+	OpClean    Op = "clean"
 )
 
 // Step is one action and what it must lead to.
@@ -62,9 +63,9 @@ func Cases() ([]Case, error) {
 	for _, c := range cs {
 		for i, s := range c.Steps {
 			switch s.Op {
-			case OpBoot, OpStage, OpStageCut, OpActivate, OpCommit, OpRollback, OpReset:
+			case OpBoot, OpStage, OpStageCut, OpActivate, OpCommit, OpRollback, OpReset, OpClean:
 			default:
-				return nil, fmt.Errorf("sim/abcases/cases.yaml: case %q step %d: op %q is not one of boot, stage, stage-cut, activate, commit, rollback, reset", c.Name, i+1, s.Op)
+				return nil, fmt.Errorf("sim/abcases/cases.yaml: case %q step %d: op %q is not one of boot, stage, stage-cut, activate, commit, rollback, reset, clean", c.Name, i+1, s.Op)
 			}
 		}
 	}
@@ -94,6 +95,8 @@ type Machine interface {
 	// Reset reboots into the recovery partition, once, and says what
 	// booted.
 	Reset(ctx context.Context) (Booted, error)
+	// Clean erases the disk from an OS that did not boot from it.
+	Clean(ctx context.Context) error
 	// Images is the disk's images, as the running OS reports them.
 	Images(ctx context.Context) (agentv1.Images, error)
 }
@@ -154,6 +157,8 @@ func Run(ctx context.Context, c Case, m Machine) (Trace, error) {
 			err = m.Commit(ctx)
 		case OpRollback:
 			err = m.Rollback(ctx)
+		case OpClean:
+			err = m.Clean(ctx)
 		}
 		if err != nil {
 			return trace, fmt.Errorf("%s: %w", at, err)

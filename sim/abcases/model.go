@@ -84,3 +84,13 @@ func (m *Model) Reset(ctx context.Context) (Booted, error) {
 
 // Images implements Machine.
 func (m *Model) Images(context.Context) (agentv1.Images, error) { return m.d.Images().Wire(), nil }
+
+// Clean implements Machine: what the lab's EraseDisk does, from an OS not
+// booted from the disk.
+func (m *Model) Clean(context.Context) error {
+	if m.d.Booted != "" {
+		return disk.ErrNotBooted
+	}
+	m.d.Erase()
+	return nil
+}

@@ -52,6 +52,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+agentv1.PathRollback, s.rollback)
 	mux.HandleFunc("POST "+agentv1.PathReboot, s.reboot)
 	mux.HandleFunc("POST "+agentv1.PathReset, s.reset)
+	mux.HandleFunc("POST "+agentv1.PathClean, s.clean)
 	return mux
 }
 
@@ -183,6 +184,15 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 	}
 	s.logf("recovery boot requested")
 	s.reboot(w, r)
+}
+
+func (s *Server) clean(w http.ResponseWriter, _ *http.Request) {
+	if err := s.Disk.Erase(); err != nil {
+		replyErr(w, err)
+		return
+	}
+	s.logf("disk cleaned: slots, persistent and OEM partitions erased")
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func reply(w http.ResponseWriter, status int, body any) {

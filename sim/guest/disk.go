@@ -148,6 +148,28 @@ func (d *Disk) RecoverInterruptedWrites() ([]disk.SlotName, error) {
 	return cut, err
 }
 
+// Erase is metadata cleaning from an OS that did not boot from the disk (a
+// deploy ramdisk, recovery): the bootloader's slots become empty (sim/disk's
+// Erase) and the start of every slot, persistent and OEM partition is
+// zeroed, as Ironic's metadata cleaning zeroes what identifies a
+// filesystem, so no byte of the last owner's filesystems is mounted again.
+func (d *Disk) Erase() error {
+	if d.Booted != "" {
+		return fmt.Errorf("erase: the OS runs from slot %s: %w", d.Booted, disk.ErrNotBooted)
+	}
+	zero := make([]byte, 1<<20)
+	for _, name := range []string{vmdisk.PartSlotA, vmdisk.PartSlotB, vmdisk.PartPersistent, vmdisk.PartOEM} {
+		p, err := vmdisk.Find(d.parts, name)
+		if err != nil {
+			return err
+		}
+		if _, err := d.dev.WriteAt(zero[:min(int64(len(zero)), p.Size)], p.Offset); err != nil {
+			return fmt.Errorf("erase %s: %w", name, err)
+		}
+	}
+	return d.update(func(m *disk.Disk) error { m.Erase(); return nil })
+}
+
 // Progress is how far a write has come.
 type Progress struct {
 	Root    disk.RootID

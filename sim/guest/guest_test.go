@@ -142,3 +142,28 @@ func TestAnImageLargerThanTheSlotIsRefusedBeforeAnyWrite(t *testing.T) {
 		t.Errorf("slot B after a refused stage: %s", im.Root(disk.SlotB).State)
 	}
 }
+
+func TestEraseZeroesTheSlotsOnlyFromOutsideThem(t *testing.T) {
+	path, _ := builtDisk(t)
+	fromA, _ := OpenDisk(path, disk.SlotA)
+	if err := fromA.Erase(); !errors.Is(err, disk.ErrNotBooted) {
+		t.Fatalf("an OS running from slot A erased its disk: %v", err)
+	}
+	fromRecovery, _ := OpenDisk(path, "")
+	if err := fromRecovery.Erase(); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.Open(path)
+	defer f.Close()
+	parts, _ := vmdisk.ReadGPT(f)
+	a, _ := vmdisk.Find(parts, vmdisk.PartSlotA)
+	head := make([]byte, 4096)
+	f.ReadAt(head, a.Offset)
+	if strings.Trim(string(head), "\x00") != "" {
+		t.Error("slot A's filesystem survived the erase")
+	}
+	im, _ := fromRecovery.Images()
+	if im.Root(disk.SlotA).State != disk.Empty {
+		t.Errorf("slot A after the erase: %s", im.Root(disk.SlotA).State)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -186,4 +187,14 @@ func (d *Daemon) Stop() error {
 		return d.err
 	}
 	return nil
+}
+
+// QEMUPid is the pid of a running VM's QEMU process, from the pid file
+// libvirt keeps in the lab's private /run/libvirt/qemu.
+func (d *Daemon) QEMUPid(vm string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(d.Dir, "run", "qemu", vm+".pid"))
+	if err != nil {
+		return 0, fmt.Errorf("vm %s: %w", vm, err)
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
 }

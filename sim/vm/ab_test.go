@@ -102,6 +102,8 @@ func (v *abVM) Reset(ctx context.Context) (abcases.Booted, error) {
 	return v.waitBoot(ctx)
 }
 
+func (v *abVM) Clean(ctx context.Context) error { return v.m.Call(ctx, agentv1.PathClean, nil, nil) }
+
 func (v *abVM) Images(ctx context.Context) (agentv1.Images, error) {
 	st, err := v.m.Status(ctx, 5*time.Second)
 	return st.Images, err

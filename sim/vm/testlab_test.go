@@ -22,6 +22,7 @@ import (
 // testLab is one libvirt daemon, a builder and an image server for a test.
 type testLab struct {
 	dir     string
+	daemon  *qemu.Daemon
 	builder *Builder
 	hv      *qemu.Hypervisor
 	images  *imageServer
@@ -29,7 +30,7 @@ type testLab struct {
 
 // vmDir is a short folder for the lab: libvirt's socket path must fit a
 // unix socket address, which t.TempDir's long names can overflow.
-func vmDir(t *testing.T) string {
+func vmDir(t testing.TB) string {
 	dir, err := os.MkdirTemp("", "ulvm-")
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +45,7 @@ func vmDir(t *testing.T) string {
 	return dir
 }
 
-func newTestLab(t *testing.T) *testLab {
+func newTestLab(t testing.TB) *testLab {
 	t.Helper()
 	ctx := context.Background()
 	dir := vmDir(t)
@@ -70,14 +71,18 @@ func newTestLab(t *testing.T) *testLab {
 	srv := &http.Server{Handler: images}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
-	return &testLab{dir: dir, builder: b, hv: hv, images: images}
+	return &testLab{dir: dir, daemon: d, builder: b, hv: hv, images: images}
 }
 
 // machine builds a factory disk and defines a VM on it, removed at the
 // end of the test.
-func (l *testLab) machine(t *testing.T, name string, slotA *vmdisk.Payload, recovery vmdisk.Payload) *Machine {
+func (l *testLab) machine(t testing.TB, name string, slotA *vmdisk.Payload, recovery vmdisk.Payload) *Machine {
 	t.Helper()
 	disk, err := l.builder.Disk(context.Background(), name, slotA, recovery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accel, err := qemu.AccelFromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +90,8 @@ func (l *testLab) machine(t *testing.T, name string, slotA *vmdisk.Payload, reco
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := qemu.VMSpec{Name: name, CPUs: 1, MemoryMiB: 384, Disk: disk.Path, Dir: filepath.Join(l.dir, "vms", name),
-		AgentPort: ports[0], GuestPort: 8080, MAC: fmt.Sprintf("52:54:00:00:00:%02x", len(name)), Accel: qemu.TCG}
+	spec := qemu.VMSpec{Name: name, CPUs: 1, MemoryMiB: 256, Disk: disk.Path, Dir: filepath.Join(l.dir, "vms", name),
+		AgentPort: ports[0], GuestPort: 8080, MAC: fmt.Sprintf("52:54:00:00:00:%02x", len(name)), Accel: accel}
 	m, err := NewMachine(l.hv, spec)
 	if err != nil {
 		t.Fatal(err)
