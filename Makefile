@@ -25,7 +25,7 @@ RACE_PKGS = ./e2e/mgmt/... ./e2e/monitor/ ./internal/... $(shell go list ./sim/.
 
 GO_TEST ?= go test
 
-.PHONY: all deps tools test test-vm e2e e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
+.PHONY: all deps tools test test-vm bench-vm e2e e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
 
 all: build
 
@@ -81,6 +81,11 @@ test: tools lint
 # part of `make test` too.
 test-vm: deps
 	$(GO_TEST) -count=1 -timeout 20m ./sim/vm/ ./sim/qemu/ ./sim/vmdisk/ ./sim/vmboot/ ./sim/guest/ ./sim/abcases/
+
+# The real VMs' figures: boot to the guest's API, six at once, QEMU's RSS,
+# image writes into a slot by size.
+bench-vm: deps
+	$(GO_TEST) -run '^$$' -bench . -benchtime 2x -timeout 30m ./sim/vm/
 
 # The main job: the e2e suite (every scenario of scenarios/ in each of its
 # forms, against each provider of PROVIDERS that supports its strategy, on

@@ -4,9 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/upgradelab/upgradelab/internal/jsonhttp"
 	"io"
 	"maps"
 	"net"
@@ -129,12 +129,6 @@ func (api *API) Crash(down time.Duration) {
 	})
 }
 
-func reply(w http.ResponseWriter, status int, body any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(body)
-}
-
 func replyErr(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
 	switch {
@@ -143,21 +137,10 @@ func replyErr(w http.ResponseWriter, err error) {
 		status = http.StatusConflict
 	case errors.Is(err, disk.ErrNoSpace):
 		status = http.StatusInsufficientStorage
-	case errors.Is(err, errBadRequest), errors.Is(err, disk.ErrEtcPathBad):
+	case errors.Is(err, jsonhttp.ErrBadRequest), errors.Is(err, disk.ErrEtcPathBad):
 		status = http.StatusBadRequest
 	}
-	reply(w, status, agentv1.Error{Error: err.Error()})
-}
-
-var errBadRequest = errors.New("bad request")
-
-func decodeBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %v", errBadRequest, err)
-	}
-	return nil
+	jsonhttp.Reply(w, status, agentv1.Error{Error: err.Error()})
 }
 
 func (api *API) status(w http.ResponseWriter, _ *http.Request) {
@@ -172,7 +155,7 @@ func (api *API) status(w http.ResponseWriter, _ *http.Request) {
 	}
 	st.Files = fileSums(api.agent.files)
 	api.agent.mu.Unlock()
-	reply(w, http.StatusOK, st)
+	jsonhttp.Reply(w, http.StatusOK, st)
 }
 
 // inventory answers what the running OS finds of the hardware.
@@ -182,17 +165,17 @@ func (api *API) inventory(w http.ResponseWriter, _ *http.Request) {
 	for _, n := range in.NICs {
 		out.NICs = append(out.NICs, agentv1.InventoryNIC{Name: n.Name, MAC: n.MAC, IP: n.IP, Firmware: n.Firmware, Up: n.Up})
 	}
-	reply(w, http.StatusOK, out)
+	jsonhttp.Reply(w, http.StatusOK, out)
 }
 
 func (api *API) stage(w http.ResponseWriter, r *http.Request) {
 	var req agentv1.StageRequest
-	if err := decodeBody(r, &req); err != nil {
+	if err := jsonhttp.Decode(r, &req); err != nil {
 		replyErr(w, err)
 		return
 	}
 	if req.URL == "" || req.SHA256 == "" {
-		replyErr(w, fmt.Errorf("%w: url and sha256 are required", errBadRequest))
+		replyErr(w, fmt.Errorf("%w: url and sha256 are required", jsonhttp.ErrBadRequest))
 		return
 	}
 	root, err := api.agent.host.WriteImage(r.Context(), req.URL, req.SHA256)
@@ -200,24 +183,24 @@ func (api *API) stage(w http.ResponseWriter, r *http.Request) {
 		replyErr(w, err)
 		return
 	}
-	reply(w, http.StatusOK, agentv1.StageResult{Root: agentv1.RootID(root)})
+	jsonhttp.Reply(w, http.StatusOK, agentv1.StageResult{Root: agentv1.RootID(root)})
 }
 
 func (api *API) activate(w http.ResponseWriter, r *http.Request) {
 	var req agentv1.ActivateRequest
-	if err := decodeBody(r, &req); err != nil {
+	if err := jsonhttp.Decode(r, &req); err != nil {
 		replyErr(w, err)
 		return
 	}
 	if req.Root == "" {
-		replyErr(w, fmt.Errorf("%w: root is required", errBadRequest))
+		replyErr(w, fmt.Errorf("%w: root is required", jsonhttp.ErrBadRequest))
 		return
 	}
 	if err := api.agent.host.Activate(disk.RootID(req.Root), req.Tries); err != nil {
 		replyErr(w, err)
 		return
 	}
-	reply(w, http.StatusOK, req)
+	jsonhttp.Reply(w, http.StatusOK, req)
 }
 
 // rollback makes the committed fallback image boot next and stay the
@@ -228,16 +211,16 @@ func (api *API) rollback(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	st := api.agent.host.Status()
-	reply(w, http.StatusOK, st.Disk.Images().Wire())
+	jsonhttp.Reply(w, http.StatusOK, st.Disk.Images().Wire())
 }
 
 func (api *API) getEtc(w http.ResponseWriter, _ *http.Request) {
-	reply(w, http.StatusOK, api.agent.host.Etc())
+	jsonhttp.Reply(w, http.StatusOK, api.agent.host.Etc())
 }
 
 func (api *API) putEtc(w http.ResponseWriter, r *http.Request) {
 	var req agentv1.EtcEdit
-	if err := decodeBody(r, &req); err != nil {
+	if err := jsonhttp.Decode(r, &req); err != nil {
 		replyErr(w, err)
 		return
 	}
@@ -245,7 +228,7 @@ func (api *API) putEtc(w http.ResponseWriter, r *http.Request) {
 		replyErr(w, err)
 		return
 	}
-	reply(w, http.StatusOK, api.agent.host.Etc())
+	jsonhttp.Reply(w, http.StatusOK, api.agent.host.Etc())
 }
 
 func (api *API) health(w http.ResponseWriter, r *http.Request) {
@@ -258,7 +241,7 @@ func (api *API) health(w http.ResponseWriter, r *http.Request) {
 	if !h.Healthy {
 		status = http.StatusServiceUnavailable
 	}
-	reply(w, status, h)
+	jsonhttp.Reply(w, status, h)
 }
 
 // reset starts a reset-based reprovisioning: reboot into recovery, which
@@ -268,11 +251,11 @@ func (api *API) reset(w http.ResponseWriter, _ *http.Request) {
 		replyErr(w, err)
 		return
 	}
-	reply(w, http.StatusAccepted, map[string]string{"status": "rebooting into recovery"})
+	jsonhttp.Reply(w, http.StatusAccepted, map[string]string{"status": "rebooting into recovery"})
 }
 
 func (api *API) getPersistent(w http.ResponseWriter, _ *http.Request) {
-	reply(w, http.StatusOK, api.agent.host.Persistent())
+	jsonhttp.Reply(w, http.StatusOK, api.agent.host.Persistent())
 }
 
 func (api *API) putPersistent(w http.ResponseWriter, r *http.Request) {
@@ -292,7 +275,7 @@ func (api *API) putPersistent(w http.ResponseWriter, r *http.Request) {
 // config drive partition.
 func (api *API) putConfigDrive(w http.ResponseWriter, r *http.Request) {
 	var cd agentv1.ConfigDrive
-	if err := decodeBody(r, &cd); err != nil {
+	if err := jsonhttp.Decode(r, &cd); err != nil {
 		replyErr(w, err)
 		return
 	}
@@ -323,20 +306,20 @@ func (api *API) kubeadmUpgrade(w http.ResponseWriter, r *http.Request) {
 		replyErr(w, err)
 		return
 	}
-	reply(w, http.StatusOK, k)
+	jsonhttp.Reply(w, http.StatusOK, k)
 }
 
 // putFiles writes files on the running OS (an updater changing the
 // KubeadmConfig's files in place).
 func (api *API) putFiles(w http.ResponseWriter, r *http.Request) {
 	var req agentv1.FilesRequest
-	if err := decodeBody(r, &req); err != nil {
+	if err := jsonhttp.Decode(r, &req); err != nil {
 		replyErr(w, err)
 		return
 	}
 	for path := range req.Files {
 		if !strings.HasPrefix(path, "/") {
-			replyErr(w, fmt.Errorf("%w: file path %q is not absolute", errBadRequest, path))
+			replyErr(w, fmt.Errorf("%w: file path %q is not absolute", jsonhttp.ErrBadRequest, path))
 			return
 		}
 	}
@@ -345,7 +328,7 @@ func (api *API) putFiles(w http.ResponseWriter, r *http.Request) {
 		replyErr(w, err)
 		return
 	}
-	reply(w, http.StatusOK, sums)
+	jsonhttp.Reply(w, http.StatusOK, sums)
 }
 
 // reboot restarts the host from its OS (`systemctl reboot`: a graceful
@@ -353,5 +336,5 @@ func (api *API) putFiles(w http.ResponseWriter, r *http.Request) {
 // without a BMC (or an Elemental system agent) reboots.
 func (api *API) reboot(w http.ResponseWriter, _ *http.Request) {
 	go func() { _ = api.agent.host.Reboot(context.Background()) }()
-	reply(w, http.StatusAccepted, map[string]string{"status": "rebooting"})
+	jsonhttp.Reply(w, http.StatusAccepted, map[string]string{"status": "rebooting"})
 }

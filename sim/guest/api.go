@@ -1,9 +1,9 @@
 package guest
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/upgradelab/upgradelab/internal/jsonhttp"
 	"io"
 	"log"
 	"net/http"
@@ -69,7 +69,7 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	st := agentv1.Status{Host: s.Host, Phase: agentv1.PhaseRunning, Images: im.Wire(), OS: s.runningOS()}
-	reply(w, http.StatusOK, st)
+	jsonhttp.Reply(w, http.StatusOK, st)
 }
 
 func (s *Server) runningOS() *agentv1.RunningOS {
@@ -93,12 +93,12 @@ func readTrim(path string) string {
 
 func (s *Server) stage(w http.ResponseWriter, r *http.Request) {
 	var req agentv1.StageRequest
-	if err := decodeBody(r, &req); err != nil {
+	if err := jsonhttp.Decode(r, &req); err != nil {
 		replyErr(w, err)
 		return
 	}
 	if req.URL == "" || req.SHA256 == "" {
-		replyErr(w, fmt.Errorf("%w: url and sha256 are required", errBadRequest))
+		replyErr(w, fmt.Errorf("%w: url and sha256 are required", jsonhttp.ErrBadRequest))
 		return
 	}
 	start := time.Now()
@@ -118,12 +118,12 @@ func (s *Server) stage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.logf("staged %s into slot %s in %s", req.URL, root, time.Since(start).Round(time.Millisecond))
-	reply(w, http.StatusOK, agentv1.StageResult{Root: agentv1.RootID(root)})
+	jsonhttp.Reply(w, http.StatusOK, agentv1.StageResult{Root: agentv1.RootID(root)})
 }
 
 func (s *Server) activate(w http.ResponseWriter, r *http.Request) {
 	var req agentv1.ActivateRequest
-	if err := decodeBody(r, &req); err != nil {
+	if err := jsonhttp.Decode(r, &req); err != nil {
 		replyErr(w, err)
 		return
 	}
@@ -132,7 +132,7 @@ func (s *Server) activate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.logf("slot %s boots next with %d tries", req.Root, req.Tries)
-	reply(w, http.StatusOK, req)
+	jsonhttp.Reply(w, http.StatusOK, req)
 }
 
 // health is the post-boot health check: this guest is healthy once it
@@ -147,7 +147,7 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	s.logf("slot %s committed", s.Disk.Booted)
-	reply(w, http.StatusOK, agentv1.Health{Healthy: true, Checks: []string{"agent-api"}})
+	jsonhttp.Reply(w, http.StatusOK, agentv1.Health{Healthy: true, Checks: []string{"agent-api"}})
 }
 
 func (s *Server) rollback(w http.ResponseWriter, _ *http.Request) {
@@ -160,11 +160,11 @@ func (s *Server) rollback(w http.ResponseWriter, _ *http.Request) {
 		replyErr(w, err)
 		return
 	}
-	reply(w, http.StatusOK, im.Wire())
+	jsonhttp.Reply(w, http.StatusOK, im.Wire())
 }
 
 func (s *Server) reboot(w http.ResponseWriter, _ *http.Request) {
-	reply(w, http.StatusAccepted, struct{}{})
+	jsonhttp.Reply(w, http.StatusAccepted, struct{}{})
 	s.logf("rebooting")
 	go func() {
 		time.Sleep(100 * time.Millisecond)
@@ -195,12 +195,6 @@ func (s *Server) clean(w http.ResponseWriter, _ *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func reply(w http.ResponseWriter, status int, body any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
-}
-
 func replyErr(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
 	switch {
@@ -209,17 +203,8 @@ func replyErr(w http.ResponseWriter, err error) {
 		status = http.StatusConflict
 	case errors.Is(err, disk.ErrNoSpace):
 		status = http.StatusInsufficientStorage
-	case errors.Is(err, errBadRequest):
+	case errors.Is(err, jsonhttp.ErrBadRequest):
 		status = http.StatusBadRequest
 	}
-	reply(w, status, agentv1.Error{Error: err.Error()})
-}
-
-func decodeBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %v", errBadRequest, err)
-	}
-	return nil
+	jsonhttp.Reply(w, status, agentv1.Error{Error: err.Error()})
 }

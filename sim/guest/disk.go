@@ -4,8 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
+	"github.com/upgradelab/upgradelab/internal/jsonhttp"
 	"io"
 	"net/http"
 	"os"
@@ -117,7 +117,7 @@ func (d *Disk) Images() (disk.Images, error) {
 // Activate, Commit and Rollback are the contract's.
 func (d *Disk) Activate(id disk.RootID, tries int) error {
 	if tries > vmdisk.MaxTries {
-		return fmt.Errorf("activate %s: %d tries, the bootloader counts at most %d: %w", id, tries, vmdisk.MaxTries, errBadRequest)
+		return fmt.Errorf("activate %s: %d tries, the bootloader counts at most %d: %w", id, tries, vmdisk.MaxTries, jsonhttp.ErrBadRequest)
 	}
 	return d.update(func(m *disk.Disk) error { return m.Activate(id, tries) })
 }
@@ -184,7 +184,7 @@ type Progress struct {
 func (d *Disk) Stage(ctx context.Context, client *http.Client, url, sha string, progress func(Progress)) (disk.RootID, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", errBadRequest, err)
+		return "", fmt.Errorf("%w: %v", jsonhttp.ErrBadRequest, err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -263,5 +263,3 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 	}
 	return n, err
 }
-
-var errBadRequest = errors.New("bad request")
