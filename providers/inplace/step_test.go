@@ -26,7 +26,6 @@ import (
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/sim/disk"
-
 )
 
 // fakeHost is a host agent's API over HTTPS, answering from a report the
