@@ -86,7 +86,7 @@ func run() error {
 	srv := &guest.Server{
 		Host: host, Disk: d, Params: params, Manifest: manifest, Console: os.Stdout,
 		Client:  &http.Client{Timeout: 10 * time.Minute},
-		Restart: guest.Restart,
+		Restart: guest.Restart, PowerOff: guest.PowerOff,
 	}
 	l, err := net.Listen("tcp", fmt.Sprintf(":%d", guest.Port))
 	if err != nil {

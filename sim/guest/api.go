@@ -23,6 +23,12 @@ import (
 // loopback port to it.
 const Port = 8080
 
+// PathPowerOff (POST) shuts the guest down and powers the VM off. It is
+// not part of the agent's wire API: it is how the lab delivers a BMC's
+// graceful shutdown to a VM, the stand-in for the ACPI power button, to
+// which this init has no handler (sim/lab, qemu backend).
+const PathPowerOff = "/v1/poweroff"
+
 // Server is the agent API of the running guest, on its real disk. It
 // serves plain HTTP: the guest has no certificate yet (the simulated agent
 // uses the lab CA's mutual TLS; see the issues).
@@ -35,8 +41,9 @@ type Server struct {
 	// Console is where progress and decisions are printed (the serial
 	// console, which libvirt logs).
 	Console io.Writer
-	// Restart reboots the machine (Restart in the VM).
-	Restart func() error
+	// Restart reboots the machine and PowerOff powers it off (Restart and
+	// PowerOff in the VM).
+	Restart, PowerOff func() error
 
 	mu       sync.Mutex
 	progress Progress
@@ -53,6 +60,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+agentv1.PathReboot, s.reboot)
 	mux.HandleFunc("POST "+agentv1.PathReset, s.reset)
 	mux.HandleFunc("POST "+agentv1.PathClean, s.clean)
+	mux.HandleFunc("POST "+PathPowerOff, s.powerOff)
 	return mux
 }
 
@@ -170,6 +178,17 @@ func (s *Server) reboot(w http.ResponseWriter, _ *http.Request) {
 		time.Sleep(100 * time.Millisecond)
 		if err := s.Restart(); err != nil {
 			log.Printf("reboot: %v", err)
+		}
+	}()
+}
+
+func (s *Server) powerOff(w http.ResponseWriter, _ *http.Request) {
+	jsonhttp.Reply(w, http.StatusAccepted, struct{}{})
+	s.logf("powering off")
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		if err := s.PowerOff(); err != nil {
+			log.Printf("power off: %v", err)
 		}
 	}()
 }

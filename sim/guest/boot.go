@@ -133,3 +133,10 @@ func Restart() error {
 	unix.Sync()
 	return unix.Reboot(unix.LINUX_REBOOT_CMD_RESTART)
 }
+
+// PowerOff syncs and powers the machine off, as `poweroff -f` does once
+// the OS has shut down.
+func PowerOff() error {
+	unix.Sync()
+	return unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+}

@@ -209,7 +209,10 @@ func (h *Host) osUp(ctx context.Context, target BootTarget, running *RunningOS) 
 		running.Links = append(running.Links, PortLink{Port: p.Name, Firmware: p.Active.Firmware, API: p.Active.API,
 			Recovery: p.Flash == nic.FlashRecovery, Link: h.lab.def.NICRules.Evaluate(p, driver)})
 	}
-	running.BootID, running.BootedAt = newBootID(), time.Now()
+	if running.BootID == "" { // a real guest reports its own
+		running.BootID = newBootID()
+	}
+	running.BootedAt = time.Now()
 	h.os, h.phase = running, PhaseRunning
 	h.bootCount++
 	h.saveLocked()

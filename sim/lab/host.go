@@ -176,6 +176,19 @@ type Host struct {
 	// detached is set when the lab goes down: from then on nothing of this
 	// host is written, whatever goroutine still acts on it.
 	detached bool
+	// vm is the host's real VM on the qemu backend (nil on the test
+	// backend): its boots are the VM's own (qemu.go).
+	vm *vmHost
+}
+
+// Guest is the agent API URL of the OS inside a qemu-backend host's VM and
+// its console log; ok is false on the test backend, where the lab's
+// agents (sim/agent) are the hosts' OS.
+func (h *Host) Guest() (url, console string, ok bool) {
+	if h.vm == nil {
+		return "", "", false
+	}
+	return h.vm.guest.URL, h.vm.spec.ConsoleLog(), true
 }
 
 func newHost(l *Lab, spec HostSpec) (*Host, error) {
@@ -351,6 +364,9 @@ func (h *Host) Shutdown(ctx context.Context) error {
 	if hung {
 		return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, ErrHung)
 	}
+	if running && h.vm != nil {
+		return h.vmShutdown(ctx)
+	}
 	if running {
 		if err := h.lab.scale.Sleep(ctx, timescale.Seconds(h.lab.def.Spec.Timing.ShutdownSeconds)); err != nil {
 			return err
@@ -411,6 +427,10 @@ func (h *Host) poweredOn(reason string) {
 	h.saveLocked()
 	h.mu.Unlock()
 	h.emit(EventPower, reason, "power on", map[string]string{"power": string(PoweredOn)})
+	if h.vm != nil {
+		go h.followGuest(ctx)
+		return
+	}
 	go h.boot(ctx)
 }
 

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"encoding/xml"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/image"
 	"github.com/upgradelab/upgradelab/sim/statefile"
 	"github.com/upgradelab/upgradelab/sim/timescale"
@@ -20,8 +22,12 @@ type Options struct {
 	StateDir string
 	// Scale turns modelled durations into real ones.
 	Scale timescale.Scale
-	// Backend is the hypervisor; nil means a private libvirt test driver.
+	// Backend is the hypervisor; nil means the one the lab file's backend
+	// names (or Kind, when set): a private libvirt test driver, or real
+	// VMs on a private libvirt daemon (qemu.go).
 	Backend Backend
+	// Kind overrides the lab file's backend ("test" or "qemu").
+	Kind string
 	// ImageServerAddr is where the image server listens (default
 	// 127.0.0.1:0).
 	ImageServerAddr string
@@ -68,6 +74,10 @@ type HostInfo struct {
 	MACs   []string          `json:"macs"`
 	Labels map[string]string `json:"labels,omitempty"`
 	BMC    *BMCInfo          `json:"bmc,omitempty"`
+	// Guest and Console are a qemu-backend host's guest agent API and
+	// serial console log.
+	Guest   string `json:"guest,omitempty"`
+	Console string `json:"console,omitempty"`
 }
 
 // BMCInfo is how to reach a host's BMC.
@@ -106,7 +116,23 @@ func Up(ctx context.Context, def *Definition, opts Options) (l *Lab, err error) 
 	if l.events, err = openEventLog(filepath.Join(stateDir, "events.jsonl")); err != nil {
 		return l, err
 	}
-	if l.backend == nil {
+	kind := cmp.Or(opts.Kind, def.Spec.Backend, BackendTest)
+	var vms *qemuBackend
+	switch {
+	case l.backend != nil:
+	case kind == BackendQEMU:
+		for _, h := range def.Spec.Hosts {
+			if h.OS.Kind != disk.AB {
+				return l, fmt.Errorf("lab %s: host %s: os.kind %s: the qemu backend's disks are A/B", def.Spec.Name, h.Name, h.OS.Kind)
+			}
+		}
+		if vms, err = newQEMUBackend(ctx, def, stateDir); err != nil {
+			return l, err
+		}
+		l.backend = vms
+	case kind != BackendTest:
+		return l, fmt.Errorf("lab %s: backend %q is not one of %s, %s", def.Spec.Name, kind, BackendTest, BackendQEMU)
+	default:
 		uri, err := TestDriverURI(stateDir)
 		if err != nil {
 			return l, err
@@ -129,6 +155,9 @@ func Up(ctx context.Context, def *Definition, opts Options) (l *Lab, err error) 
 		h, err := newHost(l, spec)
 		if err != nil {
 			return l, err
+		}
+		if vms != nil {
+			h.vm = vms.vm(spec.Name)
 		}
 		l.hosts[spec.Name] = h
 		l.order = append(l.order, spec.Name)
@@ -193,6 +222,7 @@ func (l *Lab) Info() Info {
 	}
 	for _, h := range l.Hosts() {
 		hi := HostInfo{Name: h.spec.Name, Domain: h.spec.Name, Labels: h.spec.Labels}
+		hi.Guest, hi.Console, _ = h.Guest()
 		l.mu.Lock()
 		if b, ok := l.bmcs[h.spec.Name]; ok {
 			hi.BMC = &b

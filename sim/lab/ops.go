@@ -35,6 +35,11 @@ func (h *Host) SetBootOverride(o BootOverride) error {
 	if u := o.HTTPBootURI; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		return fmt.Errorf("host %s: HTTP boot URI %q is not http(s)", h.spec.Name, u)
 	}
+	if o.Target != "" && o.Target != BootHdd && o.Mode != OverrideDisabled {
+		if err := h.notOnQEMU("boot override to " + string(o.Target)); err != nil {
+			return err
+		}
+	}
 	h.mu.Lock()
 	h.override = o
 	h.saveLocked()
@@ -46,6 +51,9 @@ func (h *Host) SetBootOverride(o BootOverride) error {
 
 // InsertMedia attaches an image URL as the virtual CD.
 func (h *Host) InsertMedia(url string) error {
+	if err := h.notOnQEMU("InsertMedia"); err != nil {
+		return err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.media != "" {
@@ -77,6 +85,9 @@ func (h *Host) EjectMedia() error {
 // modelled time (size / disk speed). It answers that root. Power lost
 // meanwhile leaves a slot corrupt and drops a deployment being pulled.
 func (h *Host) WriteImage(ctx context.Context, url, wantSHA256 string) (disk.RootID, error) {
+	if err := h.notOnQEMU("WriteImage"); err != nil {
+		return "", err
+	}
 	h.mu.Lock()
 	cycle := h.cycle
 	running := h.phase == PhaseRunning
@@ -156,6 +167,9 @@ func (h *Host) rootNameLocked(id disk.RootID) string {
 
 // Activate makes a staged root the next to boot with tries attempts.
 func (h *Host) Activate(root disk.RootID, tries int) error {
+	if err := h.notOnQEMU("Activate"); err != nil {
+		return err
+	}
 	return h.diskOp("RootActivated", fmt.Sprintf("%s boots next with %d tries", root, tries), func(d *disk.Disk) error {
 		return d.Activate(root, tries)
 	})
@@ -163,6 +177,9 @@ func (h *Host) Activate(root disk.RootID, tries int) error {
 
 // Commit marks the running root good (the OS passed its health check).
 func (h *Host) Commit() error {
+	if err := h.notOnQEMU("Commit"); err != nil {
+		return err
+	}
 	return h.diskOp("RootCommitted", "running root marked good", func(d *disk.Disk) error {
 		if h.phase != PhaseRunning {
 			return ErrNotRunning
@@ -173,11 +190,17 @@ func (h *Host) Commit() error {
 
 // Rollback makes the committed fallback boot next and stay the default.
 func (h *Host) Rollback() error {
+	if err := h.notOnQEMU("Rollback"); err != nil {
+		return err
+	}
 	return h.diskOp("RolledBack", "the fallback boots next", func(d *disk.Disk) error { return d.Rollback() })
 }
 
 // WriteEtc edits a file in the running OS's /etc ("" deletes it).
 func (h *Host) WriteEtc(path, content string) error {
+	if err := h.notOnQEMU("WriteEtc"); err != nil {
+		return err
+	}
 	return h.diskOp("EtcWritten", "edited "+path, func(d *disk.Disk) error {
 		if h.phase != PhaseRunning {
 			return ErrNotRunning
@@ -211,6 +234,9 @@ func (h *Host) diskOp(reason, msg string, fn func(*disk.Disk) error) error {
 // it runs after the next power cycle. Power lost meanwhile leaves the NIC
 // in recovery mode.
 func (h *Host) FlashNVM(ctx context.Context, port, nvmName string) error {
+	if err := h.notOnQEMU("FlashNVM"); err != nil {
+		return err
+	}
 	img, ok := h.lab.def.NVMImages[nvmName]
 	if !ok {
 		return fmt.Errorf("host %s: NVM image %q is not in the lab's NVM catalog", h.spec.Name, nvmName)

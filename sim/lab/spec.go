@@ -28,6 +28,10 @@ type Spec struct {
 	NVMImages     string       `yaml:"nvmImages"`
 	NICRules      string       `yaml:"nicRules"`
 	RecoveryImage string       `yaml:"recoveryImage"`
+	// Backend is what runs the hosts: "test" (the default: libvirt's
+	// test driver, the hardware modelled in Go) or "qemu" (real VMs that
+	// boot GRUB, a kernel and the guest from a real A/B disk; qemu.go).
+	Backend       string       `yaml:"backend"`
 	Timing        Timing       `yaml:"timing"`
 	Credentials   []Credential `yaml:"credentials"`
 	Networks      []Network    `yaml:"networks"`
@@ -238,6 +242,18 @@ func (s *Spec) validate() error {
 	for field, v := range map[string]string{"catalog": s.Catalog, "nvmImages": s.NVMImages, "nicRules": s.NICRules, "recoveryImage": s.RecoveryImage} {
 		if v == "" {
 			return fmt.Errorf("%s: required", field)
+		}
+	}
+	switch s.Backend {
+	case "", BackendTest, BackendQEMU:
+	default:
+		return fmt.Errorf("backend: %q is not one of %s, %s", s.Backend, BackendTest, BackendQEMU)
+	}
+	if s.Backend == BackendQEMU {
+		for i, h := range s.Hosts {
+			if h.OS.Kind != "" && h.OS.Kind != disk.AB {
+				return fmt.Errorf("hosts[%d] (%s): os.kind: the qemu backend's disks are A/B; %s is modelled on the test backend only", i, h.Name, h.OS.Kind)
+			}
 		}
 	}
 	if t := s.Timing; t.PostSeconds < 0 || t.BootSeconds < 0 || t.ShutdownSeconds < 0 || t.DiskWriteMBps < 0 || t.FinaliseSeconds < 0 {

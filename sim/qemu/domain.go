@@ -119,18 +119,27 @@ func features(a Accel) *libvirtxml.DomainFeatureList {
 	return f
 }
 
-// Define creates (or redefines) a powered-off VM, with a fresh copy of
-// OVMF's variable store.
-func (h *Hypervisor) Define(s VMSpec) error {
+// PrepareVM makes a VM's folder, with a fresh copy of OVMF's variable
+// store, and answers its definition.
+func PrepareVM(s VMSpec) (string, error) {
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
-		return err
+		return "", err
 	}
 	if err := copyFile(ovmfVars, filepath.Join(s.Dir, "OVMF_VARS.fd")); err != nil {
-		return fmt.Errorf("vm %s: UEFI variables: %w", s.Name, err)
+		return "", fmt.Errorf("vm %s: UEFI variables: %w", s.Name, err)
 	}
 	xml, err := DomainXML(s)
 	if err != nil {
-		return fmt.Errorf("vm %s: %w", s.Name, err)
+		return "", fmt.Errorf("vm %s: %w", s.Name, err)
+	}
+	return xml, nil
+}
+
+// Define creates (or redefines) a powered-off VM (PrepareVM).
+func (h *Hypervisor) Define(s VMSpec) error {
+	xml, err := PrepareVM(s)
+	if err != nil {
+		return err
 	}
 	// A definition left from an earlier run has another UUID, which
 	// libvirt refuses to replace: remove it first.

@@ -79,6 +79,9 @@ func Start(ctx context.Context, opts Options) (s *Site, err error) {
 		timing = *opts.Timing
 	}
 	for _, h := range s.Lab.Hosts() {
+		if _, _, real := h.Guest(); real {
+			continue // a qemu host's OS is its VM's guest, not a lab agent
+		}
 		a := agent.New(h, s.Workloads, opts.Scale, timing)
 		a.SetProvisioner(agent.Provisioner{Client: s.trusting()})
 		pair, err := ca.Serving("agent "+h.Name(), []string{"127.0.0.1", "localhost"})

@@ -14,15 +14,23 @@ import (
 	"github.com/upgradelab/upgradelab/sim/qemu"
 )
 
+// Guest is a VM guest's agent API, reached through QEMU's forwarded port.
+type Guest struct {
+	// URL is the API's base URL on the host's loopback.
+	URL    string
+	client *http.Client
+}
+
+// NewGuest is the API at url.
+func NewGuest(url string) *Guest { return &Guest{URL: url, client: &http.Client{}} }
+
 // Machine is one VM and its guest's agent API.
 type Machine struct {
 	Spec qemu.VMSpec
 	hv   *qemu.Hypervisor
-	// Agent is the guest's API base URL on the host's loopback.
-	Agent string
+	*Guest
 	// BootTimeout bounds one boot, firmware to agent API.
 	BootTimeout time.Duration
-	client      *http.Client
 }
 
 // NewMachine defines the VM.
@@ -30,8 +38,8 @@ func NewMachine(hv *qemu.Hypervisor, spec qemu.VMSpec) (*Machine, error) {
 	if err := hv.Define(spec); err != nil {
 		return nil, err
 	}
-	return &Machine{Spec: spec, hv: hv, Agent: fmt.Sprintf("http://127.0.0.1:%d", spec.AgentPort),
-		BootTimeout: 90 * time.Second, client: &http.Client{}}, nil
+	return &Machine{Spec: spec, hv: hv, Guest: NewGuest(fmt.Sprintf("http://127.0.0.1:%d", spec.AgentPort)),
+		BootTimeout: 90 * time.Second}, nil
 }
 
 // PowerOn starts the VM (a no-op when it runs).
@@ -56,11 +64,11 @@ func (m *Machine) Remove() error { return m.hv.Undefine(m.Spec.Name) }
 // Status asks the guest's agent, giving up after timeout. QEMU's user
 // network accepts the host side of a forwarded connection before the guest
 // listens, so a connection alone says nothing: only an answer does.
-func (m *Machine) Status(ctx context.Context, timeout time.Duration) (agentv1.Status, error) {
+func (g *Guest) Status(ctx context.Context, timeout time.Duration) (agentv1.Status, error) {
 	var st agentv1.Status
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return st, m.call(ctx, http.MethodGet, agentv1.PathStatus, nil, &st)
+	return st, g.call(ctx, http.MethodGet, agentv1.PathStatus, nil, &st)
 }
 
 // WaitBoot waits until the guest answers from a boot other than
@@ -84,14 +92,14 @@ func (m *Machine) WaitBoot(ctx context.Context, previousBootID string) (agentv1.
 }
 
 // Call posts body (nil: none) to the agent and decodes its answer into out.
-func (m *Machine) Call(ctx context.Context, path string, body, out any) error {
-	return m.call(ctx, http.MethodPost, path, body, out)
+func (g *Guest) Call(ctx context.Context, path string, body, out any) error {
+	return g.call(ctx, http.MethodPost, path, body, out)
 }
 
 // ErrAgent is an error the agent answered with.
 var ErrAgent = errors.New("agent refused")
 
-func (m *Machine) call(ctx context.Context, method, path string, body, out any) error {
+func (g *Guest) call(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -100,11 +108,11 @@ func (m *Machine) call(ctx context.Context, method, path string, body, out any) 
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, m.Agent+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, g.URL+path, rd)
 	if err != nil {
 		return err
 	}
-	resp, err := m.client.Do(req)
+	resp, err := g.client.Do(req)
 	if err != nil {
 		return err
 	}

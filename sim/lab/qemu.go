@@ -1,0 +1,291 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
+	"github.com/upgradelab/upgradelab/internal/cachedir"
+	"github.com/upgradelab/upgradelab/internal/loopback"
+	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/guest"
+	"github.com/upgradelab/upgradelab/sim/image"
+	"github.com/upgradelab/upgradelab/sim/qemu"
+	"github.com/upgradelab/upgradelab/sim/vm"
+	"github.com/upgradelab/upgradelab/sim/vmdisk"
+
+	"libvirt.org/go/libvirt"
+)
+
+// Backends a lab file can name.
+const (
+	BackendTest = "test"
+	BackendQEMU = "qemu"
+)
+
+// ErrNotOnQEMU refuses what the qemu backend's hosts cannot do yet.
+var ErrNotOnQEMU = errors.New("not supported on the qemu backend yet")
+
+// vmMemoryMiB is each VM's memory, whatever the lab file says the server
+// has (the lab file's 64 GiB is the hardware the BMC and inventory
+// describe; the guest needs a few dozen MiB).
+const vmMemoryMiB = 256
+
+// qemuBackend runs each host as a real VM (sim/qemu) on a private libvirt
+// daemon: power is the domain's, as on the test backend, but the boot is
+// the VM's own (OVMF, GRUB's A/B choice, the kernel, the guest as init),
+// and the host follows what its guest reports (followGuest) instead of
+// modelling it.
+//
+// Disks are built at first Define into the host's state folder and kept:
+// a lab brought up again on the same folder boots what its disks hold.
+// A new disk is blank (both slots empty), with the lab's recovery image on
+// its recovery partition, so a factory host boots recovery.
+type qemuBackend struct {
+	*LibvirtBackend
+	daemon   *qemu.Daemon
+	runDir   string
+	stateDir string
+	builder  *vm.Builder
+	recovery vmdisk.Payload
+	accel    qemu.Accel
+
+	mu  sync.Mutex
+	vms map[string]*vmHost
+}
+
+// vmHost is one host's VM: its disk and its guest's API.
+type vmHost struct {
+	spec  qemu.VMSpec
+	disk  string
+	env   int64
+	guest *vm.Guest
+}
+
+func newQEMUBackend(ctx context.Context, def *Definition, stateDir string) (b *qemuBackend, err error) {
+	accel, err := qemu.AccelFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	// libvirt's socket must fit a unix socket address, which a deep state
+	// folder would not: the daemon's own folder is a short temporary one.
+	runDir, err := os.MkdirTemp("", "ulvm-")
+	if err != nil {
+		return nil, err
+	}
+	b = &qemuBackend{runDir: runDir, stateDir: stateDir, accel: accel, vms: map[string]*vmHost{}}
+	defer func() {
+		if err != nil {
+			b.Close()
+		}
+	}()
+	if b.daemon, err = qemu.StartDaemon(ctx, filepath.Join(runDir, "libvirt"), filepath.Join(cachedir.Dir(), "run")); err != nil {
+		return b, err
+	}
+	if b.LibvirtBackend, err = NewLibvirtBackend(b.daemon.URI); err != nil {
+		return b, err
+	}
+	b.LibvirtBackend.domainXML = b.vmXML
+	b.LibvirtBackend.undefineFlags = libvirt.DOMAIN_UNDEFINE_NVRAM
+	if b.builder, err = vm.NewBuilder(ctx, filepath.Join(stateDir, "vm-build"), filepath.Join(cachedir.Dir(), "vm", "kernel"), ""); err != nil {
+		return b, err
+	}
+	payload, err := def.Catalog.Get(def.Spec.RecoveryImage)
+	if err != nil {
+		return b, fmt.Errorf("recovery image: %w", err)
+	}
+	m, err := imagev1.ReadManifest(image.Payload(payload))
+	if err != nil {
+		return b, fmt.Errorf("recovery image %s: %w", def.Spec.RecoveryImage, err)
+	}
+	if b.recovery, err = b.builder.Payload(ctx, m); err != nil {
+		return b, err
+	}
+	return b, nil
+}
+
+// vmXML builds (or finds) the host's disk and answers its VM's definition.
+func (b *qemuBackend) vmXML(spec DomainSpec) (string, error) {
+	dir := filepath.Join(b.stateDir, "hosts", spec.Name, "vm")
+	diskPath := filepath.Join(dir, "system.img")
+	var envOff int64
+	if _, err := os.Stat(diskPath); err == nil {
+		off, err := findEnvInFile(diskPath)
+		if err != nil {
+			return "", fmt.Errorf("host %s: its disk %s: %w (remove it to start from a factory disk)", spec.Name, diskPath, err)
+		}
+		envOff = off
+	} else {
+		d, err := vmdisk.Build(context.Background(), diskPath, filepath.Join(dir, "build"), b.builder.Layout, mustScript(b.builder), nil, b.recovery)
+		if err != nil {
+			return "", fmt.Errorf("host %s: %w", spec.Name, err)
+		}
+		envOff = d.EnvOffset
+		os.RemoveAll(filepath.Join(dir, "build"))
+	}
+	ports, err := loopback.Ports(1)
+	if err != nil {
+		return "", err
+	}
+	mac := "52:54:00:00:00:01"
+	if len(spec.NICs) > 0 {
+		mac = spec.NICs[0].MAC
+	}
+	vs := qemu.VMSpec{Name: spec.Name, CPUs: 1, MemoryMiB: vmMemoryMiB, Disk: diskPath, Dir: dir,
+		AgentPort: ports[0], GuestPort: guest.Port, MAC: mac, Accel: b.accel}
+	xml, err := qemu.PrepareVM(vs)
+	if err != nil {
+		return "", err
+	}
+	b.mu.Lock()
+	b.vms[spec.Name] = &vmHost{spec: vs, disk: diskPath, env: envOff, guest: vm.NewGuest(fmt.Sprintf("http://127.0.0.1:%d", vs.AgentPort))}
+	b.mu.Unlock()
+	return xml, nil
+}
+
+func mustScript(b *vm.Builder) string {
+	s, err := b.BootScript(b.Layout, vm.KernelArgs)
+	if err != nil {
+		panic(err) // the default layout always has its slots
+	}
+	return s
+}
+
+func findEnvInFile(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	parts, err := vmdisk.ReadGPT(f)
+	if err != nil {
+		return 0, err
+	}
+	esp, err := vmdisk.Find(parts, vmdisk.PartESP)
+	if err != nil {
+		return 0, err
+	}
+	off, _, err := vmdisk.FindEnv(f, esp.Offset, esp.Size)
+	return off, err
+}
+
+func (b *qemuBackend) vm(name string) *vmHost {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.vms[name]
+}
+
+// Close stops every VM and the daemon.
+func (b *qemuBackend) Close() error {
+	var err error
+	if b.LibvirtBackend != nil {
+		err = b.LibvirtBackend.Close()
+	}
+	if b.daemon != nil {
+		err = errors.Join(err, b.daemon.Stop())
+	}
+	os.RemoveAll(b.runDir)
+	return err
+}
+
+// readDisk is the A/B state on the VM's disk, read from the image file
+// (QEMU writes it back through the host's page cache, so a running VM's
+// writes are seen).
+func (v *vmHost) readDisk() (*disk.Disk, error) {
+	env, err := vmdisk.ReadEnv(v.disk, v.env)
+	if err != nil {
+		return nil, err
+	}
+	return vmdisk.DiskState(env)
+}
+
+// followGuest is a qemu host's power cycle in place of boot: the VM boots
+// itself, and the host reports what its guest says. A new boot ID is a
+// boot (after a power-on, a reset, or the guest's own reboot, which
+// libvirt does not report as a power change); a guest that stops
+// answering is booting again. The A/B state is read from the disk.
+func (h *Host) followGuest(ctx context.Context) {
+	h.mu.Lock()
+	h.phase = PhaseBooting
+	h.saveLocked()
+	h.mu.Unlock()
+	var bootID string
+	lastAnswer := time.Now()
+	for ctx.Err() == nil {
+		st, err := h.vm.guest.Status(ctx, time.Second)
+		h.refreshVMDisk()
+		switch {
+		case err == nil && st.OS != nil && st.OS.BootID != bootID:
+			bootID, lastAnswer = st.OS.BootID, time.Now()
+			h.guestUp(ctx, st)
+		case err == nil:
+			lastAnswer = time.Now()
+		case bootID != "" && time.Since(lastAnswer) > 3*time.Second:
+			bootID = ""
+			h.mu.Lock()
+			if ctx.Err() == nil {
+				h.os, h.phase = nil, PhaseBooting
+				h.saveLocked()
+			}
+			h.mu.Unlock()
+			h.emit(EventBoot, "GuestStopped", "the guest stopped answering: it is rebooting or hung", nil)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// guestUp records the OS the guest reports.
+func (h *Host) guestUp(ctx context.Context, st agentv1.Status) {
+	running := &RunningOS{Source: OSSource(st.OS.Source), Root: disk.RootID(st.OS.Root), Trial: st.OS.Trial,
+		Image: st.OS.Image, BootID: st.OS.BootID}
+	h.mu.Lock()
+	if running.Source == FromDisk {
+		h.disk.Booted = running.Root
+	}
+	h.mu.Unlock()
+	h.osUp(ctx, BootHdd, running)
+}
+
+// refreshVMDisk mirrors the real disk's A/B state into the host's disk
+// model, which Status reports.
+func (h *Host) refreshVMDisk() {
+	d, err := h.vm.readDisk()
+	if err != nil {
+		h.emit(EventDisk, "DiskUnreadable", err.Error(), nil)
+		return
+	}
+	h.mu.Lock()
+	h.disk.Slots, h.disk.RecoveryOnce = d.Slots, d.RecoveryOnce
+	h.saveLocked()
+	h.mu.Unlock()
+}
+
+// vmShutdown is a graceful shutdown of a VM: the guest is asked to power
+// off (the lab's stand-in for ACPI) and the power goes when the guest
+// cuts it.
+func (h *Host) vmShutdown(ctx context.Context) error {
+	if err := h.vm.guest.Call(ctx, guest.PathPowerOff, nil, nil); err != nil {
+		return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, err)
+	}
+	return h.waitPower(PoweredOff)
+}
+
+// notOnQEMU refuses, on a qemu-backend host, what only the modelled
+// hardware does yet: the guest owns its disk (the lab's agent-side disk
+// operations are the guest's API there), and virtual media, network boot,
+// NIC flashing and hangs are not wired to the VM.
+func (h *Host) notOnQEMU(op string) error {
+	if h.vm == nil {
+		return nil
+	}
+	return fmt.Errorf("host %s: %s: %w", h.spec.Name, op, ErrNotOnQEMU)
+}
