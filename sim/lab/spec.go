@@ -24,18 +24,18 @@ type Spec struct {
 	Kind       string `yaml:"kind"`
 	Name       string `yaml:"name"`
 	// Catalog, NVMImages and NICRules are files relative to the lab file.
-	Catalog       string       `yaml:"catalog"`
-	NVMImages     string       `yaml:"nvmImages"`
-	NICRules      string       `yaml:"nicRules"`
-	RecoveryImage string       `yaml:"recoveryImage"`
+	Catalog       string `yaml:"catalog"`
+	NVMImages     string `yaml:"nvmImages"`
+	NICRules      string `yaml:"nicRules"`
+	RecoveryImage string `yaml:"recoveryImage"`
 	// Backend is what runs the hosts: "test" (the default: libvirt's
 	// test driver, the hardware modelled in Go) or "qemu" (real VMs that
 	// boot GRUB, a kernel and the guest from a real A/B disk; qemu.go).
-	Backend       string       `yaml:"backend"`
-	Timing        Timing       `yaml:"timing"`
-	Credentials   []Credential `yaml:"credentials"`
-	Networks      []Network    `yaml:"networks"`
-	Hosts         []HostSpec   `yaml:"hosts"`
+	Backend     string       `yaml:"backend"`
+	Timing      Timing       `yaml:"timing"`
+	Credentials []Credential `yaml:"credentials"`
+	Networks    []Network    `yaml:"networks"`
+	Hosts       []HostSpec   `yaml:"hosts"`
 
 	// path is the file the spec came from; relative references resolve
 	// against its folder.

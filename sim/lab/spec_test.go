@@ -139,8 +139,8 @@ func TestBackendIsCheckedAtLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]struct{ from, to, want string }{
-		"unknown backend":  {"\nbackend: qemu\n", "\nbackend: xen\n", `backend: "xen" is not one of test, qemu`},
-		"ostree on a VM":   {"  diskGiB: 240\n  bmc: {credentials: bmc-admin}\n  nics:\n  - {name: eno1, mac: \"52:54:00:1c:00:02\"", "  diskGiB: 240\n  os: {kind: ostree}\n  bmc: {credentials: bmc-admin}\n  nics:\n  - {name: eno1, mac: \"52:54:00:1c:00:02\"", "hosts[1] (vm-1): os.kind: the qemu backend's disks are A/B"},
+		"unknown backend": {"\nbackend: qemu\n", "\nbackend: xen\n", `backend: "xen" is not one of test, qemu`},
+		"ostree on a VM":  {"  diskGiB: 240\n  bmc: {credentials: bmc-admin}\n  nics:\n  - {name: eno1, mac: \"52:54:00:1c:00:02\"", "  diskGiB: 240\n  os: {kind: ostree}\n  bmc: {credentials: bmc-admin}\n  nics:\n  - {name: eno1, mac: \"52:54:00:1c:00:02\"", "hosts[1] (vm-1): os.kind: the qemu backend's disks are A/B"},
 	} {
 		data := strings.Replace(string(base), c.from, c.to, 1)
 		if data == string(base) {
