@@ -23,7 +23,7 @@ func newLabCommand() *cobra.Command {
 }
 
 func newLabUpCommand() *cobra.Command {
-	var labFile, stateDir, scale string
+	var labFile, stateDir, scale, backend string
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a lab in the foreground until Ctrl-C",
@@ -35,7 +35,15 @@ agent, serves the image catalog and writes STATE/lab.json with each
 host's bmc.address, ipmi, username, password and caFile. A provider
 certificate from the same CA is written to STATE/provider-certs (for
 upgradelab-baremetal --cert-dir). Hosts start powered off. Ctrl-C powers them off and stops; the state folder keeps
-disks and NICs for the next 'lab up'.`,
+disks and NICs for the next 'lab up'.
+
+--backend qemu (or backend: qemu in the lab file) makes each host a real
+VM instead: a private libvirtd, QEMU under TCG, OVMF, GRUB's A/B choice,
+Debian's cloud kernel and the upgradelab guest as init, from a GPT disk in
+STATE/hosts/NAME/vm. The BMCs' power and reset act on the VMs; each host's
+guest agent API and console log are printed and written to lab.json.
+Virtual media, network boot and the lab's in-process agents are not wired
+to VMs yet.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ts, err := timescale.Parse(scale)
@@ -46,7 +54,7 @@ disks and NICs for the next 'lab up'.`,
 			if err != nil {
 				return err
 			}
-			s, err := site.Start(cmd.Context(), site.Options{Lab: def, StateDir: stateDir, Scale: ts})
+			s, err := site.Start(cmd.Context(), site.Options{Lab: def, StateDir: stateDir, Scale: ts, Backend: backend})
 			if err != nil {
 				return err
 			}
@@ -60,6 +68,9 @@ disks and NICs for the next 'lab up'.`,
 			fmt.Fprintf(out, "lab %s is up: %d hosts, images at %s, time scale %g\n", info.Name, len(info.Hosts), info.ImageServer, info.TimeScale)
 			for _, h := range info.Hosts {
 				fmt.Fprintf(out, "  %-10s BMC %s\n", h.Name, bmcEndpoints(h.BMC))
+				if h.Guest != "" {
+					fmt.Fprintf(out, "  %-10s guest %s, console %s\n", "", h.Guest, h.Console)
+				}
 			}
 			fmt.Fprintf(out, "  %s\n  upgradelab lab status --state %s\nCtrl-C stops it.\n", filepath.Join(info.StateDir, "lab.json"), stateDir)
 			events, cancel := l.Subscribe()
@@ -78,6 +89,7 @@ disks and NICs for the next 'lab up'.`,
 	cmd.Flags().StringVar(&labFile, "lab", "fixtures/labs/single-node.yaml", "lab definition file")
 	cmd.Flags().StringVar(&stateDir, "state", "_artifacts/lab", "state folder (lab.json, disks, events.jsonl)")
 	cmd.Flags().StringVar(&scale, "time-scale", "1", "real time per modelled time (0.01 runs 100x faster)")
+	cmd.Flags().StringVar(&backend, "backend", "", "what runs the hosts: test (modelled) or qemu (real VMs); default: the lab file's")
 	return cmd
 }
 

@@ -31,6 +31,8 @@ type Options struct {
 	// Timing is the agents' modelled kubeadm and kubelet timing (default
 	// agent.DefaultTiming).
 	Timing *agent.Timing
+	// Backend overrides the lab file's backend ("test" or "qemu").
+	Backend string
 }
 
 // Site is a running site.
@@ -61,7 +63,7 @@ func Start(ctx context.Context, opts Options) (s *Site, err error) {
 			s.Stop()
 		}
 	}()
-	if s.Lab, err = lab.Up(ctx, opts.Lab, lab.Options{StateDir: opts.StateDir, Scale: opts.Scale}); err != nil {
+	if s.Lab, err = lab.Up(ctx, opts.Lab, lab.Options{StateDir: opts.StateDir, Scale: opts.Scale, Kind: opts.Backend}); err != nil {
 		return s, err
 	}
 	if s.BMCs, err = bmc.StartFleet(s.Lab, ca); err != nil {
