@@ -12,11 +12,12 @@ set -euo pipefail
 # The qemu backend's real VMs (sim/qemu, sim/vmdisk, sim/vm): QEMU, the
 # libvirt daemon the harness starts itself, OVMF (UEFI), GRUB's EFI
 # modules, and the tools that build a disk image without loop devices
-# (mtools, dosfstools, e2fsprogs' mkfs.ext4 -d, fdisk's sfdisk). The VM
+# (mtools, dosfstools, e2fsprogs' mkfs.ext4 -d, fdisk's sfdisk) and the
+# virtual CDs the BMCs insert (xorriso). The VM
 # kernel is Debian's cloud kernel, downloaded (not installed) by the
 # tests with apt-get download.
 PACKAGES=(libvirt-dev pkg-config openssl python3-sushy ipmitool
-  qemu-system-x86 libvirt-daemon-system ovmf grub-efi-amd64-bin mtools dosfstools e2fsprogs fdisk)
+  qemu-system-x86 libvirt-daemon-system ovmf grub-efi-amd64-bin mtools dosfstools e2fsprogs fdisk xorriso)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -101,6 +101,45 @@ func TestBMCsDriveRealVMs(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
+	// Virtual media, as Ironic's redfish-virtual-media driver boots a
+	// deploy ramdisk: insert, boot once from the CD, then the disk again.
+	managers, err := c.Service.Managers()
+	if err != nil || len(managers) != 1 {
+		t.Fatalf("managers %v %v", managers, err)
+	}
+	media, err := managers[0].VirtualMedia()
+	if err != nil || len(media) != 1 {
+		t.Fatalf("virtual media %v %v", media, err)
+	}
+	deploy := l.ImageServer().ImageURL("deploy-ramdisk-2026.10") + "?provisioner=https://127.0.0.1:1/x"
+	if err := media[0].InsertMedia(deploy, true, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := system().SetBoot(redfish.Boot{BootSourceOverrideTarget: redfish.CdBootSourceOverrideTarget, BootSourceOverrideEnabled: redfish.OnceBootSourceOverrideEnabled}); err != nil {
+		t.Fatal(err)
+	}
+	if err := system().Reset(redfish.OnResetType); err != nil {
+		t.Fatal(err)
+	}
+	fromCD := waitBoot("virtual media boot", "")
+	if st := h.Status(); st.OS.Source != lab.FromVirtualMedia || st.OS.Media != deploy || st.OS.Image.Name != "deploy-ramdisk-2026.10" || !st.OS.DeployRamdisk() {
+		t.Fatalf("the CD booted %+v", st.OS)
+	}
+	_, console, _ := h.Guest()
+	if b, _ := os.ReadFile(console); !strings.Contains(string(b), "upgradelab-grub: booting virtual media") {
+		t.Error("the console shows no boot from the CD's GRUB")
+	}
+	if err := system().Reset(redfish.ForceRestartResetType); err != nil {
+		t.Fatal(err)
+	}
+	waitBoot("the boot after the Once override", fromCD)
+	if st := h.Status(); st.OS.Source != lab.FromRecovery {
+		t.Fatalf("the second boot came from %s, want the disk's recovery (the override was Once)", st.OS.Source)
+	}
+	if err := system().Reset(redfish.ForceOffResetType); err != nil {
+		t.Fatal(err)
+	}
+
 	// The other host through ipmitool, as Ironic's ipmi driver would.
 	addr := fleet.IPMI["vm-1"].Addr()
 	host, port, _ := strings.Cut(addr, ":")

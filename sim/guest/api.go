@@ -82,9 +82,12 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) runningOS() *agentv1.RunningOS {
 	os := &agentv1.RunningOS{Source: agentv1.FromDisk, Image: s.Manifest, BootID: readTrim("/proc/sys/kernel/random/boot_id")}
-	if s.Params[vmdisk.ParamSource] == "recovery" {
+	switch s.Params[vmdisk.ParamSource] {
+	case "recovery":
 		os.Source = agentv1.FromRecovery
-	} else {
+	case vmdisk.SourceVirtualMedia:
+		os.Source, os.Media = agentv1.FromVirtualMedia, s.Params[vmdisk.ParamMedia]
+	default:
 		os.Root = agentv1.RootID(s.Params[vmdisk.ParamSlot])
 		os.Trial = s.Params[vmdisk.ParamTrial] == "1"
 	}

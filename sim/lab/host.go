@@ -316,6 +316,11 @@ func (h *Host) PowerOn() error {
 	if st.PowerSupplyFailed {
 		return fmt.Errorf("host %s: power on: %w", h.spec.Name, ErrPowerSupplyFailed)
 	}
+	if h.vm != nil {
+		if err := h.prepareVMBoot(context.Background()); err != nil {
+			return fmt.Errorf("host %s: power on: %w", h.spec.Name, err)
+		}
+	}
 	if err := h.lab.backend.Start(h.spec.Name); err != nil {
 		return fmt.Errorf("host %s: power on: %w", h.spec.Name, err)
 	}

@@ -35,7 +35,7 @@ func (h *Host) SetBootOverride(o BootOverride) error {
 	if u := o.HTTPBootURI; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		return fmt.Errorf("host %s: HTTP boot URI %q is not http(s)", h.spec.Name, u)
 	}
-	if o.Target != "" && o.Target != BootHdd && o.Mode != OverrideDisabled {
+	if o.Target != "" && o.Target != BootHdd && o.Target != BootCd && o.Mode != OverrideDisabled {
 		if err := h.notOnQEMU("boot override to " + string(o.Target)); err != nil {
 			return err
 		}
@@ -51,9 +51,6 @@ func (h *Host) SetBootOverride(o BootOverride) error {
 
 // InsertMedia attaches an image URL as the virtual CD.
 func (h *Host) InsertMedia(url string) error {
-	if err := h.notOnQEMU("InsertMedia"); err != nil {
-		return err
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.media != "" {

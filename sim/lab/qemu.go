@@ -62,7 +62,8 @@ type qemuBackend struct {
 
 // vmHost is one host's VM: its disk and its guest's API.
 type vmHost struct {
-	spec  qemu.VMSpec
+	backend *qemuBackend
+	spec    qemu.VMSpec
 	disk  string
 	env   int64
 	guest *vm.Guest
@@ -144,9 +145,82 @@ func (b *qemuBackend) vmXML(spec DomainSpec) (string, error) {
 		return "", err
 	}
 	b.mu.Lock()
-	b.vms[spec.Name] = &vmHost{spec: vs, disk: diskPath, env: envOff, guest: vm.NewGuest(fmt.Sprintf("http://127.0.0.1:%d", vs.AgentPort))}
+	b.vms[spec.Name] = &vmHost{backend: b, spec: vs, disk: diskPath, env: envOff, guest: vm.NewGuest(fmt.Sprintf("http://127.0.0.1:%d", vs.AgentPort))}
 	b.mu.Unlock()
 	return xml, nil
+}
+
+// mediaISO turns what a BMC was given as virtual media into a real CD:
+// the URL's payload names its image (its manifest, api/image/v1), and the
+// builder makes that image's boot ISO, with the URL on its kernel command
+// line as the lab's media boot has it.
+func (b *qemuBackend) mediaISO(ctx context.Context, url string) (string, error) {
+	payload, err := readMedia(ctx, url)
+	if err != nil {
+		return "", err
+	}
+	m, err := imagev1.ReadManifest(payload)
+	if err != nil {
+		return "", fmt.Errorf("virtual media %s: %w", url, err)
+	}
+	return b.builder.ISO(ctx, m, url)
+}
+
+// redefine updates a VM's definition (same domain, same UUID) for its
+// next power-on: what is in its CD drive and whether it boots first.
+func (b *qemuBackend) redefine(v *vmHost, cdrom string, fromCD bool) error {
+	d, err := b.conn.LookupDomainByName(v.spec.Name)
+	if err != nil {
+		return err
+	}
+	uuid, err := d.GetUUIDString()
+	d.Free()
+	if err != nil {
+		return err
+	}
+	vs := v.spec
+	vs.UUID, vs.CDROM, vs.BootFromCD = uuid, cdrom, fromCD
+	xml, err := qemu.DomainXML(vs)
+	if err != nil {
+		return err
+	}
+	nd, err := b.conn.DomainDefineXML(xml)
+	if err != nil {
+		return fmt.Errorf("redefine vm %s: %w", v.spec.Name, err)
+	}
+	return nd.Free()
+}
+
+// prepareVMBoot is the firmware's boot plan of a qemu host, made before
+// the power goes on (the VM's OVMF then boots the device libvirt puts
+// first): a Once override is used up as on the test backend, the inserted
+// virtual medium becomes the VM's CD, and it boots first when the plan
+// reaches the CD before the disk.
+func (h *Host) prepareVMBoot(ctx context.Context) error {
+	h.mu.Lock()
+	plan := h.bootPlanLocked()
+	media := h.media
+	h.saveLocked()
+	h.mu.Unlock()
+	fromCD := false
+	for _, t := range plan.order {
+		if t == BootHdd {
+			break
+		}
+		if t == BootCd && media != "" {
+			fromCD = true
+			break
+		}
+	}
+	iso := ""
+	if media != "" {
+		var err error
+		if iso, err = h.vm.backend.mediaISO(ctx, media); err != nil {
+			h.emit(EventBoot, "BootDeviceFailed", fmt.Sprintf("%s: %v", BootCd, err), map[string]string{"target": string(BootCd)})
+			iso, fromCD = "", false
+		}
+	}
+	return h.vm.backend.redefine(h.vm, iso, fromCD)
 }
 
 func mustScript(b *vm.Builder) string {
@@ -246,7 +320,7 @@ func (h *Host) followGuest(ctx context.Context) {
 // guestUp records the OS the guest reports.
 func (h *Host) guestUp(ctx context.Context, st agentv1.Status) {
 	running := &RunningOS{Source: OSSource(st.OS.Source), Root: disk.RootID(st.OS.Root), Trial: st.OS.Trial,
-		Image: st.OS.Image, BootID: st.OS.BootID}
+		Image: st.OS.Image, Media: st.OS.Media, BootID: st.OS.BootID}
 	h.mu.Lock()
 	if running.Source == FromDisk {
 		h.disk.Booted = running.Root
@@ -281,8 +355,8 @@ func (h *Host) vmShutdown(ctx context.Context) error {
 
 // notOnQEMU refuses, on a qemu-backend host, what only the modelled
 // hardware does yet: the guest owns its disk (the lab's agent-side disk
-// operations are the guest's API there), and virtual media, network boot,
-// NIC flashing and hangs are not wired to the VM.
+// operations are the guest's API there), and network boot, HTTP boot, the
+// firmware setup screen, NIC flashing and hangs are not wired to the VM.
 func (h *Host) notOnQEMU(op string) error {
 	if h.vm == nil {
 		return nil

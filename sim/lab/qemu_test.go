@@ -99,8 +99,8 @@ func TestQEMUHostsAreRealVMs(t *testing.T) {
 		t.Error("the guest did not shut itself down")
 	}
 
-	if err := h.SetBootOverride(BootOverride{Target: BootCd, Mode: OverrideOnce}); !errors.Is(err, ErrNotOnQEMU) {
-		t.Errorf("a virtual-media boot on a VM: %v", err)
+	if err := h.SetBootOverride(BootOverride{Target: BootPxe, Mode: OverrideOnce}); !errors.Is(err, ErrNotOnQEMU) {
+		t.Errorf("a network boot on a VM: %v", err)
 	}
 
 	var boots int

@@ -35,6 +35,12 @@ type VMSpec struct {
 	AgentPort, GuestPort int
 	MAC                  string
 	Accel                Accel
+	// CDROM is an ISO in the VM's virtual CD drive ("" for an empty
+	// drive); BootFromCD puts the drive before the disk in the boot order.
+	CDROM      string
+	BootFromCD bool
+	// UUID keeps a redefined VM the same domain ("" for a new one).
+	UUID string
 }
 
 // ConsoleLog is where the VM's serial console is written (appended across
@@ -62,7 +68,8 @@ func (h *Hypervisor) Close() error {
 }
 
 // DomainXML is a VM's libvirt definition: a q35 machine under OVMF with a
-// virtio disk, the serial console in a file, and a user network whose
+// virtio disk, a SATA CD drive (the BMC's virtual media; only OVMF reads
+// it, the guest's kernel has no SATA driver and needs none), the serial console in a file, and a user network whose
 // agent port is forwarded to loopback (as a <qemu:commandline>, at a PCI address of its own that libvirt does
 // not assign: libvirt
 // 9.0's user interfaces forward ports only through passt).
@@ -72,9 +79,24 @@ func DomainXML(s VMSpec) (string, error) {
 	if s.Accel == KVM {
 		typ = "kvm"
 	}
+	diskBoot, cdBoot := uint(1), uint(2)
+	if s.BootFromCD && s.CDROM != "" {
+		diskBoot, cdBoot = 2, 1
+	}
+	cd := libvirtxml.DomainDisk{
+		Device:   "cdrom",
+		Driver:   &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+		Target:   &libvirtxml.DomainDiskTarget{Dev: "sda", Bus: "sata"},
+		ReadOnly: &libvirtxml.DomainDiskReadOnly{},
+		Boot:     &libvirtxml.DomainDeviceBoot{Order: cdBoot},
+	}
+	if s.CDROM != "" {
+		cd.Source = &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.CDROM}}
+	}
 	dom := &libvirtxml.Domain{
 		Type:   typ,
 		Name:   s.Name,
+		UUID:   s.UUID,
 		Memory: &libvirtxml.DomainMemory{Value: uint(s.MemoryMiB), Unit: "MiB"},
 		VCPU:   &libvirtxml.DomainVCPU{Value: uint(s.CPUs)},
 		OS: &libvirtxml.DomainOS{
@@ -91,7 +113,8 @@ func DomainXML(s VMSpec) (string, error) {
 				Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw", Cache: "writeback"},
 				Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.Disk}},
 				Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
-			}},
+				Boot:   &libvirtxml.DomainDeviceBoot{Order: diskBoot},
+			}, cd},
 			Serials: []libvirtxml.DomainSerial{{
 				Source: &libvirtxml.DomainChardevSource{File: &libvirtxml.DomainChardevSourceFile{Path: s.ConsoleLog(), Append: "on"}},
 				Target: &libvirtxml.DomainSerialTarget{Port: &port},

@@ -3,6 +3,8 @@ package vm
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -131,4 +133,28 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return os.WriteFile(dst, b, 0o644)
+}
+
+// ISO is the virtual-media image of one OS image (a deploy ramdisk, say):
+// its payload's kernel and initramfs on a UEFI-bootable CD, with mediaURL
+// (the URL the BMC was given) on the kernel command line. Built once per
+// image and URL.
+func (b *Builder) ISO(ctx context.Context, m imagev1.Manifest, mediaURL string) (string, error) {
+	if _, err := b.Payload(ctx, m); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(m.Name + "\x00" + mediaURL))
+	out := filepath.Join(b.Dir, "media", m.Name+"-"+hex.EncodeToString(sum[:6])+".iso")
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return "", err
+	}
+	work := out + ".work"
+	defer os.RemoveAll(work)
+	if err := vmdisk.BuildISO(ctx, out, work, filepath.Join(b.Dir, "payloads", m.Name), KernelArgs, mediaURL); err != nil {
+		return "", fmt.Errorf("virtual media for %s: %w", m.Name, err)
+	}
+	return out, nil
 }
