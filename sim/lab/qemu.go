@@ -64,9 +64,9 @@ type qemuBackend struct {
 type vmHost struct {
 	backend *qemuBackend
 	spec    qemu.VMSpec
-	disk  string
-	env   int64
-	guest *vm.Guest
+	disk    string
+	env     int64
+	guest   *vm.Guest
 }
 
 func newQEMUBackend(ctx context.Context, def *Definition, stateDir string) (b *qemuBackend, err error) {
