@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,4 +112,86 @@ func TestLabUpWritesStateAndStatusReadsIt(t *testing.T) {
 	if err := bad.Execute(); err == nil || !strings.Contains(err.Error(), `time scale "fast"`) {
 		t.Fatalf("bad --time-scale: %v", err)
 	}
+}
+
+// `lab up --backend qemu`, as the README shows it: a real VM powered on
+// with ipmitool boots (a factory disk: GRUB picks recovery), `lab status`
+// reports what its guest runs, and Ctrl-C leaves no QEMU behind.
+func TestLabUpWithRealVMs(t *testing.T) {
+	state := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	up := newRootCommand()
+	var out syncBuffer
+	up.SetOut(&out)
+	up.SetArgs([]string{"lab", "up", "--lab", "../../fixtures/labs/single-node.yaml", "--state", state, "--time-scale", "0.01", "--backend", "qemu"})
+	done := make(chan error, 1)
+	go func() { done <- up.ExecuteContext(ctx) }()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(out.String(), "Ctrl-C stops it") {
+		select {
+		case err := <-done:
+			t.Fatalf("lab up --backend qemu: %v\n%s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lab up --backend qemu did not come up:\n%s", out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	info, _, err := lab.ReadState(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := info.Hosts[0]
+	if h.Guest == "" || !strings.Contains(out.String(), "guest "+h.Guest) || !strings.Contains(out.String(), "console "+h.Console) {
+		t.Fatalf("lab up printed no guest and console for %s:\n%s", h.Name, out.String())
+	}
+	ipmiHost, ipmiPort, _ := strings.Cut(h.BMC.IPMI, ":")
+	if b, err := exec.Command("ipmitool", "-I", "lanplus", "-H", ipmiHost, "-p", ipmiPort, "-U", h.BMC.Username, "-P", h.BMC.Password, "chassis", "power", "on").CombinedOutput(); err != nil {
+		t.Fatalf("ipmitool: %v: %s", err, b)
+	}
+	var status bytes.Buffer
+	for {
+		status.Reset()
+		st := newRootCommand()
+		st.SetOut(&status)
+		st.SetArgs([]string{"lab", "status", "--state", state})
+		if st.Execute() == nil && strings.Contains(status.String(), "recovery-ubuntu-24.04 (recovery-partition)") {
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(h.Console)
+			t.Fatalf("lab status never showed the VM's recovery boot:\n%s\nconsole:\n%s", status.String(), b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(status.String(), "node-0  On     Running") || !strings.Contains(status.String(), "A: empty, B: empty") {
+		t.Errorf("lab status:\n%s", status.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("lab up: %v", err)
+	}
+	if b, _ := exec.Command("ps", "-eo", "args").Output(); strings.Contains(string(b), filepath.Join(state, "hosts")) {
+		t.Error("a QEMU process of this lab outlived lab up")
+	}
+}
+
+// syncBuffer is a bytes.Buffer a command writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
