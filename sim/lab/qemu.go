@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"time"
 
@@ -291,9 +292,15 @@ func (h *Host) followGuest(ctx context.Context) {
 	h.mu.Unlock()
 	var bootID string
 	lastAnswer := time.Now()
+	diskOK := true
 	for ctx.Err() == nil {
 		st, err := h.vm.guest.Status(ctx, time.Second)
-		h.refreshVMDisk()
+		if ok := h.refreshVMDisk(); ok != diskOK {
+			diskOK = ok
+			if !ok {
+				h.emit(EventDisk, "DiskUnreadable", "the bootloader's environment block on "+h.vm.disk+" does not parse", nil)
+			}
+		}
 		switch {
 		case err == nil && st.OS != nil && st.OS.BootID != bootID:
 			bootID, lastAnswer = st.OS.BootID, time.Now()
@@ -330,17 +337,21 @@ func (h *Host) guestUp(ctx context.Context, st agentv1.Status) {
 }
 
 // refreshVMDisk mirrors the real disk's A/B state into the host's disk
-// model, which Status reports.
-func (h *Host) refreshVMDisk() {
+// model, which Status reports; the host's state is written only when it
+// changed. It answers whether the disk could be read.
+func (h *Host) refreshVMDisk() bool {
 	d, err := h.vm.readDisk()
 	if err != nil {
-		h.emit(EventDisk, "DiskUnreadable", err.Error(), nil)
-		return
+		return false
 	}
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	if reflect.DeepEqual(h.disk.Slots, d.Slots) && h.disk.RecoveryOnce == d.RecoveryOnce {
+		return true
+	}
 	h.disk.Slots, h.disk.RecoveryOnce = d.Slots, d.RecoveryOnce
 	h.saveLocked()
-	h.mu.Unlock()
+	return true
 }
 
 // vmShutdown is a graceful shutdown of a VM: the guest is asked to power
