@@ -29,6 +29,11 @@ const Port = 8080
 // which this init has no handler (sim/lab, qemu backend).
 const PathPowerOff = "/v1/poweroff"
 
+// PathRecoveryOnce (POST) makes the next boot the recovery partition's,
+// without rebooting: the lab's half of a host's OS asks for it before the
+// restart it makes itself (agentv1.PathReset reboots at once).
+const PathRecoveryOnce = "/v1/recovery-once"
+
 // Server is the agent API of the running guest, on its real disk. It
 // serves plain HTTP: the guest has no certificate yet (the simulated agent
 // uses the lab CA's mutual TLS; see the issues).
@@ -61,6 +66,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+agentv1.PathReset, s.reset)
 	mux.HandleFunc("POST "+agentv1.PathClean, s.clean)
 	mux.HandleFunc("POST "+PathPowerOff, s.powerOff)
+	mux.HandleFunc("POST "+PathRecoveryOnce, s.recoveryOnce)
 	return mux
 }
 
@@ -194,6 +200,15 @@ func (s *Server) powerOff(w http.ResponseWriter, _ *http.Request) {
 			log.Printf("power off: %v", err)
 		}
 	}()
+}
+
+func (s *Server) recoveryOnce(w http.ResponseWriter, _ *http.Request) {
+	if err := s.Disk.RequestRecoveryBoot(); err != nil {
+		replyErr(w, err)
+		return
+	}
+	s.logf("the next boot is recovery's")
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // reset reboots into the recovery partition once (the start of a

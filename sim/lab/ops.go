@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	"net/http"
 	"os"
 	"strings"
@@ -82,8 +83,8 @@ func (h *Host) EjectMedia() error {
 // modelled time (size / disk speed). It answers that root. Power lost
 // meanwhile leaves a slot corrupt and drops a deployment being pulled.
 func (h *Host) WriteImage(ctx context.Context, url, wantSHA256 string) (disk.RootID, error) {
-	if err := h.notOnQEMU("WriteImage"); err != nil {
-		return "", err
+	if h.vm != nil {
+		return h.vmWriteImage(ctx, url, wantSHA256)
 	}
 	h.mu.Lock()
 	cycle := h.cycle
@@ -164,8 +165,9 @@ func (h *Host) rootNameLocked(id disk.RootID) string {
 
 // Activate makes a staged root the next to boot with tries attempts.
 func (h *Host) Activate(root disk.RootID, tries int) error {
-	if err := h.notOnQEMU("Activate"); err != nil {
-		return err
+	if h.vm != nil {
+		return h.vmDiskOp("RootActivated", fmt.Sprintf("%s boots next with %d tries", root, tries), agentv1.PathActivate,
+			agentv1.ActivateRequest{Root: agentv1.RootID(root), Tries: tries})
 	}
 	return h.diskOp("RootActivated", fmt.Sprintf("%s boots next with %d tries", root, tries), func(d *disk.Disk) error {
 		return d.Activate(root, tries)
@@ -174,8 +176,8 @@ func (h *Host) Activate(root disk.RootID, tries int) error {
 
 // Commit marks the running root good (the OS passed its health check).
 func (h *Host) Commit() error {
-	if err := h.notOnQEMU("Commit"); err != nil {
-		return err
+	if h.vm != nil {
+		return h.vmDiskOp("RootCommitted", "running root marked good", agentv1.PathHealth, nil)
 	}
 	return h.diskOp("RootCommitted", "running root marked good", func(d *disk.Disk) error {
 		if h.phase != PhaseRunning {
@@ -187,17 +189,14 @@ func (h *Host) Commit() error {
 
 // Rollback makes the committed fallback boot next and stay the default.
 func (h *Host) Rollback() error {
-	if err := h.notOnQEMU("Rollback"); err != nil {
-		return err
+	if h.vm != nil {
+		return h.vmDiskOp("RolledBack", "the fallback boots next", agentv1.PathRollback, nil)
 	}
 	return h.diskOp("RolledBack", "the fallback boots next", func(d *disk.Disk) error { return d.Rollback() })
 }
 
 // WriteEtc edits a file in the running OS's /etc ("" deletes it).
 func (h *Host) WriteEtc(path, content string) error {
-	if err := h.notOnQEMU("WriteEtc"); err != nil {
-		return err
-	}
 	return h.diskOp("EtcWritten", "edited "+path, func(d *disk.Disk) error {
 		if h.phase != PhaseRunning {
 			return ErrNotRunning
@@ -231,9 +230,6 @@ func (h *Host) diskOp(reason, msg string, fn func(*disk.Disk) error) error {
 // it runs after the next power cycle. Power lost meanwhile leaves the NIC
 // in recovery mode.
 func (h *Host) FlashNVM(ctx context.Context, port, nvmName string) error {
-	if err := h.notOnQEMU("FlashNVM"); err != nil {
-		return err
-	}
 	img, ok := h.lab.def.NVMImages[nvmName]
 	if !ok {
 		return fmt.Errorf("host %s: NVM image %q is not in the lab's NVM catalog", h.spec.Name, nvmName)

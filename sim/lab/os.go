@@ -1,7 +1,9 @@
 package lab
 
 import (
+	"context"
 	"fmt"
+	"github.com/upgradelab/upgradelab/sim/guest"
 	"maps"
 
 	"github.com/upgradelab/upgradelab/sim/disk"
@@ -13,9 +15,6 @@ import (
 // WriteConfigDrive stores the OS's user data and meta data on the config
 // drive, as a provisioner does beside the image.
 func (h *Host) WriteConfigDrive(userData []byte, metaData map[string]string) error {
-	if err := h.notOnQEMU("WriteConfigDrive"); err != nil {
-		return err
-	}
 	return h.diskOp("ConfigDriveWritten", fmt.Sprintf("%d bytes of user data and %d meta data keys on the config drive", len(userData), len(metaData)), func(d *disk.Disk) error {
 		d.ConfigDrive = append([]byte(nil), userData...)
 		d.MetaData = maps.Clone(metaData)
@@ -39,8 +38,11 @@ func (h *Host) UserData() []byte {
 
 // RequestRecoveryBoot makes the next boot use the recovery partition.
 func (h *Host) RequestRecoveryBoot() error {
-	if err := h.notOnQEMU("RequestRecoveryBoot"); err != nil {
-		return err
+	if h.vm != nil {
+		if err := h.vm.guest.Call(context.Background(), guest.PathRecoveryOnce, nil, nil); err != nil {
+			return fmt.Errorf("host %s: recovery boot: %w", h.spec.Name, err)
+		}
+		h.refreshVMDisk()
 	}
 	return h.diskOp("RecoveryBootRequested", "the next boot uses the recovery partition", func(d *disk.Disk) error {
 		d.RecoveryOnce = true
@@ -53,8 +55,10 @@ func (h *Host) RequestRecoveryBoot() error {
 // from the recovery partition may, so a host that holds a live workload is
 // never wiped by mistake.
 func (h *Host) WipeData() error {
-	if err := h.notOnQEMU("WipeData"); err != nil {
-		return err
+	if st := h.Status(); h.vm != nil && st.OS != nil && st.OS.Source == FromRecovery {
+		if err := h.vmClean(); err != nil {
+			return err
+		}
 	}
 	return h.diskOp("DataWiped", "persistent, OEM, config drive and slots wiped for a reinstall", func(d *disk.Disk) error {
 		if h.os == nil || h.os.Source != FromRecovery {
@@ -68,8 +72,10 @@ func (h *Host) WipeData() error {
 // EraseDisk is metadata cleaning (disk.Erase); only a deploy ramdisk
 // cleans, so a disk an installed OS runs from is never erased under it.
 func (h *Host) EraseDisk() error {
-	if err := h.notOnQEMU("EraseDisk"); err != nil {
-		return err
+	if st := h.Status(); h.vm != nil && st.OS.DeployRamdisk() {
+		if err := h.vmClean(); err != nil {
+			return err
+		}
 	}
 	return h.diskOp("DiskErased", "slots, data partitions and config drive erased", func(d *disk.Disk) error {
 		if !h.os.DeployRamdisk() {
@@ -82,9 +88,6 @@ func (h *Host) EraseDisk() error {
 
 // SetPersistent writes a file on the persistent partition.
 func (h *Host) SetPersistent(name, content string) error {
-	if err := h.notOnQEMU("SetPersistent"); err != nil {
-		return err
-	}
 	return h.diskOp("PersistentWritten", "wrote "+name+" on the persistent partition", func(d *disk.Disk) error {
 		if h.phase != PhaseRunning {
 			return ErrNotRunning

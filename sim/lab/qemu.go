@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,8 +60,19 @@ type qemuBackend struct {
 	recovery vmdisk.Payload
 	accel    qemu.Accel
 
+	// payloads serves the VM form of each image the lab's hosts stage
+	// (vmWriteImage) to the guests, at the host's address on QEMU's user
+	// network.
+	payloads     *http.Server
+	payloadsPort int
+
 	mu  sync.Mutex
 	vms map[string]*vmHost
+	// served are the VM payloads by image name; catalogSHA maps a VM
+	// payload's sha256 to the catalog image's, which the provider and
+	// the status speak.
+	served     map[string]vmdisk.Payload
+	catalogSHA map[string]string
 }
 
 // vmHost is one host's VM: its disk and its guest's API.
@@ -81,7 +95,8 @@ func newQEMUBackend(ctx context.Context, def *Definition, stateDir string) (b *q
 	if err != nil {
 		return nil, err
 	}
-	b = &qemuBackend{runDir: runDir, stateDir: stateDir, accel: accel, vms: map[string]*vmHost{}}
+	b = &qemuBackend{runDir: runDir, stateDir: stateDir, accel: accel, vms: map[string]*vmHost{},
+		served: map[string]vmdisk.Payload{}, catalogSHA: map[string]string{}}
 	defer func() {
 		if err != nil {
 			b.Close()
@@ -109,7 +124,52 @@ func newQEMUBackend(ctx context.Context, def *Definition, stateDir string) (b *q
 	if b.recovery, err = b.builder.Payload(ctx, m); err != nil {
 		return b, err
 	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return b, err
+	}
+	b.payloadsPort = l.Addr().(*net.TCPAddr).Port
+	b.payloads = &http.Server{Handler: http.HandlerFunc(b.servePayload), ReadHeaderTimeout: 10 * time.Second}
+	go b.payloads.Serve(l)
 	return b, nil
+}
+
+func (b *qemuBackend) servePayload(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/payloads/"), ".img")
+	b.mu.Lock()
+	p, ok := b.served[name]
+	b.mu.Unlock()
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	http.ServeFile(w, r, p.Path)
+}
+
+// vmPayload is the VM form of a catalog image (its manifest on Debian's
+// kernel and the guest), served to the guests; catalogSHA is the catalog
+// payload's checksum the caller verified, which the host reports for it.
+func (b *qemuBackend) vmPayload(ctx context.Context, m imagev1.Manifest, catalogSHA string) (vmdisk.Payload, string, error) {
+	p, err := b.builder.Payload(ctx, m)
+	if err != nil {
+		return p, "", err
+	}
+	b.mu.Lock()
+	b.served[m.Name] = p
+	b.catalogSHA[p.SHA256] = catalogSHA
+	b.mu.Unlock()
+	// 10.0.2.2 is the host's loopback as QEMU's user network shows it.
+	return p, fmt.Sprintf("http://10.0.2.2:%d/payloads/%s.img", b.payloadsPort, m.Name), nil
+}
+
+// catalogChecksum maps a checksum on the VM's disk to the catalog's.
+func (b *qemuBackend) catalogChecksum(sum string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c, ok := b.catalogSHA[sum]; ok {
+		return c
+	}
+	return sum
 }
 
 // vmXML builds (or finds) the host's disk and answers its VM's definition.
@@ -259,6 +319,9 @@ func (b *qemuBackend) vm(name string) *vmHost {
 // Close stops every VM and the daemon.
 func (b *qemuBackend) Close() error {
 	var err error
+	if b.payloads != nil {
+		b.payloads.Close()
+	}
 	if b.LibvirtBackend != nil {
 		err = b.LibvirtBackend.Close()
 	}
@@ -344,14 +407,89 @@ func (h *Host) refreshVMDisk() bool {
 	if err != nil {
 		return false
 	}
+	for _, s := range d.Slots {
+		s.Checksum = h.vm.backend.catalogChecksum(s.Checksum)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// /etc is the lab's half of the OS (the guest keeps none): a slot's
+	// edits stay while it holds the same image.
+	for name, s := range d.Slots {
+		if old := h.disk.Slots[name]; old != nil && old.Image == s.Image && old.Checksum == s.Checksum {
+			s.Etc = old.Etc
+		}
+	}
 	if reflect.DeepEqual(h.disk.Slots, d.Slots) && h.disk.RecoveryOnce == d.RecoveryOnce {
 		return true
 	}
 	h.disk.Slots, h.disk.RecoveryOnce = d.Slots, d.RecoveryOnce
 	h.saveLocked()
 	return true
+}
+
+// vmWriteImage is WriteImage on a VM: the catalog image is fetched and
+// verified against wantSHA256 as on the test backend, before anything is
+// written; the guest then writes the image's VM form into the slot its
+// disk stages into, for real. The host reports the catalog's checksum for
+// the slot.
+func (h *Host) vmWriteImage(ctx context.Context, url, wantSHA256 string) (disk.RootID, error) {
+	if h.Status().Phase != PhaseRunning {
+		return "", fmt.Errorf("host %s: stage %s: %w", h.spec.Name, url, ErrNotRunning)
+	}
+	payload, err := image.Fetch(ctx, http.DefaultClient, url, wantSHA256)
+	if err != nil {
+		h.emit(EventDisk, "WriteRefused", err.Error(), map[string]string{"url": url})
+		return "", fmt.Errorf("host %s: stage: %w", h.spec.Name, err)
+	}
+	m, err := imagev1.ReadManifest(payload)
+	if err != nil {
+		return "", fmt.Errorf("host %s: stage: %s: %w", h.spec.Name, url, err)
+	}
+	p, guestURL, err := h.vm.backend.vmPayload(ctx, m, wantSHA256)
+	if err != nil {
+		return "", fmt.Errorf("host %s: stage %s: %w", h.spec.Name, m.Name, err)
+	}
+	h.emit(EventDisk, "WriteStarted", fmt.Sprintf("writing %s (%d MiB as the VM's payload) into the staging slot", m.Name, p.Size>>20), map[string]string{"image": m.Name})
+	var res agentv1.StageResult
+	if err := h.vm.guest.Call(ctx, agentv1.PathStage, agentv1.StageRequest{URL: guestURL, SHA256: p.SHA256}, &res); err != nil {
+		h.refreshVMDisk()
+		h.emit(EventDisk, "WriteRefused", err.Error(), map[string]string{"url": url, "image": m.Name})
+		return "", fmt.Errorf("host %s: stage %s: %w", h.spec.Name, m.Name, guestErr(err))
+	}
+	h.refreshVMDisk()
+	h.emit(EventDisk, "WriteFinished", fmt.Sprintf("%s written to slot %s", m.Name, res.Root), map[string]string{"root": string(res.Root), "image": m.Name})
+	return disk.RootID(res.Root), nil
+}
+
+// vmDiskOp forwards one update-contract operation to the guest, which
+// applies it to the real disk, then mirrors the disk and records it as the
+// test backend's diskOp does.
+func (h *Host) vmDiskOp(reason, msg, path string, body any) error {
+	if h.Status().Phase != PhaseRunning {
+		return fmt.Errorf("host %s: %s: %w", h.spec.Name, reason, ErrNotRunning)
+	}
+	if err := h.vm.guest.Call(context.Background(), path, body, nil); err != nil {
+		return fmt.Errorf("host %s: %s: %w", h.spec.Name, reason, guestErr(err))
+	}
+	h.refreshVMDisk()
+	h.emit(EventDisk, reason, msg, nil)
+	return nil
+}
+
+// guestErr gives a guest's refusal the sentinel the test backend would
+// have answered with, so the agent API answers the same status.
+func guestErr(err error) error {
+	var ae *vm.AgentError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	switch ae.Status {
+	case http.StatusInsufficientStorage:
+		return fmt.Errorf("%w: %v", disk.ErrNoSpace, err)
+	case http.StatusConflict:
+		return fmt.Errorf("%w: %v", disk.ErrNotWritten, err)
+	}
+	return err
 }
 
 // vmShutdown is a graceful shutdown of a VM: the guest is asked to power
@@ -365,12 +503,26 @@ func (h *Host) vmShutdown(ctx context.Context) error {
 }
 
 // notOnQEMU refuses, on a qemu-backend host, what only the modelled
-// hardware does yet: the guest owns its disk (the lab's agent-side disk
-// operations are the guest's API there), and network boot, HTTP boot, the
-// firmware setup screen, NIC flashing and hangs are not wired to the VM.
+// hardware does yet: network boot, HTTP boot, the firmware setup screen
+// and hangs are not wired to the VM.
 func (h *Host) notOnQEMU(op string) error {
 	if h.vm == nil {
 		return nil
 	}
 	return fmt.Errorf("host %s: %s: %w", h.spec.Name, op, ErrNotOnQEMU)
+}
+
+// vmClean erases a VM's disk for real (the guest zeroes its slots and data
+// partitions and empties its slots in the bootloader's block) before the
+// test backend's bookkeeping erases the rest (persistent files, config
+// drive). The guest refuses from a disk boot, as the lab does.
+func (h *Host) vmClean() error {
+	if h.vm == nil {
+		return nil
+	}
+	if err := h.vm.guest.Call(context.Background(), agentv1.PathClean, nil, nil); err != nil {
+		return fmt.Errorf("host %s: erase: %w", h.spec.Name, guestErr(err))
+	}
+	h.refreshVMDisk()
+	return nil
 }

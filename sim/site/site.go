@@ -81,9 +81,10 @@ func Start(ctx context.Context, opts Options) (s *Site, err error) {
 		timing = *opts.Timing
 	}
 	for _, h := range s.Lab.Hosts() {
-		if _, _, real := h.Guest(); real {
-			continue // a qemu host's OS is its VM's guest, not a lab agent
-		}
+		// On a qemu host the OS is split: the VM's guest boots and owns
+		// the disk (the lab forwards the agent's disk operations to it),
+		// and this agent is the rest: the deploy ramdisk's callbacks, the
+		// config drive, the simulated kubeadm and kubelet.
 		a := agent.New(h, s.Workloads, opts.Scale, timing)
 		a.SetProvisioner(agent.Provisioner{Client: s.trusting()})
 		pair, err := ca.Serving("agent "+h.Name(), []string{"127.0.0.1", "localhost"})

@@ -99,6 +99,15 @@ func (g *Guest) Call(ctx context.Context, path string, body, out any) error {
 // ErrAgent is an error the agent answered with.
 var ErrAgent = errors.New("agent refused")
 
+// AgentError is the agent's answer to a refused call.
+type AgentError struct {
+	Status  int
+	Message string
+}
+
+func (e *AgentError) Error() string { return fmt.Sprintf("%d %s", e.Status, e.Message) }
+func (e *AgentError) Unwrap() error { return ErrAgent }
+
 func (g *Guest) call(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
@@ -121,7 +130,7 @@ func (g *Guest) call(ctx context.Context, method, path string, body, out any) er
 	if resp.StatusCode >= 300 {
 		var e agentv1.Error
 		_ = json.Unmarshal(b, &e)
-		return fmt.Errorf("%w: %s %s: %s: %s", ErrAgent, method, path, resp.Status, e.Error)
+		return fmt.Errorf("%s %s: %w", method, path, &AgentError{Status: resp.StatusCode, Message: e.Error})
 	}
 	if out != nil {
 		return json.Unmarshal(b, out)
