@@ -89,6 +89,9 @@ var plannedRuns = func() []plan.Run {
 	if err != nil {
 		panic(err) // a bad scenario file stops the suite before it starts, naming file and field
 	}
+	if scenarios, err = plan.OnBackend(scenarios, os.Getenv("UPGRADELAB_BACKEND")); err != nil {
+		panic(fmt.Sprintf("UPGRADELAB_BACKEND: %v", err))
+	}
 	runs, err := plan.Runs(scenarios, providerConfigs, repeats)
 	if err != nil {
 		panic(err)

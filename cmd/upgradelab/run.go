@@ -55,6 +55,7 @@ built from the repository when they are not there.`,
 	cmd.Flags().IntVar(&o.parallel, "parallel", 1, "runs at once (each has its own plane and lab)")
 	cmd.Flags().IntVar(&o.repeat, "repeat", 1, "make each run this many times")
 	cmd.Flags().StringVar(&o.labels, "labels", "", `only the runs these labels select, as make e2e's GINKGO_LABELS (e.g. "in-place && ostree")`)
+	cmd.Flags().StringVar(&o.backend, "backend", "", "what runs the lab hosts: test (modelled) or qemu (real VMs; A/B hosts only); default: each lab file's")
 	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", false, "run CAPI's managers with their per-object reconcile rate limit (CAPI's default; off for the time-scaled lab)")
 	return cmd
 }
@@ -62,6 +63,7 @@ built from the repository when they are not there.`,
 type runOptions struct {
 	scenarios, providers []string
 	artifacts, labels    string
+	backend              string
 	scale                float64
 	parallel, repeat     int
 	rateLimited          bool
@@ -85,6 +87,9 @@ func (o runOptions) run(ctx context.Context, out io.Writer) error {
 	}
 	scenarios, err := plan.Scenarios(o.scenarios...)
 	if err != nil {
+		return err
+	}
+	if scenarios, err = plan.OnBackend(scenarios, o.backend); err != nil {
 		return err
 	}
 	runs, err := plan.Runs(scenarios, provs, o.repeat)

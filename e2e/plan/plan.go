@@ -15,6 +15,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
@@ -33,20 +34,28 @@ type Run struct {
 
 // Labels are the run's labels: "scenario", the provider, the scenario's
 // name, strategy and form, and for a lab provider the host OS mode
-// (ab, ostree, mixed).
+// (ab, ostree, mixed) and "qemu" when its hosts are real VMs.
 func (r Run) Labels() []string {
 	l := []string{"scenario", r.Provider.Name, r.Scenario.Name, string(r.Scenario.Strategy), string(r.Form)}
 	if r.Provider.Lab {
 		l = append(l, r.Lab.HostOSMode())
+		if r.onVMs() {
+			l = append(l, lab.BackendQEMU)
+		}
 	}
 	return l
 }
+
+func (r Run) onVMs() bool { return r.Provider.Lab && r.Lab.Backend() == lab.BackendQEMU }
 
 // Name is how the run's progress lines name it.
 func (r Run) Name() string {
 	n := fmt.Sprintf("%s %s/%s", r.Provider.Name, r.Scenario.Name, r.Form)
 	if r.HostOS != "" {
 		n += "/" + r.HostOS
+	}
+	if r.onVMs() {
+		n += "/qemu"
 	}
 	if r.Repeats > 1 {
 		n += fmt.Sprintf(" #%d", r.Repeat)
@@ -59,6 +68,9 @@ func (r Run) Dir() string {
 	d := r.Provider.Name + "-" + r.Scenario.Name + "-" + string(r.Form)
 	if r.HostOS != "" {
 		d += "-" + r.HostOS
+	}
+	if r.onVMs() {
+		d += "-qemu"
 	}
 	if r.Repeats > 1 {
 		d += fmt.Sprintf("-r%d", r.Repeat)
@@ -97,6 +109,23 @@ func Scenarios(globs ...string) ([]Loaded, error) {
 		return all[i].Scenario.Name < all[j].Scenario.Name
 	})
 	return all, nil
+}
+
+// OnBackend is the scenarios with their labs on backend ("" keeps each
+// lab file's own).
+func OnBackend(scenarios []Loaded, backend string) ([]Loaded, error) {
+	if backend == "" {
+		return scenarios, nil
+	}
+	out := make([]Loaded, len(scenarios))
+	for i, l := range scenarios {
+		def, err := l.Lab.WithBackend(backend)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = Loaded{Scenario: l.Scenario, Lab: def}
+	}
+	return out, nil
 }
 
 // Loaded is a scenario with its lab.
@@ -152,6 +181,9 @@ func HostOSVariants(s *scenario.Scenario, def *lab.Definition, prov *provider.Co
 	}
 	var out []HostOSVariant
 	for _, mode := range s.HostOS {
+		if def.Backend() == lab.BackendQEMU && mode != string(disk.AB) {
+			continue // a VM's disk is A/B (sim/vmdisk)
+		}
 		if mode == def.HostOSMode() {
 			out = append(out, HostOSVariant{Lab: def})
 			continue

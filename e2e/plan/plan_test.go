@@ -103,3 +103,48 @@ func TestSelectFiltersByLabels(t *testing.T) {
 		t.Errorf("a bad filter: %v", err)
 	}
 }
+
+// On the qemu backend a lab provider's runs are on VMs: named and labelled
+// so, and only on A/B hosts (a VM's disk is A/B); a provider without the
+// lab runs as it does anyway.
+func TestRunsOnTheQEMUBackend(t *testing.T) {
+	scenarios, err := Scenarios("../../scenarios/single-node-in-place.yaml", "../../scenarios/three-node-scale-in.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OnBackend(scenarios, "xen"); err == nil || !strings.Contains(err.Error(), `backend "xen"`) {
+		t.Fatalf("an unknown backend: %v", err)
+	}
+	onVMs, err := OnBackend(scenarios, "qemu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scenarios[0].Lab.Backend() != "test" {
+		t.Error("OnBackend changed the loaded labs")
+	}
+	var provs []*provider.Config
+	for _, name := range []string{"baremetal", "inmemory"} {
+		p, _ := provider.Load("../../fixtures/providers/" + name + ".yaml")
+		provs = append(provs, p)
+	}
+	runs, err := Runs(onVMs, provs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range runs {
+		names = append(names, r.Name())
+		onVM := slices.Contains(r.Labels(), "qemu")
+		if r.Provider.Name == "baremetal" && (!onVM || !strings.HasSuffix(r.Dir(), "-qemu") || r.HostOS == "ostree") {
+			t.Errorf("%s: labels %v, folder %s", r.Name(), r.Labels(), r.Dir())
+		}
+		if r.Provider.Name == "inmemory" && onVM {
+			t.Errorf("%s is labelled qemu without a lab", r.Name())
+		}
+	}
+	for _, want := range []string{"baremetal single-node-in-place/plain/qemu", "baremetal three-node-scale-in/clusterclass/qemu", "inmemory three-node-scale-in/plain"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("no run %q among %v", want, names)
+		}
+	}
+}

@@ -119,6 +119,29 @@ func (d *Definition) WithHostOS(mode string) (*Definition, error) {
 	return &out, nil
 }
 
+// WithBackend is the lab on another backend ("test" or "qemu"), as
+// `--backend` and UPGRADELAB_BACKEND ask; d is not changed.
+func (d *Definition) WithBackend(kind string) (*Definition, error) {
+	switch kind {
+	case BackendTest, BackendQEMU:
+	default:
+		return nil, fmt.Errorf("backend %q is not one of %s, %s", kind, BackendTest, BackendQEMU)
+	}
+	spec := *d.Spec
+	spec.Backend = kind
+	out := *d
+	out.Spec = &spec
+	return &out, nil
+}
+
+// Backend is the lab's backend ("test" when the file names none).
+func (d *Definition) Backend() string {
+	if d.Spec.Backend == "" {
+		return BackendTest
+	}
+	return d.Spec.Backend
+}
+
 // HostOSMode is the lab's hosts' OS kind when all agree ("ab",
 // "ostree"), else "mixed".
 func (d *Definition) HostOSMode() string {
