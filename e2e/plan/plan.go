@@ -174,16 +174,25 @@ type HostOSVariant struct {
 // HostOSVariants are the labs a scenario runs on for prov: one per
 // hostOS entry (the entry that is what the lab file says runs under the
 // file's name), or the lab file alone when the scenario names none or the
-// provider does not use the lab (its machines have no disks).
+// provider does not use the lab (its machines have no disks). On the qemu
+// backend it is one run on A/B hosts.
 func HostOSVariants(s *scenario.Scenario, def *lab.Definition, prov *provider.Config) ([]HostOSVariant, error) {
+	if prov.Lab && def.Backend() == lab.BackendQEMU {
+		// A VM's disk is A/B (sim/vmdisk): one run, on A/B hosts.
+		if def.HostOSMode() == string(disk.AB) {
+			return []HostOSVariant{{Lab: def}}, nil
+		}
+		v, err := def.WithHostOS(string(disk.AB))
+		if err != nil {
+			return nil, err
+		}
+		return []HostOSVariant{{Mode: string(disk.AB), Lab: v}}, nil
+	}
 	if len(s.HostOS) == 0 || !prov.Lab {
 		return []HostOSVariant{{Lab: def}}, nil
 	}
 	var out []HostOSVariant
 	for _, mode := range s.HostOS {
-		if def.Backend() == lab.BackendQEMU && mode != string(disk.AB) {
-			continue // a VM's disk is A/B (sim/vmdisk)
-		}
 		if mode == def.HostOSMode() {
 			out = append(out, HostOSVariant{Lab: def})
 			continue

@@ -108,7 +108,7 @@ func TestSelectFiltersByLabels(t *testing.T) {
 // so, and only on A/B hosts (a VM's disk is A/B); a provider without the
 // lab runs as it does anyway.
 func TestRunsOnTheQEMUBackend(t *testing.T) {
-	scenarios, err := Scenarios("../../scenarios/single-node-in-place.yaml", "../../scenarios/three-node-scale-in.yaml")
+	scenarios, err := Scenarios("../../scenarios/single-node-in-place.yaml", "../../scenarios/three-node-scale-in.yaml", "../../scenarios/cold-spare-rolling.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,14 +135,14 @@ func TestRunsOnTheQEMUBackend(t *testing.T) {
 	for _, r := range runs {
 		names = append(names, r.Name())
 		onVM := slices.Contains(r.Labels(), "qemu")
-		if r.Provider.Name == "baremetal" && (!onVM || !strings.HasSuffix(r.Dir(), "-qemu") || r.HostOS == "ostree") {
-			t.Errorf("%s: labels %v, folder %s", r.Name(), r.Labels(), r.Dir())
+		if r.Provider.Name == "baremetal" && (!onVM || !strings.HasSuffix(r.Dir(), "-qemu") || r.Lab.HostOSMode() != "ab") {
+			t.Errorf("%s: labels %v, folder %s, hosts %s", r.Name(), r.Labels(), r.Dir(), r.Lab.HostOSMode())
 		}
 		if r.Provider.Name == "inmemory" && onVM {
 			t.Errorf("%s is labelled qemu without a lab", r.Name())
 		}
 	}
-	for _, want := range []string{"baremetal single-node-in-place/plain/qemu", "baremetal three-node-scale-in/clusterclass/qemu", "inmemory three-node-scale-in/plain"} {
+	for _, want := range []string{"baremetal single-node-in-place/plain/qemu", "baremetal three-node-scale-in/clusterclass/qemu", "baremetal cold-spare-rolling/plain/ab/qemu", "inmemory three-node-scale-in/plain"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no run %q among %v", want, names)
 		}
