@@ -25,7 +25,7 @@ RACE_PKGS = ./e2e/mgmt/... ./e2e/monitor/ ./internal/... $(shell go list ./sim/.
 
 GO_TEST ?= go test
 
-.PHONY: all deps tools test test-vm bench-vm e2e e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
+.PHONY: all deps tools test test-vm bench-vm e2e e2e-vm e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
 
 all: build
 
@@ -113,6 +113,20 @@ E2E_ARGS = -artifacts=$(ARTIFACTS) -management=$(MANAGEMENT) -capi-rate-limiting
 e2e: tools
 	@mkdir -p $(ARTIFACTS)
 	$(GINKGO_RUN) --label-filter='$(GINKGO_LABELS)' ./e2e/ -- $(E2E_ARGS)
+
+# The four mission scenarios (plain) on real VMs: every lab host a QEMU VM
+# under TCG that boots OVMF, GRUB's A/B choice, Debian's cloud kernel and
+# the guest from a real disk (UPGRADELAB_BACKEND=qemu; A/B hosts only), its
+# BMCs acting on the VM, its deploy ramdisk a real ISO, its image writes
+# real; every check as in `make e2e`. VM_PARALLEL runs at once (each VM
+# wants most of a core while it boots).
+VM_PARALLEL ?= 2
+VM_SCENARIOS := single-node-in-place || three-node-scale-in || cold-spare-rolling || reset-reprovisioning
+e2e-vm: tools
+	@mkdir -p $(ARTIFACTS)
+	UPGRADELAB_BACKEND=qemu $(MAKE) --no-print-directory e2e PARALLEL=$(VM_PARALLEL) ARTIFACTS=$(ARTIFACTS) \
+		GINKGO_LABELS='baremetal && plain && qemu && ($(VM_SCENARIOS))'
+
 
 # The fault variants (scenarios/faults/): each scenario with a failure
 # injected mid-run, judged by the same checks. `make e2e-faults REPEAT=5`

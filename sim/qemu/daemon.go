@@ -77,7 +77,7 @@ func StartDaemon(ctx context.Context, dir, registry string) (*Daemon, error) {
 	if len(sock) > 100 {
 		return nil, fmt.Errorf("libvirt folder %s: its socket path %s is too long for a unix socket (108 bytes); use a shorter lab folder", dir, sock)
 	}
-	for _, sub := range []string{"run", "lib", "log", "cache"} {
+	for _, sub := range []string{"run", "lib", "log", "cache", "etc-qemu"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			return nil, err
 		}
@@ -121,9 +121,10 @@ mount --bind %[1]s/lib /var/lib/libvirt
 mount --bind %[1]s/log /var/log/libvirt
 mount --bind %[1]s/cache /var/cache/libvirt
 mount --bind %[1]s/qemu.conf /etc/libvirt/qemu.conf
+mount --bind %[1]s/etc-qemu /etc/libvirt/qemu
 exec %[2]s -f %[1]s/libvirtd.conf -p %[1]s/libvirtd.pid
 `, dir, libvirtd)
-	for _, d := range []string{"/run/libvirt", "/var/lib/libvirt", "/var/log/libvirt", "/var/cache/libvirt"} {
+	for _, d := range []string{"/run/libvirt", "/var/lib/libvirt", "/var/log/libvirt", "/var/cache/libvirt", "/etc/libvirt/qemu"} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("libvirt needs %s to bind its private folder over: %w", d, err)
 		}

@@ -6,8 +6,9 @@
 //
 // The daemon is Debian's libvirtd, started by the harness without systemd.
 // It runs in a mount namespace of its own, where libvirt's fixed state
-// folders (/run/libvirt, /var/lib/libvirt, /var/log/libvirt) and its qemu.conf
-// are the lab's, so two labs (or two test binaries) never share a socket,
+// folders (/run/libvirt, /var/lib/libvirt, /var/log/libvirt,
+// /var/cache/libvirt), its qemu.conf and the folder of persistent domain
+// definitions (/etc/libvirt/qemu) are the lab's, so two labs (or two test binaries) never share a socket,
 // a domain or a pid file, and nothing is left in the machine's folders.
 // Its socket is in the lab's folder and clients reach it through
 // qemu:///system?socket=PATH.

@@ -98,6 +98,9 @@ func TestAKilledHarnessLeavesNoVMAfterTheNextStart(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatalf("the harness said %q", line)
 	}
+	if _, err := os.Stat("/etc/libvirt/qemu/orphan.xml"); err == nil {
+		t.Error("the VM's definition is in the machine's /etc/libvirt/qemu: another lab's daemon would load it")
+	}
 	b, err := os.ReadFile(filepath.Join(dir, "lv", "run", "qemu", "orphan.pid"))
 	if err != nil {
 		t.Fatal(err)
