@@ -83,6 +83,9 @@ func Write(dir string, results []result.Result, layout Layout) error {
 		name := res.Scenario + " (" + string(res.Form) + ")"
 		if res.HostOS != "" {
 			name = res.Scenario + " (" + string(res.Form) + ", " + res.HostOS + " hosts)"
+			if res.Backend != "" {
+				name = res.Scenario + " (" + string(res.Form) + ", " + res.HostOS + " hosts, " + res.Backend + " VMs)"
+			}
 		}
 		run := runData{Result: res, Name: name, Duration: res.Duration.Round(time.Second).String(),
 			Anchor: RunAnchor(res)}

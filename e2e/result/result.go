@@ -33,7 +33,10 @@ type Result struct {
 	Form     scenario.Form `json:"form"`
 	// HostOS is how the lab's hosts kept their OS: ab, ostree, or mixed
 	// with each host's kind; "" when the provider does not use the lab.
-	HostOS   string        `json:"hostOS,omitempty"`
+	HostOS string `json:"hostOS,omitempty"`
+	// Backend is "qemu" when the lab's hosts were real VMs ("" on the
+	// modelled hardware).
+	Backend  string        `json:"backend,omitempty"`
 	Strategy string        `json:"strategy"`
 	Started  time.Time     `json:"started"`
 	Duration time.Duration `json:"duration"`

@@ -93,3 +93,14 @@ func TestReadNamesABadFile(t *testing.T) {
 		t.Fatalf("err = %v; want one naming %s", err, path)
 	}
 }
+
+// A run on real VMs is another run than the same scenario on modelled
+// hardware: its key (what a report diff matches across suites) says so.
+func TestKeyNamesTheBackend(t *testing.T) {
+	modelled := Result{Provider: "baremetal", Scenario: "single-node-in-place", Form: "plain", HostOS: "ab"}
+	onVMs := modelled
+	onVMs.Backend = "qemu"
+	if modelled.Key() != "baremetal single-node-in-place/plain" || onVMs.Key() != "baremetal single-node-in-place/plain/qemu" {
+		t.Fatalf("keys %q and %q", modelled.Key(), onVMs.Key())
+	}
+}

@@ -12,13 +12,16 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/check"
 )
 
-// Key names a run across suites: provider, scenario, form and host OS
-// (what stays the same from one night's run to the next).
+// Key names a run across suites: provider, scenario, form, host OS and
+// backend (what stays the same from one night's run to the next).
 func (r Result) Key() string {
 	k := r.Provider + " " + r.Scenario + "/" + string(r.Form)
 	// "mixed (cp-0 ab, ...)" is the mode and each host's kind.
 	if mode, _, _ := strings.Cut(r.HostOS, " "); mode != "" && mode != "ab" {
 		k += "/" + mode
+	}
+	if r.Backend != "" {
+		k += "/" + r.Backend
 	}
 	return k
 }

@@ -109,6 +109,9 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		res.Provider = r.provider.Name
 		if r.provider.Lab {
 			res.HostOS = def.HostOS()
+			if def.Backend() != lab.BackendTest {
+				res.Backend = def.Backend()
+			}
 		}
 		r.prefix = fmt.Sprintf("[%s %s/%s]", r.provider.Name, s.Name, form)
 		if o.Name != "" {

@@ -294,7 +294,11 @@ func (a *Agent) RequestReset() error {
 	if err := a.host.RequestRecoveryBoot(); err != nil {
 		return err
 	}
-	go func() { _ = a.host.Reboot(context.Background()) }()
+	go func() {
+		if err := a.host.Reboot(context.Background()); err != nil {
+			a.record("RebootFailed", "the reboot into recovery failed: "+err.Error())
+		}
+	}()
 	return nil
 }
 

@@ -89,6 +89,20 @@ func TestQEMUHostsAreRealVMs(t *testing.T) {
 		t.Errorf("boot count %d after a reset, want 2", second.BootCount)
 	}
 
+	// A graceful reboot (what the agent does for a reset): the guest
+	// powers off, and the host powers on again.
+	if err := h.RequestRecoveryBoot(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Reboot(context.Background()); err != nil {
+		t.Fatalf("reboot: %v", err)
+	}
+	third := waitStatus(t, h, "boot after the reboot", func(s HostStatus) bool {
+		return s.Phase == PhaseRunning && s.OS != nil && s.OS.BootID != second.OS.BootID
+	})
+	if third.OS.Source != FromRecovery || third.Disk.RecoveryOnce {
+		t.Errorf("after a reboot into recovery: %s, recovery once still %v", third.OS.Source, third.Disk.RecoveryOnce)
+	}
 	if err := h.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +128,7 @@ func TestQEMUHostsAreRealVMs(t *testing.T) {
 			drained = true
 		}
 	}
-	if boots != 2 {
-		t.Errorf("%d OSRunning events from recovery, want 2", boots)
+	if boots != 3 {
+		t.Errorf("%d OSRunning events from recovery, want 3", boots)
 	}
 }
