@@ -298,8 +298,9 @@ func (r *Recorder) etcdMembers(ctx context.Context) (map[string]map[string]strin
 }
 
 // RecordLab writes the lab's hardware events into the timeline until ctx
-// ends: power, boot, disk and NIC events of each host.
-func RecordLab(ctx context.Context, l *lab.Lab, tl *timeline.Timeline) {
+// ends: power, boot, disk and NIC events of each host that keep selects
+// (nil: every host; a fleet's run records only its own hosts).
+func RecordLab(ctx context.Context, l *lab.Lab, tl *timeline.Timeline, keep func(host string) bool) {
 	events, cancel := l.Subscribe()
 	defer cancel()
 	for {
@@ -309,6 +310,9 @@ func RecordLab(ctx context.Context, l *lab.Lab, tl *timeline.Timeline) {
 		case e, ok := <-events:
 			if !ok {
 				return
+			}
+			if keep != nil && !keep(e.Host) {
+				continue
 			}
 			fields := map[string]string{"kind": string(e.Kind), "reason": e.Reason, "message": e.Message}
 			for k, v := range e.Data {

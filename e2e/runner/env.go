@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,8 +32,10 @@ type EnvOptions struct {
 	// provider (plus the extension when Extension is set), as the
 	// integration tests use it. A provider without the lab gets no site.
 	Provider *provider.Config
-	// Strategy picks the Provider's managers (their onlyFor).
-	Strategy scenario.Strategy
+	// Strategy picks the Provider's managers (their onlyFor); Strategies,
+	// when set, picks those of every strategy named (a fleet's plane).
+	Strategy   scenario.Strategy
+	Strategies []scenario.Strategy
 	// RepoRoot finds go.mod (to build a Provider's managers from modules).
 	RepoRoot string
 	Lab      *lab.Definition
@@ -65,6 +68,8 @@ type Env struct {
 	// Callback is the provider's callback URL (registration pools).
 	Callback string
 	stops    []func()
+	// nsLabels are the labels of every namespace the Env makes.
+	nsLabels map[string]string
 }
 
 // StartEnv starts it all; Stop ends it.
@@ -89,18 +94,36 @@ func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 	}
 	// The run's namespace carries the labels the extensions select their
 	// namespaces by, as a user labels the namespaces an extension serves.
-	labels := map[string]string{}
+	e.nsLabels = map[string]string{}
 	for _, p := range providers {
 		for k, v := range p.ExtensionNamespaceLabels {
-			labels[k] = v
+			e.nsLabels[k] = v
 		}
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "scenario-", Labels: labels}}
-	if err := e.Client.Create(ctx, ns); err != nil {
+	if e.Namespace, err = e.newNamespace(ctx); err != nil {
 		return nil, err
 	}
-	e.Namespace = ns.Name
 	return e, nil
+}
+
+// newNamespace creates a namespace for a run.
+func (e *Env) newNamespace(ctx context.Context) (string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "scenario-", Labels: e.nsLabels}}
+	if err := e.Client.Create(ctx, ns); err != nil {
+		return "", fmt.Errorf("a namespace for a run: %w", err)
+	}
+	return ns.Name, nil
+}
+
+// InNamespace is the Env seen from a new namespace of its own, for one
+// of the runs that share it (Shared): same site, plane and provider;
+// stopping it stops nothing.
+func (e *Env) InNamespace(ctx context.Context) (*Env, error) {
+	ns, err := e.newNamespace(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Env{Site: e.Site, Plane: e.Plane, Client: e.Client, Namespace: ns, Callback: e.Callback, nsLabels: e.nsLabels}, nil
 }
 
 // managers starts the site when the provider drives the lab, and
@@ -120,7 +143,7 @@ func (e *Env) managers(ctx context.Context, o EnvOptions) (_ []mgmt.Provider, er
 		e.stops = append(e.stops, e.Site.Stop)
 	}
 	var out []mgmt.Provider
-	for _, m := range cfg.ManagersFor(o.Strategy) {
+	for _, m := range managersFor(cfg, o) {
 		var p mgmt.Provider
 		switch m.Reference {
 		case "baremetal", "inventory":
@@ -136,6 +159,23 @@ func (e *Env) managers(ctx context.Context, o EnvOptions) (_ []mgmt.Provider, er
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// managersFor are the provider's managers for the strategy, or (a
+// fleet) for every strategy named, each once.
+func managersFor(cfg *provider.Config, o EnvOptions) []provider.Manager {
+	if len(o.Strategies) == 0 {
+		return cfg.ManagersFor(o.Strategy)
+	}
+	var out []provider.Manager
+	for _, s := range o.Strategies {
+		for _, m := range cfg.ManagersFor(s) {
+			if !slices.ContainsFunc(out, func(have provider.Manager) bool { return have.Name == m.Name }) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
 }
 
 // referenceProvider is upgradelab's provider, whole or (inventory) its

@@ -54,6 +54,32 @@ type Options struct {
 	// Name is how progress lines name the run: "provider scenario/form"
 	// by default; a suite that makes a run more than once adds the repeat.
 	Name string
+	// Shared, when set, is a plane and site the run shares with other
+	// runs (a fleet, e2e/fleet) instead of starting its own.
+	Shared *Shared
+}
+
+// Shared is what a run on a shared plane and site is given: the Env (the
+// run works in a namespace of its own there, Env.InNamespace, and never
+// stops the Env), the lab hosts that are its own, and the wave that says
+// when it may upgrade.
+type Shared struct {
+	Env *Env
+	// Hosts are the lab hosts the run enrolls and records; every other
+	// host of the lab belongs to another run.
+	Hosts []string
+	// Wave holds the upgrade until the wave lets the run start; nil
+	// starts at once.
+	Wave Wave
+}
+
+// Wave schedules the upgrades of runs sharing a plane. Start blocks until
+// the run named cluster may upgrade; End says the run's upgrade is over
+// (or that the run stopped before it), so the wave can move on. The
+// runner calls End exactly once for every run it gave a Wave.
+type Wave interface {
+	Start(ctx context.Context, cluster string) error
+	End(cluster string)
 }
 
 // DefaultProvider is the reference provider's config, relative to the
@@ -78,6 +104,9 @@ type run struct {
 	// settle waits for there, the recorder's last poll sees.
 	watched client.Reader
 	profile result.Profile
+	// waveStarted ends the run's part of a Shared wave (once; nil when
+	// there is none or it ended).
+	waveStarted func()
 }
 
 // workloadClient is the workload cluster's client, built once CAPI wrote
@@ -121,6 +150,9 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 	cpuBefore := processCPU()
 	if err == nil {
 		err = r.execute(ctx)
+	}
+	if r.waveStarted != nil {
+		r.waveStarted() // a run that stopped before its upgrade
 	}
 	r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: harnessCPU, CPU: processCPU() - cpuBefore})
 	res.Duration = time.Since(res.Started)
@@ -203,16 +235,26 @@ func (r *run) say(format string, args ...any) {
 }
 
 // execute runs the six steps; each phase function is one step.
-func (r *run) execute(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, r.scenario.Timeout.Duration)
-	defer cancel()
+func (r *run) execute(parent context.Context) (err error) {
+	// The scenario's timeout bounds the run's own work: while a shared
+	// run waits for its turn in a wave, the clock stops.
+	ctx, limit := newPausableTimeout(parent, r.scenario.Timeout.Duration)
+	defer limit.stop()
+	defer func() {
+		if cause := context.Cause(ctx); err != nil && errors.Is(cause, context.DeadlineExceeded) && !errors.Is(err, cause) {
+			err = fmt.Errorf("%w (%v)", err, cause)
+		}
+	}()
+	if w := r.shared().Wave; w != nil {
+		var once sync.Once
+		r.waveStarted = func() { once.Do(func() { w.End(r.clusterID()) }) }
+	}
 	if err := os.MkdirAll(r.opts.Dir, 0o755); err != nil {
 		return err
 	}
 	if ok, why := r.provider.Runs(r.scenario); !ok {
 		return errors.New(why)
 	}
-	var err error
 	if r.tl, err = timeline.Create(filepath.Join(r.opts.Dir, result.TimelineFile)); err != nil {
 		return err
 	}
@@ -227,14 +269,16 @@ func (r *run) execute(ctx context.Context) error {
 	if err := r.timed(ctx, result.PhaseStart, r.start); err != nil {
 		return err
 	}
-	defer func() {
-		// What each process of the plane used, read before they stop.
-		for _, c := range r.env.Plane.CPU() {
-			r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU})
-		}
-		r.recordForbidden()
-		_ = r.timed(ctx, result.PhaseStop, func(context.Context) error { r.env.Stop(); return nil })
-	}()
+	if r.opts.Shared == nil {
+		defer func() {
+			// What each process of the plane used, read before they stop.
+			for _, c := range r.env.Plane.CPU() {
+				r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU})
+			}
+			r.recordForbidden()
+			_ = r.timed(ctx, result.PhaseStop, func(context.Context) error { r.env.Stop(); return nil })
+		}()
+	}
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
 	r.faultErrs = make(chan error, len(r.scenario.Faults))
@@ -251,7 +295,7 @@ func (r *run) execute(ctx context.Context) error {
 		Workload: r.workloadClient, Hosts: r.provider.Lab, SpareLabel: r.provider.Hosts.SpareLabel}
 	go rec.Run(recCtx)
 	if r.provider.Lab {
-		go monitor.RecordLab(recCtx, r.env.Site.Lab, r.tl)
+		go monitor.RecordLab(recCtx, r.env.Site.Lab, r.tl, r.ownHost)
 		go monitor.RecordWorkload(recCtx, r.env.Site.Workloads, r.env.Namespace+"/"+clusterName, r.tl)
 	}
 	for _, phase := range []struct {
@@ -263,7 +307,14 @@ func (r *run) execute(ctx context.Context) error {
 		}
 	}
 	rec.Poll(ctx)
-	if err := r.timed(ctx, result.PhaseUpgrade, r.upgradeAndWait); err != nil {
+	if err := r.waitForWave(ctx, limit); err != nil {
+		return err
+	}
+	err = r.timed(ctx, result.PhaseUpgrade, r.upgradeAndWait)
+	if r.waveStarted != nil {
+		r.waveStarted()
+	}
+	if err != nil {
 		return err
 	}
 	rec.Poll(ctx)
@@ -282,8 +333,55 @@ func (r *run) execute(ctx context.Context) error {
 	return r.timed(ctx, result.PhaseReadData, func(ctx context.Context) error { r.readData(ctx); return nil })
 }
 
+// shared is the run's Shared, or an empty one.
+func (r *run) shared() Shared {
+	if r.opts.Shared == nil {
+		return Shared{}
+	}
+	return *r.opts.Shared
+}
+
+// clusterID names the run's cluster to its wave: its namespace and name
+// once the run has a namespace, its progress prefix before.
+func (r *run) clusterID() string {
+	if r.opts.Name != "" {
+		return r.opts.Name
+	}
+	return r.prefix
+}
+
+// ownHost says whether a lab host is the run's: every host, unless the
+// run shares the lab (Shared.Hosts).
+func (r *run) ownHost(name string) bool {
+	if r.opts.Shared == nil {
+		return true
+	}
+	return slices.Contains(r.opts.Shared.Hosts, name)
+}
+
+// waitForWave holds a shared run until its wave lets it upgrade, with
+// the run's timeout paused meanwhile.
+func (r *run) waitForWave(ctx context.Context, limit *pausableTimeout) error {
+	w := r.shared().Wave
+	if w == nil {
+		return nil
+	}
+	r.say("waiting for the wave to start this cluster's upgrade")
+	limit.pause()
+	defer limit.resume()
+	if err := w.Start(ctx, r.clusterID()); err != nil {
+		return fmt.Errorf("the wave did not start the upgrade: %w", err)
+	}
+	return nil
+}
+
 // start is step 1: the site (lab providers), the plane and the managers.
 func (r *run) start(ctx context.Context) (err error) {
+	if sh := r.opts.Shared; sh != nil {
+		r.say("step 1/6: a namespace of the shared plane, %d host(s) of the lab", len(sh.Hosts))
+		r.env, err = sh.Env.InNamespace(ctx)
+		return err
+	}
 	if r.provider.Lab {
 		r.say("step 1/6: starting the lab %s, CAPI's managers and the provider", r.lab.Spec.Name)
 	} else {
@@ -477,11 +575,16 @@ func (r *run) addonsMoved(ctx context.Context) bool {
 // a pool, as Elemental's seed image does.
 func (r *run) enroll(ctx context.Context) error {
 	if r.scenario.Strategy != scenario.Reset {
-		_, err := reference.Enroll(ctx, r.env.Client, r.env.Site, r.env.Namespace, nil)
+		_, err := reference.Enroll(ctx, r.env.Client, r.env.Site, r.env.Namespace, func(h lab.HostInfo) bool { return r.ownHost(h.Name) })
 		return err
 	}
 	url := reference.RegistrationURL(r.env.Callback, r.env.Namespace, resetPool)
-	hosts := r.env.Site.Lab.Hosts()
+	var hosts []*lab.Host
+	for _, h := range r.env.Site.Lab.Hosts() {
+		if r.ownHost(h.Name()) {
+			hosts = append(hosts, h)
+		}
+	}
 	for _, h := range hosts {
 		if err := r.env.Site.JoinRegistrationPool(h.Name(), url); err != nil {
 			return err

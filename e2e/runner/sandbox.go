@@ -96,7 +96,7 @@ func StartSandbox(ctx context.Context, s *scenario.Scenario, def *lab.Definition
 		Workload: r.workloadClient, Hosts: r.provider.Lab, SpareLabel: r.provider.Hosts.SpareLabel}
 	go rec.Run(recCtx)
 	if r.provider.Lab {
-		go monitor.RecordLab(recCtx, r.env.Site.Lab, r.tl)
+		go monitor.RecordLab(recCtx, r.env.Site.Lab, r.tl, nil)
 		go monitor.RecordWorkload(recCtx, r.env.Site.Workloads, r.env.Namespace+"/"+clusterName, r.tl)
 	}
 	if err := r.enrollHosts(ctx); err != nil {
