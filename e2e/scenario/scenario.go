@@ -6,6 +6,7 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -678,6 +679,22 @@ func (s *Scenario) Fits(def *lab.Definition) error {
 		return fmt.Errorf("%s: %s", path, strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// WithCluster is a copy of s with another cluster shape, checked as the
+// scenario file would be (the shape against the strategy, the
+// application against the shape) and against def's hosts; the error
+// names the fields of s's file ("cluster.controlPlane.replicas: ...").
+func (s *Scenario) WithCluster(c Cluster, def *lab.Definition) (*Scenario, error) {
+	out := *s
+	out.Cluster = c
+	if errs := out.validate(); len(errs) > 0 {
+		return nil, errors.New(strings.Join(errs, "; "))
+	}
+	if need, have := out.HostsNeeded(), len(def.Spec.Hosts); need > have {
+		return nil, fmt.Errorf("cluster: needs %d hosts during the upgrade, lab %s has %d", need, def.Spec.Name, have)
+	}
+	return &out, nil
 }
 
 // LabPath is the lab file, resolved against the scenario's folder.

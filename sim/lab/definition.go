@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -166,4 +167,99 @@ func (d *Definition) HostOS() string {
 		each = append(each, h.Name+" "+string(h.OS.Kind))
 	}
 	return mode + " (" + strings.Join(each, ", ") + ")"
+}
+
+// Part is one lab in a Compose: its hosts join under Prefix-NAME.
+type Part struct {
+	Prefix string
+	Def    *Definition
+}
+
+// Compose is one lab named name holding every part's hosts, renamed
+// PREFIX-HOST, with MACs of their own and addresses assigned afresh: a
+// fleet's lab, where each cluster gets a copy of its scenario's lab. The
+// first part gives the catalog, NVM images, NIC rules, recovery image,
+// timing and backend; every part must name the same catalog files and
+// give a credential or network of the same name the same content (the
+// error names the part). A network that would run out of addresses
+// widens to its /16.
+func Compose(name string, parts []Part) (*Definition, error) {
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("lab %s: no parts", name)
+	}
+	first := parts[0].Def
+	spec := *first.Spec
+	spec.Name, spec.Hosts, spec.Credentials, spec.Networks = name, nil, nil, nil
+	creds, nets := map[string]Credential{}, map[string]int{}
+	for _, p := range parts {
+		s := p.Def.Spec
+		for field, pair := range map[string][2]string{
+			"catalog":   {s.Resolve(s.Catalog), first.Spec.Resolve(first.Spec.Catalog)},
+			"nvmImages": {s.Resolve(s.NVMImages), first.Spec.Resolve(first.Spec.NVMImages)},
+			"nicRules":  {s.Resolve(s.NICRules), first.Spec.Resolve(first.Spec.NICRules)},
+		} {
+			if pair[0] != pair[1] {
+				return nil, fmt.Errorf("lab %s: part %s (lab %s): %s %s differs from the first part's %s", name, p.Prefix, s.Name, field, pair[0], pair[1])
+			}
+		}
+		for _, c := range s.Credentials {
+			if have, ok := creds[c.Name]; ok && have != c {
+				return nil, fmt.Errorf("lab %s: part %s (lab %s): credentials %q differ from an earlier part's", name, p.Prefix, s.Name, c.Name)
+			} else if !ok {
+				creds[c.Name] = c
+				spec.Credentials = append(spec.Credentials, c)
+			}
+		}
+		for _, n := range s.Networks {
+			if i, ok := nets[n.Name]; ok && spec.Networks[i].CIDR != n.CIDR {
+				return nil, fmt.Errorf("lab %s: part %s (lab %s): network %q is %s, an earlier part's is %s", name, p.Prefix, s.Name, n.Name, n.CIDR, spec.Networks[i].CIDR)
+			} else if !ok {
+				nets[n.Name] = len(spec.Networks)
+				spec.Networks = append(spec.Networks, n)
+			}
+		}
+		for _, h := range s.Hosts {
+			h.Name = p.Prefix + "-" + h.Name
+			h.NICs = slices.Clone(h.NICs)
+			i := len(spec.Hosts)
+			for j := range h.NICs {
+				h.NICs[j].MAC = fmt.Sprintf("52:54:%02x:%02x:%02x:%02x", 0xc0+j, i>>16&0xff, i>>8&0xff, i&0xff)
+				h.NICs[j].IP = ""
+			}
+			spec.Hosts = append(spec.Hosts, h)
+		}
+	}
+	ports := map[string]int{}
+	for _, h := range spec.Hosts {
+		for _, n := range h.NICs {
+			ports[n.Network]++
+		}
+	}
+	for i, n := range spec.Networks {
+		p, err := netip.ParsePrefix(n.CIDR)
+		if err != nil {
+			return nil, fmt.Errorf("lab %s: network %s: %w", name, n.Name, err)
+		}
+		if p.Bits() > 16 && ports[n.Name]+16 > 1<<(32-p.Bits()) {
+			spec.Networks[i].CIDR = netip.PrefixFrom(p.Addr(), 16).Masked().String()
+		}
+	}
+	creds2, nets2, names, macs := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]string{}
+	for _, c := range spec.Credentials {
+		creds2[c.Name] = true
+	}
+	for _, n := range spec.Networks {
+		nets2[n.Name] = true
+	}
+	for i, h := range spec.Hosts {
+		if err := validateHost(h, creds2, nets2, names, macs); err != nil {
+			return nil, fmt.Errorf("lab %s: hosts[%d] (%s): %w", name, i, h.Name, err)
+		}
+	}
+	if err := spec.assignIPs(); err != nil {
+		return nil, fmt.Errorf("lab %s: %w", name, err)
+	}
+	out := *first
+	out.Spec = &spec
+	return &out, nil
 }
