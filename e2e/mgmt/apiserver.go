@@ -127,9 +127,28 @@ type ProcessCPU struct {
 // restart.
 func (p *Plane) CPU() []ProcessCPU {
 	var out []ProcessCPU
+	for _, proc := range p.Processes() {
+		if d, ok := cpuTime(proc.PID); ok {
+			out = append(out, ProcessCPU{Name: proc.Name, CPU: d})
+		}
+	}
+	return out
+}
+
+// Process is one running process of the plane.
+type Process struct {
+	Name string
+	PID  int
+}
+
+// Processes are the plane's running processes, in CPU's order; a process
+// not found (a plane on an existing cluster runs no API server here) is
+// left out.
+func (p *Plane) Processes() []Process {
+	var out []Process
 	add := func(name string, pid int) {
-		if d, ok := cpuTime(pid); ok && pid > 0 {
-			out = append(out, ProcessCPU{Name: name, CPU: d})
+		if pid > 0 {
+			out = append(out, Process{Name: name, PID: pid})
 		}
 	}
 	if p.apiServer != nil {
@@ -144,6 +163,20 @@ func (p *Plane) CPU() []ProcessCPU {
 	for i, m := range p.managers {
 		if i < len(p.procs) {
 			add(m.name, p.procs[i].pid())
+		}
+	}
+	return out
+}
+
+// MetricsURLs are each manager's Prometheus endpoint (controller-runtime's
+// workqueue and reconcile metrics), by manager name: the diagnostics
+// address every manager is started with, served without authentication
+// (--insecure-diagnostics) on loopback.
+func (p *Plane) MetricsURLs() map[string]string {
+	out := map[string]string{}
+	for _, m := range p.managers {
+		if ports, ok := p.ports[m.name]; ok && ports.diagnostics > 0 {
+			out[m.name] = "http://127.0.0.1:" + strconv.Itoa(ports.diagnostics) + "/metrics"
 		}
 	}
 	return out

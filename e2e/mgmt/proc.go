@@ -129,3 +129,38 @@ func childNamed(comm, mark string) int {
 	}
 	return 0
 }
+
+// Usage is what one process has used so far: CPU time (its own and its
+// reaped children's), its resident memory now and at its peak (the
+// kernel's high-water mark, VmHWM, so no sample can miss a peak).
+type Usage struct {
+	CPU          time.Duration
+	RSS, PeakRSS int64 // bytes
+}
+
+// ReadUsage reads pid's Usage from /proc; false when it is gone.
+func ReadUsage(pid int) (Usage, bool) {
+	cpu, ok := cpuTime(pid)
+	if !ok {
+		return Usage{}, false
+	}
+	u := Usage{CPU: cpu}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return Usage{}, false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		name, value, _ := strings.Cut(line, ":")
+		kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "VmRSS":
+			u.RSS = kib << 10
+		case "VmHWM":
+			u.PeakRSS = kib << 10
+		}
+	}
+	return u, true
+}

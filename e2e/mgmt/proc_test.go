@@ -135,3 +135,22 @@ func leaderIsZombie(pid int) bool {
 	fields, ok := procStat(pid)
 	return ok && fields[0] == "Z"
 }
+
+func TestReadUsageSeesThisProcessGrow(t *testing.T) {
+	before, ok := ReadUsage(os.Getpid())
+	if !ok || before.RSS <= 0 || before.PeakRSS < before.RSS {
+		t.Fatalf("usage %+v, %v", before, ok)
+	}
+	buf := make([]byte, 64<<20)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	after, _ := ReadUsage(os.Getpid())
+	if after.PeakRSS < before.PeakRSS+32<<20 {
+		t.Fatalf("peak RSS %d after touching 64 MiB, %d before", after.PeakRSS, before.PeakRSS)
+	}
+	runtime.KeepAlive(buf)
+	if _, ok := ReadUsage(1 << 30); ok {
+		t.Fatal("a process that does not exist has a usage")
+	}
+}

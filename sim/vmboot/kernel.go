@@ -47,9 +47,13 @@ func FetchKernel(ctx context.Context, cacheDir, pkg string) (*Kernel, error) {
 	if k, err := findKernel(name, root); err == nil {
 		return k, nil
 	}
-	tmp := root + ".tmp"
-	_ = os.RemoveAll(tmp)
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
+	// Labs that start at once on a cold cache each fetch it: each into a
+	// folder of its own, and the first to finish puts its copy in place.
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(cacheDir, name+".tmp-")
+	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
@@ -63,9 +67,15 @@ func FetchKernel(ctx context.Context, cacheDir, pkg string) (*Kernel, error) {
 	if _, err := output(ctx, "", "dpkg-deb", "-x", debs[0], filepath.Join(tmp, "root")); err != nil {
 		return nil, fmt.Errorf("kernel package %s: %w", name, err)
 	}
-	_ = os.RemoveAll(root)
+	if k, err := findKernel(name, root); err == nil {
+		return k, nil // another fetch finished first
+	}
+	_ = os.RemoveAll(root) // a broken copy
 	if err := os.Rename(filepath.Join(tmp, "root"), root); err != nil {
-		return nil, err
+		if k, err2 := findKernel(name, root); err2 == nil {
+			return k, nil // another fetch put its copy in place meanwhile
+		}
+		return nil, fmt.Errorf("kernel package %s: %w", name, err)
 	}
 	return findKernel(name, root)
 }
