@@ -36,7 +36,10 @@ type Result struct {
 	HostOS string `json:"hostOS,omitempty"`
 	// Backend is "qemu" when the lab's hosts were real VMs ("" on the
 	// modelled hardware).
-	Backend  string        `json:"backend,omitempty"`
+	Backend string `json:"backend,omitempty"`
+	// Cluster names the run's cluster in a fleet (e2e/fleet), where many
+	// runs of one scenario share a plane; "" for a run of its own.
+	Cluster  string        `json:"cluster,omitempty"`
 	Strategy string        `json:"strategy"`
 	Started  time.Time     `json:"started"`
 	Duration time.Duration `json:"duration"`

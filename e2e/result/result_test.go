@@ -103,4 +103,9 @@ func TestKeyNamesTheBackend(t *testing.T) {
 	if modelled.Key() != "baremetal single-node-in-place/plain" || onVMs.Key() != "baremetal single-node-in-place/plain/qemu" {
 		t.Fatalf("keys %q and %q", modelled.Key(), onVMs.Key())
 	}
+	inFleet := modelled
+	inFleet.Cluster = "sn-3"
+	if inFleet.Key() != "baremetal single-node-in-place/plain sn-3" {
+		t.Fatalf("a fleet's cluster: key %q", inFleet.Key())
+	}
 }

@@ -23,6 +23,9 @@ func (r Result) Key() string {
 	if r.Backend != "" {
 		k += "/" + r.Backend
 	}
+	if r.Cluster != "" {
+		k += " " + r.Cluster
+	}
 	return k
 }
 

@@ -143,6 +143,9 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 			}
 		}
 		r.prefix = fmt.Sprintf("[%s %s/%s]", r.provider.Name, s.Name, form)
+		if o.Shared != nil {
+			res.Cluster = o.Name
+		}
 		if o.Name != "" {
 			r.prefix = "[" + o.Name + "]"
 		}

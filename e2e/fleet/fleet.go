@@ -1,0 +1,242 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/upgradelab/upgradelab/e2e/mgmt"
+	"github.com/upgradelab/upgradelab/e2e/provider"
+	"github.com/upgradelab/upgradelab/e2e/result"
+	"github.com/upgradelab/upgradelab/e2e/runner"
+	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/timescale"
+)
+
+// Options are what a fleet run is given besides its fleet.
+type Options struct {
+	// RepoRoot finds fixtures/ (the reference provider's config).
+	RepoRoot string
+	// Dir is the artifacts folder: shared/ (the plane's logs, the site),
+	// clusters/NAME/ (each run's timeline and result), and the report.
+	Dir      string
+	Scale    timescale.Scale
+	Progress io.Writer
+	// Binaries built once (reference.Build).
+	ProviderBinary, ExtensionBinary string
+	// SampleEvery is how often the wave's cost is sampled (default 2 s).
+	SampleEvery time.Duration
+}
+
+// Run provisions every cluster of fl on one plane and one lab, upgrades
+// them in the fleet's wave, judges each cluster's timeline with every
+// rule, and measures what it cost. The results are each cluster's, as a
+// suite's; the Report is the fleet's.
+func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, error) {
+	started := time.Now()
+	prov, err := provider.Load(filepath.Join(o.RepoRoot, runner.DefaultProvider))
+	if err != nil {
+		return nil, nil, err
+	}
+	say := func(format string, args ...any) {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "%s [fleet %s] %s\n", time.Now().Format("15:04:05"), fl.File.Name, fmt.Sprintf(format, args...))
+		}
+	}
+	say("starting one plane and one lab of %d hosts for %d clusters (%v)", len(fl.Lab.Spec.Hosts), len(fl.Clusters), fl.Strategies())
+	env, err := runner.StartEnv(ctx, runner.EnvOptions{Provider: prov, Strategies: fl.Strategies(), RepoRoot: o.RepoRoot,
+		Lab: fl.Lab, Dir: filepath.Join(o.Dir, "shared"), Scale: o.Scale,
+		ProviderBinary: o.ProviderBinary, ExtensionBinary: o.ExtensionBinary})
+	if err != nil {
+		return nil, nil, fmt.Errorf("fleet %s: the shared plane and lab: %w", fl.File.Name, err)
+	}
+	defer env.Stop()
+	planeUp := time.Now()
+	meter, err := newMeter(env.Plane, o.SampleEvery)
+	if err != nil {
+		return nil, nil, err
+	}
+	meter.mark(ctx, markStart)
+
+	w := newWave(len(fl.Clusters), fl.File.Wave.Batch)
+	results := make([]result.Result, len(fl.Clusters))
+	samplerCtx, stopSampling := context.WithCancel(ctx)
+	var sampling sync.WaitGroup
+	sampling.Go(func() { meter.sample(samplerCtx) })
+	progress := &lockedWriter{w: o.Progress}
+	var wg sync.WaitGroup
+	for i, c := range fl.Clusters {
+		wg.Go(func() {
+			results[i] = runner.Run(ctx, c.Scenario, clusterLab(fl.Lab, c.Hosts), fl.File.Form, runner.Options{
+				RepoRoot: o.RepoRoot, Dir: filepath.Join(o.Dir, "clusters", c.Name), Scale: o.Scale,
+				Progress: progress, Name: c.Name, Provider: prov,
+				Shared: &runner.Shared{Env: env, Hosts: c.Hosts, Wave: w}})
+		})
+	}
+	go func() {
+		// The wave's start, as the meter sees it.
+		for ctx.Err() == nil {
+			if began, _, _ := w.times(); !began.IsZero() {
+				meter.mark(ctx, markWave)
+				say("every cluster provisioned in %s; the wave begins (batch %s)", time.Since(planeUp).Round(time.Second), batchName(fl.File.Wave.Batch))
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	wg.Wait()
+	meter.mark(ctx, markEnd)
+	stopSampling()
+	sampling.Wait()
+	rep := newReport(fl, results, w, meter, started, planeUp)
+	return rep, results, nil
+}
+
+func batchName(n int) string {
+	if n == 0 {
+		return "all at once"
+	}
+	return fmt.Sprintf("%d at a time", n)
+}
+
+// clusterLab is the fleet's lab as one cluster's run sees it: its hosts
+// only (the rules and the report judge its hosts, not its neighbours').
+func clusterLab(def *lab.Definition, hosts []string) *lab.Definition {
+	spec := *def.Spec
+	spec.Hosts = nil
+	for _, h := range def.Spec.Hosts {
+		if slices.Contains(hosts, h.Name) {
+			spec.Hosts = append(spec.Hosts, h)
+		}
+	}
+	out := *def
+	out.Spec = &spec
+	return &out
+}
+
+// lockedWriter lets runs share one progress stream line by line.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	if l.w == nil {
+		return len(p), nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// Marks are the moments the meter reads the plane's counters at.
+const (
+	markStart = "start" // the plane and lab up, nothing created
+	markWave  = "wave"  // every cluster provisioned, the first upgrade starting
+	markEnd   = "end"   // every run ended
+)
+
+// meter reads what the fleet costs: each process's CPU and memory, the
+// API server's request counts, and each manager's workqueue and reconcile
+// metrics, at each mark; between marks it samples the total RSS and the
+// workqueue depths, whose peaks no end reading shows.
+type meter struct {
+	plane *mgmt.Plane
+	every time.Duration
+	api   *http.Client
+	mgrs  *http.Client
+
+	mu    sync.Mutex
+	marks map[string]reading
+	// peakRSS is the highest total RSS sampled; peakDepth each manager's
+	// highest workqueue depth (all its queues added up).
+	peakRSS   int64
+	peakDepth map[string]float64
+}
+
+// reading is the plane at one mark.
+type reading struct {
+	at       time.Time
+	usage    map[string]mgmt.Usage
+	requests float64
+	managers map[string]scrape
+}
+
+func newMeter(p *mgmt.Plane, every time.Duration) (*meter, error) {
+	api, err := rest.HTTPClientFor(p.RESTConfig)
+	if err != nil {
+		return nil, fmt.Errorf("a client for the API server's metrics: %w", err)
+	}
+	if every == 0 {
+		every = 2 * time.Second
+	}
+	return &meter{plane: p, every: every, api: api, mgrs: &http.Client{Timeout: 10 * time.Second},
+		marks: map[string]reading{}, peakDepth: map[string]float64{}}, nil
+}
+
+// harness names the harness process (this one) among the plane's.
+const harness = "harness"
+
+// usage reads every process's Usage.
+func (m *meter) usage() map[string]mgmt.Usage {
+	out := map[string]mgmt.Usage{}
+	procs := append(m.plane.Processes(), mgmt.Process{Name: harness, PID: os.Getpid()})
+	for _, p := range procs {
+		if u, ok := mgmt.ReadUsage(p.PID); ok {
+			out[p.Name] = u
+		}
+	}
+	return out
+}
+
+func (m *meter) mark(ctx context.Context, name string) {
+	r := reading{at: time.Now(), usage: m.usage(), managers: map[string]scrape{}}
+	if s, err := scrapeURL(ctx, m.api, m.plane.RESTConfig.Host+"/metrics"); err == nil {
+		r.requests = s.sum("apiserver_request_total")
+	}
+	for name, url := range m.plane.MetricsURLs() {
+		if s, err := scrapeURL(ctx, m.mgrs, url); err == nil {
+			r.managers[name] = s
+		}
+	}
+	m.mu.Lock()
+	m.marks[name] = r
+	m.mu.Unlock()
+}
+
+// sample keeps the peaks until ctx ends.
+func (m *meter) sample(ctx context.Context) {
+	t := time.NewTicker(m.every)
+	defer t.Stop()
+	for {
+		var total int64
+		for _, u := range m.usage() {
+			total += u.RSS
+		}
+		depths := map[string]float64{}
+		for name, url := range m.plane.MetricsURLs() {
+			if s, err := scrapeURL(ctx, m.mgrs, url); err == nil {
+				depths[name] = s.sum("workqueue_depth")
+			}
+		}
+		m.mu.Lock()
+		m.peakRSS = max(m.peakRSS, total)
+		for name, d := range depths {
+			m.peakDepth[name] = max(m.peakDepth[name], d)
+		}
+		m.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

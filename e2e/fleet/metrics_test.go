@@ -1,0 +1,61 @@
+package fleet
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+const sample = `# HELP workqueue_depth Current depth of workqueue
+# TYPE workqueue_depth gauge
+workqueue_depth{controller="machine",name="machine"} 3
+workqueue_depth{controller="cluster",name="cluster"} 2
+# HELP controller_runtime_reconcile_time_seconds Length of time per reconciliation per controller
+# TYPE controller_runtime_reconcile_time_seconds histogram
+controller_runtime_reconcile_time_seconds_bucket{controller="machine",le="0.1"} 50
+controller_runtime_reconcile_time_seconds_bucket{controller="machine",le="1"} 90
+controller_runtime_reconcile_time_seconds_bucket{controller="machine",le="+Inf"} 100
+controller_runtime_reconcile_time_seconds_sum{controller="machine"} 40
+controller_runtime_reconcile_time_seconds_count{controller="machine"} 100
+controller_runtime_reconcile_time_seconds_bucket{controller="cluster",le="0.1"} 0
+controller_runtime_reconcile_time_seconds_bucket{controller="cluster",le="1"} 0
+controller_runtime_reconcile_time_seconds_bucket{controller="cluster",le="+Inf"} 0
+controller_runtime_reconcile_time_seconds_sum{controller="cluster"} 0
+controller_runtime_reconcile_time_seconds_count{controller="cluster"} 0
+`
+
+func TestMetricsSumsAndQuantiles(t *testing.T) {
+	s, err := parseMetrics(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.sum("workqueue_depth"); got != 5 {
+		t.Fatalf("depth %v", got)
+	}
+	if got := s.byLabel("workqueue_depth", "name"); got["machine"] != 3 || got["cluster"] != 2 {
+		t.Fatalf("by name %v", got)
+	}
+	h := s.histogram("controller_runtime_reconcile_time_seconds")
+	if h.count() != 100 {
+		t.Fatalf("count %d (%s)", h.count(), h)
+	}
+	// The 50th observation is the 0.1 bucket's last: 0.1.
+	if q := h.quantile(0.5); math.Abs(q-0.1) > 1e-9 {
+		t.Fatalf("p50 %v", q)
+	}
+	// The 70th is halfway through (0.1, 1]: 0.55.
+	if q := h.quantile(0.7); math.Abs(q-0.55) > 1e-9 {
+		t.Fatalf("p70 %v", q)
+	}
+	// The 95th is in +Inf: the highest finite bound.
+	if q := h.quantile(0.95); q != 1 {
+		t.Fatalf("p95 %v", q)
+	}
+	none := h.since(h)
+	if none.count() != 0 || !math.IsNaN(none.quantile(0.5)) {
+		t.Fatalf("nothing since itself: %s", none)
+	}
+	if _, err := parseMetrics(strings.NewReader("workqueue_depth{ 3\n")); err == nil {
+		t.Fatal("malformed metrics parsed")
+	}
+}

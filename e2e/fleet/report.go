@@ -1,0 +1,254 @@
+package fleet
+
+import (
+	"encoding/json"
+	"fmt"
+	dto "github.com/prometheus/client_model/go"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/upgradelab/upgradelab/e2e/result"
+)
+
+// ReportFile and ReportText name the fleet's report in its folder.
+const (
+	ReportFile = "fleet.json"
+	ReportText = "fleet.txt"
+)
+
+// Report is what one wave cost and how it went.
+type Report struct {
+	Fleet    string `json:"fleet"`
+	Clusters int    `json:"clusters"`
+	Hosts    int    `json:"hosts"`
+	Form     string `json:"form"`
+	// Batch is the wave's batch size (0: all at once).
+	Batch int `json:"batch"`
+	// Wall is from the start until every run ended; PlaneStart the shared
+	// plane's and lab's start; Provision from then until every cluster
+	// was provisioned (the wave's start); Wave from then until the last
+	// upgrade ended.
+	Wall       time.Duration `json:"wall"`
+	PlaneStart time.Duration `json:"planeStart"`
+	Provision  time.Duration `json:"provision"`
+	Wave       time.Duration `json:"wave"`
+	// Upgrade spreads each upgraded cluster's time from its upgrade step
+	// to done.
+	Upgrade Spread `json:"upgrade"`
+	Passed  int    `json:"passed"`
+	Failed  int    `json:"failed"`
+	Stopped int    `json:"stopped"`
+	// Processes: the plane's (kube-apiserver, etcd,
+	// kube-controller-manager, each manager, the provider and the
+	// extension among them) and the harness's, which runs the lab (BMCs,
+	// agents, workload API servers) and the recorders.
+	Processes []ProcessCost `json:"processes"`
+	// PeakTotalRSS is the highest sum of every process's RSS sampled.
+	PeakTotalRSS int64 `json:"peakTotalRSS"`
+	// HarnessRSSPerHost is the harness's peak RSS over the lab's hosts.
+	HarnessRSSPerHost int64 `json:"harnessRSSPerHost"`
+	// APIRequestsPerSecond: the API server's requests over the whole run
+	// and during the wave.
+	APIRequestsPerSecond       float64       `json:"apiRequestsPerSecond"`
+	APIRequestsPerSecondInWave float64       `json:"apiRequestsPerSecondInWave"`
+	Managers                   []ManagerCost `json:"managers"`
+}
+
+// Spread is a distribution's median, 95th percentile and maximum
+// (nearest rank).
+type Spread struct {
+	N   int           `json:"n"`
+	P50 time.Duration `json:"p50"`
+	P95 time.Duration `json:"p95"`
+	Max time.Duration `json:"max"`
+}
+
+// ProcessCost is one process's CPU (over the run and during the wave)
+// and peak RSS.
+type ProcessCost struct {
+	Name    string        `json:"name"`
+	CPU     time.Duration `json:"cpu"`
+	WaveCPU time.Duration `json:"waveCPU"`
+	PeakRSS int64         `json:"peakRSS"`
+}
+
+// ManagerCost is one manager's controllers during the wave, from its
+// metrics endpoint: its deepest workqueues (all queues added up, sampled)
+// and its reconciles' count and latency.
+type ManagerCost struct {
+	Name           string  `json:"name"`
+	PeakQueueDepth float64 `json:"peakQueueDepth"`
+	Reconciles     uint64  `json:"reconciles"`
+	// ReconcileP50 and P95 in seconds (NaN-free: -1 when none ran).
+	ReconcileP50 float64 `json:"reconcileP50"`
+	ReconcileP95 float64 `json:"reconcileP95"`
+	// Slowest is the controller with the highest p95 in the wave.
+	Slowest string `json:"slowest,omitempty"`
+}
+
+func spread(ds []time.Duration) Spread {
+	if len(ds) == 0 {
+		return Spread{}
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	rank := func(q float64) time.Duration { return ds[max(int(math.Ceil(q*float64(len(ds))))-1, 0)] }
+	return Spread{N: len(ds), P50: rank(0.5), P95: rank(0.95), Max: ds[len(ds)-1]}
+}
+
+const reconcileMetric = "controller_runtime_reconcile_time_seconds"
+
+func newReport(fl *Fleet, results []result.Result, w *wave, m *meter, started, planeUp time.Time) *Report {
+	r := &Report{Fleet: fl.File.Name, Clusters: len(fl.Clusters), Hosts: len(fl.Lab.Spec.Hosts), Form: string(fl.File.Form),
+		Batch: fl.File.Wave.Batch, Wall: time.Since(started), PlaneStart: planeUp.Sub(started)}
+	began, _, ends := w.times()
+	if !began.IsZero() {
+		r.Provision = began.Sub(planeUp)
+		last := began
+		for _, e := range ends {
+			if e.After(last) {
+				last = e
+			}
+		}
+		r.Wave = last.Sub(began)
+	}
+	var upgrades []time.Duration
+	for _, res := range results {
+		switch res.Verdict() {
+		case "PASS":
+			r.Passed++
+		case "FAIL":
+			r.Failed++
+		default:
+			r.Stopped++
+		}
+		if res.Upgrade > 0 {
+			upgrades = append(upgrades, res.Upgrade)
+		}
+	}
+	r.Upgrade = spread(upgrades)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	start, wave, end := m.marks[markStart], m.marks[markWave], m.marks[markEnd]
+	if wave.at.IsZero() {
+		wave = end // no wave began: every run stopped first
+	}
+	for name, u := range end.usage {
+		r.Processes = append(r.Processes, ProcessCost{Name: name, CPU: u.CPU - start.usage[name].CPU,
+			WaveCPU: u.CPU - wave.usage[name].CPU, PeakRSS: u.PeakRSS})
+		if name == harness && r.Hosts > 0 {
+			r.HarnessRSSPerHost = u.PeakRSS / int64(r.Hosts)
+		}
+	}
+	slices.SortFunc(r.Processes, func(a, b ProcessCost) int { return int(b.PeakRSS - a.PeakRSS) })
+	r.PeakTotalRSS = m.peakRSS
+	if d := end.at.Sub(start.at).Seconds(); d > 0 {
+		r.APIRequestsPerSecond = (end.requests - start.requests) / d
+	}
+	if d := end.at.Sub(wave.at).Seconds(); d > 0 {
+		r.APIRequestsPerSecondInWave = (end.requests - wave.requests) / d
+	}
+	for name, s := range end.managers {
+		before := wave.managers[name]
+		h := s.histogram(reconcileMetric).since(before.histogram(reconcileMetric))
+		mc := ManagerCost{Name: name, PeakQueueDepth: m.peakDepth[name], Reconciles: h.count(),
+			ReconcileP50: finite(h.quantile(0.5)), ReconcileP95: finite(h.quantile(0.95))}
+		worst := -1.0
+		for _, c := range controllers(s) {
+			ch := s.controllerHistogram(c).since(before.controllerHistogram(c))
+			if q := ch.quantile(0.95); !math.IsNaN(q) && q > worst {
+				worst, mc.Slowest = q, c
+			}
+		}
+		r.Managers = append(r.Managers, mc)
+	}
+	slices.SortFunc(r.Managers, func(a, b ManagerCost) int { return strings.Compare(a.Name, b.Name) })
+	return r
+}
+
+func finite(f float64) float64 {
+	if math.IsNaN(f) {
+		return -1
+	}
+	return f
+}
+
+// controllers are the controller labels of the reconcile histogram.
+func controllers(s scrape) []string {
+	var out []string
+	for _, m := range s.family(reconcileMetric) {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "controller" && !slices.Contains(out, l.GetValue()) {
+				out = append(out, l.GetValue())
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// controllerHistogram is the reconcile histogram of one controller.
+func (s scrape) controllerHistogram(controller string) histogram {
+	var mine []*dto.Metric
+	for _, m := range s.family(reconcileMetric) {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "controller" && l.GetValue() == controller {
+				mine = append(mine, m)
+			}
+		}
+	}
+	return histogramOf(mine)
+}
+
+// Write keeps the report as fleet.json and fleet.txt in dir.
+func (r *Report) Write(dir string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ReportFile), b, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, ReportText), []byte(r.String()), 0o644)
+}
+
+func mib(b int64) string { return fmt.Sprintf("%d MiB", b>>20) }
+
+func secs(d time.Duration) string { return d.Round(100 * time.Millisecond).String() }
+
+// String is the report as `upgradelab fleet` prints it.
+func (r *Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "fleet %s: %d clusters (%s) on %d hosts, wave %s\n", r.Fleet, r.Clusters, r.Form, r.Hosts, batchName(r.Batch))
+	fmt.Fprintf(&b, "verdicts: %d passed, %d failed, %d stopped\n", r.Passed, r.Failed, r.Stopped)
+	fmt.Fprintf(&b, "wall %s: plane and lab %s, provisioning %s, wave %s\n", secs(r.Wall), secs(r.PlaneStart), secs(r.Provision), secs(r.Wave))
+	fmt.Fprintf(&b, "upgrade per cluster (%d): p50 %s, p95 %s, max %s\n", r.Upgrade.N, secs(r.Upgrade.P50), secs(r.Upgrade.P95), secs(r.Upgrade.Max))
+	fmt.Fprintf(&b, "memory: peak total RSS %s; harness %s per host\n", mib(r.PeakTotalRSS), fmt.Sprintf("%.1f MiB", float64(r.HarnessRSSPerHost)/(1<<20)))
+	fmt.Fprintf(&b, "API server: %.0f requests/s over the run, %.0f in the wave\n\n", r.APIRequestsPerSecond, r.APIRequestsPerSecondInWave)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "process\tCPU\tCPU in wave\tpeak RSS")
+	for _, p := range r.Processes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, secs(p.CPU), secs(p.WaveCPU), mib(p.PeakRSS))
+	}
+	tw.Flush()
+	b.WriteString("\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "manager\tpeak queue depth\treconciles in wave\tp50\tp95\tslowest controller (p95)")
+	for _, m := range r.Managers {
+		fmt.Fprintf(tw, "%s\t%.0f\t%d\t%s\t%s\t%s\n", m.Name, m.PeakQueueDepth, m.Reconciles, seconds(m.ReconcileP50), seconds(m.ReconcileP95), m.Slowest)
+	}
+	tw.Flush()
+	return b.String()
+}
+
+func seconds(s float64) string {
+	if s < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3fs", s)
+}

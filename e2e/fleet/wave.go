@@ -1,0 +1,116 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// wave is the runner.Wave of a fleet: no upgrade starts until every
+// cluster has arrived (provisioned, its data written) or ended (a run
+// that stopped early), so the wave's time is the fleet's upgrade alone;
+// then the clusters go in batches of batch (0: all together) in the
+// order they arrived, each batch once every cluster of the one before
+// has ended.
+type wave struct {
+	total, batch int
+
+	mu      sync.Mutex
+	arrived []string
+	ended   map[string]bool
+	// started[i] is closed when arrived[i] may go.
+	started map[string]chan struct{}
+	running int // started and not ended, in the current batch
+	next    int // index into arrived of the next to start
+	began   time.Time
+	// starts and ends record when each cluster's upgrade started and ended.
+	starts, ends map[string]time.Time
+}
+
+func newWave(total, batch int) *wave {
+	return &wave{total: total, batch: batch, ended: map[string]bool{}, started: map[string]chan struct{}{},
+		starts: map[string]time.Time{}, ends: map[string]time.Time{}}
+}
+
+// Start blocks until the cluster's turn.
+func (w *wave) Start(ctx context.Context, cluster string) error {
+	w.mu.Lock()
+	ch := make(chan struct{})
+	w.started[cluster] = ch
+	w.arrived = append(w.arrived, cluster)
+	w.advance()
+	w.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s waited for its turn: %w", cluster, ctx.Err())
+	}
+}
+
+// End marks the cluster's upgrade over (or the run stopped before it).
+func (w *wave) End(cluster string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ended[cluster] {
+		return
+	}
+	w.ended[cluster] = true
+	if _, ok := w.starts[cluster]; ok {
+		w.ends[cluster] = time.Now()
+		w.running--
+	}
+	w.advance()
+}
+
+// advance starts the next batch when the wave may move: every cluster
+// has arrived or ended, and the current batch is over.
+func (w *wave) advance() {
+	if len(w.arrived)+w.endedUnarrived() < w.total || w.running > 0 {
+		return
+	}
+	if w.began.IsZero() {
+		w.began = time.Now()
+	}
+	size := w.batch
+	if size == 0 {
+		size = len(w.arrived)
+	}
+	for ; size > 0 && w.next < len(w.arrived); w.next++ {
+		c := w.arrived[w.next]
+		if w.ended[c] {
+			continue
+		}
+		w.starts[c] = time.Now()
+		w.running++
+		size--
+		close(w.started[c])
+	}
+}
+
+// endedUnarrived counts clusters that ended without arriving.
+func (w *wave) endedUnarrived() int {
+	n := 0
+	for c := range w.ended {
+		if _, ok := w.started[c]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// times are when the wave began and each cluster's upgrade started and
+// ended.
+func (w *wave) times() (began time.Time, starts, ends map[string]time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s, e := map[string]time.Time{}, map[string]time.Time{}
+	for k, v := range w.starts {
+		s[k] = v
+	}
+	for k, v := range w.ends {
+		e[k] = v
+	}
+	return w.began, s, e
+}
