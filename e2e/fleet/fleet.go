@@ -28,7 +28,9 @@ type Options struct {
 	// Dir is the artifacts folder: shared/ (the plane's logs, the site),
 	// clusters/NAME/ (each run's timeline and result), and the report.
 	Dir      string
-	Scale    timescale.Scale
+	Scale timescale.Scale
+	// Progress receives every run's progress lines, from many goroutines:
+	// it must take each Write whole (nil: none).
 	Progress io.Writer
 	// Binaries built once (reference.Build).
 	ProviderBinary, ExtensionBinary string
@@ -71,13 +73,12 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	samplerCtx, stopSampling := context.WithCancel(ctx)
 	var sampling sync.WaitGroup
 	sampling.Go(func() { meter.sample(samplerCtx) })
-	progress := &lockedWriter{w: o.Progress}
 	var wg sync.WaitGroup
 	for i, c := range fl.Clusters {
 		wg.Go(func() {
 			results[i] = runner.Run(ctx, c.Scenario, clusterLab(fl.Lab, c.Hosts), fl.File.Form, runner.Options{
 				RepoRoot: o.RepoRoot, Dir: filepath.Join(o.Dir, "clusters", c.Name), Scale: o.Scale,
-				Progress: progress, Name: c.Name, Provider: prov,
+				Progress: o.Progress, Name: c.Name, Provider: prov,
 				Shared: &runner.Shared{Env: env, Hosts: c.Hosts, Wave: w}})
 		})
 	}
@@ -120,21 +121,6 @@ func clusterLab(def *lab.Definition, hosts []string) *lab.Definition {
 	out := *def
 	out.Spec = &spec
 	return &out
-}
-
-// lockedWriter lets runs share one progress stream line by line.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	if l.w == nil {
-		return len(p), nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // Marks are the moments the meter reads the plane's counters at.

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/upgradelab/upgradelab/e2e/fleet"
+	"github.com/upgradelab/upgradelab/e2e/reference"
+	"github.com/upgradelab/upgradelab/e2e/report"
+	"github.com/upgradelab/upgradelab/e2e/result"
+	"github.com/upgradelab/upgradelab/sim/timescale"
+)
+
+func newFleetCommand() *cobra.Command {
+	var o fleetOptions
+	cmd := &cobra.Command{
+		Use:   "fleet",
+		Short: "Provision many clusters on one plane and one lab, upgrade them in one wave, and measure what it costs",
+		Long: `Reads a fleet file (fixtures/fleets; docs/FLEET.md), starts one management
+plane with CAPI's managers, the provider and the extension, and one lab
+holding a copy of each cluster's scenario lab, provisions every cluster
+(each its own namespace, each recorded and judged with every rule as in
+make e2e), then upgrades them all at once or in batches of wave.batch.
+Prints and writes (fleet.txt, fleet.json) the wall time, the spread of
+per-cluster upgrade times, each process's CPU and peak RSS, the API
+server's request rate and each manager's workqueue depth and reconcile
+latency; report.html, results.json and junit.xml hold each cluster's
+verdicts. Exits non-zero when a cluster broke a rule or stopped.`,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.OutOrStdout()) },
+	}
+	cmd.Flags().StringVar(&o.file, "fleet", "fixtures/fleets/small.yaml", "the fleet file")
+	cmd.Flags().StringVar(&o.artifacts, "artifacts", "", "folder for every artifact (default ./_artifacts/fleet-TIME)")
+	cmd.Flags().Float64Var(&o.scale, "time-scale", 0.01, "real time per modelled time in the lab")
+	cmd.Flags().IntVar(&o.batch, "batch", -1, "override the fleet file's wave.batch (0: all at once)")
+	return cmd
+}
+
+type fleetOptions struct {
+	file, artifacts string
+	scale           float64
+	batch           int
+}
+
+func (o fleetOptions) run(ctx context.Context, out io.Writer) error {
+	root, err := reference.RepoRoot()
+	if err != nil {
+		return fmt.Errorf("run from the repository (its fixtures and templates): %w", err)
+	}
+	fl, err := fleet.Load(inRepo(root, o.file))
+	if err != nil {
+		return err
+	}
+	if o.batch >= 0 {
+		fl.File.Wave.Batch = o.batch
+	}
+	dir, closeLog, err := artifactsFolder(o.artifacts, "fleet")
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	bins, err := referenceBinaries(ctx, out, filepath.Join(dir, "bin"))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "fleet %s: %d clusters on %d hosts; artifacts in %s\n", fl.File.Name, len(fl.Clusters), len(fl.Lab.Spec.Hosts), dir)
+	rep, results, err := fleet.Run(ctx, fl, fleet.Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(o.scale),
+		Progress: &lockedWriter{w: out}, ProviderBinary: bins.Provider, ExtensionBinary: bins.Extension})
+	if err != nil {
+		return err
+	}
+	if err := rep.Write(dir); err != nil {
+		return err
+	}
+	if err := report.Write(dir, results, report.Layout{Processes: 1}); err != nil {
+		return err
+	}
+	if err := result.WriteJUnit(filepath.Join(dir, result.JUnitFile), results); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	result.WriteTable(out, results)
+	fmt.Fprintf(out, "\n%s\nupgradelab artifacts: %s (%s, %s, report.html, %s, %s, one folder per cluster under clusters/)\n",
+		rep, dir, fleet.ReportText, fleet.ReportFile, result.File, result.JUnitFile)
+	for _, r := range results {
+		if r.Failed() {
+			return errRulesBroken
+		}
+	}
+	return nil
+}
