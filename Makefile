@@ -25,7 +25,7 @@ RACE_PKGS = ./e2e/mgmt/... ./e2e/monitor/ ./internal/... $(shell go list ./sim/.
 
 GO_TEST ?= go test
 
-.PHONY: all deps tools test test-vm bench-vm e2e e2e-vm e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
+.PHONY: all deps tools test test-vm bench-vm bench-fleet e2e e2e-vm e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
 
 all: build
 
@@ -74,6 +74,7 @@ lint:
 test: tools lint
 	$(GO_TEST) -count=1 -timeout 25m -parallel 2 ./...
 	$(GO_TEST) -count=1 -race -timeout 20m $(RACE_PKGS)
+	$(GO_TEST) -count=1 -race -run 'TestWave|TestMetrics' ./e2e/fleet/
 
 # The qemu backend's tests alone: the A/B table on sim/disk's model and on
 # real VMs (GRUB, Debian's cloud kernel, the guest as init; TCG), the
@@ -169,6 +170,12 @@ bench: tools
 	$(GO_TEST) -run '^$$' -bench BenchmarkEviction -benchtime 1000x -timeout 10m ./sim/workload/
 	$(GO_TEST) -run '^$$' -bench 'BenchmarkScenario|BenchmarkFourScenariosTogether' -benchtime 1x -timeout 60m ./e2e/runner/
 
+# A fleet's wave (docs/FLEET.md): FLEET's clusters on one plane and one
+# lab, provisioned, upgraded in one wave, judged, and what it cost.
+FLEET ?= fixtures/fleets/small.yaml
+bench-fleet: tools
+	go run ./cmd/upgradelab fleet --fleet $(FLEET) --artifacts $(ARTIFACTS)/fleet
+
 # Each parser's fuzzer for FUZZTIME (the seeds also run in `make test`).
 FUZZTIME ?= 30s
 fuzz: deps
@@ -186,6 +193,7 @@ fuzz: deps
 	go test -run '^$$' -fuzz FuzzRenderBytes -fuzztime $(FUZZTIME) ./e2e/clustertemplate/
 	go test -run '^$$' -fuzz FuzzParseScenario -fuzztime $(FUZZTIME) ./e2e/scenario/
 	go test -run '^$$' -fuzz FuzzParseProvider -fuzztime $(FUZZTIME) ./e2e/provider/
+	go test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./e2e/fleet/
 
 clean-cache:
 	rm -rf $(UPGRADELAB_CACHE)

@@ -272,16 +272,21 @@ func (r *run) execute(parent context.Context) (err error) {
 	if err := r.timed(ctx, result.PhaseStart, r.start); err != nil {
 		return err
 	}
-	if r.opts.Shared == nil {
-		defer func() {
-			// What each process of the plane used, read before they stop.
-			for _, c := range r.env.Plane.CPU() {
-				r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU})
-			}
+	defer func() {
+		if r.opts.Shared != nil {
+			// The plane is shared: what its managers were refused is
+			// read for every run on it (a refusal breaks rbac-sufficient
+			// on each), and the fleet reports its processes and stops it.
 			r.recordForbidden()
-			_ = r.timed(ctx, result.PhaseStop, func(context.Context) error { r.env.Stop(); return nil })
-		}()
-	}
+			return
+		}
+		// What each process of the plane used, read before they stop.
+		for _, c := range r.env.Plane.CPU() {
+			r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU})
+		}
+		r.recordForbidden()
+		_ = r.timed(ctx, result.PhaseStop, func(context.Context) error { r.env.Stop(); return nil })
+	}()
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
 	r.faultErrs = make(chan error, len(r.scenario.Faults))

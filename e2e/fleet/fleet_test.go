@@ -1,0 +1,115 @@
+package fleet
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/reference"
+	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/internal/testdir"
+	"github.com/upgradelab/upgradelab/sim/timescale"
+)
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// Two single-node clusters on one plane and one lab, upgraded one at a
+// time: each passes every rule on its own timeline, which holds its own
+// host and not its neighbour's; the second upgrade starts after the
+// first ended; and the report has read the plane's processes and
+// metrics.
+func TestAFleetUpgradesInBatchesOnOnePlane(t *testing.T) {
+	root, err := reference.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, err := Load("testdata/two-single-nodes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := testdir.For(t)
+	rep, results, err := Run(context.Background(), fl, Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(0.01), Progress: testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + rep.String())
+	if rep.Passed != 2 || len(results) != 2 {
+		for _, r := range results {
+			t.Errorf("%s: %s %s %v", r.Cluster, r.Verdict(), r.Error, check.Failed(r.Checks))
+		}
+		t.Fatalf("%d of 2 clusters passed", rep.Passed)
+	}
+	var upgrades [][2]int64
+	for i, r := range results {
+		own, other := fl.Clusters[i].Hosts[0], fl.Clusters[1-i].Hosts[0]
+		if r.Cluster != fl.Clusters[i].Name {
+			t.Errorf("result %d names cluster %q", i, r.Cluster)
+		}
+		entries, err := timeline.Read(r.Timeline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts := map[string]bool{}
+		var from, to int64
+		for _, e := range entries {
+			if e.Kind == timeline.KindLab {
+				hosts[e.Name] = true
+			}
+			if e.Kind == timeline.KindStep && e.Name == check.StepUpgrade {
+				from = e.Time.UnixNano()
+			}
+			if e.Kind == timeline.KindStep && e.Name == check.StepDone {
+				to = e.Time.UnixNano()
+			}
+		}
+		if !hosts[own] || hosts[other] {
+			t.Errorf("%s's timeline records the lab hosts %v: want its own %s and not %s", r.Cluster, hosts, own, other)
+		}
+		upgrades = append(upgrades, [2]int64{from, to})
+	}
+	slices.SortFunc(upgrades, func(a, b [2]int64) int { return int(a[0] - b[0]) })
+	if upgrades[1][0] < upgrades[0][1] {
+		t.Errorf("with batch 1 the second upgrade started before the first was done: %v", upgrades)
+	}
+	if rep.Upgrade.N != 2 || rep.Upgrade.Max <= 0 || rep.Wave < rep.Upgrade.Max {
+		t.Errorf("upgrade spread %+v, wave %s", rep.Upgrade, rep.Wave)
+	}
+	seen := map[string]bool{}
+	for _, p := range rep.Processes {
+		if p.PeakRSS > 0 && p.CPU > 0 {
+			seen[p.Name] = true
+		}
+	}
+	for _, want := range []string{"kube-apiserver", "etcd", "harness", "baremetal", "inplace", "capi", "kcp"} {
+		if !seen[want] {
+			t.Errorf("no CPU or peak RSS for %s: %+v", want, rep.Processes)
+		}
+	}
+	if rep.APIRequestsPerSecondInWave <= 0 || rep.PeakTotalRSS <= 0 {
+		t.Errorf("API requests %v/s in the wave, peak RSS %d", rep.APIRequestsPerSecondInWave, rep.PeakTotalRSS)
+	}
+	reconciled := false
+	for _, m := range rep.Managers {
+		if m.Name == "capi" && m.Reconciles > 0 && m.ReconcileP95 >= 0 && m.Slowest != "" {
+			reconciled = true
+		}
+	}
+	if !reconciled {
+		t.Errorf("no reconciles of CAPI's core manager in the wave: %+v", rep.Managers)
+	}
+	if err := rep.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ReportFile)); err != nil {
+		t.Fatal(err)
+	}
+}
