@@ -27,7 +27,7 @@ type Options struct {
 	RepoRoot string
 	// Dir is the artifacts folder: shared/ (the plane's logs, the site),
 	// clusters/NAME/ (each run's timeline and result), and the report.
-	Dir      string
+	Dir   string
 	Scale timescale.Scale
 	// Progress receives every run's progress lines, from many goroutines:
 	// it must take each Write whole (nil: none).
