@@ -82,18 +82,20 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 				Shared: &runner.Shared{Env: env, Hosts: c.Hosts, Wave: w}})
 		})
 	}
+	allEnded, marked := make(chan struct{}), make(chan struct{})
 	go func() {
 		// The wave's start, as the meter sees it.
-		for ctx.Err() == nil {
-			if began, _, _ := w.times(); !began.IsZero() {
-				meter.mark(ctx, markWave)
-				say("every cluster provisioned in %s; the wave begins (batch %s)", time.Since(planeUp).Round(time.Second), batchName(fl.File.Wave.Batch))
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
+		defer close(marked)
+		select {
+		case <-w.begun:
+			meter.mark(ctx, markWave)
+			say("every cluster provisioned in %s; the wave begins (%s)", time.Since(planeUp).Round(time.Second), batchName(fl.File.Wave.Batch))
+		case <-allEnded:
 		}
 	}()
 	wg.Wait()
+	close(allEnded)
+	<-marked
 	meter.mark(ctx, markEnd)
 	stopSampling()
 	sampling.Wait()

@@ -24,12 +24,14 @@ type wave struct {
 	running int // started and not ended, in the current batch
 	next    int // index into arrived of the next to start
 	began   time.Time
+	// begun is closed when the first upgrade starts.
+	begun chan struct{}
 	// starts and ends record when each cluster's upgrade started and ended.
 	starts, ends map[string]time.Time
 }
 
 func newWave(total, batch int) *wave {
-	return &wave{total: total, batch: batch, ended: map[string]bool{}, started: map[string]chan struct{}{},
+	return &wave{total: total, batch: batch, ended: map[string]bool{}, started: map[string]chan struct{}{}, begun: make(chan struct{}),
 		starts: map[string]time.Time{}, ends: map[string]time.Time{}}
 }
 
@@ -72,6 +74,7 @@ func (w *wave) advance() {
 	}
 	if w.began.IsZero() {
 		w.began = time.Now()
+		close(w.begun)
 	}
 	size := w.batch
 	if size == 0 {
