@@ -88,9 +88,13 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 		defer close(marked)
 		select {
 		case <-w.begun:
+		case <-allEnded:
+		}
+		select {
+		case <-w.begun: // it may have begun as the last run ended
 			meter.mark(ctx, markWave)
 			say("every cluster provisioned in %s; the wave begins (%s)", time.Since(planeUp).Round(time.Second), batchName(fl.File.Wave.Batch))
-		case <-allEnded:
+		default:
 		}
 	}()
 	wg.Wait()
