@@ -86,20 +86,29 @@ func (b *LibvirtBackend) onLifecycle(_ *libvirt.Connect, d *libvirt.Domain, ev *
 	if err != nil {
 		return
 	}
-	var kind DomainEventKind
-	switch ev.Event {
-	case libvirt.DOMAIN_EVENT_STARTED, libvirt.DOMAIN_EVENT_RESUMED:
-		kind = DomainStarted
-	case libvirt.DOMAIN_EVENT_STOPPED, libvirt.DOMAIN_EVENT_SHUTDOWN, libvirt.DOMAIN_EVENT_CRASHED:
-		kind = DomainStopped
-	case libvirt.DOMAIN_EVENT_DEFINED:
-		kind = DomainDefined
-	case libvirt.DOMAIN_EVENT_UNDEFINED:
-		kind = DomainRemoved
-	default:
-		return
+	if kind, ok := lifecycleKind(ev.Event); ok {
+		b.queue.Push(DomainEvent{Domain: name, Kind: kind, Detail: ev.String()})
 	}
-	b.queue.Push(DomainEvent{Domain: name, Kind: kind, Detail: ev.String()})
+}
+
+// lifecycleKind is what a libvirt lifecycle event means to the lab.
+// SHUTDOWN is not a power-off: QEMU sends it when the guest has shut
+// down, and the domain stays active until QEMU has exited and libvirt
+// sends STOPPED. Taken as the power-off, it let a reboot power on a
+// domain that was still running ("domain is already running"), and a
+// reset host of make e2e-vm stayed off for good.
+func lifecycleKind(e libvirt.DomainEventType) (DomainEventKind, bool) {
+	switch e {
+	case libvirt.DOMAIN_EVENT_STARTED, libvirt.DOMAIN_EVENT_RESUMED:
+		return DomainStarted, true
+	case libvirt.DOMAIN_EVENT_STOPPED, libvirt.DOMAIN_EVENT_CRASHED:
+		return DomainStopped, true
+	case libvirt.DOMAIN_EVENT_DEFINED:
+		return DomainDefined, true
+	case libvirt.DOMAIN_EVENT_UNDEFINED:
+		return DomainRemoved, true
+	}
+	return "", false
 }
 
 // Define implements Backend.

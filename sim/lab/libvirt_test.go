@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"libvirt.org/go/libvirt"
 )
 
 func TestLibvirtTestDriverPowerAndEvents(t *testing.T) {
@@ -56,6 +58,20 @@ func TestLibvirtTestDriverPowerAndEvents(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("events %v, want %v", got, want)
+		}
+	}
+}
+
+func TestAGuestsShutdownIsNotYetPowerOff(t *testing.T) {
+	if _, ok := lifecycleKind(libvirt.DOMAIN_EVENT_SHUTDOWN); ok {
+		t.Fatal("SHUTDOWN (the guest is down, QEMU still running) counted as a power change")
+	}
+	for e, want := range map[libvirt.DomainEventType]DomainEventKind{
+		libvirt.DOMAIN_EVENT_STOPPED: DomainStopped, libvirt.DOMAIN_EVENT_CRASHED: DomainStopped,
+		libvirt.DOMAIN_EVENT_STARTED: DomainStarted, libvirt.DOMAIN_EVENT_RESUMED: DomainStarted,
+	} {
+		if got, ok := lifecycleKind(e); !ok || got != want {
+			t.Errorf("%v: %s, want %s", e, got, want)
 		}
 	}
 }
