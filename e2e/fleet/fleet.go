@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -152,6 +153,9 @@ type meter struct {
 	// highest workqueue depth (all its queues added up).
 	peakRSS   int64
 	peakDepth map[string]float64
+	// unread are the marks' reads that failed: their figures are missing
+	// from the report, which says so.
+	unread []string
 }
 
 // reading is the plane at one mark.
@@ -191,16 +195,22 @@ func (m *meter) usage() map[string]mgmt.Usage {
 
 func (m *meter) mark(ctx context.Context, name string) {
 	r := reading{at: time.Now(), usage: m.usage(), managers: map[string]scrape{}}
-	if s, err := scrapeURL(ctx, m.api, m.plane.RESTConfig.Host+"/metrics"); err == nil {
+	var unread []string
+	if s, err := scrapeURL(ctx, m.api, strings.TrimSuffix(m.plane.RESTConfig.Host, "/")+"/metrics"); err == nil {
 		r.requests = s.sum("apiserver_request_total")
+	} else {
+		unread = append(unread, fmt.Sprintf("%s: the API server's metrics: %v", name, err))
 	}
-	for name, url := range m.plane.MetricsURLs() {
+	for mgr, url := range m.plane.MetricsURLs() {
 		if s, err := scrapeURL(ctx, m.mgrs, url); err == nil {
-			r.managers[name] = s
+			r.managers[mgr] = s
+		} else {
+			unread = append(unread, fmt.Sprintf("%s: %s's metrics: %v", name, mgr, err))
 		}
 	}
 	m.mu.Lock()
 	m.marks[name] = r
+	m.unread = append(m.unread, unread...)
 	m.mu.Unlock()
 }
 

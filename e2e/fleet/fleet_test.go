@@ -94,6 +94,9 @@ func TestAFleetUpgradesInBatchesOnOnePlane(t *testing.T) {
 			t.Errorf("no CPU or peak RSS for %s: %+v", want, rep.Processes)
 		}
 	}
+	if len(rep.Unread) > 0 {
+		t.Errorf("metrics not read: %v", rep.Unread)
+	}
 	if rep.APIRequestsPerSecondInWave <= 0 || rep.PeakTotalRSS <= 0 {
 		t.Errorf("API requests %v/s in the wave, peak RSS %d", rep.APIRequestsPerSecondInWave, rep.PeakTotalRSS)
 	}

@@ -57,6 +57,9 @@ type Report struct {
 	APIRequestsPerSecond       float64       `json:"apiRequestsPerSecond"`
 	APIRequestsPerSecondInWave float64       `json:"apiRequestsPerSecondInWave"`
 	Managers                   []ManagerCost `json:"managers"`
+	// Unread are the metrics that could not be read at a mark: the
+	// figures made from them are missing, not zero.
+	Unread []string `json:"unread,omitempty"`
 }
 
 // Spread is a distribution's median, 95th percentile and maximum
@@ -147,6 +150,7 @@ func newReport(fl *Fleet, results []result.Result, w *wave, m *meter, started, p
 	}
 	slices.SortFunc(r.Processes, func(a, b ProcessCost) int { return int(b.PeakRSS - a.PeakRSS) })
 	r.PeakTotalRSS = m.peakRSS
+	r.Unread = slices.Clone(m.unread)
 	if d := end.at.Sub(start.at).Seconds(); d > 0 {
 		r.APIRequestsPerSecond = (end.requests - start.requests) / d
 	}
@@ -243,6 +247,9 @@ func (r *Report) String() string {
 		fmt.Fprintf(tw, "%s\t%.0f\t%d\t%s\t%s\t%s\n", m.Name, m.PeakQueueDepth, m.Reconciles, seconds(m.ReconcileP50), seconds(m.ReconcileP95), m.Slowest)
 	}
 	tw.Flush()
+	for _, u := range r.Unread {
+		fmt.Fprintf(&b, "not read (the figures from it are missing): %s\n", u)
+	}
 	return b.String()
 }
 

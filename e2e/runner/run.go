@@ -318,15 +318,14 @@ func (r *run) execute(parent context.Context) (err error) {
 	if err := r.waitForWave(ctx, limit); err != nil {
 		return err
 	}
-	err = r.timed(ctx, result.PhaseUpgrade, r.upgradeAndWait)
-	if r.waveStarted != nil {
-		r.waveStarted()
-	}
-	if err != nil {
-		return err
+	if err := r.timed(ctx, result.PhaseUpgrade, r.upgradeAndWait); err != nil {
+		return err // Run ends the run's part of the wave
 	}
 	rec.Poll(ctx)
 	r.tl.Step(check.StepDone, r.doneDetail())
+	if r.waveStarted != nil {
+		r.waveStarted() // the upgrade is done: the wave may move on
+	}
 	if err := r.faultsFired(); err != nil {
 		return err
 	}
