@@ -22,17 +22,19 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Two single-node clusters on one plane and one lab, upgraded one at a
-// time: each passes every rule on its own timeline, which holds its own
-// host and not its neighbour's; the second upgrade starts after the
-// first ended; and the report has read the plane's processes and
-// metrics.
+// An in-place and a scale-in cluster on one plane and one lab, upgraded
+// one at a time: each passes every rule on its own timeline, which holds
+// its own hosts and not its neighbour's (the scale-in cluster's hosts are
+// deprovisioned and reprovisioned, not updated in place by the extension
+// the other cluster needs: persistent-data breaks if they are); the
+// second upgrade starts after the first ended; and the report has read
+// the plane's processes and metrics.
 func TestAFleetUpgradesInBatchesOnOnePlane(t *testing.T) {
 	root, err := reference.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	fl, err := Load("testdata/two-single-nodes.yaml")
+	fl, err := Load("testdata/in-place-and-scale-in.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

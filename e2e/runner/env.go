@@ -8,6 +8,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"time"
@@ -68,8 +69,12 @@ type Env struct {
 	// Callback is the provider's callback URL (registration pools).
 	Callback string
 	stops    []func()
-	// nsLabels are the labels of every namespace the Env makes.
+	// nsLabels are the labels of the Env's own namespace: those of every
+	// extension it runs. labelsOf are each manager's (by name), and cfg
+	// says which managers serve a strategy, for InNamespace.
 	nsLabels map[string]string
+	labelsOf map[string]map[string]string
+	cfg      *provider.Config
 }
 
 // StartEnv starts it all; Stop ends it.
@@ -94,21 +99,20 @@ func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 	}
 	// The run's namespace carries the labels the extensions select their
 	// namespaces by, as a user labels the namespaces an extension serves.
-	e.nsLabels = map[string]string{}
+	e.nsLabels, e.labelsOf = map[string]string{}, map[string]map[string]string{}
 	for _, p := range providers {
-		for k, v := range p.ExtensionNamespaceLabels {
-			e.nsLabels[k] = v
-		}
+		e.labelsOf[p.Name] = p.ExtensionNamespaceLabels
+		maps.Copy(e.nsLabels, p.ExtensionNamespaceLabels)
 	}
-	if e.Namespace, err = e.newNamespace(ctx); err != nil {
+	if e.Namespace, err = e.newNamespace(ctx, e.nsLabels); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
 // newNamespace creates a namespace for a run.
-func (e *Env) newNamespace(ctx context.Context) (string, error) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "scenario-", Labels: e.nsLabels}}
+func (e *Env) newNamespace(ctx context.Context, labels map[string]string) (string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "scenario-", Labels: labels}}
 	if err := e.Client.Create(ctx, ns); err != nil {
 		return "", fmt.Errorf("a namespace for a run: %w", err)
 	}
@@ -117,13 +121,24 @@ func (e *Env) newNamespace(ctx context.Context) (string, error) {
 
 // InNamespace is the Env seen from a new namespace of its own, for one
 // of the runs that share it (Shared): same site, plane and provider;
-// stopping it stops nothing.
-func (e *Env) InNamespace(ctx context.Context) (*Env, error) {
-	ns, err := e.newNamespace(ctx)
+// stopping it stops nothing. The namespace carries the labels of the
+// extensions that serve the strategy only: on a plane shared with
+// in-place clusters, the in-place extension must not serve a scale-in
+// cluster's namespace (CAPI would update its Machines in place; a fleet
+// run did, and persistent-data caught it).
+func (e *Env) InNamespace(ctx context.Context, strategy scenario.Strategy) (*Env, error) {
+	labels := map[string]string{}
+	if e.cfg != nil {
+		for _, m := range e.cfg.ManagersFor(strategy) {
+			maps.Copy(labels, e.labelsOf[m.Name])
+		}
+	}
+	ns, err := e.newNamespace(ctx, labels)
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Site: e.Site, Plane: e.Plane, Client: e.Client, Namespace: ns, Callback: e.Callback, nsLabels: e.nsLabels}, nil
+	return &Env{Site: e.Site, Plane: e.Plane, Client: e.Client, Namespace: ns, Callback: e.Callback,
+		nsLabels: labels, labelsOf: e.labelsOf, cfg: e.cfg}, nil
 }
 
 // managers starts the site when the provider drives the lab, and
@@ -136,6 +151,7 @@ func (e *Env) managers(ctx context.Context, o EnvOptions) (_ []mgmt.Provider, er
 			cfg.Managers = append(cfg.Managers, provider.Manager{Name: "inplace", Reference: "inplace"})
 		}
 	}
+	e.cfg = cfg
 	if cfg.Lab {
 		if e.Site, err = site.Start(ctx, site.Options{Lab: o.Lab, StateDir: filepath.Join(o.Dir, "site"), Scale: o.Scale}); err != nil {
 			return nil, err

@@ -386,7 +386,7 @@ func (r *run) waitForWave(ctx context.Context, limit *pausableTimeout) error {
 func (r *run) start(ctx context.Context) (err error) {
 	if sh := r.opts.Shared; sh != nil {
 		r.say("step 1/6: a namespace of the shared plane, %d host(s) of the lab", len(sh.Hosts))
-		r.env, err = sh.Env.InNamespace(ctx)
+		r.env, err = sh.Env.InNamespace(ctx, r.scenario.Strategy)
 		return err
 	}
 	if r.provider.Lab {
