@@ -157,7 +157,9 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 	if r.waveStarted != nil {
 		r.waveStarted() // a run that stopped before its upgrade
 	}
-	r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: harnessCPU, CPU: processCPU() - cpuBefore})
+	if o.Shared == nil { // a shared harness's CPU is every run's: the fleet reports it
+		r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: harnessCPU, CPU: processCPU() - cpuBefore})
+	}
 	res.Duration = time.Since(res.Started)
 	if err != nil {
 		res.Error = err.Error()
