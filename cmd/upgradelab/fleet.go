@@ -36,6 +36,7 @@ verdicts. Exits non-zero when a cluster broke a rule or stopped.`,
 	cmd.Flags().StringVar(&o.artifacts, "artifacts", "", "folder for every artifact (default ./_artifacts/fleet-TIME)")
 	cmd.Flags().Float64Var(&o.scale, "time-scale", 0.01, "real time per modelled time in the lab")
 	cmd.Flags().IntVar(&o.batch, "batch", -1, "override the fleet file's wave.batch (0: all at once)")
+	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", true, "run CAPI's managers as CAPI ships them: their per-object reconcile rate limit and with it their stale-cache guard (false: as make e2e runs them, faster)")
 	return cmd
 }
 
@@ -43,6 +44,7 @@ type fleetOptions struct {
 	file, artifacts string
 	scale           float64
 	batch           int
+	rateLimited     bool
 }
 
 func (o fleetOptions) run(ctx context.Context, out io.Writer) error {
@@ -68,7 +70,7 @@ func (o fleetOptions) run(ctx context.Context, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "fleet %s: %d clusters on %d hosts; artifacts in %s\n", fl.File.Name, len(fl.Clusters), len(fl.Lab.Spec.Hosts), dir)
 	rep, results, err := fleet.Run(ctx, fl, fleet.Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(o.scale),
-		Progress: &lockedWriter{w: out}, ProviderBinary: bins.Provider, ExtensionBinary: bins.Extension})
+		Progress: &lockedWriter{w: out}, ProviderBinary: bins.Provider, ExtensionBinary: bins.Extension, RateLimitedReconciles: o.rateLimited})
 	if err != nil {
 		return err
 	}

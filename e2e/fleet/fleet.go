@@ -37,6 +37,11 @@ type Options struct {
 	ProviderBinary, ExtensionBinary string
 	// SampleEvery is how often the wave's cost is sampled (default 2 s).
 	SampleEvery time.Duration
+	// RateLimitedReconciles runs CAPI's managers as CAPI ships them (the
+	// ReconcilerRateLimiting gate on, with its stale-cache guard; see
+	// mgmt.Options). `upgradelab fleet` does by default: a fleet measures
+	// what a real management cluster pays.
+	RateLimitedReconciles bool
 }
 
 // Run provisions every cluster of fl on one plane and one lab, upgrades
@@ -57,7 +62,7 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	say("starting one plane and one lab of %d hosts for %d clusters (%v)", len(fl.Lab.Spec.Hosts), len(fl.Clusters), fl.Strategies())
 	env, err := runner.StartEnv(ctx, runner.EnvOptions{Provider: prov, Strategies: fl.Strategies(), RepoRoot: o.RepoRoot,
 		Lab: fl.Lab, Dir: filepath.Join(o.Dir, "shared"), Scale: o.Scale,
-		ProviderBinary: o.ProviderBinary, ExtensionBinary: o.ExtensionBinary})
+		ProviderBinary: o.ProviderBinary, ExtensionBinary: o.ExtensionBinary, RateLimitedReconciles: o.RateLimitedReconciles})
 	if err != nil {
 		return nil, nil, fmt.Errorf("fleet %s: the shared plane and lab: %w", fl.File.Name, err)
 	}
@@ -79,7 +84,7 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 		wg.Go(func() {
 			results[i] = runner.Run(ctx, c.Scenario, clusterLab(fl.Lab, c.Hosts), fl.File.Form, runner.Options{
 				RepoRoot: o.RepoRoot, Dir: filepath.Join(o.Dir, "clusters", c.Name), Scale: o.Scale,
-				Progress: o.Progress, Name: c.Name, Provider: prov,
+				Progress: o.Progress, Name: c.Name, Provider: prov, RateLimitedReconciles: o.RateLimitedReconciles,
 				Shared: &runner.Shared{Env: env, Hosts: c.Hosts, Wave: w}})
 		})
 	}
@@ -105,6 +110,7 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	stopSampling()
 	sampling.Wait()
 	rep := newReport(fl, results, w, meter, started, planeUp)
+	rep.CAPIRateLimiting = o.RateLimitedReconciles
 	return rep, results, nil
 }
 

@@ -29,6 +29,8 @@ type Report struct {
 	Form     string `json:"form"`
 	// Batch is the wave's batch size (0: all at once).
 	Batch int `json:"batch"`
+	// CAPIRateLimiting: CAPI's managers ran as CAPI ships them.
+	CAPIRateLimiting bool `json:"capiRateLimiting"`
 	// Wall is from the start until every run ended; PlaneStart the shared
 	// plane's and lab's start; Provision from then until every cluster
 	// was provisioned (the wave's start); Wave from then until the last
@@ -228,7 +230,11 @@ func secs(d time.Duration) string { return d.Round(100 * time.Millisecond).Strin
 // String is the report as `upgradelab fleet` prints it.
 func (r *Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "fleet %s: %d clusters (%s) on %d hosts, wave %s\n", r.Fleet, r.Clusters, r.Form, r.Hosts, batchName(r.Batch))
+	limit := "CAPI's reconcile rate limit and stale-cache guard on, as CAPI ships them"
+	if !r.CAPIRateLimiting {
+		limit = "CAPI's reconcile rate limit and its stale-cache guard off"
+	}
+	fmt.Fprintf(&b, "fleet %s: %d clusters (%s) on %d hosts, wave %s; %s\n", r.Fleet, r.Clusters, r.Form, r.Hosts, batchName(r.Batch), limit)
 	fmt.Fprintf(&b, "verdicts: %d passed, %d failed, %d stopped\n", r.Passed, r.Failed, r.Stopped)
 	fmt.Fprintf(&b, "wall %s: plane and lab %s, provisioning %s, wave %s\n", secs(r.Wall), secs(r.PlaneStart), secs(r.Provision), secs(r.Wave))
 	fmt.Fprintf(&b, "upgrade per cluster (%d): p50 %s, p95 %s, max %s\n", r.Upgrade.N, secs(r.Upgrade.P50), secs(r.Upgrade.P95), secs(r.Upgrade.Max))

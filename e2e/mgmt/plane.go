@@ -61,7 +61,14 @@ type Options struct {
 	// at every hop of a rollout (a Machine, its bootstrap config, its
 	// infrastructure machine, its control plane, back to the Machine) is
 	// then most of what a scenario takes, about half of cold-spare-rolling.
-	// The limit paces reconciles; it does not change what they decide.
+	// The gate does more than pace: with it on, CAPI's controller wrapper
+	// also holds each reconcile until the manager's cache has what the
+	// last reconcile of that object wrote (util/controller: EnsureReady,
+	// DeferNextReconcileUntilCacheUpToDate); with it off, a controller may
+	// decide on a cache that misses its own last write. Under load it did:
+	// on a fleet of 55 clusters with the API server saturated, KCP created
+	// a second init Machine for a one-replica control plane
+	// (docs/FLEET.md). A run says which it had (Result.CAPIRateLimiting).
 	RateLimitedReconciles bool
 	// ControllerManager runs kube-controller-manager's garbage collector
 	// and namespace controllers beside an embedded API server (see
