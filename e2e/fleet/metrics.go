@@ -55,19 +55,6 @@ func (s scrape) sum(name string) float64 {
 	return total
 }
 
-// byLabel is a counter's or gauge's series summed by one label's value.
-func (s scrape) byLabel(name, label string) map[string]float64 {
-	out := map[string]float64{}
-	for _, m := range s.family(name) {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == label {
-				out[l.GetValue()] += value(m)
-			}
-		}
-	}
-	return out
-}
-
 func (s scrape) family(name string) []*dto.Metric {
 	if f, ok := s[name]; ok {
 		return f.GetMetric()

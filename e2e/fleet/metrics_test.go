@@ -32,9 +32,6 @@ func TestMetricsSumsAndQuantiles(t *testing.T) {
 	if got := s.sum("workqueue_depth"); got != 5 {
 		t.Fatalf("depth %v", got)
 	}
-	if got := s.byLabel("workqueue_depth", "name"); got["machine"] != 3 || got["cluster"] != 2 {
-		t.Fatalf("by name %v", got)
-	}
 	h := s.histogram("controller_runtime_reconcile_time_seconds")
 	if h.count() != 100 {
 		t.Fatalf("count %d (%s)", h.count(), h)

@@ -93,14 +93,9 @@ func (h *Host) WriteImage(ctx context.Context, url, wantSHA256 string) (disk.Roo
 	if !running {
 		return "", fmt.Errorf("host %s: stage %s: %w", h.spec.Name, url, ErrNotRunning)
 	}
-	payload, err := image.Fetch(ctx, http.DefaultClient, url, wantSHA256)
+	payload, m, err := h.fetchImage(ctx, url, wantSHA256)
 	if err != nil {
-		h.emit(EventDisk, "WriteRefused", err.Error(), map[string]string{"url": url})
-		return "", fmt.Errorf("host %s: stage: %w", h.spec.Name, err)
-	}
-	m, err := imagev1.ReadManifest(payload)
-	if err != nil {
-		return "", fmt.Errorf("host %s: stage: %s: %w", h.spec.Name, url, err)
+		return "", err
 	}
 	sizeMiB := 1
 	if b, err := h.lab.def.Catalog.Get(m.Name); err == nil {
@@ -294,4 +289,20 @@ func untilPowerLoss(ctx, cycle context.Context) (context.Context, context.Cancel
 		}
 	}()
 	return waitCtx, stop
+}
+
+// fetchImage downloads an image for staging and verifies it against the
+// provider's checksum (a refusal is a WriteRefused event), then reads its
+// manifest: what both backends do before anything is written.
+func (h *Host) fetchImage(ctx context.Context, url, wantSHA256 string) ([]byte, imagev1.Manifest, error) {
+	payload, err := image.Fetch(ctx, http.DefaultClient, url, wantSHA256)
+	if err != nil {
+		h.emit(EventDisk, "WriteRefused", err.Error(), map[string]string{"url": url})
+		return nil, imagev1.Manifest{}, fmt.Errorf("host %s: stage: %w", h.spec.Name, err)
+	}
+	m, err := imagev1.ReadManifest(payload)
+	if err != nil {
+		return nil, imagev1.Manifest{}, fmt.Errorf("host %s: stage: %s: %w", h.spec.Name, url, err)
+	}
+	return payload, m, nil
 }

@@ -436,14 +436,9 @@ func (h *Host) vmWriteImage(ctx context.Context, url, wantSHA256 string) (disk.R
 	if h.Status().Phase != PhaseRunning {
 		return "", fmt.Errorf("host %s: stage %s: %w", h.spec.Name, url, ErrNotRunning)
 	}
-	payload, err := image.Fetch(ctx, http.DefaultClient, url, wantSHA256)
+	_, m, err := h.fetchImage(ctx, url, wantSHA256)
 	if err != nil {
-		h.emit(EventDisk, "WriteRefused", err.Error(), map[string]string{"url": url})
-		return "", fmt.Errorf("host %s: stage: %w", h.spec.Name, err)
-	}
-	m, err := imagev1.ReadManifest(payload)
-	if err != nil {
-		return "", fmt.Errorf("host %s: stage: %s: %w", h.spec.Name, url, err)
+		return "", err
 	}
 	p, guestURL, err := h.vm.backend.vmPayload(ctx, m, wantSHA256)
 	if err != nil {
