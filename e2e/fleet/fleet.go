@@ -50,6 +50,13 @@ type Options struct {
 // suite's; the Report is the fleet's.
 func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, error) {
 	started := time.Now()
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	stopProfile, profileErr := startProfile(filepath.Join(o.Dir, HarnessProfile))
+	if profileErr == nil {
+		defer stopProfile() // on an early return
+	}
 	prov, err := provider.Load(filepath.Join(o.RepoRoot, runner.DefaultProvider))
 	if err != nil {
 		return nil, nil, err
@@ -111,6 +118,15 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	sampling.Wait()
 	rep := newReport(fl, results, w, meter, started, planeUp)
 	rep.CAPIRateLimiting = o.RateLimitedReconciles
+	if profileErr == nil {
+		profileErr = stopProfile()
+	}
+	if profileErr == nil {
+		rep.Harness, profileErr = components(filepath.Join(o.Dir, HarnessProfile), 10)
+	}
+	if profileErr != nil {
+		rep.Unread = append(rep.Unread, "the harness's CPU profile: "+profileErr.Error())
+	}
 	return rep, results, nil
 }
 

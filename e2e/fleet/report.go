@@ -3,7 +3,6 @@ package fleet
 import (
 	"encoding/json"
 	"fmt"
-	dto "github.com/prometheus/client_model/go"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/upgradelab/upgradelab/e2e/result"
 )
@@ -59,6 +60,9 @@ type Report struct {
 	APIRequestsPerSecond       float64       `json:"apiRequestsPerSecond"`
 	APIRequestsPerSecondInWave float64       `json:"apiRequestsPerSecondInWave"`
 	Managers                   []ManagerCost `json:"managers"`
+	// Harness is where the harness's CPU went over the whole run, by
+	// component, from its CPU profile (HarnessProfile).
+	Harness []Component `json:"harness,omitempty"`
 	// Unread are the metrics that could not be read at a mark: the
 	// figures made from them are missing, not zero.
 	Unread []string `json:"unread,omitempty"`
@@ -253,6 +257,15 @@ func (r *Report) String() string {
 		fmt.Fprintf(tw, "%s\t%.0f\t%d\t%s\t%s\t%s\n", m.Name, m.PeakQueueDepth, m.Reconciles, seconds(m.ReconcileP50), seconds(m.ReconcileP95), m.Slowest)
 	}
 	tw.Flush()
+	if len(r.Harness) > 0 {
+		b.WriteString("\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "harness CPU by component (%s)\tCPU\tshare\n", HarnessProfile)
+		for _, c := range r.Harness {
+			fmt.Fprintf(tw, "%s\t%s\t%.0f%%\n", c.Package, secs(c.CPU), 100*c.Share)
+		}
+		tw.Flush()
+	}
 	for _, u := range r.Unread {
 		fmt.Fprintf(&b, "not read (the figures from it are missing): %s\n", u)
 	}

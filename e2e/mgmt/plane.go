@@ -107,6 +107,8 @@ type Plane struct {
 	// apiServer is the kube-apiserver RestartAPIServer started (nil while
 	// envtest's first one runs).
 	apiServer *process
+	// refusals reads the managers' logs for Forbidden (rbac.go).
+	refusals refusalLogs
 }
 
 // Scheme knows the kinds the harness reads and writes on the plane.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -292,7 +294,10 @@ var refusal = regexp.MustCompile(`[\w.*/-]+ (?:\\?"[^"\\]*\\?" )?is forbidden: U
 // looks like from the manager's side.
 func forbiddenLines(log string) []string {
 	var out []string
-	for _, line := range strings.Split(log, "\n") {
+	for line := range strings.SplitSeq(log, "\n") {
+		if !strings.Contains(line, "is forbidden") {
+			continue // the regular expression is slow on every line
+		}
 		if m := refusal.FindString(line); m != "" {
 			out = append(out, strings.ReplaceAll(m, `\"`, `"`))
 		}
@@ -362,12 +367,12 @@ func waitAggregated(ctx context.Context, c client.Client, names []string) error 
 func (p *Plane) Forbidden(ctx context.Context) (denied map[string][]string, transient map[string]int) {
 	denied, transient = map[string][]string{}, map[string]int{}
 	for _, m := range p.managers {
-		data, err := os.ReadFile(filepath.Join(p.LogDir, m.name+".log"))
+		lines, err := p.refusals.read(filepath.Join(p.LogDir, m.name+".log"))
 		if err != nil {
 			continue
 		}
 		verdicts := map[string]bool{} // a request's attributes: still denied
-		for _, line := range forbiddenLines(string(data)) {
+		for _, line := range lines {
 			attrs, ok := parseRefusal(line)
 			if !ok {
 				denied[m.name] = append(denied[m.name], line) // unreadable: it counts
@@ -387,6 +392,59 @@ func (p *Plane) Forbidden(ctx context.Context) (denied map[string][]string, tran
 		}
 	}
 	return denied, transient
+}
+
+// refusalLogs reads the managers' refusals as their logs grow: each call
+// reads only what was appended since the last (the logs are opened for
+// appending), so the runs sharing a plane, each asking at its end, do not
+// each read every log whole (55 runs at once spent more of the harness's
+// CPU on that than on their recorders' API reads).
+type refusalLogs struct {
+	mu   sync.Mutex
+	logs map[string]*refusalLog
+}
+
+// refusalLog is one log read up to offset: its refusals so far, and the
+// start of a line not yet ended.
+type refusalLog struct {
+	offset  int64
+	partial string
+	lines   []string
+}
+
+// read is every refusal in the log at path so far.
+func (r *refusalLogs) read(path string) ([]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.logs == nil {
+		r.logs = map[string]*refusalLog{}
+	}
+	l := r.logs[path]
+	if l == nil {
+		l = &refusalLog{}
+		r.logs[path] = l
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() < l.offset {
+		*l = refusalLog{} // a new file under the old name: read it whole
+	}
+	if _, err := f.Seek(l.offset, io.SeekStart); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, err
+	}
+	l.offset += int64(len(data))
+	text := l.partial + string(data)
+	end := strings.LastIndexByte(text, '\n') + 1
+	l.lines = append(l.lines, forbiddenLines(text[:end])...)
+	l.partial = text[end:]
+	return slices.Clip(l.lines), nil
 }
 
 // refusalAttrs picks a refusal apart: `RESOURCE.GROUP "NAME" is forbidden:

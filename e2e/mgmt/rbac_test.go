@@ -125,3 +125,46 @@ func names(objs []client.Object) []string {
 	}
 	return out
 }
+
+// A log read again yields what was appended since, a line half written
+// at one read is whole at the next, and a file replaced under the same
+// name is read from its start.
+func TestRefusalLogsReadWhatWasAppended(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "capi.log")
+	refusal := func(name string) string {
+		return `secrets "` + name + `" is forbidden: User "system:serviceaccount:x:y" cannot get resource "secrets" in API group "" in the namespace "ns"`
+	}
+	appendLog := func(s string) {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs refusalLogs
+	read := func(want ...string) {
+		t.Helper()
+		got, err := logs.read(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("read =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	appendLog("I1201 ok\nE1201 err=" + refusal("a") + "\n")
+	read(refusal("a"))
+	half := "E1201 err=" + refusal("b")
+	appendLog(half[:30])
+	read(refusal("a"))
+	appendLog(half[30:] + "\nI1201 ok\n")
+	read(refusal("a"), refusal("b"))
+	read(refusal("a"), refusal("b"))
+	if err := os.WriteFile(path, []byte("E1201 err="+refusal("c")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read(refusal("c"))
+}

@@ -17,8 +17,16 @@ import (
 // through JSON); reading the same objects from a watch-fed cache costs
 // nothing there, and a change reaches the cache within milliseconds, well
 // inside the 100 ms poll. A kind is watched from its first List on.
+// namespace "" is every namespace: the runs of a fleet share one such
+// cache, one watch per kind for the plane instead of one per kind for
+// each run (each reads its own namespace from it, by the cache's
+// namespace index).
 func WatchedReader(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, namespace string) (client.Reader, error) {
-	c, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{namespace: {}}})
+	o := cache.Options{Scheme: scheme}
+	if namespace != "" {
+		o.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+	}
+	c, err := cache.New(cfg, o)
 	if err != nil {
 		return nil, fmt.Errorf("a cache of namespace %s: %w", namespace, err)
 	}

@@ -7,10 +7,12 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
+	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
@@ -75,11 +78,42 @@ type Env struct {
 	nsLabels map[string]string
 	labelsOf map[string]map[string]string
 	cfg      *provider.Config
+	// watched is the cache of every namespace the runs sharing the Env
+	// read their own from (InNamespace's copies point at the same one).
+	watched *sharedCache
+}
+
+// sharedCache is one monitor.WatchedReader of every namespace, started
+// by the first run that asks and stopped with the Env.
+type sharedCache struct {
+	once   sync.Once
+	reader client.Reader
+	err    error
+	stop   context.CancelFunc
+}
+
+// Watched is the cache of every namespace of the plane, shared by the
+// runs of the Env (Shared runs: a fleet's recorders read their
+// namespace from one cache, not one each).
+func (e *Env) Watched() (client.Reader, error) {
+	w := e.watched
+	w.once.Do(func() {
+		var ctx context.Context
+		ctx, w.stop = context.WithCancel(context.Background())
+		w.reader, w.err = monitor.WatchedReader(ctx, e.Plane.RESTConfig, reference.Scheme(), "")
+	})
+	return w.reader, w.err
 }
 
 // StartEnv starts it all; Stop ends it.
 func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
-	e := &Env{}
+	e := &Env{watched: &sharedCache{}}
+	e.stops = append(e.stops, func() {
+		e.watched.once.Do(func() { e.watched.err = errors.New("the environment has stopped") })
+		if e.watched.stop != nil {
+			e.watched.stop()
+		}
+	})
 	defer func() {
 		if err != nil {
 			e.Stop()
@@ -138,7 +172,7 @@ func (e *Env) InNamespace(ctx context.Context, strategy scenario.Strategy) (*Env
 		return nil, err
 	}
 	return &Env{Site: e.Site, Plane: e.Plane, Client: e.Client, Namespace: ns, Callback: e.Callback,
-		nsLabels: labels, labelsOf: e.labelsOf, cfg: e.cfg}, nil
+		nsLabels: labels, labelsOf: e.labelsOf, cfg: e.cfg, watched: e.watched}, nil
 }
 
 // managers starts the site when the provider drives the lab, and

@@ -297,7 +297,11 @@ func (r *run) execute(parent context.Context) (err error) {
 
 	recCtx, stopRecording := context.WithCancel(context.Background())
 	defer stopRecording()
-	r.watched, err = monitor.WatchedReader(recCtx, r.env.Plane.RESTConfig, reference.Scheme(), r.env.Namespace)
+	if r.shared().Env != nil {
+		r.watched, err = r.env.Watched()
+	} else {
+		r.watched, err = monitor.WatchedReader(recCtx, r.env.Plane.RESTConfig, reference.Scheme(), r.env.Namespace)
+	}
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -65,8 +66,20 @@ var DefaultAppTiming = AppTiming{PodStart: 8 * time.Second, PodStop: 5 * time.Se
 // it, which is what graceful deletion waits for.
 const kubeletFinalizer = "upgradelab.dev/kubelet"
 
-// controllerTick is how often the controllers look (real time).
+// controllerTick is how often the controllers look (real time). A look
+// reads a cluster's objects only when something may have changed since
+// its last pass: its store was written (the store's resource version
+// moved; every write and every deletion moves it), a kubelet started or
+// stopped, one of the pass's own deadlines came (a pod Ready after its
+// start, ended after its stop, a node lost after the toleration), or
+// fullPassEvery went by. Reading every cluster's whole world at every
+// tick cost the harness most of a core at 55 clusters.
 const controllerTick = 50 * time.Millisecond
+
+// fullPassEvery bounds how long a cluster goes unread: a change no
+// trigger catches (a terminating pod the store's garbage collector
+// removes, which moves no resource version) waits at most this long.
+const fullPassEvery = time.Second
 
 // appState is the controllers' memory of one cluster, as theirs is.
 type appState struct {
@@ -88,6 +101,26 @@ type appState struct {
 	// seen is not a deleted one; kube-controller-manager's pod GC waits
 	// a 40 s quarantine for the same reason.)
 	nodesSeen map[string]bool
+
+	// What decides whether the next tick reads the cluster
+	// (controllerTick): kubeletChanges counts the node agents' changes
+	// (under Clusters.mu); the rest are the controller goroutine's: the
+	// changes and the store's resource version its last pass began at,
+	// when that was, and due, the earliest deadline that pass found
+	// (zero: none).
+	kubeletChanges uint64
+	passChanges    uint64
+	passVersion    string
+	passAt, due    time.Time
+	// passes counts the passes (read by tests).
+	passes atomic.Uint64
+}
+
+// wake makes due no later than t.
+func (st *appState) wake(t time.Time) {
+	if st.due.IsZero() || t.Before(st.due) {
+		st.due = t
+	}
 }
 
 func newAppState() *appState {
@@ -114,11 +147,31 @@ func (c *Clusters) runControllers(ctx context.Context) {
 		c.mu.Unlock()
 		sort.Strings(names)
 		for _, name := range names {
+			st := c.appState(name)
+			version, err := c.manager.GetCache().GetBookmarkResourceVersion(name)
+			changes := c.kubeletChanges(st)
+			now := time.Now()
+			if err == nil && version == st.passVersion && changes == st.passChanges &&
+				(st.due.IsZero() || now.Before(st.due)) && now.Sub(st.passAt) < fullPassEvery {
+				continue // nothing to do since the last pass
+			}
+			st.passVersion, st.passChanges, st.passAt, st.due = version, changes, now, time.Time{}
+			st.passes.Add(1)
 			// An error is the cluster's etcd refusing, or a conflict with
-			// another writer: the next tick looks again.
-			_ = c.reconcileApps(ctx, name)
+			// another writer: look again at the next tick.
+			if err := c.reconcileApps(ctx, name); err != nil {
+				st.passVersion = ""
+			}
 		}
 	}
+}
+
+// kubeletChanges reads st's count of kubelet changes under the lock the
+// node agents write it with.
+func (c *Clusters) kubeletChanges(st *appState) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return st.kubeletChanges
 }
 
 // world is one tick's reading of a cluster's application objects.
@@ -291,8 +344,12 @@ func (c *Clusters) nodeLifecycle(ctx context.Context, cluster string, cl inmemor
 			continue
 		}
 		n, exists := w.nodes[p.Spec.NodeName]
-		lost := exists && !nodeReady(n) && now.Sub(st.notReadySince[p.Spec.NodeName]) >= c.scale.Real(c.timing.NodeLost)
+		lostAt := st.notReadySince[p.Spec.NodeName].Add(c.scale.Real(c.timing.NodeLost))
+		lost := exists && !nodeReady(n) && !now.Before(lostAt)
 		if exists && !lost {
+			if !nodeReady(n) {
+				st.wake(lostAt)
+			}
 			continue
 		}
 		why := "its node " + p.Spec.NodeName + " was deleted"
@@ -350,7 +407,11 @@ func (c *Clusters) kubelet(ctx context.Context, cluster string, cl inmemoryclien
 			if _, ok := st.deleted[string(p.UID)]; !ok {
 				st.deleted[string(p.UID)] = now
 			}
-			if running && now.Sub(st.deleted[string(p.UID)]) >= c.scale.Real(c.timing.PodStop) {
+			stopAt := st.deleted[string(p.UID)].Add(c.scale.Real(c.timing.PodStop))
+			if running && now.Before(stopAt) {
+				st.wake(stopAt)
+			}
+			if running && !now.Before(stopAt) {
 				if err := finish(ctx, cl, p); err != nil {
 					if firstErr == nil {
 						firstErr = err
@@ -368,12 +429,16 @@ func (c *Clusters) kubelet(ctx context.Context, cluster string, cl inmemoryclien
 		if k := kl.started[p.Spec.NodeName]; k.After(startedAt) {
 			startedAt = k
 		}
-		ready := running && nodeReady(n) && now.Sub(startedAt) >= c.scale.Real(c.timing.PodStart)
+		readyAt := startedAt.Add(c.scale.Real(c.timing.PodStart))
+		ready := running && nodeReady(n) && !now.Before(readyAt)
 		if _, ok := st.bound[string(p.UID)]; !ok {
 			// Bound before this controller's memory (another run of it):
 			// the pod has been starting since now.
 			st.bound[string(p.UID)] = now
-			ready = false
+			readyAt, ready = now.Add(c.scale.Real(c.timing.PodStart)), false
+		}
+		if running && nodeReady(n) && !ready {
+			st.wake(readyAt)
 		}
 		phase := p.Status.Phase
 		if running && phase == corev1.PodPending {

@@ -618,3 +618,38 @@ func TestARunningMemberBecomesLeaderWhenTheLeaderStops(t *testing.T) {
 		t.Fatalf("quorum back with the leader running: leader %q; want cp-1 still", got)
 	}
 }
+
+// The controllers read a cluster when something changed, not at every
+// tick, and still keep the modelled times: a scaled-up pod is Ready at
+// its start time, not at the next full pass.
+func TestTheControllersReadAClusterOnlyWhenSomethingChanged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, cs := appCluster(t, ctx)
+	c.timing.PodStart = 200 * time.Millisecond
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, deployment("web", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "one Ready pod", func() bool { return len(readyPods(t, ctx, cs, "web")) == 1 })
+	time.Sleep(5 * controllerTick) // the status writes that follow
+	st := c.appState("default/wl")
+	before := st.passes.Load()
+	quiet := 2 * fullPassEvery
+	time.Sleep(quiet)
+	if n := st.passes.Load() - before; n > 3 {
+		t.Fatalf("%d passes over an unchanged cluster in %s (ticks: %d; full passes: %d)", n, quiet, quiet/controllerTick, quiet/fullPassEvery)
+	}
+	d, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Replicas = ptr.To(int32(2))
+	scaled := time.Now()
+	if _, err := cs.AppsV1().Deployments("default").Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "two Ready pods", func() bool { return len(readyPods(t, ctx, cs, "web")) == 2 })
+	if took, most := time.Since(scaled), c.timing.PodStart+fullPassEvery/2; took > most {
+		t.Fatalf("the second pod took %s to be Ready; its start is %s (a missed deadline waits for the next full pass, %s)", took, c.timing.PodStart, fullPassEvery)
+	}
+}

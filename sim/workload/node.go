@@ -287,6 +287,9 @@ func (c *Clusters) setKubelet(name, node string, running bool) {
 		return
 	}
 	started := running && !w.apps.kubelets[node]
+	if w.apps.kubelets[node] != running {
+		w.apps.kubeletChanges++
+	}
 	w.apps.kubelets[node] = running
 	if started {
 		// Its containers start again: a pod it ran is Ready again only

@@ -1,0 +1,68 @@
+package fleet
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+)
+
+// A sample is charged to upgradelab's innermost package on its stack;
+// a stack without one to the package its goroutine started in; one of
+// the runtime alone to "runtime".
+func TestTheHarnessProfileIsChargedByComponent(t *testing.T) {
+	var locs []*profile.Location
+	loc := func(fn string) *profile.Location {
+		l := &profile.Location{ID: uint64(len(locs) + 1), Line: []profile.Line{{Function: &profile.Function{ID: uint64(len(locs) + 1), Name: fn}}}}
+		locs = append(locs, l)
+		return l
+	}
+	json := loc("encoding/json.(*encodeState).marshal")
+	list := loc("sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime/cache.(*cache).List")
+	read := loc(module + "sim/workload.(*Clusters).read")
+	run := loc(module + "e2e/runner.(*run).execute")
+	poll := loc(module + "e2e/monitor.(*Recorder).Poll")
+	serve := loc("net/http.(*conn).serve")
+	gc := loc("runtime.gcBgMarkWorker")
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
+		Location:   locs,
+		Sample: []*profile.Sample{
+			{Location: []*profile.Location{json, list, read, run}, Value: []int64{1, int64(3 * time.Second)}},
+			{Location: []*profile.Location{json, poll}, Value: []int64{1, int64(2 * time.Second)}},
+			{Location: []*profile.Location{json, serve}, Value: []int64{1, int64(time.Second)}},
+			{Location: []*profile.Location{gc}, Value: []int64{1, int64(time.Second)}},
+			{Location: []*profile.Location{list, read}, Value: []int64{1, int64(time.Second)}},
+		},
+	}
+	for _, l := range locs {
+		p.Function = append(p.Function, l.Line[0].Function)
+	}
+	path := filepath.Join(t.TempDir(), HarnessProfile)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	got, err := components(path, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Component{{"sim/workload", 4 * time.Second, 0.5}, {"e2e/monitor", 2 * time.Second, 0.25}, {"net/http", time.Second, 0.125}, {"other", time.Second, 0.125}}
+	if len(got) != len(want) {
+		t.Fatalf("components = %+v; want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("components[%d] = %+v; want %+v (all: %+v)", i, got[i], want[i], got)
+		}
+	}
+	if _, err := components(filepath.Join(t.TempDir(), "none"), 3); err == nil {
+		t.Fatal("a missing profile read as one")
+	}
+}
