@@ -83,7 +83,9 @@ func components(path string, top int) ([]Component, error) {
 	for pkg, v := range byPkg {
 		out = append(out, Component{Package: pkg, CPU: time.Duration(v)})
 	}
-	slices.SortFunc(out, func(a, b Component) int { return cmp.Or(cmp.Compare(b.CPU, a.CPU), strings.Compare(a.Package, b.Package)) })
+	slices.SortFunc(out, func(a, b Component) int {
+		return cmp.Or(cmp.Compare(b.CPU, a.CPU), strings.Compare(a.Package, b.Package))
+	})
 	if len(out) > top {
 		rest := Component{Package: "other"}
 		for _, c := range out[top:] {
