@@ -36,7 +36,7 @@ func TestWipingMembersKCPDidNotRemoveBreaksEtcdQuorum(t *testing.T) {
 	}
 	tl := timeline.New()
 	recCtx, stop := context.WithCancel(ctx)
-	go monitor.RecordWorkload(recCtx, clusters, "ns/wl", tl)
+	go monitor.RecordWorkload(recCtx, clusters, "ns/wl", tl, nil)
 	time.Sleep(50 * time.Millisecond) // subscribed
 	tl.Step(check.StepUpgrade, "")
 	for _, n := range []string{"cp-a", "cp-b"} {

@@ -167,11 +167,13 @@ func (r *Recorder) api(ctx context.Context) (map[string]map[string]string, error
 	ns := &corev1.Namespace{}
 	err := r.workload.Get(ctx, client.ObjectKey{Name: metav1.NamespaceDefault}, ns)
 	if err == nil || apierrors.IsNotFound(err) {
+		r.apiDown = false
 		return map[string]map[string]string{"api": {FieldAPIAvailable: "true"}}, nil
 	}
 	if ctx.Err() != nil {
 		return nil, err
 	}
+	r.apiDown = true // poll every Interval until it answers
 	return map[string]map[string]string{"api": {FieldAPIAvailable: "false", FieldAPIError: apiFailure(err)}}, nil
 }
 
@@ -196,8 +198,9 @@ func apiFailure(err error) string {
 
 // RecordWorkload writes the lab's workload cluster events for cluster
 // (namespace/name) into the timeline until ctx ends: its VIP opening and
-// closing, etcd members and health, evictions, pods stopped.
-func RecordWorkload(ctx context.Context, clusters *workload.Clusters, cluster string, tl *timeline.Timeline) {
+// closing, etcd members and health, evictions, pods stopped. Each event
+// recorded calls wake (when not nil), as RecordLab's do.
+func RecordWorkload(ctx context.Context, clusters *workload.Clusters, cluster string, tl *timeline.Timeline, wake func()) {
 	events, cancel := clusters.Subscribe()
 	defer cancel()
 	for {
@@ -220,6 +223,9 @@ func RecordWorkload(ctx context.Context, clusters *workload.Clusters, cluster st
 				name = e.Cluster
 			}
 			tl.Add(timeline.Entry{Time: e.Time, Kind: KindWorkloadEvent, Name: name, New: fields})
+			if wake != nil {
+				wake()
+			}
 		}
 	}
 }

@@ -21,8 +21,11 @@ import (
 )
 
 // Recorder polls the objects of one cluster and records every change of
-// their summaries. Polling (every Interval, 100 ms by default) sees each
-// state that lasts longer than that; CAPI's own steps last seconds.
+// their summaries. It polls when something changed (wake.go: watches on
+// both clusters, and the events the runner passes to Wake), at most every
+// Interval (100 ms by default), so it sees each state that lasts longer
+// than that; CAPI's own steps last seconds. With nothing changing it
+// polls every Idle (DefaultIdle).
 type Recorder struct {
 	// Management reads the cluster's namespace (WatchedReader, or any
 	// client).
@@ -32,6 +35,7 @@ type Recorder struct {
 	Workload func(context.Context) (client.Client, error)
 	Timeline *timeline.Timeline
 	Interval time.Duration
+	Idle     time.Duration
 	// Hosts: the provider keeps BareMetalHosts (a plane without their CRD
 	// would answer every poll with an error); SpareLabel is the label it
 	// marks its spare hosts with.
@@ -42,23 +46,44 @@ type Recorder struct {
 	mu       sync.Mutex
 	last     map[string]map[string]map[string]string
 	workload client.Client
+	// apiDown: the last poll found the workload API not answering.
+	apiDown bool
+
+	wakeOnce sync.Once
+	wake     chan struct{}
 }
 
-// Run polls until ctx ends.
+// Run polls until ctx ends: whenever something changed, at most every
+// Interval; while the workload API does not answer, every Interval; and
+// at least every Idle.
 func (r *Recorder) Run(ctx context.Context) {
-	interval := r.Interval
-	if interval == 0 {
-		interval = 100 * time.Millisecond
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	r.watchManagement(ctx)
+	wake := r.wakeCh()
+	watching := false
 	for {
 		r.Poll(ctx)
+		r.mu.Lock()
+		c, down := r.workload, r.apiDown
+		r.mu.Unlock()
+		if wc, ok := c.(client.WithWatch); ok && !watching {
+			watching = true
+			r.watchWorkload(ctx, wc)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(r.interval()):
 		}
+		if down {
+			continue
+		}
+		idle := time.NewTimer(r.idle())
+		select {
+		case <-ctx.Done():
+		case <-wake:
+		case <-idle.C:
+		}
+		idle.Stop()
 	}
 }
 
@@ -299,8 +324,10 @@ func (r *Recorder) etcdMembers(ctx context.Context) (map[string]map[string]strin
 
 // RecordLab writes the lab's hardware events into the timeline until ctx
 // ends: power, boot, disk and NIC events of each host that keep selects
-// (nil: every host; a fleet's run records only its own hosts).
-func RecordLab(ctx context.Context, l *lab.Lab, tl *timeline.Timeline, keep func(host string) bool) {
+// (nil: every host; a fleet's run records only its own hosts). Each event
+// recorded calls wake (when not nil): the Recorder's Wake, so a host
+// powered off is followed by a poll of what it took down.
+func RecordLab(ctx context.Context, l *lab.Lab, tl *timeline.Timeline, keep func(host string) bool, wake func()) {
 	events, cancel := l.Subscribe()
 	defer cancel()
 	for {
@@ -319,6 +346,9 @@ func RecordLab(ctx context.Context, l *lab.Lab, tl *timeline.Timeline, keep func
 				fields[k] = v
 			}
 			tl.Add(timeline.Entry{Time: e.Time, Kind: timeline.KindLab, Name: e.Host, New: fields})
+			if wake != nil {
+				wake()
+			}
 		}
 	}
 }

@@ -279,5 +279,6 @@ func (e *Env) Workload(ctx context.Context, cluster string) (client.Client, erro
 	if err != nil {
 		return nil, fmt.Errorf("the kubeconfig of %s: %w", cluster, err)
 	}
-	return client.New(cfg, client.Options{})
+	// With watches: the recorder watches what it reads (monitor/wake.go).
+	return client.NewWithWatch(cfg, client.Options{})
 }

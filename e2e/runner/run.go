@@ -309,8 +309,8 @@ func (r *run) execute(parent context.Context) (err error) {
 		Workload: r.workloadClient, Hosts: r.provider.Lab, SpareLabel: r.provider.Hosts.SpareLabel}
 	go rec.Run(recCtx)
 	if r.provider.Lab {
-		go monitor.RecordLab(recCtx, r.env.Site.Lab, r.tl, r.ownHost)
-		go monitor.RecordWorkload(recCtx, r.env.Site.Workloads, r.env.Namespace+"/"+clusterName, r.tl)
+		go monitor.RecordLab(recCtx, r.env.Site.Lab, r.tl, r.ownHost, rec.Wake)
+		go monitor.RecordWorkload(recCtx, r.env.Site.Workloads, r.env.Namespace+"/"+clusterName, r.tl, rec.Wake)
 	}
 	for _, phase := range []struct {
 		name string

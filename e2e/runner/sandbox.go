@@ -96,8 +96,8 @@ func StartSandbox(ctx context.Context, s *scenario.Scenario, def *lab.Definition
 		Workload: r.workloadClient, Hosts: r.provider.Lab, SpareLabel: r.provider.Hosts.SpareLabel}
 	go rec.Run(recCtx)
 	if r.provider.Lab {
-		go monitor.RecordLab(recCtx, r.env.Site.Lab, r.tl, nil)
-		go monitor.RecordWorkload(recCtx, r.env.Site.Workloads, r.env.Namespace+"/"+clusterName, r.tl)
+		go monitor.RecordLab(recCtx, r.env.Site.Lab, r.tl, nil, rec.Wake)
+		go monitor.RecordWorkload(recCtx, r.env.Site.Workloads, r.env.Namespace+"/"+clusterName, r.tl, rec.Wake)
 	}
 	if err := r.enrollHosts(ctx); err != nil {
 		return sb, err
