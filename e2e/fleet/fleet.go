@@ -247,7 +247,7 @@ func (m *meter) sample(ctx context.Context) {
 		}
 		depths := map[string]float64{}
 		for name, url := range m.plane.MetricsURLs() {
-			if s, err := scrapeURL(ctx, m.mgrs, url); err == nil {
+			if s, err := scrapeURL(ctx, m.mgrs, url, "workqueue_depth"); err == nil {
 				depths[name] = s.sum("workqueue_depth")
 			}
 		}

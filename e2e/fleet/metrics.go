@@ -18,8 +18,11 @@ import (
 // scrape is one read of a Prometheus endpoint.
 type scrape map[string]*dto.MetricFamily
 
-// scrapeURL reads url's metrics in Prometheus' text format.
-func scrapeURL(ctx context.Context, c *http.Client, url string) (scrape, error) {
+// scrapeURL reads url's metrics in Prometheus' text format: every family,
+// or only those named in only (the sampler's every-2-s read of five
+// managers' workqueue depths parsed every family of theirs: 4% of the
+// harness's CPU in a 55-cluster fleet).
+func scrapeURL(ctx context.Context, c *http.Client, url string, only ...string) (scrape, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -33,7 +36,37 @@ func scrapeURL(ctx context.Context, c *http.Client, url string) (scrape, error) 
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
 	}
-	return parseMetrics(resp.Body)
+	if len(only) == 0 {
+		return parseMetrics(resp.Body)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	return parseMetrics(strings.NewReader(familiesNamed(string(body), only)))
+}
+
+// familiesNamed is the lines of a text exposition that belong to the
+// named families (their samples, HELP and TYPE): counters and gauges,
+// whose samples carry the family's name (a histogram's add suffixes).
+func familiesNamed(text string, names []string) string {
+	var b strings.Builder
+	for line := range strings.SplitSeq(text, "\n") {
+		name := line
+		if rest, ok := strings.CutPrefix(line, "# HELP "); ok {
+			name = rest
+		} else if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name = rest
+		}
+		if end := strings.IndexAny(name, "{ "); end >= 0 {
+			name = name[:end]
+		}
+		if slices.Contains(names, name) {
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }
 
 // parseMetrics reads Prometheus' text format.

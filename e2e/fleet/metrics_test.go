@@ -56,3 +56,17 @@ func TestMetricsSumsAndQuantiles(t *testing.T) {
 		t.Fatal("malformed metrics parsed")
 	}
 }
+
+// Reading only the named families keeps theirs whole and drops the rest.
+func TestOnlyTheNamedFamiliesAreRead(t *testing.T) {
+	s, err := parseMetrics(strings.NewReader(familiesNamed(sample, []string{"workqueue_depth"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.sum("workqueue_depth"); got != 5 {
+		t.Fatalf("depth %v", got)
+	}
+	if len(s) != 1 {
+		t.Fatalf("families read: %d; want only workqueue_depth", len(s))
+	}
+}
