@@ -25,7 +25,7 @@ RACE_PKGS = ./e2e/mgmt/... ./e2e/monitor/ ./internal/... $(shell go list ./sim/.
 
 GO_TEST ?= go test
 
-.PHONY: all deps tools test test-vm bench-vm bench-fleet e2e e2e-vm e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
+.PHONY: all deps tools test test-vm bench-vm bench-fleet bench-fleet-curve e2e e2e-vm e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
 
 all: build
 
@@ -169,12 +169,19 @@ bench: tools
 	$(GO_TEST) -run '^$$' -bench . -benchtime 5000x -timeout 10m ./sim/ipmi/
 	$(GO_TEST) -run '^$$' -bench BenchmarkEviction -benchtime 1000x -timeout 10m ./sim/workload/
 	$(GO_TEST) -run '^$$' -bench 'BenchmarkScenario|BenchmarkFourScenariosTogether' -benchtime 1x -timeout 60m ./e2e/runner/
+	$(GO_TEST) -run '^$$' -bench BenchmarkFleetWave100 -benchtime 1x -timeout 30m ./e2e/fleet/
 
 # A fleet's wave (docs/FLEET.md): FLEET's clusters on one plane and one
 # lab, provisioned, upgraded in one wave, judged, and what it cost.
 FLEET ?= fixtures/fleets/small.yaml
 bench-fleet: tools
 	go run ./cmd/upgradelab fleet --fleet $(FLEET) --artifacts $(ARTIFACTS)/fleet
+
+# The cost curve: hundred.yaml's mix scaled to each of CURVE_HOSTS, one
+# plane each, one after another; curve.txt and curve.svg in the artifacts.
+CURVE_HOSTS ?= 10,100,300,1000
+bench-fleet-curve: tools
+	go run ./cmd/upgradelab fleet curve --fleet fixtures/fleets/hundred.yaml --hosts $(CURVE_HOSTS) --artifacts $(ARTIFACTS)/curve
 
 # Each parser's fuzzer for FUZZTIME (the seeds also run in `make test`).
 FUZZTIME ?= 30s

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -37,6 +38,30 @@ verdicts. Exits non-zero when a cluster broke a rule or stopped.`,
 	cmd.Flags().Float64Var(&o.scale, "time-scale", 0.01, "real time per modelled time in the lab")
 	cmd.Flags().IntVar(&o.batch, "batch", -1, "override the fleet file's wave.batch (0: all at once)")
 	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", true, "run CAPI's managers as CAPI ships them: their per-object reconcile rate limit and with it their stale-cache guard (false: as make e2e runs them, faster)")
+	cmd.AddCommand(newCurveCommand())
+	return cmd
+}
+
+func newCurveCommand() *cobra.Command {
+	var o fleetOptions
+	var sizes []int
+	cmd := &cobra.Command{
+		Use:   "curve",
+		Short: "Run one fleet's mix at several lab sizes and plot what each wave cost against the size",
+		Long: `Scales the fleet file's groups to each lab size in --hosts (counts in
+proportion, at least one cluster a group), runs each size as
+'upgradelab fleet' does, on a plane of its own, one after another, and
+writes curve.txt, curve.json and curve.svg (time and memory against the
+lab size) beside one folder per size (hosts-N/). Exits non-zero when a
+cluster of any size broke a rule or stopped.`,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.curve(cmd.Context(), cmd.OutOrStdout(), sizes) },
+	}
+	cmd.Flags().StringVar(&o.file, "fleet", "fixtures/fleets/hundred.yaml", "the fleet file (its hosts: is the size its counts are for)")
+	cmd.Flags().IntSliceVar(&sizes, "hosts", []int{10, 100, 300, 1000}, "the lab sizes")
+	cmd.Flags().StringVar(&o.artifacts, "artifacts", "", "folder for every artifact (default ./_artifacts/curve-TIME)")
+	cmd.Flags().Float64Var(&o.scale, "time-scale", 0.01, "real time per modelled time in the lab")
+	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", true, "run CAPI's managers as CAPI ships them (see upgradelab fleet)")
+	o.batch = -1
 	return cmd
 }
 
@@ -45,6 +70,46 @@ type fleetOptions struct {
 	scale           float64
 	batch           int
 	rateLimited     bool
+}
+
+func (o fleetOptions) curve(ctx context.Context, out io.Writer, sizes []int) error {
+	root, err := reference.RepoRoot()
+	if err != nil {
+		return fmt.Errorf("run from the repository (its fixtures and templates): %w", err)
+	}
+	fleets := make([]*fleet.Fleet, len(sizes))
+	for i, n := range sizes {
+		if fleets[i], err = fleet.LoadScaled(inRepo(root, o.file), n); err != nil {
+			return err // every size is checked before the first runs
+		}
+	}
+	dir, closeLog, err := artifactsFolder(o.artifacts, "curve")
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	bins, err := referenceBinaries(ctx, out, filepath.Join(dir, "bin"))
+	if err != nil {
+		return err
+	}
+	var reps []*fleet.Report
+	broken := false
+	for i, fl := range fleets {
+		rep, results, err := o.runOne(ctx, out, root, fl, filepath.Join(dir, fmt.Sprintf("hosts-%d", sizes[i])), bins)
+		if err != nil {
+			return err
+		}
+		reps = append(reps, rep)
+		broken = broken || slices.ContainsFunc(results, result.Result.Failed)
+		if err := fleet.WriteCurve(dir, reps); err != nil { // kept after each size: a stopped curve keeps what it measured
+			return err
+		}
+	}
+	fmt.Fprintf(out, "\n%s\nupgradelab artifacts: %s (%s, %s, %s, one folder per size)\n", fleet.CurveTable(reps), dir, fleet.CurveText, fleet.CurveFile, fleet.CurvePlot)
+	if broken {
+		return errRulesBroken
+	}
+	return nil
 }
 
 func (o fleetOptions) run(ctx context.Context, out io.Writer) error {
@@ -68,29 +133,37 @@ func (o fleetOptions) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	_, results, err := o.runOne(ctx, out, root, fl, dir, bins)
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(results, result.Result.Failed) {
+		return errRulesBroken
+	}
+	return nil
+}
+
+// runOne runs one fleet into dir and writes its report, the clusters'
+// HTML report and JUnit there.
+func (o fleetOptions) runOne(ctx context.Context, out io.Writer, root string, fl *fleet.Fleet, dir string, bins reference.Binaries) (*fleet.Report, []result.Result, error) {
 	fmt.Fprintf(out, "fleet %s: %d clusters on %d hosts; artifacts in %s\n", fl.File.Name, len(fl.Clusters), len(fl.Lab.Spec.Hosts), dir)
 	rep, results, err := fleet.Run(ctx, fl, fleet.Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(o.scale),
 		Progress: &lockedWriter{w: out}, ProviderBinary: bins.Provider, ExtensionBinary: bins.Extension, RateLimitedReconciles: o.rateLimited})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := rep.Write(dir); err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := report.Write(dir, results, report.Layout{Processes: 1}); err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := result.WriteJUnit(filepath.Join(dir, result.JUnitFile), results); err != nil {
-		return err
+		return nil, nil, err
 	}
 	fmt.Fprintln(out)
 	result.WriteTable(out, results)
 	fmt.Fprintf(out, "\n%s\nupgradelab artifacts: %s (%s, %s, report.html, %s, %s, one folder per cluster under clusters/)\n",
 		rep, dir, fleet.ReportText, fleet.ReportFile, result.File, result.JUnitFile)
-	for _, r := range results {
-		if r.Failed() {
-			return errRulesBroken
-		}
-	}
-	return nil
+	return rep, results, nil
 }

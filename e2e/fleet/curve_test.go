@@ -1,0 +1,84 @@
+package fleet
+
+import (
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A fleet scaled to a lab size keeps its mix: every group scaled, none
+// below one cluster, the lab the size asked for or what the clusters
+// take when that is more.
+func TestAFleetScalesToALabSize(t *testing.T) {
+	for _, c := range []struct {
+		hosts, clusters, labHosts int
+		groups                    []int
+	}{
+		{10, 6, 13, []int{4, 1, 1}}, // the rolling cluster alone takes 6 hosts
+		{100, 55, 100, []int{40, 10, 5}},
+		{300, 165, 300, []int{120, 30, 15}},
+		{1000, 550, 1000, []int{400, 100, 50}},
+	} {
+		fl, err := LoadScaled("../../fixtures/fleets/hundred.yaml", c.hosts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts := map[string]int{}
+		for _, cl := range fl.Clusters {
+			counts[cl.Name[:strings.LastIndex(cl.Name, "-")]]++
+		}
+		got := []int{counts["sn"], counts["si"], counts["roll"]}
+		if len(fl.Clusters) != c.clusters || len(fl.Lab.Spec.Hosts) != c.labHosts || got[0] != c.groups[0] || got[1] != c.groups[1] || got[2] != c.groups[2] {
+			t.Errorf("scaled to %d: %d clusters %v on %d hosts; want %d %v on %d", c.hosts, len(fl.Clusters), got, len(fl.Lab.Spec.Hosts), c.clusters, c.groups, c.labHosts)
+		}
+	}
+	if _, err := LoadScaled("../../fixtures/fleets/hundred.yaml", 2000); err == nil || !strings.Contains(err.Error(), "at most 1000") {
+		t.Fatalf("2000 hosts (1100 clusters): %v", err)
+	}
+}
+
+// The curve is written as a table, JSON and an SVG that parses, with a
+// line per series and a point per size.
+func TestTheCurveIsWrittenAndPlotted(t *testing.T) {
+	var reps []*Report
+	for i, n := range []int{100, 10} {
+		reps = append(reps, &Report{Fleet: "hundred", Hosts: n, Clusters: n / 2, Passed: n / 2, Wall: time.Duration(i+1) * time.Minute,
+			Wave: time.Minute, Upgrade: Spread{P95: 30 * time.Second}, PeakTotalRSS: int64(n) << 24,
+			Processes: []ProcessCost{{Name: harness, PeakRSS: 1 << 29}, {Name: "kube-apiserver", PeakRSS: 1 << 30}}})
+	}
+	dir := t.TempDir()
+	if err := WriteCurve(dir, reps); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, CurvePlot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Lines []struct {
+			Points string `xml:"points,attr"`
+		} `xml:"polyline"`
+	}
+	if err := xml.Unmarshal(svg, &doc); err != nil {
+		t.Fatalf("curve.svg does not parse: %v", err)
+	}
+	if len(doc.Lines) != 7 {
+		t.Fatalf("%d lines; want 4 times and 3 memories", len(doc.Lines))
+	}
+	for _, l := range doc.Lines {
+		if n := len(strings.Fields(l.Points)); n != 2 {
+			t.Fatalf("a line with %d points: %q", n, l.Points)
+		}
+	}
+	table, err := os.ReadFile(filepath.Join(dir, CurveText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSpace(string(table)), "\n")
+	if len(rows) != 3 || !strings.HasPrefix(rows[1], "10 ") || !strings.HasPrefix(rows[2], "100 ") {
+		t.Fatalf("the table is not smallest first:\n%s", table)
+	}
+}
