@@ -49,6 +49,8 @@ type options struct {
 	caFile, certDir, callbackAddr, callbackURL, deployImageURL string
 	poll, deployTimeout, resetTimeout, softPowerOffTimeout     time.Duration
 	netbootAddr, ipmitool                                      string
+	qps                                                        float64
+	burst, hostConcurrency                                     int
 }
 
 func main() {
@@ -69,6 +71,9 @@ func main() {
 	fs.StringVar(&o.netbootAddr, "netboot-addr", "", "where the boot server for ipmi:// hosts listens (plain HTTP; the site's DHCP offers http://ADDR/boot); empty: no boot server, ipmi:// hosts cannot be deployed")
 	fs.StringVar(&o.ipmitool, "ipmitool", "ipmitool", "ipmitool binary for ipmi:// hosts (Debian's package ipmitool)")
 	fs.StringVar(&o.controllers, "controllers", partHosts+","+partMachines, "the parts to run: hosts (the BareMetalHost inventory: host controller and callback endpoint), machines (the CAPI infrastructure controllers and webhooks), or both")
+	fs.Float64Var(&o.qps, "kube-api-qps", 20, "the client's requests per second to the API server (CAPI providers' flag and default)")
+	fs.IntVar(&o.burst, "kube-api-burst", 30, "the client's burst to the API server (CAPI providers' flag and default)")
+	fs.IntVar(&o.hostConcurrency, "host-concurrency", 0, "BareMetalHosts reconciled at once (0: baremetal-operator's default, the CPUs, at least 2, at most 8)")
 	fs.DurationVar(&o.poll, "poll", 500*time.Millisecond, "how often a host or machine waiting on hardware is looked at")
 	fs.DurationVar(&o.deployTimeout, "deploy-timeout", 5*time.Minute, "deploy ramdisk boot timeout before booting it again")
 	fs.DurationVar(&o.resetTimeout, "reset-timeout", 5*time.Minute, "reset timeout before asking again")
@@ -108,6 +113,7 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	restConfig.QPS, restConfig.Burst = float32(o.qps), o.burst
 	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: !o.insecureDiagnostics}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 scheme(),
@@ -200,6 +206,7 @@ func setupInventory(mgr ctrl.Manager, o options) error {
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), BMCHTTP: httpClient, AgentHTTP: httpClient, Heartbeats: heartbeats, Recorder: mgr.GetEventRecorder("baremetalhost-controller"),
 		DeployImageURL: o.deployImageURL, CallbackURL: o.callbackURL,
 		Poll: o.poll, DeployTimeout: o.deployTimeout, ResetTimeout: o.resetTimeout, SoftPowerOffTimeout: o.softPowerOffTimeout,
+		Concurrency: o.hostConcurrency,
 	}
 	return hosts.SetupWithManager(mgr)
 }

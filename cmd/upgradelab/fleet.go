@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -38,6 +39,7 @@ verdicts. Exits non-zero when a cluster broke a rule or stopped.`,
 	cmd.Flags().Float64Var(&o.scale, "time-scale", 0.01, "real time per modelled time in the lab")
 	cmd.Flags().IntVar(&o.batch, "batch", -1, "override the fleet file's wave.batch (0: all at once)")
 	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", true, "run CAPI's managers as CAPI ships them: their per-object reconcile rate limit and with it their stale-cache guard (false: as make e2e runs them, faster)")
+	cmd.Flags().StringArrayVar(&o.managerFlags, "manager-flag", nil, "NAME=FLAG: one more flag for a manager of the plane (capi, kcp, cabpk, baremetal, inplace), e.g. capi=--kube-api-qps=100; repeat it")
 	cmd.AddCommand(newCurveCommand())
 	return cmd
 }
@@ -45,6 +47,7 @@ verdicts. Exits non-zero when a cluster broke a rule or stopped.`,
 func newCurveCommand() *cobra.Command {
 	var o fleetOptions
 	var sizes []int
+	var earlier []string
 	cmd := &cobra.Command{
 		Use:   "curve",
 		Short: "Run one fleet's mix at several lab sizes and plot what each wave cost against the size",
@@ -54,13 +57,15 @@ proportion, at least one cluster a group), runs each size as
 writes curve.txt, curve.json and curve.svg (time and memory against the
 lab size) beside one folder per size (hosts-N/). Exits non-zero when a
 cluster of any size broke a rule or stopped.`,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.curve(cmd.Context(), cmd.OutOrStdout(), sizes) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.curve(cmd.Context(), cmd.OutOrStdout(), sizes, earlier) },
 	}
 	cmd.Flags().StringVar(&o.file, "fleet", "fixtures/fleets/hundred.yaml", "the fleet file (its hosts: is the size its counts are for)")
 	cmd.Flags().IntSliceVar(&sizes, "hosts", []int{10, 100, 300, 1000}, "the lab sizes")
 	cmd.Flags().StringVar(&o.artifacts, "artifacts", "", "folder for every artifact (default ./_artifacts/curve-TIME)")
 	cmd.Flags().Float64Var(&o.scale, "time-scale", 0.01, "real time per modelled time in the lab")
 	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", true, "run CAPI's managers as CAPI ships them (see upgradelab fleet)")
+	cmd.Flags().StringArrayVar(&o.managerFlags, "manager-flag", nil, "NAME=FLAG: one more flag for a manager (see upgradelab fleet)")
+	cmd.Flags().StringArrayVar(&earlier, "with", nil, "the fleet.json of a size run before (upgradelab fleet): a point of the curve not run again; repeat it")
 	o.batch = -1
 	return cmd
 }
@@ -70,12 +75,34 @@ type fleetOptions struct {
 	scale           float64
 	batch           int
 	rateLimited     bool
+	managerFlags    []string
 }
 
-func (o fleetOptions) curve(ctx context.Context, out io.Writer, sizes []int) error {
+// managerArgs are --manager-flag's NAME=FLAG pairs by manager.
+func (o fleetOptions) managerArgs() (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, f := range o.managerFlags {
+		name, flag, ok := strings.Cut(f, "=")
+		if !ok || name == "" || !strings.HasPrefix(flag, "-") {
+			return nil, fmt.Errorf("--manager-flag %q: want NAME=FLAG, e.g. capi=--kube-api-qps=100", f)
+		}
+		out[name] = append(out[name], flag)
+	}
+	return out, nil
+}
+
+func (o fleetOptions) curve(ctx context.Context, out io.Writer, sizes []int, earlier []string) error {
 	root, err := reference.RepoRoot()
 	if err != nil {
 		return fmt.Errorf("run from the repository (its fixtures and templates): %w", err)
+	}
+	var reps []*fleet.Report
+	for _, path := range earlier {
+		rep, err := fleet.ReadReport(path)
+		if err != nil {
+			return fmt.Errorf("--with: %w", err)
+		}
+		reps = append(reps, rep)
 	}
 	fleets := make([]*fleet.Fleet, len(sizes))
 	for i, n := range sizes {
@@ -92,7 +119,6 @@ func (o fleetOptions) curve(ctx context.Context, out io.Writer, sizes []int) err
 	if err != nil {
 		return err
 	}
-	var reps []*fleet.Report
 	broken := false
 	for i, fl := range fleets {
 		rep, results, err := o.runOne(ctx, out, root, fl, filepath.Join(dir, fmt.Sprintf("hosts-%d", sizes[i])), bins)
@@ -146,9 +172,14 @@ func (o fleetOptions) run(ctx context.Context, out io.Writer) error {
 // runOne runs one fleet into dir and writes its report, the clusters'
 // HTML report and JUnit there.
 func (o fleetOptions) runOne(ctx context.Context, out io.Writer, root string, fl *fleet.Fleet, dir string, bins reference.Binaries) (*fleet.Report, []result.Result, error) {
+	args, err := o.managerArgs()
+	if err != nil {
+		return nil, nil, err
+	}
 	fmt.Fprintf(out, "fleet %s: %d clusters on %d hosts; artifacts in %s\n", fl.File.Name, len(fl.Clusters), len(fl.Lab.Spec.Hosts), dir)
 	rep, results, err := fleet.Run(ctx, fl, fleet.Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(o.scale),
-		Progress: &lockedWriter{w: out}, ProviderBinary: bins.Provider, ExtensionBinary: bins.Extension, RateLimitedReconciles: o.rateLimited})
+		Progress: &lockedWriter{w: out}, ProviderBinary: bins.Provider, ExtensionBinary: bins.Extension, RateLimitedReconciles: o.rateLimited,
+		ManagerArgs: args})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -82,3 +82,27 @@ func TestTheCurveIsWrittenAndPlotted(t *testing.T) {
 		t.Fatalf("the table is not smallest first:\n%s", table)
 	}
 }
+
+// A fleet.json written by one run is a point of a later curve.
+func TestAReportReadsBackAsWritten(t *testing.T) {
+	dir := t.TempDir()
+	want := &Report{Fleet: "hundred", Hosts: 100, Clusters: 55, Passed: 40, Wall: 7 * time.Minute,
+		Processes: []ProcessCost{{Name: harness, PeakRSS: 1 << 28}}, ManagerArgs: map[string][]string{"capi": {"--kube-api-qps=100"}}}
+	if err := want.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadReport(filepath.Join(dir, ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Fatalf("read back:\n%s\nwritten:\n%s", got, want)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"hosts": "many"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadReport(bad); err == nil || !strings.Contains(err.Error(), "bad.json") {
+		t.Fatalf("a bad report: %v", err)
+	}
+}

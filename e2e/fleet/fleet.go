@@ -42,6 +42,10 @@ type Options struct {
 	// mgmt.Options). `upgradelab fleet` does by default: a fleet measures
 	// what a real management cluster pays.
 	RateLimitedReconciles bool
+	// ManagerArgs are more flags for the plane's managers by name
+	// (mgmt.Options.ManagerArgs): their client QPS and burst, their
+	// concurrency.
+	ManagerArgs map[string][]string
 }
 
 // Run provisions every cluster of fl on one plane and one lab, upgrades
@@ -69,7 +73,8 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	say("starting one plane and one lab of %d hosts for %d clusters (%v)", len(fl.Lab.Spec.Hosts), len(fl.Clusters), fl.Strategies())
 	env, err := runner.StartEnv(ctx, runner.EnvOptions{Provider: prov, Strategies: fl.Strategies(), RepoRoot: o.RepoRoot,
 		Lab: fl.Lab, Dir: filepath.Join(o.Dir, "shared"), Scale: o.Scale,
-		ProviderBinary: o.ProviderBinary, ExtensionBinary: o.ExtensionBinary, RateLimitedReconciles: o.RateLimitedReconciles})
+		ProviderBinary: o.ProviderBinary, ExtensionBinary: o.ExtensionBinary, RateLimitedReconciles: o.RateLimitedReconciles,
+		ManagerArgs: o.ManagerArgs})
 	if err != nil {
 		return nil, nil, fmt.Errorf("fleet %s: the shared plane and lab: %w", fl.File.Name, err)
 	}
@@ -117,7 +122,7 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	stopSampling()
 	sampling.Wait()
 	rep := newReport(fl, results, w, meter, started, planeUp)
-	rep.CAPIRateLimiting = o.RateLimitedReconciles
+	rep.CAPIRateLimiting, rep.ManagerArgs = o.RateLimitedReconciles, o.ManagerArgs
 	if profileErr == nil {
 		profileErr = stopProfile()
 	}

@@ -3,6 +3,7 @@ package fleet
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -32,6 +33,9 @@ type Report struct {
 	Batch int `json:"batch"`
 	// CAPIRateLimiting: CAPI's managers ran as CAPI ships them.
 	CAPIRateLimiting bool `json:"capiRateLimiting"`
+	// ManagerArgs are the flags the managers ran with beyond the harness's
+	// own (Options.ManagerArgs).
+	ManagerArgs map[string][]string `json:"managerArgs,omitempty"`
 	// Wall is from the start until every run ended; PlaneStart the shared
 	// plane's and lab's start; Provision from then until every cluster
 	// was provisioned (the wave's start); Wave from then until the last
@@ -215,6 +219,22 @@ func (s scrape) controllerHistogram(controller string) histogram {
 	return histogramOf(mine)
 }
 
+// ReadReport reads a fleet.json that Write kept.
+func ReadReport(path string) (*Report, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{}
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if r.Hosts < 1 {
+		return nil, fmt.Errorf("%s: hosts: %d; not a fleet report", path, r.Hosts)
+	}
+	return r, nil
+}
+
 // Write keeps the report as fleet.json and fleet.txt in dir.
 func (r *Report) Write(dir string) error {
 	b, err := json.MarshalIndent(r, "", "  ")
@@ -239,6 +259,9 @@ func (r *Report) String() string {
 		limit = "CAPI's reconcile rate limit and its stale-cache guard off"
 	}
 	fmt.Fprintf(&b, "fleet %s: %d clusters (%s) on %d hosts, wave %s; %s\n", r.Fleet, r.Clusters, r.Form, r.Hosts, batchName(r.Batch), limit)
+	for _, name := range slices.Sorted(maps.Keys(r.ManagerArgs)) {
+		fmt.Fprintf(&b, "%s ran with %s\n", name, strings.Join(r.ManagerArgs[name], " "))
+	}
 	fmt.Fprintf(&b, "verdicts: %d passed, %d failed, %d stopped\n", r.Passed, r.Failed, r.Stopped)
 	fmt.Fprintf(&b, "wall %s: plane and lab %s, provisioning %s, wave %s\n", secs(r.Wall), secs(r.PlaneStart), secs(r.Provision), secs(r.Wave))
 	fmt.Fprintf(&b, "upgrade per cluster (%d): p50 %s, p95 %s, max %s\n", r.Upgrade.N, secs(r.Upgrade.P50), secs(r.Upgrade.P95), secs(r.Upgrade.Max))

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,6 +79,11 @@ type Options struct {
 	// and every provider that takes them, e.g. MachineTaintPropagation,
 	// which CAPI's own e2e specs exercise.
 	ExtraFeatureGates []string
+	// ManagerArgs are more flags for managers by name (capi, kcp, cabpk,
+	// or a provider's), after their own: what a fleet measures its
+	// managers' client rate limits and concurrency with (e.g. capi:
+	// --kube-api-qps=100, --machine-concurrency=20).
+	ManagerArgs map[string][]string
 }
 
 // Plane is a running management plane.
@@ -208,6 +214,14 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 	for _, prov := range opts.Providers {
 		managers = append(managers, prov.spec(gates))
 		names = append(names, prov.Name)
+	}
+	for name := range opts.ManagerArgs {
+		if !slices.Contains(names, name) {
+			return p, fmt.Errorf("mgmt: flags for manager %q, which the plane does not run (it runs %v)", name, names)
+		}
+	}
+	for i := range managers {
+		managers[i].extraArgs = append(slices.Clone(managers[i].extraArgs), opts.ManagerArgs[managers[i].name]...)
 	}
 	ports, err := allocateManagerPorts(managers)
 	if err != nil {

@@ -58,6 +58,8 @@ type EnvOptions struct {
 	// mgmt.Options.
 	RateLimitedReconciles bool
 	ExtraFeatureGates     []string
+	// ManagerArgs: mgmt.Options.ManagerArgs.
+	ManagerArgs map[string][]string
 	ControllerManager     bool
 }
 
@@ -124,7 +126,8 @@ func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 		return nil, err
 	}
 	if e.Plane, err = mgmt.Start(ctx, mgmt.Options{ArtifactsDir: filepath.Join(o.Dir, "mgmt"), Providers: providers,
-		RateLimitedReconciles: o.RateLimitedReconciles, ExtraFeatureGates: o.ExtraFeatureGates, ControllerManager: o.ControllerManager}); err != nil {
+		RateLimitedReconciles: o.RateLimitedReconciles, ExtraFeatureGates: o.ExtraFeatureGates, ControllerManager: o.ControllerManager,
+		ManagerArgs: o.ManagerArgs}); err != nil {
 		return nil, err
 	}
 	e.stops = append(e.stops, e.Plane.Stop)
