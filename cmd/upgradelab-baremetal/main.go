@@ -50,7 +50,7 @@ type options struct {
 	poll, deployTimeout, resetTimeout, softPowerOffTimeout     time.Duration
 	netbootAddr, ipmitool                                      string
 	qps                                                        float64
-	burst, hostConcurrency                                     int
+	burst, hostConcurrency, machineConcurrency                 int
 }
 
 func main() {
@@ -73,6 +73,7 @@ func main() {
 	fs.StringVar(&o.controllers, "controllers", partHosts+","+partMachines, "the parts to run: hosts (the BareMetalHost inventory: host controller and callback endpoint), machines (the CAPI infrastructure controllers and webhooks), or both")
 	fs.Float64Var(&o.qps, "kube-api-qps", 20, "the client's requests per second to the API server (CAPI providers' flag and default)")
 	fs.IntVar(&o.burst, "kube-api-burst", 30, "the client's burst to the API server (CAPI providers' flag and default)")
+	fs.IntVar(&o.machineConcurrency, "baremetalmachine-concurrency", machine.DefaultConcurrency, "BareMetalMachines reconciled at once")
 	fs.IntVar(&o.hostConcurrency, "host-concurrency", 0, "BareMetalHosts reconciled at once (0: baremetal-operator's default, the CPUs, at least 2, at most 8)")
 	fs.DurationVar(&o.poll, "poll", 500*time.Millisecond, "how often a host or machine waiting on hardware is looked at")
 	fs.DurationVar(&o.deployTimeout, "deploy-timeout", 5*time.Minute, "deploy ramdisk boot timeout before booting it again")
@@ -213,7 +214,7 @@ func setupInventory(mgr ctrl.Manager, o options) error {
 
 // setupMachines adds the infrastructure controllers and their webhooks.
 func setupMachines(ctx context.Context, mgr ctrl.Manager, o options) error {
-	if err := (&machine.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Poll: o.poll}).SetupWithManager(mgr); err != nil {
+	if err := (&machine.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Poll: o.poll, Concurrency: o.machineConcurrency}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&cluster.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
