@@ -110,15 +110,11 @@ func (o fleetOptions) curve(ctx context.Context, out io.Writer, sizes []int, ear
 			return err // every size is checked before the first runs
 		}
 	}
-	dir, closeLog, err := artifactsFolder(o.artifacts, "curve")
+	dir, bins, closeLog, err := artifactsAndBinaries(ctx, out, o.artifacts, "curve")
 	if err != nil {
 		return err
 	}
 	defer closeLog()
-	bins, err := referenceBinaries(ctx, out, filepath.Join(dir, "bin"))
-	if err != nil {
-		return err
-	}
 	broken := false
 	for i, fl := range fleets {
 		rep, results, err := o.runOne(ctx, out, root, fl, filepath.Join(dir, fmt.Sprintf("hosts-%d", sizes[i])), bins)
@@ -150,15 +146,11 @@ func (o fleetOptions) run(ctx context.Context, out io.Writer) error {
 	if o.batch >= 0 {
 		fl.File.Wave.Batch = o.batch
 	}
-	dir, closeLog, err := artifactsFolder(o.artifacts, "fleet")
+	dir, bins, closeLog, err := artifactsAndBinaries(ctx, out, o.artifacts, "fleet")
 	if err != nil {
 		return err
 	}
 	defer closeLog()
-	bins, err := referenceBinaries(ctx, out, filepath.Join(dir, "bin"))
-	if err != nil {
-		return err
-	}
 	_, results, err := o.runOne(ctx, out, root, fl, dir, bins)
 	if err != nil {
 		return err

@@ -102,15 +102,11 @@ func (o runOptions) run(ctx context.Context, out io.Writer) error {
 	if len(runs) == 0 {
 		return fmt.Errorf("no run: none of the providers supports the scenarios' strategies, or --labels %q selects none", o.labels)
 	}
-	dir, closeLog, err := artifactsFolder(o.artifacts, "run")
+	dir, bins, closeLog, err := artifactsAndBinaries(ctx, out, o.artifacts, "run")
 	if err != nil {
 		return err
 	}
 	defer closeLog()
-	bins, err := referenceBinaries(ctx, out, filepath.Join(dir, "bin"))
-	if err != nil {
-		return err
-	}
 	for _, p := range provs {
 		for _, m := range p.Managers {
 			if m.Package != "" {
@@ -176,6 +172,20 @@ func referenceBinaries(ctx context.Context, out io.Writer, dir string) (referenc
 	}
 	fmt.Fprintln(out, "building the reference provider and the in-place extension")
 	return reference.BuildAll(ctx, dir)
+}
+
+// artifactsAndBinaries is the command's artifacts folder
+// (artifactsFolder) and the reference binaries built or found for it
+// (referenceBinaries): what run, up, fleet and fleet curve start with.
+func artifactsAndBinaries(ctx context.Context, out io.Writer, given, kind string) (dir string, bins reference.Binaries, closeLog func(), err error) {
+	if dir, closeLog, err = artifactsFolder(given, kind); err != nil {
+		return "", reference.Binaries{}, nil, err
+	}
+	if bins, err = referenceBinaries(ctx, out, filepath.Join(dir, "bin")); err != nil {
+		closeLog()
+		return "", reference.Binaries{}, nil, err
+	}
+	return dir, bins, closeLog, nil
 }
 
 func isFile(path string) bool {

@@ -79,15 +79,11 @@ func (o upOptions) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	dir, closeLog, err := artifactsFolder(o.artifacts, "up")
+	dir, bins, closeLog, err := artifactsAndBinaries(ctx, out, o.artifacts, "up")
 	if err != nil {
 		return err
 	}
 	defer closeLog()
-	bins, err := referenceBinaries(ctx, out, filepath.Join(dir, "bin"))
-	if err != nil {
-		return err
-	}
 	sb, err := runner.StartSandbox(ctx, s, def, form, runner.Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(o.scale),
 		Progress: out, Provider: prov, ProviderBinary: bins.Provider, ExtensionBinary: bins.Extension})
 	if err != nil {

@@ -26,11 +26,7 @@ const (
 // cluster a group, so the mix stays whole), and the lab hosts large, or
 // what the clusters take when that is more.
 func LoadScaled(path string, hosts int) (*Fleet, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	file, err := Parse(path, data)
+	file, err := read(path)
 	if err != nil {
 		return nil, err
 	}

@@ -155,15 +155,20 @@ func (f *File) validate() []string {
 // every cluster's shape, and composes the fleet's lab. Every error names
 // the fleet file and the field.
 func Load(path string) (*Fleet, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	file, err := Parse(path, data)
+	file, err := read(path)
 	if err != nil {
 		return nil, err
 	}
 	return file.load()
+}
+
+// read parses the fleet file at path.
+func read(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
 }
 
 func (f *File) load() (*Fleet, error) {
