@@ -57,7 +57,9 @@ proportion, at least one cluster a group), runs each size as
 writes curve.txt, curve.json and curve.svg (time and memory against the
 lab size) beside one folder per size (hosts-N/). Exits non-zero when a
 cluster of any size broke a rule or stopped.`,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.curve(cmd.Context(), cmd.OutOrStdout(), sizes, earlier) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.curve(cmd.Context(), cmd.OutOrStdout(), sizes, earlier)
+		},
 	}
 	cmd.Flags().StringVar(&o.file, "fleet", "fixtures/fleets/hundred.yaml", "the fleet file (its hosts: is the size its counts are for)")
 	cmd.Flags().IntSliceVar(&sizes, "hosts", []int{10, 100, 300, 1000}, "the lab sizes")

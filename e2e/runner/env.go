@@ -59,8 +59,8 @@ type EnvOptions struct {
 	RateLimitedReconciles bool
 	ExtraFeatureGates     []string
 	// ManagerArgs: mgmt.Options.ManagerArgs.
-	ManagerArgs map[string][]string
-	ControllerManager     bool
+	ManagerArgs       map[string][]string
+	ControllerManager bool
 }
 
 // Env is a site, a management plane running CAPI's managers and the
