@@ -63,8 +63,7 @@ func LoadScaled(path string, hosts int) (*Fleet, error) {
 // WriteCurve keeps the reports of one fleet at several sizes as
 // curve.json, curve.txt and curve.svg in dir, smallest first.
 func WriteCurve(dir string, reps []*Report) error {
-	reps = slices.Clone(reps)
-	slices.SortFunc(reps, func(a, b *Report) int { return a.Hosts - b.Hosts })
+	reps = bySize(reps)
 	b, err := json.MarshalIndent(reps, "", "  ")
 	if err != nil {
 		return err
@@ -78,8 +77,17 @@ func WriteCurve(dir string, reps []*Report) error {
 	return os.WriteFile(filepath.Join(dir, CurvePlot), []byte(curveSVG(reps)), 0o644)
 }
 
-// CurveTable is the curve as `upgradelab fleet curve` prints it.
+// bySize is reps smallest lab first.
+func bySize(reps []*Report) []*Report {
+	reps = slices.Clone(reps)
+	slices.SortStableFunc(reps, func(a, b *Report) int { return a.Hosts - b.Hosts })
+	return reps
+}
+
+// CurveTable is the curve as `upgradelab fleet curve` prints it,
+// smallest lab first.
 func CurveTable(reps []*Report) string {
+	reps = bySize(reps)
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "hosts\tclusters\tpassed\tfailed\tstopped\twall\tprovisioning\twave\tupgrade p50\tp95\tmax\tpeak total RSS\tharness RSS\tper host\tkube-apiserver CPU\tharness CPU")

@@ -77,6 +77,9 @@ func TestTheCurveIsWrittenAndPlotted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if string(table) != CurveTable(reps) {
+		t.Fatalf("the printed table is not the written one (given largest first):\n%s", CurveTable(reps))
+	}
 	rows := strings.Split(strings.TrimSpace(string(table)), "\n")
 	if len(rows) != 3 || !strings.HasPrefix(rows[1], "10 ") || !strings.HasPrefix(rows[2], "100 ") {
 		t.Fatalf("the table is not smallest first:\n%s", table)
