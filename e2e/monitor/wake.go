@@ -31,11 +31,14 @@ import (
 //     cluster's events (a host powered off, an API server stopped, etcd's
 //     quorum lost) — what changes the workload API's answer without
 //     changing an object;
-//   - while the workload API did not answer the last poll, or is not
-//     connected yet, every Interval, as before;
+//   - while the workload API did not answer the last poll, every
+//     Interval, as before;
 //   - otherwise at least every Idle: the resolution left for a change
 //     none of the above announces (a provider without the lab, whose
-//     workload API may go down with no event the harness sees).
+//     workload API may go down with no event the harness sees), and how
+//     soon the recorder connects once CAPI has written the workload
+//     kubeconfig (a Secret, which no cache here watches) when no other
+//     change wakes it first.
 
 // DefaultIdle is the longest the recorder goes without a poll.
 const DefaultIdle = time.Second
