@@ -49,6 +49,17 @@ type Seen struct {
 type Heartbeats struct {
 	mu   sync.Mutex
 	last map[string]Seen
+	// listeners hear each heartbeat's MACs, as Ironic's heartbeat wakes
+	// the deploy waiting on it.
+	listeners []func(mac string)
+}
+
+// Listen calls fn with each MAC of every heartbeat from now on. fn must
+// not block: it runs on the heartbeat's request.
+func (h *Heartbeats) Listen(fn func(mac string)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.listeners = append(h.listeners, fn)
 }
 
 // Lookup returns the last heartbeat from a host with mac.
@@ -61,12 +72,18 @@ func (h *Heartbeats) Lookup(mac string) (Seen, bool) {
 
 func (h *Heartbeats) record(hb agentv1.Heartbeat) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.last == nil {
 		h.last = map[string]Seen{}
 	}
 	for _, mac := range hb.MACs {
 		h.last[strings.ToLower(mac)] = Seen{Heartbeat: hb, At: time.Now()}
+	}
+	listeners := h.listeners
+	h.mu.Unlock()
+	for _, fn := range listeners {
+		for _, mac := range hb.MACs {
+			fn(strings.ToLower(mac))
+		}
 	}
 }
 

@@ -2,8 +2,11 @@ package callback
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
+
+	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 )
 
 func TestParseRegistration(t *testing.T) {
@@ -48,4 +51,21 @@ func FuzzParseRegistration(f *testing.F) {
 		}
 		_, _ = ParseHeartbeat(bytes.NewReader(body))
 	})
+}
+
+// Every listener hears each MAC of a heartbeat, lower-cased as Lookup
+// keys them, after the heartbeat is recorded (so a woken reader finds it).
+func TestListenersHearEachHeartbeatAfterItIsRecorded(t *testing.T) {
+	h := &Heartbeats{}
+	var heard []string
+	h.Listen(func(mac string) {
+		if _, ok := h.Lookup(mac); !ok {
+			t.Errorf("woken for %s before its heartbeat was recorded", mac)
+		}
+		heard = append(heard, mac)
+	})
+	h.record(agentv1.Heartbeat{MACs: []string{"52:54:00:AA:00:01", "52:54:00:aa:00:02"}, AgentURL: "https://127.0.0.1:1"})
+	if want := []string{"52:54:00:aa:00:01", "52:54:00:aa:00:02"}; !slices.Equal(heard, want) {
+		t.Fatalf("heard %v, want %v", heard, want)
+	}
 }

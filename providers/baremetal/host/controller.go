@@ -35,8 +35,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
 	"github.com/upgradelab/upgradelab/providers/baremetal/netboot"
@@ -90,6 +92,34 @@ type Reconciler struct {
 	// ramdisk, softOffs when its OS was last asked to shut down. Memory
 	// only: after a restart the host is booted or asked again.
 	deployBoots, softOffs map[types.UID]time.Time
+	// awaiting is the host each boot MAC's deploy boot belongs to, until
+	// a heartbeat from that MAC wakes it (heartbeatWakes).
+	awaiting map[string]types.NamespacedName
+	wakes    chan event.TypedGenericEvent[*metal3.BareMetalHost]
+}
+
+// heartbeatWait is how long a host waiting for its deploy ramdisk's first
+// heartbeat waits before it is looked at anyway: the heartbeat itself
+// wakes it, so this only bounds a lost wake-up.
+func (r *Reconciler) heartbeatWait() time.Duration { return min(10*r.Poll, r.DeployTimeout) }
+
+// heartbeatWakes queues the host a heartbeat's MAC was awaited for. It
+// never blocks the heartbeat: a wake-up that finds the queue full is
+// dropped, and heartbeatWait's look comes instead.
+func (r *Reconciler) heartbeatWakes(mac string) {
+	r.mu.Lock()
+	key, ok := r.awaiting[mac]
+	delete(r.awaiting, mac)
+	r.mu.Unlock()
+	if !ok {
+		return
+	}
+	host := &metal3.BareMetalHost{}
+	host.Namespace, host.Name = key.Namespace, key.Name
+	select {
+	case r.wakes <- event.TypedGenericEvent[*metal3.BareMetalHost]{Object: host}:
+	default:
+	}
 }
 
 // SetupWithManager registers the controller.
@@ -107,6 +137,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.SoftPowerOffTimeout = 10 * time.Minute
 	}
 	r.deployBoots, r.softOffs = map[types.UID]time.Time{}, map[types.UID]time.Time{}
+	r.awaiting, r.wakes = map[string]types.NamespacedName{}, make(chan event.TypedGenericEvent[*metal3.BareMetalHost], 1024)
+	r.Heartbeats.Listen(r.heartbeatWakes)
 	if r.Concurrency == 0 {
 		r.Concurrency = min(max(runtime.NumCPU(), 2), 8)
 	}
@@ -117,6 +149,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&metal3.BareMetalHost{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
 			predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}, deletionOrFinalizersChanged{}))).
+		WatchesRawSource(source.Channel(r.wakes, &handler.TypedEnqueueRequestForObject[*metal3.BareMetalHost]{})).
 		Named("baremetalhost").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).Complete(r)
 }

@@ -41,6 +41,9 @@ func (r *Reconciler) provision(ctx context.Context, host *metal3.BareMetalHost) 
 	if registered(host) {
 		ag = r.registeredAgent(host)
 	} else {
+		if r.deployBootPending(host) {
+			return ctrl.Result{RequeueAfter: r.heartbeatWait()}, nil
+		}
 		var err error
 		if bmc, err = r.dialBMC(ctx, host); err != nil {
 			return ctrl.Result{}, failed(metal3.ProvisioningError, "%v", err)
@@ -48,7 +51,7 @@ func (r *Reconciler) provision(ctx context.Context, host *metal3.BareMetalHost) 
 		defer bmc.Close()
 		host.Status.PoweredOn = bmc.PoweredOn()
 		if ag, err = r.deployRamdisk(ctx, host, bmc); ag == nil || err != nil {
-			return ctrl.Result{RequeueAfter: r.Poll}, err
+			return ctrl.Result{RequeueAfter: r.heartbeatWait()}, err
 		}
 	}
 	userData, metaData, err := r.configDrive(ctx, host)
@@ -112,6 +115,9 @@ func (r *Reconciler) deprovision(ctx context.Context, host *metal3.BareMetalHost
 	if registered(host) {
 		return r.reset(ctx, host)
 	}
+	if r.deployBootPending(host) {
+		return ctrl.Result{RequeueAfter: r.heartbeatWait()}, nil
+	}
 	bmc, err := r.dialBMC(ctx, host)
 	if err != nil {
 		return ctrl.Result{}, failed(metal3.ProvisioningError, "%v", err)
@@ -120,7 +126,7 @@ func (r *Reconciler) deprovision(ctx context.Context, host *metal3.BareMetalHost
 	if host.Spec.AutomatedCleaningMode != metal3.CleaningModeDisabled {
 		ag, err := r.deployRamdisk(ctx, host, bmc)
 		if ag == nil || err != nil {
-			return ctrl.Result{RequeueAfter: r.Poll}, err
+			return ctrl.Result{RequeueAfter: r.heartbeatWait()}, err
 		}
 		if err := ag.Clean(ctx); err != nil {
 			return ctrl.Result{}, failed(metal3.ProvisioningError, "cleaning: %v", err)
@@ -179,6 +185,15 @@ func (r *Reconciler) deployRamdisk(ctx context.Context, host *metal3.BareMetalHo
 		}
 		log.FromContext(ctx).Info("no heartbeat from the deploy ramdisk; booting it again", "after", time.Since(asked).Round(time.Second))
 	}
+	// As Ironic's deploy and tear-down: the host is off before its boot
+	// device is set. A host that is on may be in POST, and firmware that
+	// reads the one-time override before the restart comes uses it up on
+	// the boot being cut short; the restart then boots the installed OS,
+	// and no ramdisk heartbeats until DeployTimeout (seen in CI: a
+	// provisioned IPMI host deleted just after it was powered on).
+	if err := bmc.PowerOff(); err != nil {
+		return nil, failed(metal3.PowerManagementError, "powering off before the deploy boot: %v", err)
+	}
 	media := r.DeployImageURL + "?" + agentv1.DeployCallbackParam + "=" + url.QueryEscape(r.CallbackURL)
 	if err := bmc.BootDeploy(media); err != nil {
 		return nil, failed(metal3.ProvisioningError, "%v", err)
@@ -189,13 +204,35 @@ func (r *Reconciler) deployRamdisk(ctx context.Context, host *metal3.BareMetalHo
 	host.Status.PoweredOn = true
 	r.mu.Lock()
 	r.deployBoots[host.UID] = time.Now()
+	if r.awaiting != nil && host.Spec.BootMACAddress != "" {
+		r.awaiting[strings.ToLower(host.Spec.BootMACAddress)] = client.ObjectKeyFromObject(host)
+	}
 	r.mu.Unlock()
 	return nil, nil
+}
+
+// deployBootPending tells a host whose deploy ramdisk was booted and has
+// neither heartbeated since nor run out its DeployTimeout: there is
+// nothing to do but wait, and no reason to reach its BMC. With a hundred
+// hosts booting at once, a BMC session per host per look was most of the
+// host controller's time.
+func (r *Reconciler) deployBootPending(host *metal3.BareMetalHost) bool {
+	r.mu.Lock()
+	asked, ok := r.deployBoots[host.UID]
+	r.mu.Unlock()
+	if !ok {
+		return false
+	}
+	if seen, found := r.Heartbeats.Lookup(host.Spec.BootMACAddress); found && seen.At.After(asked) {
+		return false
+	}
+	return time.Since(asked) < r.DeployTimeout
 }
 
 func (r *Reconciler) forgetDeployBoot(host *metal3.BareMetalHost) {
 	r.mu.Lock()
 	delete(r.deployBoots, host.UID)
+	delete(r.awaiting, strings.ToLower(host.Spec.BootMACAddress))
 	r.mu.Unlock()
 }
 

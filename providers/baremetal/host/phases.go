@@ -57,6 +57,9 @@ func (r *Reconciler) register(ctx context.Context, host *metal3.BareMetalHost) (
 // HostFirmwareComponents. A BMC that cannot tell (IPMI) gets in-band
 // inspection instead.
 func (r *Reconciler) inspect(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
+	if r.deployBootPending(host) { // in band, waiting for the ramdisk
+		return ctrl.Result{RequeueAfter: r.heartbeatWait()}, nil
+	}
 	bmc, err := r.dialBMC(ctx, host)
 	if err != nil {
 		return ctrl.Result{}, failed(metal3.InspectionError, "%v", err)
@@ -96,7 +99,7 @@ func (r *Reconciler) inspect(ctx context.Context, host *metal3.BareMetalHost) (c
 func (r *Reconciler) inspectInBand(ctx context.Context, host *metal3.BareMetalHost, bmc bmcDriver) (ctrl.Result, error) {
 	ag, err := r.deployRamdisk(ctx, host, bmc)
 	if ag == nil || err != nil {
-		return ctrl.Result{RequeueAfter: r.Poll}, err
+		return ctrl.Result{RequeueAfter: r.heartbeatWait()}, err
 	}
 	inv, err := ag.Inventory(ctx)
 	if err != nil {

@@ -87,7 +87,8 @@ func (c *Client) Close() { c.api.Logout() }
 // SystemID is the Redfish System Id, the host's name.
 func (c *Client) SystemID() string { return c.sys.ID }
 
-// PoweredOn reads the power state as of Dial.
+// PoweredOn reads the power state as of Dial, or as this client last set
+// it (PowerOn, PowerOff).
 func (c *Client) PoweredOn() bool { return c.sys.PowerState == redfish.OnPowerState }
 
 // PowerOn turns the server on, or restarts it when it is on, so it boots
@@ -96,7 +97,11 @@ func (c *Client) PowerOn() error {
 	if c.PoweredOn() {
 		return c.sys.Reset(redfish.ForceRestartResetType)
 	}
-	return c.sys.Reset(redfish.OnResetType)
+	if err := c.sys.Reset(redfish.OnResetType); err != nil {
+		return err
+	}
+	c.sys.PowerState = redfish.OnPowerState
+	return nil
 }
 
 // Restart restarts a server that is on gracefully (GracefulRestart: the
@@ -143,7 +148,11 @@ func (c *Client) PowerOff() error {
 	if !c.PoweredOn() {
 		return nil
 	}
-	return c.sys.Reset(redfish.ForceOffResetType)
+	if err := c.sys.Reset(redfish.ForceOffResetType); err != nil {
+		return err
+	}
+	c.sys.PowerState = redfish.OffPowerState
+	return nil
 }
 
 // BootOnce makes the next boot use target (Cd, Hdd).
