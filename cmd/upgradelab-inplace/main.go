@@ -49,6 +49,7 @@ type options struct {
 	flashTimeout, drainTimeout          time.Duration
 	deadline                            time.Duration
 	caFile, certDir                     string
+	singleNodeConcurrency               int
 }
 
 func main() {
@@ -66,6 +67,7 @@ func main() {
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 5*time.Minute, "how long a node's drain may wait for PodDisruptionBudgets to allow its pods' eviction before the update fails (0: forever)")
 	fs.DurationVar(&o.deadline, "update-deadline", time.Hour, "how long a whole in-place update may take, from its first step, before it fails (0: no deadline)")
 	fs.DurationVar(&o.retry, "retry", time.Second, "RetryAfterSeconds of an update in progress (at least 1s)")
+	fs.IntVar(&o.singleNodeConcurrency, "singlenode-concurrency", singlenode.DefaultConcurrency, "how many single-node KubeadmControlPlanes are reconciled at once")
 	fs.StringVar(&o.caFile, "ca-file", "", "CA of the BMCs' and host agents' certificates (required)")
 	fs.StringVar(&o.certDir, "cert-dir", "", "folder with tls.crt and tls.key, the client certificate shown to host agents (required)")
 	zapOpts := zap.Options{}
@@ -147,7 +149,7 @@ func run(o options) error {
 	if err := (&singlenode.Reconciler{
 		Client: mgr.GetClient(), Workloads: workloads,
 		CanUpdate: handlers.DoCanUpdateMachine, Matches: inplace.MatchesAfterPatches,
-		Recorder: mgr.GetEventRecorder("upgradelab-singlenode"),
+		Recorder: mgr.GetEventRecorder("upgradelab-singlenode"), Concurrency: o.singleNodeConcurrency,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/reference"
@@ -84,6 +85,11 @@ func TestAFleetUpgradesInBatchesOnOnePlane(t *testing.T) {
 	}
 	if rep.Upgrade.N != 2 || rep.Upgrade.Max <= 0 || rep.Wave < rep.Upgrade.Max {
 		t.Errorf("upgrade spread %+v, wave %s", rep.Upgrade, rep.Wave)
+	}
+	// Each upgraded cluster's settle, bounded by the fleet's default.
+	if rep.Settle.N != 2 || rep.Settle.Max <= 0 || rep.SettleBound != DefaultSettle || rep.Settle.Max > rep.SettleBound+10*time.Second ||
+		!strings.Contains(rep.String(), "settle after done (2, at most 5m0s)") {
+		t.Errorf("settle spread %+v (bound %s); the report says:\n%s", rep.Settle, rep.SettleBound, rep)
 	}
 	seen := map[string]bool{}
 	for _, p := range rep.Processes {

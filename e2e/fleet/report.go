@@ -47,9 +47,14 @@ type Report struct {
 	// Upgrade spreads each upgraded cluster's time from its upgrade step
 	// to done.
 	Upgrade Spread `json:"upgrade"`
-	Passed  int    `json:"passed"`
-	Failed  int    `json:"failed"`
-	Stopped int    `json:"stopped"`
+	// Settle spreads each upgraded cluster's wait after done for CAPI's
+	// Cluster, counts and add-ons, which SettleBound bounds: a maximum at
+	// the bound is a cluster that never caught up.
+	Settle      Spread        `json:"settle"`
+	SettleBound time.Duration `json:"settleBound"`
+	Passed      int           `json:"passed"`
+	Failed      int           `json:"failed"`
+	Stopped     int           `json:"stopped"`
 	// Processes: the plane's (kube-apiserver, etcd,
 	// kube-controller-manager, each manager, the provider and the
 	// extension among them) and the harness's, which runs the lab (BMCs,
@@ -130,7 +135,7 @@ func newReport(fl *Fleet, results []result.Result, w *wave, m *meter, started, p
 		}
 		r.Wave = last.Sub(began)
 	}
-	var upgrades []time.Duration
+	var upgrades, settles []time.Duration
 	for _, res := range results {
 		switch res.Verdict() {
 		case "PASS":
@@ -142,9 +147,14 @@ func newReport(fl *Fleet, results []result.Result, w *wave, m *meter, started, p
 		}
 		if res.Upgrade > 0 {
 			upgrades = append(upgrades, res.Upgrade)
+			for _, ph := range res.Profile.Phases {
+				if ph.Name == result.PhaseSettle {
+					settles = append(settles, ph.Took)
+				}
+			}
 		}
 	}
-	r.Upgrade = spread(upgrades)
+	r.Upgrade, r.Settle = spread(upgrades), spread(settles)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	start, wave, end := m.marks[markStart], m.marks[markWave], m.marks[markEnd]
@@ -265,6 +275,9 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "verdicts: %d passed, %d failed, %d stopped\n", r.Passed, r.Failed, r.Stopped)
 	fmt.Fprintf(&b, "wall %s: plane and lab %s, provisioning %s, wave %s\n", secs(r.Wall), secs(r.PlaneStart), secs(r.Provision), secs(r.Wave))
 	fmt.Fprintf(&b, "upgrade per cluster (%d): p50 %s, p95 %s, max %s\n", r.Upgrade.N, secs(r.Upgrade.P50), secs(r.Upgrade.P95), secs(r.Upgrade.Max))
+	if r.Settle.N > 0 {
+		fmt.Fprintf(&b, "settle after done (%d, at most %s): p50 %s, p95 %s, max %s\n", r.Settle.N, secs(r.SettleBound), secs(r.Settle.P50), secs(r.Settle.P95), secs(r.Settle.Max))
+	}
 	fmt.Fprintf(&b, "memory: peak total RSS %s; harness %s per host\n", mib(r.PeakTotalRSS), fmt.Sprintf("%.1f MiB", float64(r.HarnessRSSPerHost)/(1<<20)))
 	fmt.Fprintf(&b, "API server: %.0f requests/s over the run, %.0f in the wave\n\n", r.APIRequestsPerSecond, r.APIRequestsPerSecondInWave)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)

@@ -207,7 +207,7 @@ func (sb *Sandbox) watchUpgrade(ctx context.Context) {
 				r.say("upgrade: %v", err)
 				return
 			}
-			r.settle(ctx, settleTime, r.scenario.Expect.Outcome)
+			r.settle(ctx, DefaultSettle, r.scenario.Expect.Outcome)
 			r.say("upgrade done: every Machine up to date at %s, CAPI's Cluster settled; Ctrl-C stops the sandbox for upgradelab check", to)
 			return
 		}

@@ -469,3 +469,36 @@ func TestAHungHostNeedsAPowerCycleAndADeadSupplyNeverPowersOn(t *testing.T) {
 		t.Fatalf("power on after a lab restart: %v, want the supply still failed", err)
 	}
 }
+
+// A one-time override set while the host is in POST is read at the end of
+// that POST, as a real BMC's boot flags are: that boot uses it up, and a
+// restart after it boots the default order. A provisioner that sets the
+// override on a running host and then restarts it can so lose its deploy
+// boot to a POST already under way; the provider powers off first.
+func TestAnOverrideSetDuringPOSTIsUsedUpByThatBoot(t *testing.T) {
+	l := upLab(t, "single-node", 0.01, t.TempDir())
+	events, cancel := l.Subscribe()
+	defer cancel()
+	h, _ := l.Host("node-0")
+	if err := h.PowerOn(); err != nil {
+		t.Fatal(err)
+	}
+	if ph := h.Status().Phase; ph != PhasePOST {
+		t.Fatalf("just powered on: phase %s, want %s", ph, PhasePOST)
+	}
+	if err := h.InsertMedia(l.ImageServer().ImageURL("deploy-ramdisk-2026.10")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.SetBootOverride(BootOverride{Target: BootCd, Mode: OverrideOnce}); err != nil {
+		t.Fatal(err)
+	}
+	if e := expect(t, events, "node-0", "OSRunning"); e.Data["source"] != string(FromVirtualMedia) {
+		t.Fatalf("the boot in POST when the override came booted %v, want the virtual media", e.Data)
+	}
+	if err := h.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if e := expect(t, events, "node-0", "OSRunning"); e.Data["source"] == string(FromVirtualMedia) {
+		t.Fatalf("the restart booted the virtual media again (%v): the Once override was not used up", e.Data)
+	}
+}

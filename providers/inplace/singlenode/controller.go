@@ -27,6 +27,7 @@
 package singlenode
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -47,6 +48,7 @@ import (
 	"sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -81,7 +83,23 @@ type Reconciler struct {
 	CanUpdate CanUpdateMachine
 	Matches   Matches
 	Recorder  events.EventRecorder
+	// Concurrency is how many KCPs are reconciled at once (default
+	// DefaultConcurrency). One at a time, a fleet of forty single-node
+	// clusters updating together waited a minute or more for the pause to
+	// be lifted after their Machines were done, and KCP moved their
+	// add-ons that much later (docs/FLEET.md).
+	Concurrency int
 }
+
+// DefaultConcurrency is KCP's own default (--kubeadmcontrolplane-concurrency).
+const DefaultConcurrency = 10
+
+// holdRecheck is how often a KCP whose Machine is being updated is looked
+// at again without an event. The Machine's changes (its update-in-progress
+// annotation going) wake the controller, as they wake KCP, which waits on
+// them with no requeue at all; this only bounds a lost event, at KCP's own
+// recheck interval for a control plane that is not ready.
+const holdRecheck = 20 * time.Second
 
 // Workloads gives a client of a workload cluster.
 type Workloads interface {
@@ -100,6 +118,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 		})).
 		Named("singlenode").
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Concurrency, DefaultConcurrency)}).
 		Complete(r)
 }
 
@@ -196,7 +215,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case release:
 		return ctrl.Result{}, r.release(ctx, kcp)
 	case hold:
-		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+		return ctrl.Result{RequeueAfter: holdRecheck}, nil
 	case pauseLate:
 		log.FromContext(ctx).Info("the spec changed while KCP ran unpaused (is the webhook installed?); pausing it now", "why", strings.Join(res.LogMessages, "; "))
 		return ctrl.Result{RequeueAfter: time.Second}, r.pause(ctx, kcp)
