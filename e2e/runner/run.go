@@ -18,6 +18,7 @@ import (
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -565,6 +566,27 @@ func (r *run) countsCaughtUp(ctx context.Context) bool {
 	}
 	for _, d := range mds.Items {
 		if !all(d.Spec.Replicas, d.Status.UpToDateReplicas, d.Status.AvailableReplicas) {
+			return false
+		}
+	}
+	machines := &clusterv1.MachineList{}
+	return r.watched.List(ctx, machines, client.InNamespace(r.env.Namespace)) == nil && machinesCaughtUp(machines.Items)
+}
+
+// machinesCaughtUp says whether every Machine is UpToDate as its owner
+// last judged it and its Node reports the kubelet of its version. KCP
+// (v1.14, reconcileMachineUpToDateCondition) holds a Machine whose
+// status.nodeInfo still names the old kubelet not up to date ("Updating"),
+// and an in-place update ends before the Machine controller has copied
+// the Node's new kubelet version: on a loaded plane KCP turned such
+// Machines UpToDate False seconds after the runner had seen them done
+// and quiet (docs/FLEET.md, session 19).
+func machinesCaughtUp(machines []clusterv1.Machine) bool {
+	for _, m := range machines {
+		if !meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineUpToDateCondition) {
+			return false
+		}
+		if m.Status.NodeInfo != nil && m.Status.NodeInfo.KubeletVersion != "" && m.Status.NodeInfo.KubeletVersion != m.Spec.Version {
 			return false
 		}
 	}
