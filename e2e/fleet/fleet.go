@@ -99,6 +99,7 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	meter.mark(ctx, markStart)
 
 	w := newWave(len(fl.Clusters), fl.File.Wave.Batch)
+	settle := cmp.Or(o.Settle, DefaultSettle)
 	results := make([]result.Result, len(fl.Clusters))
 	samplerCtx, stopSampling := context.WithCancel(ctx)
 	var sampling sync.WaitGroup
@@ -109,7 +110,7 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 			results[i] = runner.Run(ctx, c.Scenario, clusterLab(fl.Lab, c.Hosts), fl.File.Form, runner.Options{
 				RepoRoot: o.RepoRoot, Dir: filepath.Join(o.Dir, "clusters", c.Name), Scale: o.Scale,
 				Progress: o.Progress, Name: c.Name, Provider: prov, RateLimitedReconciles: o.RateLimitedReconciles,
-				Shared: &runner.Shared{Env: env, Hosts: c.Hosts, Wave: w}, Settle: cmp.Or(o.Settle, DefaultSettle)})
+				Shared: &runner.Shared{Env: env, Hosts: c.Hosts, Wave: w}, Settle: settle})
 		})
 	}
 	allEnded, marked := make(chan struct{}), make(chan struct{})
@@ -134,7 +135,7 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	stopSampling()
 	sampling.Wait()
 	rep := newReport(fl, results, w, meter, started, planeUp)
-	rep.CAPIRateLimiting, rep.ManagerArgs, rep.SettleBound = o.RateLimitedReconciles, o.ManagerArgs, cmp.Or(o.Settle, DefaultSettle)
+	rep.CAPIRateLimiting, rep.ManagerArgs, rep.SettleBound = o.RateLimitedReconciles, o.ManagerArgs, settle
 	if profileErr == nil {
 		profileErr = stopProfile()
 	}

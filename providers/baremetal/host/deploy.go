@@ -173,17 +173,13 @@ func (r *Reconciler) reset(ctx context.Context, host *metal3.BareMetalHost) (ctr
 // boots the host from the deploy media (again after DeployTimeout) and
 // returns nil.
 func (r *Reconciler) deployRamdisk(ctx context.Context, host *metal3.BareMetalHost, bmc bmcDriver) (*hostagent.Client, error) {
-	r.mu.Lock()
-	asked, ok := r.deployBoots[host.UID]
-	r.mu.Unlock()
-	if ok {
-		if seen, found := r.Heartbeats.Lookup(host.Spec.BootMACAddress); found && seen.At.After(asked) {
-			return hostagent.New(r.AgentHTTP, seen.AgentURL), nil
-		}
-		if time.Since(asked) < r.DeployTimeout {
-			return nil, nil
-		}
-		log.FromContext(ctx).Info("no heartbeat from the deploy ramdisk; booting it again", "after", time.Since(asked).Round(time.Second))
+	switch b := r.deployBoot(host); {
+	case b.agentURL != "":
+		return hostagent.New(r.AgentHTTP, b.agentURL), nil
+	case b.pending:
+		return nil, nil
+	case b.asked:
+		log.FromContext(ctx).Info("no heartbeat from the deploy ramdisk; booting it again", "after", time.Since(b.at).Round(time.Second))
 	}
 	// As Ironic's deploy and tear-down: the host is off before its boot
 	// device is set. A host that is on may be in POST, and firmware that
@@ -211,22 +207,37 @@ func (r *Reconciler) deployRamdisk(ctx context.Context, host *metal3.BareMetalHo
 	return nil, nil
 }
 
-// deployBootPending tells a host whose deploy ramdisk was booted and has
-// neither heartbeated since nor run out its DeployTimeout: there is
-// nothing to do but wait, and no reason to reach its BMC. With a hundred
+// deployBootState is where a host's deploy boot stands: asked for (at),
+// heartbeating since (agentURL), or neither heartbeating nor past its
+// DeployTimeout yet (pending).
+type deployBootState struct {
+	asked, pending bool
+	at             time.Time
+	agentURL       string
+}
+
+func (r *Reconciler) deployBoot(host *metal3.BareMetalHost) deployBootState {
+	r.mu.Lock()
+	at, asked := r.deployBoots[host.UID]
+	r.mu.Unlock()
+	if !asked {
+		return deployBootState{}
+	}
+	b := deployBootState{asked: true, at: at}
+	if seen, found := r.Heartbeats.Lookup(host.Spec.BootMACAddress); found && seen.At.After(at) {
+		b.agentURL = seen.AgentURL
+	} else {
+		b.pending = time.Since(at) < r.DeployTimeout
+	}
+	return b
+}
+
+// deployBootPending tells a host with nothing to do but wait for its
+// deploy ramdisk, and so no reason to reach its BMC. With a hundred
 // hosts booting at once, a BMC session per host per look was most of the
 // host controller's time.
 func (r *Reconciler) deployBootPending(host *metal3.BareMetalHost) bool {
-	r.mu.Lock()
-	asked, ok := r.deployBoots[host.UID]
-	r.mu.Unlock()
-	if !ok {
-		return false
-	}
-	if seen, found := r.Heartbeats.Lookup(host.Spec.BootMACAddress); found && seen.At.After(asked) {
-		return false
-	}
-	return time.Since(asked) < r.DeployTimeout
+	return r.deployBoot(host).pending
 }
 
 func (r *Reconciler) forgetDeployBoot(host *metal3.BareMetalHost) {
