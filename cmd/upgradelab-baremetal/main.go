@@ -36,6 +36,7 @@ import (
 	"github.com/upgradelab/upgradelab/providers/baremetal/hostagent"
 	"github.com/upgradelab/upgradelab/providers/baremetal/machine"
 	"github.com/upgradelab/upgradelab/providers/baremetal/netboot"
+	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
 	"github.com/upgradelab/upgradelab/providers/baremetal/webhooks"
 )
 
@@ -51,6 +52,8 @@ type options struct {
 	netbootAddr, ipmitool                                      string
 	qps                                                        float64
 	burst, hostConcurrency, machineConcurrency                 int
+	bmcRetries                                                 int
+	bmcRetryDelay                                              time.Duration
 }
 
 func main() {
@@ -69,6 +72,8 @@ func main() {
 	fs.StringVar(&o.callbackURL, "callback-url", "", "the callback endpoint as hosts reach it (default https://<bound callback address>)")
 	fs.StringVar(&o.deployImageURL, "deploy-image-url", "", "media URL of the deploy ramdisk (required)")
 	fs.StringVar(&o.netbootAddr, "netboot-addr", "", "where the boot server for ipmi:// hosts listens (plain HTTP; the site's DHCP offers http://ADDR/boot); empty: no boot server, ipmi:// hosts cannot be deployed")
+	fs.IntVar(&o.bmcRetries, "bmc-retries", redfish.DefaultRetries, "how often a Redfish read answered with 5xx is sent again (sushy's server_side_retries); actions are sent once")
+	fs.DurationVar(&o.bmcRetryDelay, "bmc-retry-delay", redfish.DefaultRetryDelay, "the pause before a Redfish read is sent again (sushy's server_side_retries_delay)")
 	fs.StringVar(&o.ipmitool, "ipmitool", "ipmitool", "ipmitool binary for ipmi:// hosts (Debian's package ipmitool)")
 	fs.StringVar(&o.controllers, "controllers", partHosts+","+partMachines, "the parts to run: hosts (the BareMetalHost inventory: host controller and callback endpoint), machines (the CAPI infrastructure controllers and webhooks), or both")
 	fs.Float64Var(&o.qps, "kube-api-qps", 20, "the client's requests per second to the API server (CAPI providers' flag and default)")
@@ -204,7 +209,7 @@ func setupInventory(mgr ctrl.Manager, o options) error {
 	}
 	hosts := &host.Reconciler{
 		IPMITool: o.ipmitool, NetBoot: boot,
-		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), BMCHTTP: httpClient, AgentHTTP: httpClient, Heartbeats: heartbeats, Recorder: mgr.GetEventRecorder("baremetalhost-controller"),
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), BMCHTTP: redfish.Retrying(httpClient, o.bmcRetries, o.bmcRetryDelay), AgentHTTP: httpClient, Heartbeats: heartbeats, Recorder: mgr.GetEventRecorder("baremetalhost-controller"),
 		DeployImageURL: o.deployImageURL, CallbackURL: o.callbackURL,
 		Poll: o.poll, DeployTimeout: o.deployTimeout, ResetTimeout: o.resetTimeout, SoftPowerOffTimeout: o.softPowerOffTimeout,
 		Concurrency: o.hostConcurrency,

@@ -37,6 +37,7 @@ import (
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/providers/baremetal/hostagent"
+	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
 	"github.com/upgradelab/upgradelab/providers/inplace"
 	"github.com/upgradelab/upgradelab/providers/inplace/singlenode"
 )
@@ -49,7 +50,8 @@ type options struct {
 	flashTimeout, drainTimeout          time.Duration
 	deadline                            time.Duration
 	caFile, certDir                     string
-	singleNodeConcurrency               int
+	singleNodeConcurrency, bmcRetries   int
+	bmcRetryDelay                       time.Duration
 }
 
 func main() {
@@ -68,6 +70,8 @@ func main() {
 	fs.DurationVar(&o.deadline, "update-deadline", time.Hour, "how long a whole in-place update may take, from its first step, before it fails (0: no deadline)")
 	fs.DurationVar(&o.retry, "retry", time.Second, "RetryAfterSeconds of an update in progress (at least 1s)")
 	fs.IntVar(&o.singleNodeConcurrency, "singlenode-concurrency", singlenode.DefaultConcurrency, "how many single-node KubeadmControlPlanes are reconciled at once")
+	fs.IntVar(&o.bmcRetries, "bmc-retries", redfish.DefaultRetries, "how often a Redfish read answered with 5xx is sent again (sushy's server_side_retries); actions are sent once")
+	fs.DurationVar(&o.bmcRetryDelay, "bmc-retry-delay", redfish.DefaultRetryDelay, "the pause before a Redfish read is sent again (sushy's server_side_retries_delay)")
 	fs.StringVar(&o.caFile, "ca-file", "", "CA of the BMCs' and host agents' certificates (required)")
 	fs.StringVar(&o.certDir, "cert-dir", "", "folder with tls.crt and tls.key, the client certificate shown to host agents (required)")
 	zapOpts := zap.Options{}
@@ -128,7 +132,7 @@ func run(o options) error {
 	handlers := inplace.NewHandlers(
 		serializer.NewCodecFactory(s).UniversalDecoder(infrav1.GroupVersion, bootstrapv1.GroupVersion),
 		&inplace.Updater{
-			Client: direct, AgentHTTP: httpClient, BMCHTTP: httpClient,
+			Client: direct, AgentHTTP: httpClient, BMCHTTP: redfish.Retrying(httpClient, o.bmcRetries, o.bmcRetryDelay),
 			ReadManifest: manifestReader(httpClient), ReadFirmware: firmwareReader(httpClient),
 			Workloads:   workloads,
 			HealthGrace: o.healthGrace, FlashTimeout: o.flashTimeout, DrainTimeout: o.drainTimeout, Retry: o.retry, Deadline: o.deadline,
