@@ -22,8 +22,23 @@ import (
 )
 
 // boundHost is the host whose consumerRef names this machine, read from
-// the API server.
+// the API server (a cache a moment behind would miss a host this machine
+// has just claimed, and the machine would claim a second one). The host
+// the machine's status names is read alone; only when there is none, or
+// it is not bound to this machine, are all the namespace's hosts listed,
+// so a machine that is only waiting for its host costs one small read,
+// not the whole inventory (a fleet's namespace holds every host).
 func (r *Reconciler) boundHost(ctx context.Context, bmm *infrav1.BareMetalMachine) (*metal3.BareMetalHost, error) {
+	if bmm.Status.Host != "" {
+		host := &metal3.BareMetalHost{}
+		err := r.Reader.Get(ctx, client.ObjectKey{Namespace: bmm.Namespace, Name: bmm.Status.Host}, host)
+		if err == nil && boundTo(host, bmm) {
+			return host, nil
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+	}
 	hosts := &metal3.BareMetalHostList{}
 	if err := r.Reader.List(ctx, hosts, client.InNamespace(bmm.Namespace)); err != nil {
 		return nil, err
