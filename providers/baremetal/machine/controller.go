@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -142,6 +143,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		// patch, and the in-place extension writes one of them too. The
 		// lock is against others' writes since this reconcile's last
 		// one (its own patches above moved the resourceVersion).
+		if apiequality.Semantic.DeepEqual(before.Status, bmm.Status) {
+			return // nothing to write: a waiting machine costs no request
+		}
 		before.ResourceVersion = bmm.ResourceVersion
 		if err := r.Client.Status().Patch(ctx, bmm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil && reterr == nil {
 			reterr = err

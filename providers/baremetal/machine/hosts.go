@@ -24,19 +24,25 @@ import (
 // boundHost is the host whose consumerRef names this machine, read from
 // the API server (a cache a moment behind would miss a host this machine
 // has just claimed, and the machine would claim a second one). The host
-// the machine's status names is read alone; only when there is none, or
-// it is not bound to this machine, are all the namespace's hosts listed,
+// the machine's status names is read alone, from the cache and then from
+// the API server; only when there is none, or it is not bound to this
+// machine, are all the namespace's hosts listed,
 // so a machine that is only waiting for its host costs one small read,
 // not the whole inventory (a fleet's namespace holds every host).
 func (r *Reconciler) boundHost(ctx context.Context, bmm *infrav1.BareMetalMachine) (*metal3.BareMetalHost, error) {
 	if bmm.Status.Host != "" {
-		host := &metal3.BareMetalHost{}
-		err := r.Reader.Get(ctx, client.ObjectKey{Namespace: bmm.Namespace, Name: bmm.Status.Host}, host)
-		if err == nil && boundTo(host, bmm) {
-			return host, nil
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, err
+		// The cache first: a host it shows bound to this machine is
+		// bound (no one else writes this machine's UID into a
+		// consumerRef), and reading it costs the API server nothing.
+		for _, read := range []client.Reader{r.Client, r.Reader} {
+			host := &metal3.BareMetalHost{}
+			err := read.Get(ctx, client.ObjectKey{Namespace: bmm.Namespace, Name: bmm.Status.Host}, host)
+			if err == nil && boundTo(host, bmm) {
+				return host, nil
+			}
+			if err != nil && !apierrors.IsNotFound(err) {
+				return nil, err
+			}
 		}
 	}
 	hosts := &metal3.BareMetalHostList{}

@@ -3,12 +3,15 @@ package machine
 import (
 	"context"
 	"testing"
+	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -63,5 +66,81 @@ func TestTheBoundHostIsReadByNameBeforeTheInventoryIsListed(t *testing.T) {
 			}
 			t.Errorf("status.host %q: bound host %s after %d lists; want host-1 after %d", tc.statusHost, name, lists, tc.wantLists)
 		}
+	}
+}
+
+// A machine whose host is still provisioning is looked at every poll; a
+// look that changes nothing writes nothing (each write was a request on a
+// fleet's loaded API server, hundreds a second).
+func TestAWaitingMachineWritesItsStatusOnlyWhenItChanges(t *testing.T) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{metal3.AddToScheme, infrav1.AddToScheme, clusterv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "sn-1"}}
+	machine := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "sn-1-cp-x", UID: "m-uid", Labels: map[string]string{clusterv1.ClusterNameLabel: "sn-1"}},
+		Spec:       clusterv1.MachineSpec{ClusterName: "sn-1", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptrTo("sn-1-cp-x")}},
+	}
+	bmm := &infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "fleet", Name: "sn-1-cp-x", UID: "bmm-uid", Finalizers: []string{Finalizer},
+		Labels:          map[string]string{clusterv1.ClusterNameLabel: "sn-1"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: machine.Name, UID: machine.UID}},
+	}, Spec: infrav1.BareMetalMachineSpec{ProviderID: "upgradelab://host-1/sn-1-cp-x"}}
+	host := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "host-1"},
+		Spec:   metal3.BareMetalHostSpec{ConsumerRef: &corev1.ObjectReference{Kind: "BareMetalMachine", Name: bmm.Name, UID: bmm.UID}},
+		Status: metal3.BareMetalHostStatus{Provisioning: metal3.ProvisionStatus{State: metal3.StateProvisioning}}}
+	var writes int
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, machine, bmm, host).
+		WithStatusSubresource(bmm, host).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			writes++
+			return c.SubResource(sub).Patch(ctx, o, p, opts...)
+		}}).Build()
+	r := &Reconciler{Client: c, Reader: c, Poll: time.Millisecond}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(bmm)}
+	reconcile := func() {
+		t.Helper()
+		if _, err := r.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The first looks write: the Paused condition (CAPI's contract, a
+	// look of its own), then the host and the conditions.
+	for i := 0; ; i++ {
+		writes = 0
+		reconcile()
+		if writes == 0 {
+			break
+		}
+		if i == 3 {
+			t.Fatal("four looks at a machine whose host only provisions each wrote its status")
+		}
+	}
+	got := &infrav1.BareMetalMachine{}
+	if err := c.Get(context.Background(), req.NamespacedName, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Host != host.Name {
+		t.Fatalf("status.host %q after the first looks; want %s", got.Status.Host, host.Name)
+	}
+	reconcile()
+	reconcile()
+	if writes != 0 {
+		t.Errorf("two looks at an unchanged machine wrote its status %d times; want none", writes)
+	}
+	host.Status.Provisioning.State = metal3.StateProvisioned
+	if err := c.Status().Update(context.Background(), host); err != nil {
+		t.Fatal(err)
+	}
+	reconcile()
+	if err := c.Get(context.Background(), req.NamespacedName, got); err != nil {
+		t.Fatal(err)
+	}
+	if writes != 1 || got.Status.Initialization.Provisioned == nil || !*got.Status.Initialization.Provisioned {
+		t.Errorf("after the host was provisioned: %d writes, provisioned %v; want 1 write and true", writes, got.Status.Initialization.Provisioned)
 	}
 }
