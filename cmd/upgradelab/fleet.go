@@ -42,6 +42,7 @@ verdicts. Exits non-zero when a cluster broke a rule or stopped.`,
 	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", true, "run CAPI's managers as CAPI ships them: their per-object reconcile rate limit and with it their stale-cache guard (false: as make e2e runs them, faster)")
 	cmd.Flags().StringArrayVar(&o.managerFlags, "manager-flag", nil, "NAME=FLAG: one more flag for a manager of the plane (capi, kcp, cabpk, baremetal, inplace), e.g. capi=--kube-api-qps=100; repeat it")
 	cmd.Flags().DurationVar(&o.settle, "settle", fleet.DefaultSettle, "how long each cluster may take, once its Machines are done, for CAPI's Cluster, counts and add-ons to catch up before the end rules judge")
+	cmd.Flags().DurationVar(&o.provision, "provision", fleet.DefaultProvision, "how long each cluster's provisioning may take (a lone run's is the provider config's interval; never less than it)")
 	cmd.AddCommand(newCurveCommand())
 	return cmd
 }
@@ -70,6 +71,7 @@ cluster of any size broke a rule or stopped.`,
 	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", true, "run CAPI's managers as CAPI ships them (see upgradelab fleet)")
 	cmd.Flags().StringArrayVar(&o.managerFlags, "manager-flag", nil, "NAME=FLAG: one more flag for a manager (see upgradelab fleet)")
 	cmd.Flags().DurationVar(&o.settle, "settle", fleet.DefaultSettle, "the settle bound (see upgradelab fleet)")
+	cmd.Flags().DurationVar(&o.provision, "provision", fleet.DefaultProvision, "the provisioning bound (see upgradelab fleet)")
 	cmd.Flags().StringArrayVar(&earlier, "with", nil, "the fleet.json of a size run before (upgradelab fleet): a point of the curve not run again; repeat it")
 	o.batch = -1
 	return cmd
@@ -82,6 +84,7 @@ type fleetOptions struct {
 	rateLimited     bool
 	managerFlags    []string
 	settle          time.Duration
+	provision       time.Duration
 }
 
 // managerArgs are --manager-flag's NAME=FLAG pairs by manager.
@@ -177,7 +180,7 @@ func (o fleetOptions) runOne(ctx context.Context, out io.Writer, root string, fl
 	fmt.Fprintf(out, "fleet %s: %d clusters on %d hosts; artifacts in %s\n", fl.File.Name, len(fl.Clusters), len(fl.Lab.Spec.Hosts), dir)
 	rep, results, err := fleet.Run(ctx, fl, fleet.Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(o.scale),
 		Progress: &lockedWriter{w: out}, ProviderBinary: bins.Provider, ExtensionBinary: bins.Extension, RateLimitedReconciles: o.rateLimited,
-		ManagerArgs: args, Settle: o.settle})
+		ManagerArgs: args, Settle: o.settle, Provision: o.provision})
 	if err != nil {
 		return nil, nil, err
 	}

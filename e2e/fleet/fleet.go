@@ -51,7 +51,19 @@ type Options struct {
 	// CAPI's Cluster, counts and add-ons to catch up (runner.Options.Settle;
 	// default DefaultSettle). The report spreads how long they took.
 	Settle time.Duration
+	// Provision bounds each cluster's provisioning (the provider config's
+	// provision interval in a lone run); default DefaultProvision, never
+	// less than the provider config's.
+	Provision time.Duration
 }
+
+// DefaultProvision is a fleet's provisioning bound: fifteen minutes, three
+// times the reference provider's lone interval. Every cluster is created
+// at once, and CAPI's core manager takes a minute or more to create each
+// one's first Machine (docs/FLEET.md), so a three-node control plane,
+// whose Machines join one after another, needed more than five minutes
+// where a lone run needs two. The report gives how long it took.
+const DefaultProvision = 15 * time.Minute
 
 // DefaultSettle is a fleet's settle bound: five times a lone run's. On a
 // loaded plane KCP's add-on moves came minutes after the Machines
@@ -77,6 +89,7 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	if err != nil {
 		return nil, nil, err
 	}
+	prov.Intervals.Provision.Duration = max(prov.Intervals.Provision.Duration, cmp.Or(o.Provision, DefaultProvision))
 	say := func(format string, args ...any) {
 		if o.Progress != nil {
 			fmt.Fprintf(o.Progress, "%s [fleet %s] %s\n", time.Now().Format("15:04:05"), fl.File.Name, fmt.Sprintf(format, args...))
@@ -136,6 +149,7 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	sampling.Wait()
 	rep := newReport(fl, results, w, meter, started, planeUp)
 	rep.CAPIRateLimiting, rep.ManagerArgs, rep.SettleBound = o.RateLimitedReconciles, o.ManagerArgs, settle
+	rep.ProvisionBound = prov.Intervals.Provision.Duration
 	if profileErr == nil {
 		profileErr = stopProfile()
 	}

@@ -91,6 +91,12 @@ func TestAFleetUpgradesInBatchesOnOnePlane(t *testing.T) {
 		!strings.Contains(rep.String(), "settle after done (2, at most 5m0s)") {
 		t.Errorf("settle spread %+v (bound %s); the report says:\n%s", rep.Settle, rep.SettleBound, rep)
 	}
+	// Each cluster's own provisioning, within the fleet's bound and the
+	// fleet's provisioning time (the last cluster's ends it).
+	if rep.ProvisionEach.N != 2 || rep.ProvisionEach.Max <= 0 || rep.ProvisionEach.Max > rep.Provision || rep.ProvisionBound != DefaultProvision ||
+		!strings.Contains(rep.String(), "provisioning per cluster (2, at most 15m0s)") {
+		t.Errorf("provisioning spread %+v (bound %s, the fleet's %s); the report says:\n%s", rep.ProvisionEach, rep.ProvisionBound, rep.Provision, rep)
+	}
 	seen := map[string]bool{}
 	for _, p := range rep.Processes {
 		if p.PeakRSS > 0 && p.CPU > 0 {

@@ -52,9 +52,14 @@ type Report struct {
 	// the bound is a cluster that never caught up.
 	Settle      Spread        `json:"settle"`
 	SettleBound time.Duration `json:"settleBound"`
-	Passed      int           `json:"passed"`
-	Failed      int           `json:"failed"`
-	Stopped     int           `json:"stopped"`
+	// ProvisionEach spreads each cluster's provisioning (its own, from
+	// its create to every Machine up to date, where Provision is the
+	// fleet's until the wave), which ProvisionBound bounds.
+	ProvisionEach  Spread        `json:"provisionEach"`
+	ProvisionBound time.Duration `json:"provisionBound"`
+	Passed         int           `json:"passed"`
+	Failed         int           `json:"failed"`
+	Stopped        int           `json:"stopped"`
 	// Processes: the plane's (kube-apiserver, etcd,
 	// kube-controller-manager, each manager, the provider and the
 	// extension among them) and the harness's, which runs the lab (BMCs,
@@ -135,8 +140,13 @@ func newReport(fl *Fleet, results []result.Result, w *wave, m *meter, started, p
 		}
 		r.Wave = last.Sub(began)
 	}
-	var upgrades, settles []time.Duration
+	var upgrades, settles, provisions []time.Duration
 	for _, res := range results {
+		for _, ph := range res.Profile.Phases {
+			if ph.Name == result.PhaseProvision {
+				provisions = append(provisions, ph.Took)
+			}
+		}
 		switch res.Verdict() {
 		case "PASS":
 			r.Passed++
@@ -154,7 +164,7 @@ func newReport(fl *Fleet, results []result.Result, w *wave, m *meter, started, p
 			}
 		}
 	}
-	r.Upgrade, r.Settle = spread(upgrades), spread(settles)
+	r.Upgrade, r.Settle, r.ProvisionEach = spread(upgrades), spread(settles), spread(provisions)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	start, wave, end := m.marks[markStart], m.marks[markWave], m.marks[markEnd]
@@ -274,6 +284,9 @@ func (r *Report) String() string {
 	}
 	fmt.Fprintf(&b, "verdicts: %d passed, %d failed, %d stopped\n", r.Passed, r.Failed, r.Stopped)
 	fmt.Fprintf(&b, "wall %s: plane and lab %s, provisioning %s, wave %s\n", secs(r.Wall), secs(r.PlaneStart), secs(r.Provision), secs(r.Wave))
+	if r.ProvisionEach.N > 0 {
+		fmt.Fprintf(&b, "provisioning per cluster (%d, at most %s): p50 %s, p95 %s, max %s\n", r.ProvisionEach.N, secs(r.ProvisionBound), secs(r.ProvisionEach.P50), secs(r.ProvisionEach.P95), secs(r.ProvisionEach.Max))
+	}
 	fmt.Fprintf(&b, "upgrade per cluster (%d): p50 %s, p95 %s, max %s\n", r.Upgrade.N, secs(r.Upgrade.P50), secs(r.Upgrade.P95), secs(r.Upgrade.Max))
 	if r.Settle.N > 0 {
 		fmt.Fprintf(&b, "settle after done (%d, at most %s): p50 %s, p95 %s, max %s\n", r.Settle.N, secs(r.SettleBound), secs(r.Settle.P50), secs(r.Settle.P95), secs(r.Settle.Max))
