@@ -62,7 +62,10 @@ type Options struct {
 // at once, and CAPI's core manager takes a minute or more to create each
 // one's first Machine (docs/FLEET.md), so a three-node control plane,
 // whose Machines join one after another, needed more than five minutes
-// where a lone run needs two. The report gives how long it took.
+// where a lone run needs two. The report gives how long it took. What a
+// fleet adds to the provisioning bound and the settle it adds to each
+// scenario's own timeout (runner.Options.ExtraTime), which covers
+// provisioning too.
 const DefaultProvision = 15 * time.Minute
 
 // DefaultSettle is a fleet's settle bound: five times a lone run's. On a
@@ -89,7 +92,8 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	if err != nil {
 		return nil, nil, err
 	}
-	prov.Intervals.Provision.Duration = max(prov.Intervals.Provision.Duration, cmp.Or(o.Provision, DefaultProvision))
+	lone := prov.Intervals.Provision.Duration
+	prov.Intervals.Provision.Duration = max(lone, cmp.Or(o.Provision, DefaultProvision))
 	say := func(format string, args ...any) {
 		if o.Progress != nil {
 			fmt.Fprintf(o.Progress, "%s [fleet %s] %s\n", time.Now().Format("15:04:05"), fl.File.Name, fmt.Sprintf(format, args...))
@@ -123,7 +127,8 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 			results[i] = runner.Run(ctx, c.Scenario, clusterLab(fl.Lab, c.Hosts), fl.File.Form, runner.Options{
 				RepoRoot: o.RepoRoot, Dir: filepath.Join(o.Dir, "clusters", c.Name), Scale: o.Scale,
 				Progress: o.Progress, Name: c.Name, Provider: prov, RateLimitedReconciles: o.RateLimitedReconciles,
-				Shared: &runner.Shared{Env: env, Hosts: c.Hosts, Wave: w}, Settle: settle})
+				Shared: &runner.Shared{Env: env, Hosts: c.Hosts, Wave: w}, Settle: settle,
+				ExtraTime: max(0, prov.Intervals.Provision.Duration-lone+settle-runner.DefaultSettle)})
 		})
 	}
 	allEnded, marked := make(chan struct{}), make(chan struct{})

@@ -62,6 +62,11 @@ type Options struct {
 	// Settle bounds the wait, once every Machine is done, for CAPI's
 	// Cluster, counts and add-ons to catch up (default DefaultSettle).
 	Settle time.Duration
+	// ExtraTime is added to the scenario's timeout: a fleet gives what it
+	// adds to the provisioning bound (and the settle), so a cluster that
+	// used the longer provisioning still has the scenario's time for the
+	// rest.
+	ExtraTime time.Duration
 }
 
 // Shared is what a run on a shared plane and site is given: the Env (the
@@ -248,7 +253,7 @@ func (r *run) say(format string, args ...any) {
 func (r *run) execute(parent context.Context) (err error) {
 	// The scenario's timeout bounds the run's own work: while a shared
 	// run waits for its turn in a wave, the clock stops.
-	ctx, limit := newPausableTimeout(parent, r.scenario.Timeout.Duration)
+	ctx, limit := newPausableTimeout(parent, r.scenario.Timeout.Duration+r.opts.ExtraTime)
 	defer limit.stop()
 	defer func() {
 		if cause := context.Cause(ctx); err != nil && errors.Is(cause, context.DeadlineExceeded) && !errors.Is(err, cause) {
