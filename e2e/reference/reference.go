@@ -27,6 +27,7 @@ import (
 	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/site"
+	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // DeployImage is the deploy ramdisk of the shipped image catalog.
@@ -248,4 +249,11 @@ func bmcAddress(b *lab.BMCInfo) string {
 		return redfish.AddressScheme + b.Address
 	}
 	return ipmi.AddressScheme + b.IPMI
+}
+
+// BMCRetryDelayFlag is sushy's pause before a busy BMC is asked again, 3
+// modelled seconds scaled to s, as the flag both of upgradelab's managers
+// take.
+func BMCRetryDelayFlag(s timescale.Scale) string {
+	return "--bmc-retry-delay=" + s.Real(redfish.DefaultRetryDelay).String()
 }

@@ -25,7 +25,6 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
-	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/site"
 	"github.com/upgradelab/upgradelab/sim/timescale"
@@ -240,7 +239,7 @@ func (e *Env) referenceProvider(ctx context.Context, o EnvOptions, name string, 
 		return mgmt.Provider{}, err
 	}
 	prov, callback, err := reference.Provider(e.Site, reference.Options{Binary: bin, StateDir: o.Dir, Name: name, Inventory: inventory,
-		Args: append([]string{"--poll=200ms", bmcRetryDelay(o.Scale),
+		Args: append([]string{"--poll=200ms", reference.BMCRetryDelayFlag(o.Scale),
 			// Ironic's default soft power-off timeout, 10 modelled minutes.
 			"--soft-power-off-timeout=" + max(o.Scale.Real(10*time.Minute), time.Second).String()}, o.ProviderArgs...), ConfigDir: o.ProviderConfigDir})
 	e.Callback = callback
@@ -252,13 +251,7 @@ func (e *Env) referenceExtension(ctx context.Context, o EnvOptions) (mgmt.Provid
 	if err != nil {
 		return mgmt.Provider{}, err
 	}
-	return reference.Extension(e.Site, bin, filepath.Join(o.Dir, "extension-certs"), append([]string{bmcRetryDelay(o.Scale)}, o.ExtensionArgs...)...)
-}
-
-// bmcRetryDelay is sushy's pause before a busy BMC is asked again, 3
-// modelled seconds, as the flag both managers take.
-func bmcRetryDelay(s timescale.Scale) string {
-	return "--bmc-retry-delay=" + s.Real(redfish.DefaultRetryDelay).String()
+	return reference.Extension(e.Site, bin, filepath.Join(o.Dir, "extension-certs"), append([]string{reference.BMCRetryDelayFlag(o.Scale)}, o.ExtensionArgs...)...)
 }
 
 // builtOr is binary when the suite built it already, or command built
