@@ -39,6 +39,7 @@ verdicts. Exits non-zero when a cluster broke a rule or stopped.`,
 	cmd.Flags().StringVar(&o.artifacts, "artifacts", "", "folder for every artifact (default ./_artifacts/fleet-TIME)")
 	cmd.Flags().Float64Var(&o.scale, "time-scale", 0.01, "real time per modelled time in the lab")
 	cmd.Flags().IntVar(&o.batch, "batch", -1, "override the fleet file's wave.batch (0: all at once)")
+	cmd.Flags().IntVar(&o.concurrent, "provision-concurrent", -1, "override the fleet file's provision.concurrent: how many clusters provision at once (0: all)")
 	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", true, "run CAPI's managers as CAPI ships them: their per-object reconcile rate limit and with it their stale-cache guard (false: as make e2e runs them, faster)")
 	cmd.Flags().StringArrayVar(&o.managerFlags, "manager-flag", nil, "NAME=FLAG: one more flag for a manager of the plane (capi, kcp, cabpk, baremetal, inplace), e.g. capi=--kube-api-qps=100; repeat it")
 	cmd.Flags().DurationVar(&o.settle, "settle", fleet.DefaultSettle, "how long each cluster may take, once its Machines are done, for CAPI's Cluster, counts and add-ons to catch up before the end rules judge")
@@ -72,6 +73,7 @@ cluster of any size broke a rule or stopped.`,
 	cmd.Flags().StringArrayVar(&o.managerFlags, "manager-flag", nil, "NAME=FLAG: one more flag for a manager (see upgradelab fleet)")
 	cmd.Flags().DurationVar(&o.settle, "settle", fleet.DefaultSettle, "the settle bound (see upgradelab fleet)")
 	cmd.Flags().DurationVar(&o.provision, "provision", fleet.DefaultProvision, "the provisioning bound (see upgradelab fleet)")
+	cmd.Flags().IntVar(&o.concurrent, "provision-concurrent", -1, "override the fleet file's provision.concurrent at every size (0: all at once)")
 	cmd.Flags().StringArrayVar(&earlier, "with", nil, "the fleet.json of a size run before (upgradelab fleet): a point of the curve not run again; repeat it")
 	o.batch = -1
 	return cmd
@@ -81,6 +83,7 @@ type fleetOptions struct {
 	file, artifacts string
 	scale           float64
 	batch           int
+	concurrent      int
 	rateLimited     bool
 	managerFlags    []string
 	settle          time.Duration
@@ -152,9 +155,6 @@ func (o fleetOptions) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.batch >= 0 {
-		fl.File.Wave.Batch = o.batch
-	}
 	dir, bins, closeLog, err := artifactsAndBinaries(ctx, out, o.artifacts, "fleet")
 	if err != nil {
 		return err
@@ -176,6 +176,12 @@ func (o fleetOptions) runOne(ctx context.Context, out io.Writer, root string, fl
 	args, err := o.managerArgs()
 	if err != nil {
 		return nil, nil, err
+	}
+	if o.batch >= 0 {
+		fl.File.Wave.Batch = o.batch
+	}
+	if o.concurrent >= 0 {
+		fl.File.Provision.Concurrent = o.concurrent
 	}
 	fmt.Fprintf(out, "fleet %s: %d clusters on %d hosts; artifacts in %s\n", fl.File.Name, len(fl.Clusters), len(fl.Lab.Spec.Hosts), dir)
 	rep, results, err := fleet.Run(ctx, fl, fleet.Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(o.scale),

@@ -115,7 +115,7 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	}
 	meter.mark(ctx, markStart)
 
-	w := newWave(len(fl.Clusters), fl.File.Wave.Batch)
+	w := newWave(len(fl.Clusters), fl.File.Wave.Batch, fl.File.Provision.Concurrent)
 	settle := cmp.Or(o.Settle, DefaultSettle)
 	results := make([]result.Result, len(fl.Clusters))
 	samplerCtx, stopSampling := context.WithCancel(ctx)

@@ -31,6 +31,9 @@ type Report struct {
 	Form     string `json:"form"`
 	// Batch is the wave's batch size (0: all at once).
 	Batch int `json:"batch"`
+	// ProvisionConcurrent is how many clusters provisioned at once (0:
+	// all of them).
+	ProvisionConcurrent int `json:"provisionConcurrent,omitempty"`
 	// CAPIRateLimiting: CAPI's managers ran as CAPI ships them.
 	CAPIRateLimiting bool `json:"capiRateLimiting"`
 	// ManagerArgs are the flags the managers ran with beyond the harness's
@@ -128,7 +131,7 @@ const reconcileMetric = "controller_runtime_reconcile_time_seconds"
 
 func newReport(fl *Fleet, results []result.Result, w *wave, m *meter, started, planeUp time.Time) *Report {
 	r := &Report{Fleet: fl.File.Name, Clusters: len(fl.Clusters), Hosts: len(fl.Lab.Spec.Hosts), Form: string(fl.File.Form),
-		Batch: fl.File.Wave.Batch, Wall: time.Since(started), PlaneStart: planeUp.Sub(started)}
+		Batch: fl.File.Wave.Batch, ProvisionConcurrent: fl.File.Provision.Concurrent, Wall: time.Since(started), PlaneStart: planeUp.Sub(started)}
 	began, _, ends := w.times()
 	if !began.IsZero() {
 		r.Provision = began.Sub(planeUp)
@@ -278,7 +281,7 @@ func (r *Report) String() string {
 	if !r.CAPIRateLimiting {
 		limit = "CAPI's reconcile rate limit and its stale-cache guard off"
 	}
-	fmt.Fprintf(&b, "fleet %s: %d clusters (%s) on %d hosts, wave %s; %s\n", r.Fleet, r.Clusters, r.Form, r.Hosts, batchName(r.Batch), limit)
+	fmt.Fprintf(&b, "fleet %s: %d clusters (%s) on %d hosts, provisioned %s, wave %s; %s\n", r.Fleet, r.Clusters, r.Form, r.Hosts, batchName(r.ProvisionConcurrent), batchName(r.Batch), limit)
 	for _, name := range slices.Sorted(maps.Keys(r.ManagerArgs)) {
 		fmt.Fprintf(&b, "%s ran with %s\n", name, strings.Join(r.ManagerArgs[name], " "))
 	}

@@ -31,11 +31,22 @@ type File struct {
 	Hosts int `yaml:"hosts"`
 	// Form is how every cluster is described to CAPI (default
 	// clusterclass: a version change of the topology upgrades it).
-	Form     scenario.Form `yaml:"form"`
-	Wave     Wave          `yaml:"wave"`
-	Clusters []Group       `yaml:"clusters"`
+	Form      scenario.Form `yaml:"form"`
+	Provision Provision     `yaml:"provision"`
+	Wave      Wave          `yaml:"wave"`
+	Clusters  []Group       `yaml:"clusters"`
 
 	path string
+}
+
+// Provision is how the clusters come in before the wave.
+type Provision struct {
+	// Concurrent is how many clusters provision at once: the next is
+	// created when one of them is provisioned (or stopped), as a GitOps
+	// controller or a pipeline with bounded concurrency brings a fleet
+	// in. 0: every cluster at once. Each cluster's provisioning bound
+	// counts from its own start, not from the fleet's.
+	Concurrent int `yaml:"concurrent"`
 }
 
 // Wave is how the upgrades go once every cluster is provisioned.
@@ -118,6 +129,9 @@ func (f *File) validate() []string {
 	}
 	if f.Form != scenario.Plain && f.Form != scenario.ClusterClass {
 		bad("form", "%q is not plain or clusterclass", f.Form)
+	}
+	if f.Provision.Concurrent < 0 {
+		bad("provision.concurrent", "%d is negative (0 provisions every cluster at once)", f.Provision.Concurrent)
 	}
 	if f.Wave.Batch < 0 {
 		bad("wave.batch", "%d is negative (0 upgrades every cluster at once)", f.Wave.Batch)

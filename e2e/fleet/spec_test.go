@@ -69,6 +69,10 @@ func TestBadFleetFilesNameFileAndField(t *testing.T) {
 			"clusters[0].count: 0: at least 1"},
 		{"a negative batch", header + "wave: {batch: -1}\nclusters:\n- name: a\n  scenario: x.yaml\n  count: 1\n",
 			"wave.batch: -1 is negative"},
+		{"a negative provisioning concurrency", header + "provision: {concurrent: -2}\nclusters:\n- name: a\n  scenario: x.yaml\n  count: 1\n",
+			"provision.concurrent: -2 is negative"},
+		{"an unknown provision field", header + "provision: {batch: 2}\nclusters:\n- name: a\n  scenario: x.yaml\n  count: 1\n",
+			`unknown field "batch"`},
 		{"not a fleet", "apiVersion: upgradelab.dev/v1alpha1\nkind: Lab\nname: f\nclusters:\n- name: a\n  scenario: x.yaml\n  count: 1\n",
 			"apiVersion/kind: want upgradelab.dev/v1alpha1 Fleet"},
 	} {

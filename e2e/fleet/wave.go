@@ -3,18 +3,25 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
 
-// wave is the runner.Wave of a fleet: no upgrade starts until every
-// cluster has arrived (provisioned, its data written) or ended (a run
-// that stopped early), so the wave's time is the fleet's upgrade alone;
-// then the clusters go in batches of batch (0: all together) in the
-// order they arrived, each batch once every cluster of the one before
-// has ended.
+// wave is the runner.Wave of a fleet: at most provisioning clusters are
+// let in to provision at once (0: all of them), each slot freed when its
+// cluster arrives or ends; no upgrade starts until every cluster has
+// arrived (provisioned, its data written) or ended (a run that stopped
+// early), so the wave's time is the fleet's upgrade alone; then the
+// clusters go in batches of batch (0: all together) in the order they
+// arrived, each batch once every cluster of the one before has ended.
 type wave struct {
 	total, batch int
+	// provisioning bounds the clusters admitted and not yet arrived or
+	// ended; admitted holds them, queue the ones waiting, in order.
+	provisioning int
+	admitted     map[string]bool
+	queue        []admission
 
 	mu      sync.Mutex
 	arrived []string
@@ -30,9 +37,54 @@ type wave struct {
 	starts, ends map[string]time.Time
 }
 
-func newWave(total, batch int) *wave {
-	return &wave{total: total, batch: batch, ended: map[string]bool{}, started: map[string]chan struct{}{}, begun: make(chan struct{}),
+// admission is a cluster waiting to provision; ready is closed when it may.
+type admission struct {
+	cluster string
+	ready   chan struct{}
+}
+
+func newWave(total, batch, provisioning int) *wave {
+	return &wave{total: total, batch: batch, provisioning: provisioning, admitted: map[string]bool{},
+		ended: map[string]bool{}, started: map[string]chan struct{}{}, begun: make(chan struct{}),
 		starts: map[string]time.Time{}, ends: map[string]time.Time{}}
+}
+
+// Admit blocks until the cluster may start provisioning: until fewer
+// than provisioning clusters are admitted and not yet arrived or ended,
+// first come first served.
+func (w *wave) Admit(ctx context.Context, cluster string) error {
+	w.mu.Lock()
+	a := admission{cluster: cluster, ready: make(chan struct{})}
+	w.queue = append(w.queue, a)
+	w.admit()
+	w.mu.Unlock()
+	select {
+	case <-a.ready:
+		return nil
+	case <-ctx.Done():
+		w.mu.Lock()
+		w.queue = slices.DeleteFunc(w.queue, func(q admission) bool { return q.cluster == cluster })
+		w.mu.Unlock()
+		return fmt.Errorf("%s waited for its turn to provision: %w", cluster, ctx.Err())
+	}
+}
+
+// admit lets waiting clusters in while there is room.
+func (w *wave) admit() {
+	for len(w.queue) > 0 && (w.provisioning == 0 || len(w.admitted) < w.provisioning) {
+		a := w.queue[0]
+		w.queue = w.queue[1:]
+		w.admitted[a.cluster] = true
+		close(a.ready)
+	}
+}
+
+// leave frees the cluster's provisioning slot, if it holds one.
+func (w *wave) leave(cluster string) {
+	if w.admitted[cluster] {
+		delete(w.admitted, cluster)
+		w.admit()
+	}
 }
 
 // Start blocks until the cluster's turn.
@@ -41,6 +93,7 @@ func (w *wave) Start(ctx context.Context, cluster string) error {
 	ch := make(chan struct{})
 	w.started[cluster] = ch
 	w.arrived = append(w.arrived, cluster)
+	w.leave(cluster)
 	w.advance()
 	w.mu.Unlock()
 	select {
@@ -59,6 +112,7 @@ func (w *wave) End(cluster string) {
 		return
 	}
 	w.ended[cluster] = true
+	w.leave(cluster)
 	if _, ok := w.starts[cluster]; ok {
 		w.ends[cluster] = time.Now()
 		w.running--

@@ -83,11 +83,14 @@ type Shared struct {
 	Wave Wave
 }
 
-// Wave schedules the upgrades of runs sharing a plane. Start blocks until
-// the run named cluster may upgrade; End says the run's upgrade is over
-// (or that the run stopped before it), so the wave can move on. The
-// runner calls End exactly once for every run it gave a Wave.
+// Wave schedules the runs sharing a plane. Admit blocks until the run
+// named cluster may enroll its hosts and provision; Start blocks until it
+// may upgrade (and frees its place among those provisioning); End says
+// the run's upgrade is over (or that the run stopped before it), so the
+// wave can move on. The runner calls End exactly once for every run it
+// gave a Wave.
 type Wave interface {
+	Admit(ctx context.Context, cluster string) error
 	Start(ctx context.Context, cluster string) error
 	End(cluster string)
 }
@@ -304,6 +307,9 @@ func (r *run) execute(parent context.Context) (err error) {
 	r.faultErrs = make(chan error, len(r.scenario.Faults))
 	r.injectFaults(faultCtx, r.faultErrs)
 	r.tl.Step("env", "plane and lab up")
+	if err := r.waitForWave(ctx, limit, "let this cluster provision", Wave.Admit); err != nil {
+		return err
+	}
 
 	recCtx, stopRecording := context.WithCancel(context.Background())
 	defer stopRecording()
@@ -331,7 +337,7 @@ func (r *run) execute(parent context.Context) (err error) {
 		}
 	}
 	rec.Poll(ctx)
-	if err := r.waitForWave(ctx, limit); err != nil {
+	if err := r.waitForWave(ctx, limit, "start this cluster's upgrade", Wave.Start); err != nil {
 		return err
 	}
 	if err := r.timed(ctx, result.PhaseUpgrade, r.upgradeAndWait); err != nil {
@@ -382,18 +388,18 @@ func (r *run) ownHost(name string) bool {
 	return slices.Contains(r.opts.Shared.Hosts, name)
 }
 
-// waitForWave holds a shared run until its wave lets it upgrade, with
-// the run's timeout paused meanwhile.
-func (r *run) waitForWave(ctx context.Context, limit *pausableTimeout) error {
+// waitForWave holds a shared run until its wave lets it go on (wait is
+// Wave.Admit or Wave.Start), with the run's timeout paused meanwhile.
+func (r *run) waitForWave(ctx context.Context, limit *pausableTimeout, what string, wait func(Wave, context.Context, string) error) error {
 	w := r.shared().Wave
 	if w == nil {
 		return nil
 	}
-	r.say("waiting for the wave to start this cluster's upgrade")
+	r.say("waiting for the wave to %s", what)
 	limit.pause()
 	defer limit.resume()
-	if err := w.Start(ctx, r.clusterID()); err != nil {
-		return fmt.Errorf("the wave did not start the upgrade: %w", err)
+	if err := wait(w, ctx, r.clusterID()); err != nil {
+		return fmt.Errorf("the wave did not %s: %w", what, err)
 	}
 	return nil
 }
