@@ -44,6 +44,7 @@ verdicts. Exits non-zero when a cluster broke a rule or stopped.`,
 	cmd.Flags().StringArrayVar(&o.managerFlags, "manager-flag", nil, "NAME=FLAG: one more flag for a manager of the plane (capi, kcp, cabpk, baremetal, inplace), e.g. capi=--kube-api-qps=100; repeat it")
 	cmd.Flags().DurationVar(&o.settle, "settle", fleet.DefaultSettle, "how long each cluster may take, once its Machines are done, for CAPI's Cluster, counts and add-ons to catch up before the end rules judge")
 	cmd.Flags().DurationVar(&o.provision, "provision", fleet.DefaultProvision, "how long each cluster's provisioning may take (a lone run's is the provider config's interval; never less than it)")
+	cmd.Flags().DurationVar(&o.upgrade, "upgrade", fleet.DefaultUpgrade, "how long each cluster's upgrade may take (a lone run's is the provider config's interval; never less than it)")
 	cmd.AddCommand(newCurveCommand())
 	return cmd
 }
@@ -73,6 +74,7 @@ cluster of any size broke a rule or stopped.`,
 	cmd.Flags().StringArrayVar(&o.managerFlags, "manager-flag", nil, "NAME=FLAG: one more flag for a manager (see upgradelab fleet)")
 	cmd.Flags().DurationVar(&o.settle, "settle", fleet.DefaultSettle, "the settle bound (see upgradelab fleet)")
 	cmd.Flags().DurationVar(&o.provision, "provision", fleet.DefaultProvision, "the provisioning bound (see upgradelab fleet)")
+	cmd.Flags().DurationVar(&o.upgrade, "upgrade", fleet.DefaultUpgrade, "the upgrade bound (see upgradelab fleet)")
 	cmd.Flags().IntVar(&o.concurrent, "provision-concurrent", -1, "override the fleet file's provision.concurrent at every size (0: all at once)")
 	cmd.Flags().StringArrayVar(&earlier, "with", nil, "the fleet.json of a size run before (upgradelab fleet): a point of the curve not run again; repeat it")
 	o.batch = -1
@@ -88,6 +90,7 @@ type fleetOptions struct {
 	managerFlags    []string
 	settle          time.Duration
 	provision       time.Duration
+	upgrade         time.Duration
 }
 
 // managerArgs are --manager-flag's NAME=FLAG pairs by manager.
@@ -186,7 +189,7 @@ func (o fleetOptions) runOne(ctx context.Context, out io.Writer, root string, fl
 	fmt.Fprintf(out, "fleet %s: %d clusters on %d hosts; artifacts in %s\n", fl.File.Name, len(fl.Clusters), len(fl.Lab.Spec.Hosts), dir)
 	rep, results, err := fleet.Run(ctx, fl, fleet.Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(o.scale),
 		Progress: &lockedWriter{w: out}, ProviderBinary: bins.Provider, ExtensionBinary: bins.Extension, RateLimitedReconciles: o.rateLimited,
-		ManagerArgs: args, Settle: o.settle, Provision: o.provision})
+		ManagerArgs: args, Settle: o.settle, Provision: o.provision, Upgrade: o.upgrade})
 	if err != nil {
 		return nil, nil, err
 	}

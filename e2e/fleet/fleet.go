@@ -55,6 +55,10 @@ type Options struct {
 	// provision interval in a lone run); default DefaultProvision, never
 	// less than the provider config's.
 	Provision time.Duration
+	// Upgrade bounds each cluster's upgrade (the provider config's
+	// upgrade interval in a lone run); default DefaultUpgrade, never less
+	// than the provider config's.
+	Upgrade time.Duration
 }
 
 // DefaultProvision is a fleet's provisioning bound: fifteen minutes, three
@@ -67,6 +71,13 @@ type Options struct {
 // scenario's own timeout (runner.Options.ExtraTime), which covers
 // provisioning too.
 const DefaultProvision = 15 * time.Minute
+
+// DefaultUpgrade is a fleet's upgrade bound: thirty minutes, three times
+// the reference provider's lone interval, for the same reason: in a wave
+// of every cluster at once each replacement host waits its turn in the
+// host controller's queue, and a rolling cluster replaces five Machines
+// one after another (docs/FLEET.md, session 21).
+const DefaultUpgrade = 30 * time.Minute
 
 // DefaultSettle is a fleet's settle bound: five times a lone run's. On a
 // loaded plane KCP's add-on moves came minutes after the Machines
@@ -92,8 +103,12 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	if err != nil {
 		return nil, nil, err
 	}
-	lone := prov.Intervals.Provision.Duration
+	lone, loneUpgrade := prov.Intervals.Provision.Duration, prov.Intervals.Upgrade.Duration
 	prov.Intervals.Provision.Duration = max(lone, cmp.Or(o.Provision, DefaultProvision))
+	prov.Intervals.Upgrade.Duration = max(loneUpgrade, cmp.Or(o.Upgrade, DefaultUpgrade))
+	// What the fleet adds to the lone bounds it adds to each scenario's
+	// own timeout, which covers every step.
+	extra := prov.Intervals.Provision.Duration - lone + prov.Intervals.Upgrade.Duration - loneUpgrade
 	say := func(format string, args ...any) {
 		if o.Progress != nil {
 			fmt.Fprintf(o.Progress, "%s [fleet %s] %s\n", time.Now().Format("15:04:05"), fl.File.Name, fmt.Sprintf(format, args...))
@@ -128,7 +143,7 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 				RepoRoot: o.RepoRoot, Dir: filepath.Join(o.Dir, "clusters", c.Name), Scale: o.Scale,
 				Progress: o.Progress, Name: c.Name, Provider: prov, RateLimitedReconciles: o.RateLimitedReconciles,
 				Shared: &runner.Shared{Env: env, Hosts: c.Hosts, Wave: w}, Settle: settle,
-				ExtraTime: max(0, prov.Intervals.Provision.Duration-lone+settle-runner.DefaultSettle)})
+				ExtraTime: max(0, extra+settle-runner.DefaultSettle)})
 		})
 	}
 	allEnded, marked := make(chan struct{}), make(chan struct{})
@@ -154,7 +169,7 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	sampling.Wait()
 	rep := newReport(fl, results, w, meter, started, planeUp)
 	rep.CAPIRateLimiting, rep.ManagerArgs, rep.SettleBound = o.RateLimitedReconciles, o.ManagerArgs, settle
-	rep.ProvisionBound = prov.Intervals.Provision.Duration
+	rep.ProvisionBound, rep.UpgradeBound = prov.Intervals.Provision.Duration, prov.Intervals.Upgrade.Duration
 	if profileErr == nil {
 		profileErr = stopProfile()
 	}

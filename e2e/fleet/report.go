@@ -60,9 +60,11 @@ type Report struct {
 	// fleet's until the wave), which ProvisionBound bounds.
 	ProvisionEach  Spread        `json:"provisionEach"`
 	ProvisionBound time.Duration `json:"provisionBound"`
-	Passed         int           `json:"passed"`
-	Failed         int           `json:"failed"`
-	Stopped        int           `json:"stopped"`
+	// UpgradeBound is each cluster's upgrade bound (Options.Upgrade).
+	UpgradeBound time.Duration `json:"upgradeBound,omitempty"`
+	Passed       int           `json:"passed"`
+	Failed       int           `json:"failed"`
+	Stopped      int           `json:"stopped"`
 	// Processes: the plane's (kube-apiserver, etcd,
 	// kube-controller-manager, each manager, the provider and the
 	// extension among them) and the harness's, which runs the lab (BMCs,
@@ -290,7 +292,7 @@ func (r *Report) String() string {
 	if r.ProvisionEach.N > 0 {
 		fmt.Fprintf(&b, "provisioning per cluster (%d, at most %s): p50 %s, p95 %s, max %s\n", r.ProvisionEach.N, secs(r.ProvisionBound), secs(r.ProvisionEach.P50), secs(r.ProvisionEach.P95), secs(r.ProvisionEach.Max))
 	}
-	fmt.Fprintf(&b, "upgrade per cluster (%d): p50 %s, p95 %s, max %s\n", r.Upgrade.N, secs(r.Upgrade.P50), secs(r.Upgrade.P95), secs(r.Upgrade.Max))
+	fmt.Fprintf(&b, "upgrade per cluster (%d, at most %s): p50 %s, p95 %s, max %s\n", r.Upgrade.N, secs(r.UpgradeBound), secs(r.Upgrade.P50), secs(r.Upgrade.P95), secs(r.Upgrade.Max))
 	if r.Settle.N > 0 {
 		fmt.Fprintf(&b, "settle after done (%d, at most %s): p50 %s, p95 %s, max %s\n", r.Settle.N, secs(r.SettleBound), secs(r.Settle.P50), secs(r.Settle.P95), secs(r.Settle.Max))
 	}
