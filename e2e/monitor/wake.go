@@ -37,8 +37,9 @@ import (
 //     none of the above announces (a provider without the lab, whose
 //     workload API may go down with no event the harness sees), and how
 //     soon the recorder connects once CAPI has written the workload
-//     kubeconfig (a Secret, which no cache here watches) when no other
-//     change wakes it first.
+//     kubeconfig (a Secret, read from the management cache, whose
+//     changes the recorder does not listen to) when no other change
+//     wakes it first.
 
 // DefaultIdle is the longest the recorder goes without a poll.
 const DefaultIdle = time.Second

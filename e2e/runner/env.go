@@ -272,10 +272,17 @@ func (e *Env) Stop() {
 }
 
 // Workload is a client of a workload cluster through the kubeconfig CAPI
-// wrote for it.
-func (e *Env) Workload(ctx context.Context, cluster string) (client.Client, error) {
+// wrote for it, read through from (nil: straight from the API server).
+// A run asks every poll until the kubeconfig is there, so it reads it
+// from its watched cache: 55 clusters' wait loops and recorders asking
+// the API server were 40 GETs a second answered 404 while they
+// provisioned.
+func (e *Env) Workload(ctx context.Context, from client.Reader, cluster string) (client.Client, error) {
+	if from == nil {
+		from = e.Client
+	}
 	secret := &corev1.Secret{}
-	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: cluster + "-kubeconfig"}, secret); err != nil {
+	if err := from.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: cluster + "-kubeconfig"}, secret); err != nil {
 		return nil, err
 	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data["value"])

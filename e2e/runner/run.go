@@ -128,7 +128,7 @@ func (r *run) workloadClient(ctx context.Context) (client.Client, error) {
 	r.workloadMu.Lock()
 	defer r.workloadMu.Unlock()
 	if r.workload == nil {
-		c, err := r.env.Workload(ctx, clusterName)
+		c, err := r.env.Workload(ctx, r.watched, clusterName)
 		if err != nil {
 			return nil, err
 		}
