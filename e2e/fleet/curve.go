@@ -186,7 +186,10 @@ func curveSVG(reps []*Report) string {
 			for _, r := range reps {
 				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", px(r.Hosts), py(s.value(r)), s.color)
 			}
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="%s">%s</text>`+"\n", x0+6, y0+14+float64(j)*13, s.color, html.EscapeString(s.name))
+			// The legend: a stroke of the series' colour, then its name.
+			ly := y0 + 14 + float64(j)*13
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", x0+6, ly-4, x0+20, ly-4, s.color)
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="%s">%s</text>`+"\n", x0+24, ly, s.color, html.EscapeString(s.name))
 		}
 		if i == 0 {
 			for _, r := range reps {
