@@ -7,6 +7,7 @@ package machine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -40,7 +41,9 @@ type Reconciler struct {
 	// it, never on the cache, so a claim just made (by this process or
 	// one before a restart) is always seen.
 	Reader client.Reader
-	// Poll is how often a machine waiting for a host looks again.
+	// Poll is how often a machine looks at its host's progress again; one
+	// that found no free host looks every ten (waitForHost), unless a host
+	// becoming available wakes it first.
 	Poll time.Duration
 	// Concurrency is how many BareMetalMachines are reconciled at once
 	// (default DefaultConcurrency). Two claiming at once is safe: a claim
@@ -67,7 +70,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.BareMetalMachine{}).
-		Watches(&metal3.BareMetalHost{}, handler.EnqueueRequestsFromMapFunc(consumerOf)).
+		Watches(&metal3.BareMetalHost{}, handler.EnqueueRequestsFromMapFunc(r.hostWakes)).
 		// The Machine getting its bootstrap data (or being paused) wakes
 		// its BareMetalMachine.
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(
@@ -94,6 +97,39 @@ func (r *Reconciler) clusterMachines(ctx context.Context, obj client.Object) []r
 	}
 	return reqs
 }
+
+// hostWakes maps a host's change to the machines it concerns: the one it
+// is bound to, or, while it stands available and unbound, every machine of
+// its namespace that names no host yet. A waiting machine is woken so, and
+// otherwise looks again only every waitForHost: each look lists the
+// namespace's hosts from the API server, and in a 300-host fleet those
+// lists were the API server's most frequent request after CAPI's own
+// writes (docs/FLEET.md, session 21).
+func (r *Reconciler) hostWakes(ctx context.Context, obj client.Object) []reconcile.Request {
+	if reqs := consumerOf(ctx, obj); len(reqs) > 0 {
+		return reqs
+	}
+	host, ok := obj.(*metal3.BareMetalHost)
+	if !ok || host.Spec.ConsumerRef != nil || !host.DeletionTimestamp.IsZero() || host.Status.Provisioning.State != metal3.StateAvailable {
+		return nil
+	}
+	list := &infrav1.BareMetalMachineList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(host.Namespace)); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, m := range list.Items {
+		if m.Status.Host == "" && m.DeletionTimestamp.IsZero() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
+		}
+	}
+	return reqs
+}
+
+// waitForHost is how long a machine that found no free host waits before
+// it looks again, unless a host becoming available wakes it first
+// (hostWakes): ten polls, so a lost wake-up costs seconds.
+func (r *Reconciler) waitForHost() time.Duration { return 10 * r.Poll }
 
 func consumerOf(_ context.Context, obj client.Object) []reconcile.Request {
 	host, ok := obj.(*metal3.BareMetalHost)
@@ -178,7 +214,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, bmm *infrav1.BareMetal
 			return ctrl.Result{}, nil
 		}
 		if host, err = r.claim(ctx, bmm, machine); err != nil || host == nil {
-			return ctrl.Result{RequeueAfter: r.Poll}, err
+			if errors.Is(err, errClaimLost) {
+				return ctrl.Result{RequeueAfter: r.Poll}, nil // another host may be free: look again soon
+			}
+			return ctrl.Result{RequeueAfter: r.waitForHost()}, err
 		}
 	}
 	bmm.Status.Host = host.Name

@@ -3,6 +3,7 @@ package machine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -85,6 +86,10 @@ func rank(host *metal3.BareMetalHost, ownerName string) int {
 	return 1
 }
 
+// errClaimLost: someone changed the chosen host between the read and the
+// claim (another machine took it); the caller looks again soon.
+var errClaimLost = errors.New("the host changed before it was claimed")
+
 // claim binds one available host matching the selector. The write is an
 // update at the resourceVersion read, so two claimants of one host can
 // never both win: the loser gets a conflict and looks again.
@@ -148,7 +153,7 @@ func (r *Reconciler) claim(ctx context.Context, bmm *infrav1.BareMetalMachine, m
 	delete(host.Labels, infrav1.NodeReuseLabel)
 	if err := r.Client.Update(ctx, host); err != nil {
 		if apierrors.IsConflict(err) {
-			return nil, nil // someone changed the host meanwhile; look again
+			return nil, errClaimLost
 		}
 		return nil, err
 	}

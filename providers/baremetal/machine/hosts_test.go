@@ -144,3 +144,61 @@ func TestAWaitingMachineWritesItsStatusOnlyWhenItChanges(t *testing.T) {
 		t.Errorf("after the host was provisioned: %d writes, provisioned %v; want 1 write and true", writes, got.Status.Initialization.Provisioned)
 	}
 }
+
+// A host's change wakes the machine it is bound to; a host that stands
+// available and unbound wakes every machine of its namespace still
+// waiting for one, and nothing else.
+func TestAnAvailableHostWakesTheMachinesWaitingForOne(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := metal3.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := infrav1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	machine := func(ns, name, host string) *infrav1.BareMetalMachine {
+		m := &infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		m.Status.Host = host
+		return m
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		machine("fleet", "waiting-0", ""), machine("fleet", "waiting-1", ""), machine("fleet", "bound", "host-9"),
+		machine("other", "waiting-elsewhere", ""),
+	).WithStatusSubresource(&infrav1.BareMetalMachine{}).Build()
+	r := &Reconciler{Client: c, Reader: c}
+	host := func(state metal3.ProvisioningState, consumer string) *metal3.BareMetalHost {
+		h := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "host-1"}}
+		h.Status.Provisioning.State = state
+		if consumer != "" {
+			h.Spec.ConsumerRef = &corev1.ObjectReference{Kind: "BareMetalMachine", Name: consumer}
+		}
+		return h
+	}
+	names := func(reqs []ctrl.Request) map[string]bool {
+		out := map[string]bool{}
+		for _, q := range reqs {
+			out[q.Namespace+"/"+q.Name] = true
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		host *metal3.BareMetalHost
+		want []string
+	}{
+		{"available and unbound", host(metal3.StateAvailable, ""), []string{"fleet/waiting-0", "fleet/waiting-1"}},
+		{"bound", host(metal3.StateProvisioning, "bound"), []string{"fleet/bound"}},
+		{"still inspecting", host(metal3.StateInspecting, ""), nil},
+	} {
+		got := names(r.hostWakes(context.Background(), tc.host))
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: woke %v, want %v", tc.name, got, tc.want)
+			continue
+		}
+		for _, w := range tc.want {
+			if !got[w] {
+				t.Errorf("%s: woke %v, want %v", tc.name, got, tc.want)
+			}
+		}
+	}
+}
