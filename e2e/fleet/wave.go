@@ -62,6 +62,8 @@ func (w *wave) Admit(ctx context.Context, cluster string) error {
 	case <-a.ready:
 		return nil
 	case <-ctx.Done():
+		// Admitted meanwhile, it holds a place this deletion does not
+		// free: the runner's End for the run frees it.
 		w.mu.Lock()
 		w.queue = slices.DeleteFunc(w.queue, func(q admission) bool { return q.cluster == cluster })
 		w.mu.Unlock()

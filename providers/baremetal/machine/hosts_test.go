@@ -2,11 +2,13 @@ package machine
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -200,5 +202,61 @@ func TestAnAvailableHostWakesTheMachinesWaitingForOne(t *testing.T) {
 				t.Errorf("%s: woke %v, want %v", tc.name, got, tc.want)
 			}
 		}
+	}
+}
+
+// A machine that found no free host waits ten polls (a host becoming
+// available wakes it sooner, hostWakes); one whose claim lost a race for
+// a host looks again at the next poll, as another host may be free.
+func TestAMachineWithoutAHostWaitsLongerThanOneThatLostARace(t *testing.T) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{metal3.AddToScheme, infrav1.AddToScheme, clusterv1.AddToScheme, corev1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		hosts    []client.Object
+		conflict bool
+		want     func(r *Reconciler) time.Duration
+	}{
+		{"no host free", nil, false, (*Reconciler).waitForHost},
+		{"the claim lost a race", []client.Object{&metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "host-1"},
+			Status: metal3.BareMetalHostStatus{Provisioning: metal3.ProvisionStatus{State: metal3.StateAvailable}}}}, true,
+			func(r *Reconciler) time.Duration { return r.Poll }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "sn-1"}}
+			machine := &clusterv1.Machine{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "sn-1-cp-x", UID: "m-uid", Labels: map[string]string{clusterv1.ClusterNameLabel: "sn-1"}},
+				Spec:       clusterv1.MachineSpec{ClusterName: "sn-1", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptrTo("sn-1-cp-x")}},
+			}
+			bmm := &infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{
+				Namespace: "fleet", Name: "sn-1-cp-x", UID: "bmm-uid", Finalizers: []string{Finalizer},
+				Labels:          map[string]string{clusterv1.ClusterNameLabel: "sn-1"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: machine.Name, UID: machine.UID}},
+			}}
+			data := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "sn-1-cp-x"}, Data: map[string][]byte{"value": []byte("#cloud-config")}}
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(tc.hosts, cluster, machine, bmm, data)...).
+				WithStatusSubresource(bmm).
+				WithInterceptorFuncs(interceptor.Funcs{Update: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.UpdateOption) error {
+					if _, ok := o.(*metal3.BareMetalHost); ok && tc.conflict {
+						return apierrors.NewConflict(metal3.GroupVersion.WithResource("baremetalhosts").GroupResource(), o.GetName(), errors.New("changed meanwhile"))
+					}
+					return c.Update(ctx, o, opts...)
+				}}).Build()
+			r := &Reconciler{Client: c, Reader: c, Poll: time.Millisecond}
+			var res ctrl.Result
+			for range 3 { // the first look may only write the Paused condition
+				var err error
+				if res, err = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(bmm)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if want := tc.want(r); res.RequeueAfter != want {
+				t.Errorf("looks again after %s, want %s", res.RequeueAfter, want)
+			}
+		})
 	}
 }
