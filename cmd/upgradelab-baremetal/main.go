@@ -46,14 +46,14 @@ type options struct {
 	leaderElect, insecureDiagnostics        bool
 	syncPeriod                              time.Duration
 
-	controllers                                                string
-	caFile, certDir, callbackAddr, callbackURL, deployImageURL string
-	poll, deployTimeout, resetTimeout, softPowerOffTimeout     time.Duration
-	netbootAddr, ipmitool                                      string
-	qps                                                        float64
-	burst, hostConcurrency, machineConcurrency                 int
-	bmcRetries                                                 int
-	bmcRetryDelay                                              time.Duration
+	controllers                                                        string
+	caFile, certDir, callbackAddr, callbackURL, deployImageURL         string
+	poll, deployTimeout, resetTimeout, softPowerOffTimeout, powerCheck time.Duration
+	netbootAddr, ipmitool                                              string
+	qps                                                                float64
+	burst, hostConcurrency, machineConcurrency                         int
+	bmcRetries                                                         int
+	bmcRetryDelay                                                      time.Duration
 }
 
 func main() {
@@ -83,6 +83,7 @@ func main() {
 	fs.DurationVar(&o.poll, "poll", 500*time.Millisecond, "how often a host or machine waiting on hardware is looked at")
 	fs.DurationVar(&o.deployTimeout, "deploy-timeout", 5*time.Minute, "deploy ramdisk boot timeout before booting it again")
 	fs.DurationVar(&o.resetTimeout, "reset-timeout", 5*time.Minute, "reset timeout before asking again")
+	fs.DurationVar(&o.powerCheck, "power-check-interval", host.DefaultPowerCheck, "how often an available or provisioned host's power and BMC are read again (baremetal-operator: 1m)")
 	fs.DurationVar(&o.softPowerOffTimeout, "soft-power-off-timeout", 10*time.Minute, "how long a graceful shutdown may take before the next power-off is hard (Ironic's soft_power_off_timeout)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
@@ -211,7 +212,7 @@ func setupInventory(mgr ctrl.Manager, o options) error {
 		IPMITool: o.ipmitool, NetBoot: boot,
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), BMCHTTP: redfish.Retrying(httpClient, o.bmcRetries, o.bmcRetryDelay), AgentHTTP: httpClient, Heartbeats: heartbeats, Recorder: mgr.GetEventRecorder("baremetalhost-controller"),
 		DeployImageURL: o.deployImageURL, CallbackURL: o.callbackURL,
-		Poll: o.poll, DeployTimeout: o.deployTimeout, ResetTimeout: o.resetTimeout, SoftPowerOffTimeout: o.softPowerOffTimeout,
+		Poll: o.poll, DeployTimeout: o.deployTimeout, ResetTimeout: o.resetTimeout, SoftPowerOffTimeout: o.softPowerOffTimeout, PowerCheck: o.powerCheck,
 		Concurrency: o.hostConcurrency,
 	}
 	return hosts.SetupWithManager(mgr)

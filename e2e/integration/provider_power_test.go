@@ -28,7 +28,7 @@ func TestBareMetalHostPowerAsBaremetalOperatorDoes(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	e := startProviderEnv(t, ctx, "three-node", 0.01, "--soft-power-off-timeout=2s")
+	e := startProviderEnv(t, ctx, "three-node", 0.01, "--soft-power-off-timeout=2s", "--power-check-interval=1s")
 	if _, err := reference.Enroll(ctx, e.c, e.site, e.ns, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +51,21 @@ func TestBareMetalHostPowerAsBaremetalOperatorDoes(t *testing.T) {
 		hw := e.host(t, ctx, "cp-0").Status.HardwareDetails
 		return hw != nil && len(hw.NIC) > 0 && hw.NIC[0].IP == ip, fmt.Sprintf("%+v, want IP %s", hw.NIC, ip)
 	})
+
+	// Power lost behind the controller's back is found at the next power
+	// check (1 s here, DefaultPowerCheck's 10 s unless told), and the
+	// host is powered on again. Twice: the second loss comes right after
+	// the controller's own power-on, so only the interval it was given
+	// brings its next look within the bound.
+	for i := 1; i <= 2; i++ {
+		if err := cp0.PowerOff(); err != nil {
+			t.Fatal(err)
+		}
+		bounded, cancelBound := context.WithTimeout(ctx, 4*time.Second)
+		e.waitPower(t, bounded, cp0, true)
+		cancelBound()
+	}
+	waitFor(t, ctx, "cp-0 running", func() (bool, string) { st := cp0.Status(); return st.Phase == lab.PhaseRunning, string(st.Phase) })
 
 	// spec.online false: a soft power-off (the OS shuts down), then true.
 	drain(events)

@@ -83,6 +83,10 @@ type Reconciler struct {
 	// SoftPowerOffTimeout bounds a graceful shutdown before the power is
 	// cut instead (Ironic's soft_power_off_timeout).
 	DeployTimeout, ResetTimeout, SoftPowerOffTimeout time.Duration
+	// PowerCheck is how often a host with nothing to do (available,
+	// provisioned) has its power and what its BMC reports read again
+	// (default DefaultPowerCheck; baremetal-operator's is a minute).
+	PowerCheck time.Duration
 	// Concurrency is how many hosts are reconciled at once (default as
 	// baremetal-operator's: the CPUs, at least 2 and at most 8).
 	Concurrency int
@@ -96,6 +100,23 @@ type Reconciler struct {
 	// a heartbeat from that MAC wakes it (heartbeatWakes).
 	awaiting map[string]types.NamespacedName
 	wakes    chan event.TypedGenericEvent[*metal3.BareMetalHost]
+}
+
+// DefaultPowerCheck is the steady hosts' look at their BMC, shorter than
+// baremetal-operator's minute so that what changes behind the
+// controller's back in a time-scaled lab (an out-of-band power-off, a
+// NIC's firmware after an in-place flash) reaches the host's status
+// within seconds. Fleets of hundreds of hosts set BMO's minute
+// (--power-check-interval=1m): every pass costs a read from the API
+// server and a Redfish session.
+const DefaultPowerCheck = 10 * time.Second
+
+// steady is how long a host with nothing to do waits for its next look.
+func (r *Reconciler) steady() time.Duration {
+	if r.PowerCheck > 0 {
+		return r.PowerCheck
+	}
+	return DefaultPowerCheck
 }
 
 // heartbeatWait is how long a host waiting for its deploy ramdisk's first

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sort"
 	"strings"
-	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,9 +17,6 @@ import (
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
 )
-
-// steady is how often a host with nothing to do is looked at (power).
-const steady = 10 * time.Second
 
 // register checks that the BMC answers and takes the credentials. A
 // registered host announced itself and has no BMC to check.

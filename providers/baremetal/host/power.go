@@ -64,7 +64,7 @@ func (r *Reconciler) managePower(ctx context.Context, host *metal3.BareMetalHost
 	if registered(host) {
 		st, err := r.registeredAgent(host).Status(ctx)
 		host.Status.PoweredOn = err == nil && st.Phase != ""
-		return ctrl.Result{RequeueAfter: steady}, nil
+		return ctrl.Result{RequeueAfter: r.steady()}, nil
 	}
 	bmc, err := r.dialBMC(ctx, host)
 	if err != nil {
@@ -97,9 +97,9 @@ func (r *Reconciler) managePower(ctx context.Context, host *metal3.BareMetalHost
 		r.forgetSoftPowerOff(host)
 		if want && !r.refreshRunningHost(ctx, host, bmc) {
 			// Booting, most likely: look again soon for the addresses.
-			return ctrl.Result{RequeueAfter: min(steady, 10*r.Poll)}, nil
+			return ctrl.Result{RequeueAfter: min(r.steady(), 10*r.Poll)}, nil
 		}
-		return ctrl.Result{RequeueAfter: steady}, nil
+		return ctrl.Result{RequeueAfter: r.steady()}, nil
 	}
 	log.FromContext(ctx).Info("power change", "want", onOff(want), "reboot", reboot, "hard", hard)
 	if want {
@@ -107,7 +107,7 @@ func (r *Reconciler) managePower(ctx context.Context, host *metal3.BareMetalHost
 			return ctrl.Result{}, failed(metal3.PowerManagementError, "power on: %v", err)
 		}
 		host.Status.PoweredOn = true
-		return ctrl.Result{RequeueAfter: steady}, nil
+		return ctrl.Result{RequeueAfter: r.steady()}, nil
 	}
 	if hard || host.Status.ErrorCount > 0 {
 		if err := bmc.PowerOff(); err != nil {
@@ -116,7 +116,7 @@ func (r *Reconciler) managePower(ctx context.Context, host *metal3.BareMetalHost
 		r.forgetSoftPowerOff(host)
 		r.forgetDeployBoot(host)
 		host.Status.PoweredOn = false
-		return ctrl.Result{RequeueAfter: steady}, nil
+		return ctrl.Result{RequeueAfter: r.steady()}, nil
 	}
 	return r.softPowerOff(ctx, host, bmc)
 }
