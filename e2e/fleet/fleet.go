@@ -38,6 +38,11 @@ type Options struct {
 	ProviderBinary, ExtensionBinary string
 	// SampleEvery is how often the wave's cost is sampled (default 2 s).
 	SampleEvery time.Duration
+	// APIServerProfile is how long each of the API server's CPU profiles
+	// lasts, and how far into the provisioning and into the wave it
+	// starts (default 30 s). A profile the fleet's end cuts short is
+	// named among the report's unread figures.
+	APIServerProfile time.Duration
 	// RateLimitedReconciles runs CAPI's managers as CAPI ships them (the
 	// ReconcilerRateLimiting gate on, with its stale-cache guard; see
 	// mgmt.Options). `upgradelab fleet` does by default: a fleet measures
@@ -136,6 +141,41 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	samplerCtx, stopSampling := context.WithCancel(ctx)
 	var sampling sync.WaitGroup
 	sampling.Go(func() { meter.sample(samplerCtx) })
+	// The API server's CPU, profiled once while the clusters provision
+	// and once in the wave: what it spends itself on where it is busiest.
+	var profiling sync.WaitGroup
+	var profiled []APIServerProfile
+	var profileErrs []string
+	profileFor := max(cmp.Or(o.APIServerProfile, DefaultAPIServerProfile), time.Second)
+	profileAfter := func(start <-chan struct{}, phase, file string) {
+		select {
+		case <-start:
+		case <-samplerCtx.Done():
+			return
+		}
+		select {
+		case <-time.After(profileFor):
+		case <-samplerCtx.Done():
+			return
+		}
+		path := filepath.Join(o.Dir, file)
+		err := meter.profileAPIServer(samplerCtx, path, profileFor)
+		var work []Component
+		if err == nil {
+			work, err = charge(path, 8, apiServerWorkOf)
+		}
+		meter.mu.Lock()
+		defer meter.mu.Unlock()
+		if err != nil {
+			profileErrs = append(profileErrs, fmt.Sprintf("the API server's CPU profile %s: %v", phase, err))
+			return
+		}
+		profiled = append(profiled, APIServerProfile{Phase: phase, File: file, Work: work})
+	}
+	now := make(chan struct{})
+	close(now)
+	profiling.Go(func() { profileAfter(now, "while provisioning", APIServerProfileProvisioning) })
+	profiling.Go(func() { profileAfter(w.begun, "in the wave", APIServerProfileWave) })
 	var wg sync.WaitGroup
 	for i, c := range fl.Clusters {
 		wg.Go(func() {
@@ -167,7 +207,11 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	meter.mark(ctx, markEnd)
 	stopSampling()
 	sampling.Wait()
+	profiling.Wait()
 	rep := newReport(fl, results, w, meter, started, planeUp)
+	slices.SortFunc(profiled, func(a, b APIServerProfile) int { return strings.Compare(b.Phase, a.Phase) }) // "while" before "in"
+	rep.APIServer = profiled
+	rep.Unread = append(rep.Unread, profileErrs...)
 	rep.CAPIRateLimiting, rep.ManagerArgs, rep.SettleBound = o.RateLimitedReconciles, o.ManagerArgs, settle
 	rep.ProvisionBound, rep.UpgradeBound = prov.Intervals.Provision.Duration, prov.Intervals.Upgrade.Duration
 	if profileErr == nil {
@@ -204,6 +248,9 @@ func clusterLab(def *lab.Definition, hosts []string) *lab.Definition {
 	return &out
 }
 
+// DefaultAPIServerProfile is Options.APIServerProfile's default.
+const DefaultAPIServerProfile = 30 * time.Second
+
 // Marks are the moments the meter reads the plane's counters at.
 const (
 	markStart = "start" // the plane and lab up, nothing created
@@ -237,6 +284,8 @@ type reading struct {
 	at       time.Time
 	usage    map[string]mgmt.Usage
 	requests float64
+	// kinds are the API server's request counts by kind (requestKind).
+	kinds    map[string]float64
 	managers map[string]scrape
 }
 
@@ -272,6 +321,7 @@ func (m *meter) mark(ctx context.Context, name string) {
 	var unread []string
 	if s, err := scrapeURL(ctx, m.api, strings.TrimSuffix(m.plane.RESTConfig.Host, "/")+"/metrics"); err == nil {
 		r.requests = s.sum("apiserver_request_total")
+		r.kinds = requestKinds(s)
 	} else {
 		unread = append(unread, fmt.Sprintf("%s: the API server's metrics: %v", name, err))
 	}
@@ -286,6 +336,33 @@ func (m *meter) mark(ctx context.Context, name string) {
 	m.marks[name] = r
 	m.unread = append(m.unread, unread...)
 	m.mu.Unlock()
+}
+
+// profileAPIServer writes a CPU profile of the API server over d into
+// path (its /debug/pprof, on by default in kube-apiserver).
+func (m *meter) profileAPIServer(ctx context.Context, path string, d time.Duration) error {
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(m.plane.RESTConfig.Host, "/"), int(d.Seconds()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := m.api.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // sample keeps the peaks until ctx ends.

@@ -40,7 +40,8 @@ func TestAFleetUpgradesInBatchesOnOnePlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := testdir.For(t)
-	rep, results, err := Run(context.Background(), fl, Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(0.01), Progress: testWriter{t}})
+	rep, results, err := Run(context.Background(), fl, Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(0.01), Progress: testWriter{t},
+		APIServerProfile: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +114,22 @@ func TestAFleetUpgradesInBatchesOnOnePlane(t *testing.T) {
 	}
 	if rep.APIRequestsPerSecondInWave <= 0 || rep.PeakTotalRSS <= 0 {
 		t.Errorf("API requests %v/s in the wave, peak RSS %d", rep.APIRequestsPerSecondInWave, rep.PeakTotalRSS)
+	}
+	// The API server's two CPU profiles, charged by request: CAPI's
+	// managers write with PATCH above all, in both phases.
+	if len(rep.APIServer) != 2 || rep.APIServer[0].File != APIServerProfileProvisioning || rep.APIServer[1].File != APIServerProfileWave {
+		t.Errorf("API server profiles %+v; want the provisioning's and the wave's", rep.APIServer)
+	}
+	for _, p := range rep.APIServer {
+		if _, err := os.Stat(filepath.Join(dir, p.File)); err != nil {
+			t.Error(err)
+		}
+		if !slices.ContainsFunc(p.Work, func(c Component) bool { return strings.HasPrefix(c.Package, "PATCH") && c.CPU > 0 }) {
+			t.Errorf("the API server's profile %s shows no PATCH: %+v", p.Phase, p.Work)
+		}
+	}
+	if len(rep.APIRequests) == 0 || !strings.Contains(rep.String(), "API server's most frequent requests") {
+		t.Errorf("no request kinds in the report:\n%s", rep)
 	}
 	reconciled := false
 	for _, m := range rep.Managers {

@@ -185,3 +185,24 @@ func (h histogram) String() string {
 	}
 	return out
 }
+
+// requestKinds are the API server's request counts
+// (apiserver_request_total) by kind: "PATCH clusters/status 409".
+func requestKinds(s scrape) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range s.family("apiserver_request_total") {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		what := l["resource"]
+		if l["subresource"] != "" {
+			what += "/" + l["subresource"]
+		}
+		if what == "" {
+			what = "(non-resource)"
+		}
+		out[l["verb"]+" "+what+" "+l["code"]] += value(m)
+	}
+	return out
+}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 const sample = `# HELP workqueue_depth Current depth of workqueue
@@ -68,5 +69,35 @@ func TestOnlyTheNamedFamiliesAreRead(t *testing.T) {
 	}
 	if len(s) != 1 {
 		t.Fatalf("families read: %d; want only workqueue_depth", len(s))
+	}
+}
+
+// The API server's requests are counted by verb, resource, subresource
+// and code, and the most frequent between two readings come first.
+func TestTheAPIServerRequestsAreCountedByKind(t *testing.T) {
+	read := func(text string) map[string]float64 {
+		t.Helper()
+		s, err := parseMetrics(strings.NewReader("# TYPE apiserver_request_total counter\n" + text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return requestKinds(s)
+	}
+	before := read(`apiserver_request_total{code="409",group="cluster.x-k8s.io",resource="clusters",subresource="status",verb="PATCH",version="v1beta2"} 100
+apiserver_request_total{code="200",group="cluster.x-k8s.io",resource="clusters",subresource="status",verb="PATCH",version="v1beta2"} 50
+apiserver_request_total{code="200",group="",resource="",subresource="",verb="GET",version=""} 7
+`)
+	after := read(`apiserver_request_total{code="409",group="cluster.x-k8s.io",resource="clusters",subresource="status",verb="PATCH",version="v1beta2"} 400
+apiserver_request_total{code="200",group="cluster.x-k8s.io",resource="clusters",subresource="status",verb="PATCH",version="v1beta2"} 70
+apiserver_request_total{code="200",group="metal3.io",resource="baremetalhosts",subresource="",verb="LIST",version="v1alpha1"} 60
+apiserver_request_total{code="200",group="",resource="",subresource="",verb="GET",version=""} 7
+`)
+	got := topRequests(before, after, 10*time.Second, 2)
+	want := []RequestKind{{"PATCH clusters/status 409", 300, 30}, {"LIST baremetalhosts 200", 60, 6}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("top requests %+v; want %+v", got, want)
+	}
+	if all := topRequests(before, after, 10*time.Second, 10); len(all) != 3 {
+		t.Fatalf("every kind that grew: %+v (the unchanged non-resource GET left out)", all)
 	}
 }

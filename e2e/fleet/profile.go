@@ -50,10 +50,17 @@ type Component struct {
 	Share   float64       `json:"share"`
 }
 
-// components reads a CPU profile and charges each sample to its
-// component, the costliest first; top keeps that many (the rest are
-// added up as "other").
+// components reads the harness's CPU profile and charges each sample to
+// its component (componentOf), the costliest first; top keeps that many
+// (the rest are added up as "other").
 func components(path string, top int) ([]Component, error) {
+	return charge(path, top, componentOf)
+}
+
+// charge reads a CPU profile and charges each sample to what classify
+// names, the costliest first; top keeps that many (the rest are added up
+// as "other").
+func charge(path string, top int, classify func(*profile.Sample) string) ([]Component, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -76,7 +83,7 @@ func components(path string, top int) ([]Component, error) {
 	var total int64
 	for _, s := range p.Sample {
 		v := s.Value[value]
-		byPkg[componentOf(s)] += v
+		byPkg[classify(s)] += v
 		total += v
 	}
 	out := make([]Component, 0, len(byPkg))
@@ -131,4 +138,61 @@ func packageOf(fn string) string {
 		return fn[:slash+1+dot]
 	}
 	return fn
+}
+
+// The API server's work, as its CPU profile shows it: a sample is charged
+// to the request handler on its stack (a PATCH's merge, admission,
+// validation and write to etcd are all the PATCH's), to the watch
+// machinery that decodes etcd's events and fans them out to watchers, or
+// to the runtime (the garbage collector) when nothing else is there.
+// The first entry whose frame is on a stack wins.
+var apiServerWork = []struct{ frame, work string }{
+	{"endpoints/handlers.PatchResource", "PATCH (and server-side apply)"},
+	{"endpoints/handlers.(*patcher)", "PATCH (and server-side apply)"},
+	{"endpoints/handlers.UpdateResource", "PUT"},
+	{"endpoints/handlers.createHandler", "POST"},
+	{"endpoints/handlers.CreateResource", "POST"},
+	{"endpoints/handlers.DeleteResource", "DELETE"},
+	{"endpoints/handlers.DeleteCollection", "DELETE"},
+	{"endpoints/handlers.serveWatch", "WATCH (serving watchers)"},
+	{"endpoints/handlers.(*WatchServer)", "WATCH (serving watchers)"},
+	{"endpoints/handlers.ListResource", "LIST"},
+	{"endpoints/handlers.GetResource", "GET"},
+	{"storage/cacher.", "watch cache (etcd events to watchers)"},
+	{"storage/etcd3.(*watchChan)", "watch cache (etcd events to watchers)"},
+	{"endpoints/filters.", "authentication, audit and other filters"},
+	{"server/filters.", "authentication, audit and other filters"},
+	{"flowcontrol", "priority and fairness"},
+}
+
+// APIServerProfiles name the API server's CPU profiles in the fleet's
+// folder, one while the clusters provision and one in the wave.
+const (
+	APIServerProfileProvisioning = "apiserver-provisioning.cpu.pprof"
+	APIServerProfileWave         = "apiserver-wave.cpu.pprof"
+)
+
+// apiServerWorkOf is the work a sample of kube-apiserver is charged to.
+func apiServerWorkOf(s *profile.Sample) string {
+	var frames []string
+	for _, loc := range s.Location {
+		for _, line := range loc.Line {
+			if line.Function != nil {
+				frames = append(frames, line.Function.Name)
+			}
+		}
+	}
+	for _, w := range apiServerWork {
+		for _, f := range frames {
+			if strings.Contains(f, w.frame) {
+				return w.work
+			}
+		}
+	}
+	for _, f := range frames {
+		if pkg := packageOf(f); pkg != "runtime" && !strings.HasPrefix(pkg, "runtime/") {
+			return "other"
+		}
+	}
+	return "runtime"
 }

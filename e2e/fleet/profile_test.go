@@ -66,3 +66,71 @@ func TestTheHarnessProfileIsChargedByComponent(t *testing.T) {
 		t.Fatal("a missing profile read as one")
 	}
 }
+
+// The API server's samples are charged to the request handler on their
+// stack: a PATCH's merge, admission and write are the PATCH's even where
+// the filters (on every request's stack) and the runtime are below it;
+// etcd's watch events decoded for the watch cache are the watch cache's;
+// the garbage collector alone is the runtime; anything else is other.
+func TestTheAPIServerProfileIsChargedByRequest(t *testing.T) {
+	var locs []*profile.Location
+	loc := func(fn string) *profile.Location {
+		l := &profile.Location{ID: uint64(len(locs) + 1), Line: []profile.Line{{Function: &profile.Function{ID: uint64(len(locs) + 1), Name: fn}}}}
+		locs = append(locs, l)
+		return l
+	}
+	const apiserver = "k8s.io/apiserver/pkg/"
+	malloc := loc("runtime.mallocgc")
+	update := loc(apiserver + "storage/etcd3.(*store).GuaranteedUpdate")
+	patcher := loc(apiserver + "endpoints/handlers.(*patcher).patchResource.func2")
+	patch := loc(apiserver + "endpoints/handlers.PatchResource.func1")
+	put := loc(apiserver + "endpoints/handlers.UpdateResource.func1")
+	filters := loc(apiserver + "endpoints/filters.WithAuthentication.func1")
+	watchChan := loc(apiserver + "storage/etcd3.(*watchChan).transform")
+	list := loc(apiserver + "endpoints/handlers.ListResource.func1")
+	gc := loc("runtime.gcBgMarkWorker")
+	tls := loc("crypto/tls.(*Conn).Read")
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
+		Location:   locs,
+		Sample: []*profile.Sample{
+			{Location: []*profile.Location{malloc, update, patcher, patch, filters}, Value: []int64{1, int64(4 * time.Second)}},
+			{Location: []*profile.Location{update, put, filters}, Value: []int64{1, int64(time.Second)}},
+			{Location: []*profile.Location{malloc, watchChan}, Value: []int64{1, int64(time.Second)}},
+			{Location: []*profile.Location{list, filters}, Value: []int64{1, int64(500 * time.Millisecond)}},
+			{Location: []*profile.Location{gc}, Value: []int64{1, int64(time.Second)}},
+			{Location: []*profile.Location{malloc, tls}, Value: []int64{1, int64(500 * time.Millisecond)}},
+		},
+	}
+	for _, l := range locs {
+		p.Function = append(p.Function, l.Line[0].Function)
+	}
+	path := filepath.Join(t.TempDir(), APIServerProfileWave)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	got, err := charge(path, 4, apiServerWorkOf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Component{
+		{"PATCH (and server-side apply)", 4 * time.Second, 0.5},
+		{"PUT", time.Second, 0.125},
+		{"runtime", time.Second, 0.125},
+		{"watch cache (etcd events to watchers)", time.Second, 0.125},
+		{"other", time.Second, 0.125}, // the LIST and the TLS read, beyond the top 4
+	}
+	if len(got) != len(want) {
+		t.Fatalf("charged %+v; want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("charged[%d] = %+v; want %+v (all: %+v)", i, got[i], want[i], got)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -82,9 +83,32 @@ type Report struct {
 	// Harness is where the harness's CPU went over the whole run, by
 	// component, from its CPU profile (HarnessProfile).
 	Harness []Component `json:"harness,omitempty"`
+	// APIRequests are the API server's most frequent requests over the
+	// run, by kind: which objects the managers write and read most.
+	APIRequests []RequestKind `json:"apiRequests,omitempty"`
+	// APIServer is where the API server's CPU went, from its profiles
+	// (APIServerProfileProvisioning, APIServerProfileWave).
+	APIServer []APIServerProfile `json:"apiServer,omitempty"`
 	// Unread are the metrics that could not be read at a mark: the
 	// figures made from them are missing, not zero.
 	Unread []string `json:"unread,omitempty"`
+}
+
+// RequestKind is one kind of API server request (verb, resource and
+// subresource, response code) and how many there were.
+type RequestKind struct {
+	Kind      string  `json:"kind"`
+	Count     float64 `json:"count"`
+	PerSecond float64 `json:"perSecond"`
+}
+
+// APIServerProfile is one of the API server's CPU profiles, charged to
+// the kinds of work it did (apiServerWork); Component.Package holds the
+// work's name.
+type APIServerProfile struct {
+	Phase string      `json:"phase"`
+	File  string      `json:"file"`
+	Work  []Component `json:"work"`
 }
 
 // Spread is a distribution's median, 95th percentile and maximum
@@ -192,6 +216,7 @@ func newReport(fl *Fleet, results []result.Result, w *wave, m *meter, started, p
 	if d := end.at.Sub(wave.at).Seconds(); d > 0 {
 		r.APIRequestsPerSecondInWave = (end.requests - wave.requests) / d
 	}
+	r.APIRequests = topRequests(start.kinds, end.kinds, end.at.Sub(start.at), 10)
 	for name, s := range end.managers {
 		before := wave.managers[name]
 		h := s.histogram(reconcileMetric).since(before.histogram(reconcileMetric))
@@ -208,6 +233,27 @@ func newReport(fl *Fleet, results []result.Result, w *wave, m *meter, started, p
 	}
 	slices.SortFunc(r.Managers, func(a, b ManagerCost) int { return strings.Compare(a.Name, b.Name) })
 	return r
+}
+
+// topRequests are the top request kinds counted between two readings,
+// the most frequent first.
+func topRequests(before, after map[string]float64, over time.Duration, top int) []RequestKind {
+	var out []RequestKind
+	for kind, n := range after {
+		if d := n - before[kind]; d > 0 {
+			out = append(out, RequestKind{Kind: kind, Count: d})
+		}
+	}
+	slices.SortFunc(out, func(a, b RequestKind) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Kind, b.Kind))
+	})
+	out = out[:min(len(out), top)]
+	for i := range out {
+		if over > 0 {
+			out[i].PerSecond = out[i].Count / over.Seconds()
+		}
+	}
+	return out
 }
 
 func finite(f float64) float64 {
@@ -311,6 +357,24 @@ func (r *Report) String() string {
 		fmt.Fprintf(tw, "%s\t%.0f\t%d\t%s\t%s\t%s\n", m.Name, m.PeakQueueDepth, m.Reconciles, seconds(m.ReconcileP50), seconds(m.ReconcileP95), m.Slowest)
 	}
 	tw.Flush()
+	if len(r.APIRequests) > 0 {
+		b.WriteString("\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "API server's most frequent requests\tcount\tper second")
+		for _, k := range r.APIRequests {
+			fmt.Fprintf(tw, "%s\t%.0f\t%.1f\n", k.Kind, k.Count, k.PerSecond)
+		}
+		tw.Flush()
+	}
+	for _, p := range r.APIServer {
+		b.WriteString("\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "API server CPU %s (%s)\tCPU\tshare\n", p.Phase, p.File)
+		for _, c := range p.Work {
+			fmt.Fprintf(tw, "%s\t%s\t%.0f%%\n", c.Package, secs(c.CPU), 100*c.Share)
+		}
+		tw.Flush()
+	}
 	if len(r.Harness) > 0 {
 		b.WriteString("\n")
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
