@@ -3,6 +3,7 @@ package fleet
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -27,6 +28,25 @@ func TestTheShippedFleetLoads(t *testing.T) {
 	view := clusterLab(fl.Lab, fl.Clusters[3].Hosts)
 	if len(view.Spec.Hosts) != 6 || view.Spec.Hosts[5].Labels["upgradelab.dev/spare"] != "true" {
 		t.Fatalf("the rolling cluster's lab: %+v", view.Spec.Hosts)
+	}
+}
+
+// Every fleet file shipped loads, with the clusters and hosts its comment
+// promises.
+func TestEveryShippedFleetLoads(t *testing.T) {
+	for file, want := range map[string][2]int{"small.yaml": {5, 16}, "hundred.yaml": {55, 100}, "thousand.yaml": {250, 1000}} {
+		fl, err := Load(filepath.Join("../../fixtures/fleets", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := [2]int{len(fl.Clusters), len(fl.Lab.Spec.Hosts)}; got != want {
+			t.Errorf("%s: %d clusters on %d hosts; want %d on %d", file, got[0], got[1], want[0], want[1])
+		}
+	}
+	files, _ := filepath.Glob("../../fixtures/fleets/*.yaml")
+	files = slices.DeleteFunc(files, func(f string) bool { return strings.HasPrefix(filepath.Base(f), "test-") }) // writeFleet's
+	if len(files) != 3 {
+		t.Errorf("fleet files %v: this test names three", files)
 	}
 }
 
