@@ -109,6 +109,14 @@ type Agent struct {
 	// API answers (reported to the provisioner).
 	prov   Provisioner
 	apiURL string
+
+	// nodeStatus orders the two writers of the Node's Ready condition:
+	// the node lifecycle's NotReady after a power loss and the kubelet's
+	// Ready after a boot. A NotReady decided for an earlier boot is
+	// written before the next boot's kubelet reports, never after it: a
+	// real kubelet keeps posting its status, so a stale NotReady would
+	// not outlive its next post, and this kubelet posts once a boot.
+	nodeStatus sync.Mutex
 }
 
 // New makes the agent of host; Run starts it.
@@ -370,6 +378,8 @@ func (a *Agent) rejoin(ctx context.Context, b *Bootstrap, status lab.HostStatus)
 	if _, apiURL := a.provisioner(); apiURL != "" {
 		annotations = map[string]string{agentv1.AgentURLAnnotation: apiURL}
 	}
+	a.nodeStatus.Lock()
+	defer a.nodeStatus.Unlock()
 	err := a.clusters.SetNode(ctx, a.cluster, workload.NodeInfo{
 		Name: b.NodeName, ProviderID: b.ProviderID, ControlPlane: b.Action != JoinWorker, Labels: b.Labels, Annotations: annotations,
 		KubeletVersion: img.KubernetesVersion, ContainerRuntime: "containerd://" + img.Containerd,
@@ -484,7 +494,12 @@ func (a *Agent) poweredOff(ctx context.Context, boot int) {
 	if b == nil {
 		return
 	}
-	if a.scale.Sleep(ctx, a.timing.NodeGracePeriod) != nil || !a.current(boot) {
+	if a.scale.Sleep(ctx, a.timing.NodeGracePeriod) != nil {
+		return
+	}
+	a.nodeStatus.Lock()
+	defer a.nodeStatus.Unlock()
+	if !a.current(boot) {
 		return
 	}
 	if err := a.clusters.SetNodeNotReady(ctx, cluster, b.NodeName, "Kubelet stopped posting node status."); err == nil {
