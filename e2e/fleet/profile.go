@@ -93,12 +93,22 @@ func charge(path string, top int, classify func(*profile.Sample) string) ([]Comp
 	slices.SortFunc(out, func(a, b Component) int {
 		return cmp.Or(cmp.Compare(b.CPU, a.CPU), strings.Compare(a.Package, b.Package))
 	})
+	// What classify calls "other" goes with the rest beyond the top, in
+	// one "other" row, last.
+	var rest Component
+	if i := slices.IndexFunc(out, func(c Component) bool { return c.Package == "other" }); i >= 0 {
+		rest = out[i]
+		out = slices.Delete(out, i, i+1)
+	}
 	if len(out) > top {
-		rest := Component{Package: "other"}
 		for _, c := range out[top:] {
 			rest.CPU += c.CPU
 		}
-		out = append(out[:top], rest)
+		out = out[:top]
+	}
+	if rest.CPU > 0 {
+		rest.Package = "other"
+		out = append(out, rest)
 	}
 	for i := range out {
 		if total > 0 {

@@ -99,7 +99,7 @@ func TestTheAPIServerProfileIsChargedByRequest(t *testing.T) {
 			{Location: []*profile.Location{malloc, watchChan}, Value: []int64{1, int64(time.Second)}},
 			{Location: []*profile.Location{list, filters}, Value: []int64{1, int64(500 * time.Millisecond)}},
 			{Location: []*profile.Location{gc}, Value: []int64{1, int64(time.Second)}},
-			{Location: []*profile.Location{malloc, tls}, Value: []int64{1, int64(500 * time.Millisecond)}},
+			{Location: []*profile.Location{malloc, tls}, Value: []int64{1, int64(1500 * time.Millisecond)}},
 		},
 	}
 	for _, l := range locs {
@@ -118,12 +118,14 @@ func TestTheAPIServerProfileIsChargedByRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// 9 s in all; the TLS read is "other" and goes last, with the LIST
+	// beyond the top 4.
 	want := []Component{
-		{"PATCH (and server-side apply)", 4 * time.Second, 0.5},
-		{"PUT", time.Second, 0.125},
-		{"runtime", time.Second, 0.125},
-		{"watch cache (etcd events to watchers)", time.Second, 0.125},
-		{"other", time.Second, 0.125}, // the LIST and the TLS read, beyond the top 4
+		{"PATCH (and server-side apply)", 4 * time.Second, 4.0 / 9},
+		{"PUT", time.Second, 1.0 / 9},
+		{"runtime", time.Second, 1.0 / 9},
+		{"watch cache (etcd events to watchers)", time.Second, 1.0 / 9},
+		{"other", 2 * time.Second, 2.0 / 9},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("charged %+v; want %+v", got, want)
@@ -132,5 +134,20 @@ func TestTheAPIServerProfileIsChargedByRequest(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("charged[%d] = %+v; want %+v (all: %+v)", i, got[i], want[i], got)
 		}
+	}
+	// With room for the LIST, "other" is the TLS read alone, one row,
+	// last, though it cost more than the LIST.
+	got, err = charge(path, 5, apiServerWorkOf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	others := 0
+	for _, c := range got {
+		if c.Package == "other" {
+			others++
+		}
+	}
+	if last := got[len(got)-1]; others != 1 || last.Package != "other" || last.CPU != 1500*time.Millisecond || got[4].Package != "LIST" {
+		t.Fatalf("charged with top 5: %+v; want PATCH, PUT, runtime, watch cache, LIST, then one other of 1.5s", got)
 	}
 }
