@@ -61,8 +61,12 @@ proportion, at least one cluster a group), runs each size as
 'upgradelab fleet' does, on a plane of its own, one after another, and
 writes curve.txt, curve.json and curve.svg (time and memory against the
 lab size) beside one folder per size (hosts-N/). Exits non-zero when a
-cluster of any size broke a rule or stopped.`,
+cluster of any size broke a rule or stopped. --with alone (no --hosts)
+runs nothing and draws the curve of the reports it names.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(earlier) > 0 && !cmd.Flags().Changed("hosts") {
+				sizes = nil
+			}
 			return o.curve(cmd.Context(), cmd.OutOrStdout(), sizes, earlier)
 		},
 	}
@@ -118,6 +122,19 @@ func (o fleetOptions) curve(ctx context.Context, out io.Writer, sizes []int, ear
 			return fmt.Errorf("--with: %w", err)
 		}
 		reps = append(reps, rep)
+	}
+	if len(sizes) == 0 {
+		// Drawn from earlier runs alone: nothing to build or run.
+		dir, closeLog, err := artifactsFolder(o.artifacts, "curve")
+		if err != nil {
+			return err
+		}
+		defer closeLog()
+		if err := fleet.WriteCurve(dir, reps); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s\nupgradelab artifacts: %s (%s, %s, %s)\n", fleet.CurveTable(reps), dir, fleet.CurveText, fleet.CurveFile, fleet.CurvePlot)
+		return nil
 	}
 	fleets := make([]*fleet.Fleet, len(sizes))
 	for i, n := range sizes {
