@@ -143,6 +143,11 @@ func componentOf(s *profile.Sample) string {
 
 // packageOf is a function's package: "a/b/c.(*T).M" is "a/b/c".
 func packageOf(fn string) string {
+	// A generic's type arguments may hold dots and slashes of their own:
+	// "a/b.(*T[go.shape.struct { x a/c.T }]).M" is "a/b".
+	if i := strings.Index(fn, "["); i >= 0 {
+		fn = fn[:i]
+	}
 	slash := strings.LastIndex(fn, "/")
 	if dot := strings.Index(fn[slash+1:], "."); dot >= 0 {
 		return fn[:slash+1+dot]

@@ -151,3 +151,16 @@ func TestTheAPIServerProfileIsChargedByRequest(t *testing.T) {
 		t.Fatalf("charged with top 5: %+v; want PATCH, PUT, runtime, watch cache, LIST, then one other of 1.5s", got)
 	}
 }
+
+func TestPackageOf(t *testing.T) {
+	for fn, want := range map[string]string{
+		"a/b/c.(*T).M":     "a/b/c",
+		"a/b/c.F.func1":    "a/b/c",
+		"runtime.mallocgc": "runtime",
+		module + `internal/queue.(*Unbounded[go.shape.struct { Time time.Time "json:\"time\""; Kind ` + module + `sim/lab.EventKind }]).Push`: module + "internal/queue",
+	} {
+		if got := packageOf(fn); got != want {
+			t.Errorf("packageOf(%q) = %q; want %q", fn, got, want)
+		}
+	}
+}
