@@ -111,7 +111,8 @@ func (r *Report) process(name string) ProcessCost {
 	return ProcessCost{}
 }
 
-// series is one line of a panel: a value per report.
+// series is one line of a panel: a value per report, NaN where the
+// report has none (no wave began, so nothing was upgraded).
 type series struct {
 	name  string
 	color string
@@ -132,8 +133,8 @@ func curveSVG(reps []*Report) string {
 		{"time", "minutes", []series{
 			{"wall", "#1f77b4", func(r *Report) float64 { return minutes(r.Wall) }},
 			{"provisioning", "#9467bd", func(r *Report) float64 { return minutes(r.Provision) }},
-			{"wave", "#ff7f0e", func(r *Report) float64 { return minutes(r.Wave) }},
-			{"upgrade p95", "#2ca02c", func(r *Report) float64 { return minutes(r.Upgrade.P95) }},
+			{"wave", "#ff7f0e", func(r *Report) float64 { return ifUpgraded(r, minutes(r.Wave)) }},
+			{"upgrade p95", "#2ca02c", func(r *Report) float64 { return ifUpgraded(r, minutes(r.Upgrade.P95)) }},
 		}},
 		{"memory", "GiB", []series{
 			{"peak total RSS", "#1f77b4", func(r *Report) float64 { return gib(r.PeakTotalRSS) }},
@@ -145,7 +146,13 @@ func curveSVG(reps []*Report) string {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", 2*w, h+40)
 	title := "fleet cost against lab size"
 	if len(reps) > 0 {
-		title = fmt.Sprintf("fleet %s: cost against lab size (one plane, one wave; labels: clusters passed of clusters)", strings.TrimSuffix(reps[0].Fleet, fmt.Sprintf("-%d", reps[0].Hosts)))
+		var names []string
+		for _, r := range reps {
+			if n := strings.TrimSuffix(r.Fleet, fmt.Sprintf("-%d", r.Hosts)); !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+		title = fmt.Sprintf("fleet %s: cost against lab size (one plane, one wave; labels: clusters passed of clusters)", strings.Join(names, ", "))
 	}
 	fmt.Fprintf(&b, `<text x="10" y="16" font-size="13">%s</text>`+"\n", html.EscapeString(title))
 	lo, hi := 1.0, 10.0
@@ -161,7 +168,9 @@ func curveSVG(reps []*Report) string {
 		top := 0.0
 		for _, s := range p.lines {
 			for _, r := range reps {
-				top = max(top, s.value(r))
+				if v := s.value(r); !math.IsNaN(v) {
+					top = max(top, v)
+				}
 			}
 		}
 		top = niceCeil(top)
@@ -180,12 +189,12 @@ func curveSVG(reps []*Report) string {
 		for j, s := range p.lines {
 			var pts []string
 			for _, r := range reps {
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(r.Hosts), py(s.value(r))))
+				if v := s.value(r); !math.IsNaN(v) {
+					pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(r.Hosts), py(v)))
+					fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", px(r.Hosts), py(v), s.color)
+				}
 			}
 			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", s.color, strings.Join(pts, " "))
-			for _, r := range reps {
-				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", px(r.Hosts), py(s.value(r)), s.color)
-			}
 			// The legend: a stroke of the series' colour, then its name.
 			ly := y0 + 14 + float64(j)*13
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", x0+6, ly-4, x0+20, ly-4, s.color)
@@ -199,6 +208,14 @@ func curveSVG(reps []*Report) string {
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+// ifUpgraded is v, or NaN (no point) when no cluster of r was upgraded.
+func ifUpgraded(r *Report, v float64) float64 {
+	if r.Upgrade.N == 0 {
+		return math.NaN()
+	}
+	return v
 }
 
 // niceCeil is v rounded up to 1, 2 or 5 times a power of ten (1 for 0).

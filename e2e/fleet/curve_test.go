@@ -46,9 +46,14 @@ func TestTheCurveIsWrittenAndPlotted(t *testing.T) {
 	var reps []*Report
 	for i, n := range []int{100, 10} {
 		reps = append(reps, &Report{Fleet: "hundred", Hosts: n, Clusters: n / 2, Passed: n / 2, Wall: time.Duration(i+1) * time.Minute,
-			Wave: time.Minute, Upgrade: Spread{P95: 30 * time.Second}, PeakTotalRSS: int64(n) << 24,
+			Wave: time.Minute, Upgrade: Spread{N: n / 2, P95: 30 * time.Second}, PeakTotalRSS: int64(n) << 24,
 			Processes: []ProcessCost{{Name: harness, PeakRSS: 1 << 29}, {Name: "kube-apiserver", PeakRSS: 1 << 30}}})
 	}
+	// A size where every cluster stopped in provisioning: no wave, no
+	// upgrade, so no point on those two lines (a zero would read as
+	// instant).
+	reps = append(reps, &Report{Fleet: "thousand", Hosts: 1000, Clusters: 250, Stopped: 250, Wall: 16 * time.Minute, Provision: 15 * time.Minute,
+		PeakTotalRSS: 5 << 30, Processes: []ProcessCost{{Name: harness, PeakRSS: 1 << 29}, {Name: "kube-apiserver", PeakRSS: 3 << 30}}})
 	dir := t.TempDir()
 	if err := WriteCurve(dir, reps); err != nil {
 		t.Fatal(err)
@@ -68,10 +73,17 @@ func TestTheCurveIsWrittenAndPlotted(t *testing.T) {
 	if len(doc.Lines) != 7 {
 		t.Fatalf("%d lines; want 4 times and 3 memories", len(doc.Lines))
 	}
-	for _, l := range doc.Lines {
-		if n := len(strings.Fields(l.Points)); n != 2 {
-			t.Fatalf("a line with %d points: %q", n, l.Points)
+	for i, l := range doc.Lines {
+		want := 3
+		if i == 2 || i == 3 { // wave, upgrade p95
+			want = 2
 		}
+		if n := len(strings.Fields(l.Points)); n != want {
+			t.Fatalf("line %d has %d points; want %d: %q", i, n, want, l.Points)
+		}
+	}
+	if !strings.Contains(string(svg), "fleet hundred, thousand:") {
+		t.Errorf("the title does not name both fleets:\n%s", svg[:min(len(svg), 400)])
 	}
 	table, err := os.ReadFile(filepath.Join(dir, CurveText))
 	if err != nil {
@@ -81,7 +93,7 @@ func TestTheCurveIsWrittenAndPlotted(t *testing.T) {
 		t.Fatalf("the printed table is not the written one (given largest first):\n%s", CurveTable(reps))
 	}
 	rows := strings.Split(strings.TrimSpace(string(table)), "\n")
-	if len(rows) != 3 || !strings.HasPrefix(rows[1], "10 ") || !strings.HasPrefix(rows[2], "100 ") {
+	if len(rows) != 4 || !strings.HasPrefix(rows[1], "10 ") || !strings.HasPrefix(rows[2], "100 ") || !strings.HasPrefix(rows[3], "1000 ") {
 		t.Fatalf("the table is not smallest first:\n%s", table)
 	}
 }
