@@ -172,10 +172,13 @@ bench: tools
 	$(GO_TEST) -run '^$$' -bench BenchmarkFleetWave100 -benchtime 1x -timeout 30m ./e2e/fleet/
 
 # A fleet's wave (docs/FLEET.md): FLEET's clusters on one plane and one
-# lab, provisioned, upgraded in one wave, judged, and what it cost.
+# lab, provisioned, upgraded in one wave, judged, and what it cost; then
+# its point of the cost curve (curve/), drawn whatever the verdicts, and
+# the run's exit status kept.
 FLEET ?= fixtures/fleets/small.yaml
 bench-fleet: tools
-	go run ./cmd/upgradelab fleet --fleet $(FLEET) --artifacts $(ARTIFACTS)/fleet
+	go run ./cmd/upgradelab fleet --fleet $(FLEET) --artifacts $(ARTIFACTS)/fleet; status=$$?; \
+	go run ./cmd/upgradelab fleet curve --with $(ARTIFACTS)/fleet/fleet.json --artifacts $(ARTIFACTS)/fleet/curve && exit $$status
 
 # The cost curve: hundred.yaml's mix scaled to each of CURVE_HOSTS, one
 # plane each, one after another; curve.txt and curve.svg in the artifacts.
