@@ -148,7 +148,7 @@ func curveSVG(reps []*Report) string {
 	if len(reps) > 0 {
 		var names []string
 		for _, r := range reps {
-			if n := strings.TrimSuffix(r.Fleet, fmt.Sprintf("-%d", r.Hosts)); !slices.Contains(names, n) {
+			if n := baseName(r.Fleet); !slices.Contains(names, n) {
 				names = append(names, n)
 			}
 		}
@@ -208,6 +208,17 @@ func curveSVG(reps []*Report) string {
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+// baseName is a fleet's name without the size LoadScaled appended
+// ("hundred-300" is hundred's mix at 300 hosts; the lab may hold more
+// hosts than that when the clusters take more).
+func baseName(fleet string) string {
+	i := strings.LastIndex(fleet, "-")
+	if i < 0 || i == len(fleet)-1 || strings.Trim(fleet[i+1:], "0123456789") != "" {
+		return fleet
+	}
+	return fleet[:i]
 }
 
 // ifUpgraded is v, or NaN (no point) when no cluster of r was upgraded.
