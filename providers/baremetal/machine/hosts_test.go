@@ -21,14 +21,39 @@ import (
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 )
 
+// testScheme holds every type these tests' fake clients store.
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{metal3.AddToScheme, infrav1.AddToScheme, clusterv1.AddToScheme, corev1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return scheme
+}
+
+// fleetMachine is one control-plane Machine of cluster sn-1 in namespace
+// fleet and its BareMetalMachine, which names no host yet.
+func fleetMachine() (*clusterv1.Cluster, *clusterv1.Machine, *infrav1.BareMetalMachine) {
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "sn-1"}}
+	machine := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "sn-1-cp-x", UID: "m-uid", Labels: map[string]string{clusterv1.ClusterNameLabel: "sn-1"}},
+		Spec:       clusterv1.MachineSpec{ClusterName: "sn-1", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptrTo("sn-1-cp-x")}},
+	}
+	bmm := &infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "fleet", Name: "sn-1-cp-x", UID: "bmm-uid", Finalizers: []string{Finalizer},
+		Labels:          map[string]string{clusterv1.ClusterNameLabel: "sn-1"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: machine.Name, UID: machine.UID}},
+	}}
+	return cluster, machine, bmm
+}
+
 // A machine whose status names its host reads that host alone; the
 // namespace's whole inventory is listed only when the name is missing or
 // wrong (its status write was lost, or the host went to another machine).
 func TestTheBoundHostIsReadByNameBeforeTheInventoryIsListed(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := metal3.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := testScheme(t)
 	bmm := &infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "sn-1-cp-x", UID: types.UID("uid-1")}}
 	host := func(name string, consumer string, uid string) *metal3.BareMetalHost {
 		h := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: name}}
@@ -75,22 +100,9 @@ func TestTheBoundHostIsReadByNameBeforeTheInventoryIsListed(t *testing.T) {
 // look that changes nothing writes nothing (each write was a request on a
 // fleet's loaded API server, hundreds a second).
 func TestAWaitingMachineWritesItsStatusOnlyWhenItChanges(t *testing.T) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{metal3.AddToScheme, infrav1.AddToScheme, clusterv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "sn-1"}}
-	machine := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "sn-1-cp-x", UID: "m-uid", Labels: map[string]string{clusterv1.ClusterNameLabel: "sn-1"}},
-		Spec:       clusterv1.MachineSpec{ClusterName: "sn-1", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptrTo("sn-1-cp-x")}},
-	}
-	bmm := &infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{
-		Namespace: "fleet", Name: "sn-1-cp-x", UID: "bmm-uid", Finalizers: []string{Finalizer},
-		Labels:          map[string]string{clusterv1.ClusterNameLabel: "sn-1"},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: machine.Name, UID: machine.UID}},
-	}, Spec: infrav1.BareMetalMachineSpec{ProviderID: "upgradelab://host-1/sn-1-cp-x"}}
+	scheme := testScheme(t)
+	cluster, machine, bmm := fleetMachine()
+	bmm.Spec.ProviderID = "upgradelab://host-1/sn-1-cp-x"
 	host := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "host-1"},
 		Spec:   metal3.BareMetalHostSpec{ConsumerRef: &corev1.ObjectReference{Kind: "BareMetalMachine", Name: bmm.Name, UID: bmm.UID}},
 		Status: metal3.BareMetalHostStatus{Provisioning: metal3.ProvisionStatus{State: metal3.StateProvisioning}}}
@@ -151,13 +163,7 @@ func TestAWaitingMachineWritesItsStatusOnlyWhenItChanges(t *testing.T) {
 // available and unbound wakes every machine of its namespace still
 // waiting for one, and nothing else.
 func TestAnAvailableHostWakesTheMachinesWaitingForOne(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := metal3.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := infrav1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := testScheme(t)
 	machine := func(ns, name, host string) *infrav1.BareMetalMachine {
 		m := &infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 		m.Status.Host = host
@@ -209,12 +215,7 @@ func TestAnAvailableHostWakesTheMachinesWaitingForOne(t *testing.T) {
 // available wakes it sooner, hostWakes); one whose claim lost a race for
 // a host looks again at the next poll, as another host may be free.
 func TestAMachineWithoutAHostWaitsLongerThanOneThatLostARace(t *testing.T) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{metal3.AddToScheme, infrav1.AddToScheme, clusterv1.AddToScheme, corev1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scheme := testScheme(t)
 	for _, tc := range []struct {
 		name     string
 		hosts    []client.Object
@@ -227,16 +228,7 @@ func TestAMachineWithoutAHostWaitsLongerThanOneThatLostARace(t *testing.T) {
 			func(r *Reconciler) time.Duration { return r.Poll }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "sn-1"}}
-			machine := &clusterv1.Machine{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "sn-1-cp-x", UID: "m-uid", Labels: map[string]string{clusterv1.ClusterNameLabel: "sn-1"}},
-				Spec:       clusterv1.MachineSpec{ClusterName: "sn-1", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptrTo("sn-1-cp-x")}},
-			}
-			bmm := &infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{
-				Namespace: "fleet", Name: "sn-1-cp-x", UID: "bmm-uid", Finalizers: []string{Finalizer},
-				Labels:          map[string]string{clusterv1.ClusterNameLabel: "sn-1"},
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: machine.Name, UID: machine.UID}},
-			}}
+			cluster, machine, bmm := fleetMachine()
 			data := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "sn-1-cp-x"}, Data: map[string][]byte{"value": []byte("#cloud-config")}}
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(tc.hosts, cluster, machine, bmm, data)...).
 				WithStatusSubresource(bmm).
