@@ -222,7 +222,7 @@ func TestAMachineWithoutAHostWaitsLongerThanOneThatLostARace(t *testing.T) {
 		conflict bool
 		want     func(r *Reconciler) time.Duration
 	}{
-		{"no host free", nil, false, (*Reconciler).waitForHost},
+		{"no host free", nil, false, func(r *Reconciler) time.Duration { return 10 * r.Poll }},
 		{"the claim lost a race", []client.Object{&metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "host-1"},
 			Status: metal3.BareMetalHostStatus{Provisioning: metal3.ProvisionStatus{State: metal3.StateAvailable}}}}, true,
 			func(r *Reconciler) time.Duration { return r.Poll }},
