@@ -13,12 +13,8 @@ import (
 // a stack without one to the package its goroutine started in; one of
 // the runtime alone to "runtime".
 func TestTheHarnessProfileIsChargedByComponent(t *testing.T) {
-	var locs []*profile.Location
-	loc := func(fn string) *profile.Location {
-		l := &profile.Location{ID: uint64(len(locs) + 1), Line: []profile.Line{{Function: &profile.Function{ID: uint64(len(locs) + 1), Name: fn}}}}
-		locs = append(locs, l)
-		return l
-	}
+	var p profileBuilder
+	loc := p.frame
 	json := loc("encoding/json.(*encodeState).marshal")
 	list := loc("sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime/cache.(*cache).List")
 	read := loc(module + "sim/workload.(*Clusters).read")
@@ -26,29 +22,14 @@ func TestTheHarnessProfileIsChargedByComponent(t *testing.T) {
 	poll := loc(module + "e2e/monitor.(*Recorder).Poll")
 	serve := loc("net/http.(*conn).serve")
 	gc := loc("runtime.gcBgMarkWorker")
-	p := &profile.Profile{
-		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
-		Location:   locs,
-		Sample: []*profile.Sample{
-			{Location: []*profile.Location{json, list, read, run}, Value: []int64{1, int64(3 * time.Second)}},
-			{Location: []*profile.Location{json, poll}, Value: []int64{1, int64(2 * time.Second)}},
-			{Location: []*profile.Location{json, serve}, Value: []int64{1, int64(time.Second)}},
-			{Location: []*profile.Location{gc}, Value: []int64{1, int64(time.Second)}},
-			{Location: []*profile.Location{list, read}, Value: []int64{1, int64(time.Second)}},
-		},
-	}
-	for _, l := range locs {
-		p.Function = append(p.Function, l.Line[0].Function)
-	}
 	path := filepath.Join(t.TempDir(), HarnessProfile)
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Write(f); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	p.write(t, path,
+		onStack(3*time.Second, json, list, read, run),
+		onStack(2*time.Second, json, poll),
+		onStack(time.Second, json, serve),
+		onStack(time.Second, gc),
+		onStack(time.Second, list, read),
+	)
 	got, err := components(path, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -73,12 +54,8 @@ func TestTheHarnessProfileIsChargedByComponent(t *testing.T) {
 // etcd's watch events decoded for the watch cache are the watch cache's;
 // the garbage collector alone is the runtime; anything else is other.
 func TestTheAPIServerProfileIsChargedByRequest(t *testing.T) {
-	var locs []*profile.Location
-	loc := func(fn string) *profile.Location {
-		l := &profile.Location{ID: uint64(len(locs) + 1), Line: []profile.Line{{Function: &profile.Function{ID: uint64(len(locs) + 1), Name: fn}}}}
-		locs = append(locs, l)
-		return l
-	}
+	var p profileBuilder
+	loc := p.frame
 	const apiserver = "k8s.io/apiserver/pkg/"
 	malloc := loc("runtime.mallocgc")
 	update := loc(apiserver + "storage/etcd3.(*store).GuaranteedUpdate")
@@ -90,30 +67,15 @@ func TestTheAPIServerProfileIsChargedByRequest(t *testing.T) {
 	list := loc(apiserver + "endpoints/handlers.ListResource.func1")
 	gc := loc("runtime.gcBgMarkWorker")
 	tls := loc("crypto/tls.(*Conn).Read")
-	p := &profile.Profile{
-		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
-		Location:   locs,
-		Sample: []*profile.Sample{
-			{Location: []*profile.Location{malloc, update, patcher, patch, filters}, Value: []int64{1, int64(4 * time.Second)}},
-			{Location: []*profile.Location{update, put, filters}, Value: []int64{1, int64(time.Second)}},
-			{Location: []*profile.Location{malloc, watchChan}, Value: []int64{1, int64(time.Second)}},
-			{Location: []*profile.Location{list, filters}, Value: []int64{1, int64(500 * time.Millisecond)}},
-			{Location: []*profile.Location{gc}, Value: []int64{1, int64(time.Second)}},
-			{Location: []*profile.Location{malloc, tls}, Value: []int64{1, int64(1500 * time.Millisecond)}},
-		},
-	}
-	for _, l := range locs {
-		p.Function = append(p.Function, l.Line[0].Function)
-	}
 	path := filepath.Join(t.TempDir(), APIServerProfileWave)
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Write(f); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	p.write(t, path,
+		onStack(4*time.Second, malloc, update, patcher, patch, filters),
+		onStack(time.Second, update, put, filters),
+		onStack(time.Second, malloc, watchChan),
+		onStack(500*time.Millisecond, list, filters),
+		onStack(time.Second, gc),
+		onStack(1500*time.Millisecond, malloc, tls),
+	)
 	got, err := charge(path, 4, apiServerWorkOf)
 	if err != nil {
 		t.Fatal(err)
@@ -162,5 +124,41 @@ func TestPackageOf(t *testing.T) {
 		if got := packageOf(fn); got != want {
 			t.Errorf("packageOf(%q) = %q; want %q", fn, got, want)
 		}
+	}
+}
+
+// profileBuilder makes small CPU profiles: frame adds a function (one
+// location each), write keeps the samples as a pprof file.
+type profileBuilder struct{ locs []*profile.Location }
+
+func (b *profileBuilder) frame(fn string) *profile.Location {
+	id := uint64(len(b.locs) + 1)
+	l := &profile.Location{ID: id, Line: []profile.Line{{Function: &profile.Function{ID: id, Name: fn}}}}
+	b.locs = append(b.locs, l)
+	return l
+}
+
+// onStack is cpu spent on a stack, innermost frame first.
+func onStack(cpu time.Duration, stack ...*profile.Location) *profile.Sample {
+	return &profile.Sample{Location: stack, Value: []int64{1, int64(cpu)}}
+}
+
+func (b *profileBuilder) write(t *testing.T, path string, samples ...*profile.Sample) {
+	t.Helper()
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
+		Location:   b.locs,
+		Sample:     samples,
+	}
+	for _, l := range b.locs {
+		p.Function = append(p.Function, l.Line[0].Function)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := p.Write(f); err != nil {
+		t.Fatal(err)
 	}
 }
