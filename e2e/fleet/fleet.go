@@ -144,10 +144,11 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	// The API server's CPU, profiled once while the clusters provision
 	// and once in the wave: what it spends itself on where it is busiest.
 	var profiling sync.WaitGroup
-	var profiled []APIServerProfile
-	var profileErrs []string
+	// One slot each, in the report's order; each goroutine writes its own.
+	var profiled [2]*APIServerProfile
+	var profileErrs [2]error
 	profileFor := max(cmp.Or(o.APIServerProfile, DefaultAPIServerProfile), time.Second)
-	profileAfter := func(start <-chan struct{}, phase, file string) {
+	profileAfter := func(slot int, start <-chan struct{}, phase, file string) {
 		select {
 		case <-start:
 		case <-samplerCtx.Done():
@@ -164,18 +165,16 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 		if err == nil {
 			work, err = charge(path, 8, apiServerWorkOf)
 		}
-		meter.mu.Lock()
-		defer meter.mu.Unlock()
 		if err != nil {
-			profileErrs = append(profileErrs, fmt.Sprintf("the API server's CPU profile %s: %v", phase, err))
+			profileErrs[slot] = fmt.Errorf("the API server's CPU profile %s: %w", phase, err)
 			return
 		}
-		profiled = append(profiled, APIServerProfile{Phase: phase, File: file, Work: work})
+		profiled[slot] = &APIServerProfile{Phase: phase, File: file, Work: work}
 	}
 	now := make(chan struct{})
 	close(now)
-	profiling.Go(func() { profileAfter(now, "while provisioning", APIServerProfileProvisioning) })
-	profiling.Go(func() { profileAfter(w.begun, "in the wave", APIServerProfileWave) })
+	profiling.Go(func() { profileAfter(0, now, "while provisioning", APIServerProfileProvisioning) })
+	profiling.Go(func() { profileAfter(1, w.begun, "in the wave", APIServerProfileWave) })
 	var wg sync.WaitGroup
 	for i, c := range fl.Clusters {
 		wg.Go(func() {
@@ -209,9 +208,14 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	sampling.Wait()
 	profiling.Wait()
 	rep := newReport(fl, results, w, meter, started, planeUp)
-	slices.SortFunc(profiled, func(a, b APIServerProfile) int { return strings.Compare(b.Phase, a.Phase) }) // "while" before "in"
-	rep.APIServer = profiled
-	rep.Unread = append(rep.Unread, profileErrs...)
+	for i, p := range profiled {
+		if p != nil {
+			rep.APIServer = append(rep.APIServer, *p)
+		}
+		if profileErrs[i] != nil {
+			rep.Unread = append(rep.Unread, profileErrs[i].Error())
+		}
+	}
 	rep.CAPIRateLimiting, rep.ManagerArgs, rep.SettleBound = o.RateLimitedReconciles, o.ManagerArgs, settle
 	rep.ProvisionBound, rep.UpgradeBound = prov.Intervals.Provision.Duration, prov.Intervals.Upgrade.Duration
 	if profileErr == nil {
@@ -360,6 +364,7 @@ func (m *meter) profileAPIServer(ctx context.Context, path string, d time.Durati
 	}
 	if _, err := io.Copy(f, resp.Body); err != nil {
 		f.Close()
+		os.Remove(path) // cut short: no half profile left to be read
 		return err
 	}
 	return f.Close()
