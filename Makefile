@@ -25,7 +25,7 @@ RACE_PKGS = ./e2e/mgmt/... ./e2e/monitor/ ./internal/... $(shell go list ./sim/.
 
 GO_TEST ?= go test
 
-.PHONY: all deps tools test test-vm bench-vm bench-fleet bench-fleet-curve e2e e2e-vm e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
+.PHONY: all deps tools test test-vm bench-vm bench-fleet bench-fleet-curve e2e e2e-vm e2e-kind e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
 
 all: build
 
@@ -128,6 +128,21 @@ e2e-vm: tools
 	UPGRADELAB_BACKEND=qemu $(MAKE) --no-print-directory e2e PARALLEL=$(VM_PARALLEL) ARTIFACTS=$(ARTIFACTS) \
 		GINKGO_LABELS='baremetal && plain && qemu && ($(VM_SCENARIOS))'
 
+
+# One scenario of each strategy with the management cluster on kind
+# (MANAGEMENT=kind): a one-node kind cluster created through kind's Go
+# library from a node image built offline (scripts/build-kind-node-image.sh,
+# cached by what it is built from), every manager a Pod with its own
+# ServiceAccount and RBAC, the lab on the host (docs/ARCHITECTURE.md). Needs
+# root (Docker, iptables); the runs share the cluster, so one at a time.
+# `upgradelab mgmt down --management kind` deletes the cluster.
+KIND_SCENARIOS := single-node-in-place || three-node-scale-in || cold-spare-rolling || reset-reprovisioning
+e2e-kind: tools
+	@mkdir -p $(ARTIFACTS)
+	image=$$(scripts/build-kind-node-image.sh) && \
+	$(GINKGO) run --tags=e2e --procs=1 -v --timeout=90m --output-dir=$(ARTIFACTS) --junit-report=junit.xml \
+		--label-filter='baremetal && plain && !qemu && ($(KIND_SCENARIOS))' ./e2e/ -- \
+		-artifacts=$(ARTIFACTS) -management=kind -kind-node-image=$$image -capi-rate-limiting=$(CAPI_RATE_LIMITING)
 
 # The fault variants (scenarios/faults/): each scenario with a failure
 # injected mid-run, judged by the same checks. `make e2e-faults REPEAT=5`

@@ -29,15 +29,24 @@ import (
 )
 
 var (
-	artifactsFlag  = flag.String("artifacts", "", "folder for every artifact of this run (default ./_artifacts/e2e-TIME)")
-	managementFlag = flag.String("management", "embedded", `management cluster: "embedded" or "kubeconfig=PATH"`)
-	timeScaleFlag  = flag.Float64("time-scale", 0.01, "real time per modelled time in the lab (0.01: a modelled minute takes 0.6 s)")
-	rateLimitFlag  = flag.Bool("capi-rate-limiting", false, "run CAPI's managers with their per-object reconcile rate limit (CAPI's default; off here, see docs/ARCHITECTURE.md)")
+	artifactsFlag     = flag.String("artifacts", "", "folder for every artifact of this run (default ./_artifacts/e2e-TIME)")
+	managementFlag    = flag.String("management", "embedded", `management cluster: "embedded", "kubeconfig=PATH" or "kind[=NAME]"`)
+	kindNodeImageFlag = flag.String("kind-node-image", os.Getenv("KIND_NODE_IMAGE"), "node image of a kind management cluster the run creates (scripts/build-kind-node-image.sh builds one; default $KIND_NODE_IMAGE)")
+	timeScaleFlag     = flag.Float64("time-scale", 0.01, "real time per modelled time in the lab (0.01: a modelled minute takes 0.6 s)")
+	rateLimitFlag     = flag.Bool("capi-rate-limiting", false, "run CAPI's managers with their per-object reconcile rate limit (CAPI's default; off here, see docs/ARCHITECTURE.md)")
 )
 
 // binaries are the provider's and the extension's, built once per suite
 // by the first process and handed to the others.
 var binaries struct{ Provider, Extension, Artifacts string }
+
+// managementTarget is -management, parsed (a bad value fails the spec
+// with the parser's message).
+func managementTarget() mgmt.Target {
+	t, err := mgmt.ParseTarget(*managementFlag)
+	Expect(err).NotTo(HaveOccurred())
+	return t
+}
 
 // artifactsDir is -artifacts, or a new folder under _artifacts chosen on
 // first use: the report always lands in the run's folder, even when

@@ -257,7 +257,7 @@ func scenarioSpec(p plan.Run) {
 		res := runner.Run(ctx, p.Scenario, p.Lab, p.Form, runner.Options{
 			RepoRoot: "..", Dir: dir, Scale: timescale.Scale(*timeScaleFlag), Progress: progress(), Name: p.Name(),
 			ProviderBinary: binaries.Provider, ExtensionBinary: binaries.Extension, Provider: p.Provider,
-			RateLimitedReconciles: *rateLimitFlag,
+			RateLimitedReconciles: *rateLimitFlag, Management: managementTarget(), KindNodeImage: *kindNodeImageFlag,
 		})
 		AddReportEntry(resultEntry, res, ReportEntryVisibilityNever)
 		// In the spec's output, so in the JUnit test case too.

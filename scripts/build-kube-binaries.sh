@@ -11,6 +11,9 @@ set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-v1.36.3}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+# KUBE_COMMANDS: the k8s.io/kubernetes commands to build besides etcd.
+# scripts/build-kind-node-image.sh asks for a kind node's whole set.
+KUBE_COMMANDS=${KUBE_COMMANDS:-kube-apiserver kube-controller-manager kubectl}
 CACHE=${UPGRADELAB_CACHE:-$HOME/.cache/upgradelab}
 ASSETS="$CACHE/assets/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
 SRC="$CACHE/src"
@@ -44,8 +47,11 @@ kube_ldflags() {
 # built here imported by tools.go. It is written again when its tools.go
 # lacks one of them (a cache from before that binary was built here).
 kube_wrapper() {
-  local dir="$SRC/kube-apiserver-$KUBE_VERSION"
-  if grep -q cmd/kubectl "$dir/tools.go" 2>/dev/null; then return; fi
+  local dir="$SRC/kube-apiserver-$KUBE_VERSION" cmd missing=false
+  for cmd in $KUBE_COMMANDS; do
+    grep -q "cmd/$cmd\"" "$dir/tools.go" 2>/dev/null || missing=true
+  done
+  [[ $missing == false ]] && return
   mkdir -p "$dir"
   # k8s.io/kubernetes points its staging modules at ./staging; a consumer
   # must replace each with the published v0.x of the same release.
@@ -62,17 +68,11 @@ kube_wrapper() {
     grep -E '^\s+k8s\.io/[a-z0-9-]+ => \./staging/' "$mod" |
       awk -v v="$staging" '{print "replace " $1 " => " $1 " " v}'
   } >"$dir/go.mod"
-  cat >"$dir/tools.go" <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-GO
+  {
+    printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    for cmd in $KUBE_COMMANDS; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$cmd"; done
+    printf ')\n'
+  } >"$dir/tools.go"
   (cd "$dir" && go mod tidy >/dev/null)
 }
 
@@ -118,9 +118,14 @@ GO
 }
 
 build_etcd
-build_kube kube-apiserver 4
 # The plane runs kube-controller-manager's garbage collector, namespace
 # and ClusterRole aggregation controllers.
-build_kube kube-controller-manager 3
-build_kube kubectl 2 "version --client"
+for cmd in $KUBE_COMMANDS; do
+  case $cmd in
+  kube-apiserver) build_kube "$cmd" 4 ;;
+  kubectl) build_kube "$cmd" 2 "version --client" ;;
+  kubeadm) build_kube "$cmd" 2 "version -o short" ;;
+  *) build_kube "$cmd" 3 ;;
+  esac
+done
 echo "$ASSETS"

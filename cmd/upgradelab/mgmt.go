@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -11,12 +12,40 @@ import (
 
 func newMgmtCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "mgmt", Short: "The management cluster with the real CAPI managers"}
-	cmd.AddCommand(newMgmtUpCommand())
+	cmd.AddCommand(newMgmtUpCommand(), newMgmtDownCommand())
+	return cmd
+}
+
+func newMgmtDownCommand() *cobra.Command {
+	var management string
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "Delete the kind management cluster (--management kind[=NAME])",
+		Long: `A kind management cluster outlives the runs that use it, so the next run
+reuses it; down deletes it through kind's Go library, as "kind delete
+cluster" would.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			target, err := mgmt.ParseTarget(management)
+			if err != nil {
+				return err
+			}
+			if target.Kind != mgmt.KindCluster {
+				return fmt.Errorf("--management %q: only a kind cluster is deleted (an embedded plane stops with its command)", management)
+			}
+			if err := mgmt.DeleteKind(target.Cluster); err != nil {
+				return fmt.Errorf("deleting kind cluster %s: %w", target.Cluster, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "kind cluster %s deleted\n", target.Cluster)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&management, "management", "kind", `the kind cluster: "kind" or "kind=NAME"`)
 	return cmd
 }
 
 func newMgmtUpCommand() *cobra.Command {
-	var management, artifacts string
+	var management, artifacts, kindImage string
 	var rateLimited bool
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -38,7 +67,8 @@ Ctrl-C stops every process it started.`,
 				artifacts = defaultArtifactsDir("mgmt")
 			}
 			out := cmd.OutOrStdout()
-			plane, err := mgmt.Start(cmd.Context(), mgmt.Options{Target: target, ArtifactsDir: artifacts, Progress: out, RateLimitedReconciles: rateLimited})
+			plane, err := mgmt.Start(cmd.Context(), mgmt.Options{Target: target, ArtifactsDir: artifacts, Progress: out, RateLimitedReconciles: rateLimited,
+				KindNodeImage: kindImage})
 			if err != nil {
 				return err
 			}
@@ -50,7 +80,8 @@ Ctrl-C stops every process it started.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&management, "management", "embedded", `where the management cluster runs: "embedded" or "kubeconfig=PATH"`)
+	cmd.Flags().StringVar(&management, "management", "embedded", `where the management cluster runs: "embedded", "kubeconfig=PATH" or "kind[=NAME]" (managers as Pods)`)
+	cmd.Flags().StringVar(&kindImage, "kind-node-image", os.Getenv("KIND_NODE_IMAGE"), "node image for a kind cluster it creates (scripts/build-kind-node-image.sh builds one offline)")
 	cmd.Flags().BoolVar(&rateLimited, "capi-rate-limiting", true, "run CAPI's managers with ReconcilerRateLimiting (CAPI's default)")
 	cmd.Flags().StringVar(&artifacts, "artifacts", "", "folder for logs and the kubeconfig (default ./_artifacts/mgmt-TIME)")
 	return cmd

@@ -52,6 +52,11 @@ type Provider struct {
 	// Env is added to the harness's environment (KEY=VALUE), e.g. CAPD's
 	// POD_IP, where its in-memory backend listens.
 	Env []string
+	// LabPorts are the loopback ports it listens on for the lab (a
+	// callback endpoint hosts post to, a boot server): on kind, where it
+	// runs in the node, the host's loopback forwards them to it
+	// (kindnet.go).
+	LabPorts []int
 }
 
 // managerSpec is one manager the plane runs: a real CAPI manager (its

@@ -17,20 +17,38 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
 
-// webhookEndpoint is where the API server reaches one manager's webhooks.
+// webhookEndpoint is where the API server reaches one manager's webhooks:
+// host and port for a manager on this machine, or the Service in front of
+// a manager in the cluster (serviceName in serviceNamespace, port 443),
+// as CAPI's config/webhook writes it.
 type webhookEndpoint struct {
 	host     string
 	port     int
 	caBundle []byte
+
+	serviceNamespace, serviceName string
 }
 
 func (e webhookEndpoint) url(path string) *string {
+	if e.serviceName != "" {
+		return nil
+	}
 	u := "https://" + e.host + ":" + strconv.Itoa(e.port) + path
 	return &u
+}
+
+// service is the Service reference of an in-cluster endpoint (nil for a
+// URL one).
+func (e webhookEndpoint) service(path string) *admissionv1.ServiceReference {
+	if e.serviceName == "" {
+		return nil
+	}
+	return &admissionv1.ServiceReference{Namespace: e.serviceNamespace, Name: e.serviceName, Path: &path, Port: ptr.To[int32](443)}
 }
 
 // loadCRDs reads a manager's CRDs from its config/crd folder and makes the edits its kustomization would: the contract labels,
@@ -81,6 +99,7 @@ func loadOwnCRDs(m managerSpec, ep webhookEndpoint) ([]*apiextensionsv1.CustomRe
 					ConversionReviewVersions: []string{"v1", "v1beta1"},
 					ClientConfig: &apiextensionsv1.WebhookClientConfig{
 						URL:      ep.url("/convert"),
+						Service:  conversionService(ep.service("/convert")),
 						CABundle: ep.caBundle,
 					},
 				},
@@ -192,7 +211,14 @@ func pointAt(cc admissionv1.WebhookClientConfig, ep webhookEndpoint) admissionv1
 	if cc.Service != nil && cc.Service.Path != nil {
 		path = *cc.Service.Path
 	}
-	return admissionv1.WebhookClientConfig{URL: ep.url(path), CABundle: ep.caBundle}
+	return admissionv1.WebhookClientConfig{URL: ep.url(path), Service: ep.service(path), CABundle: ep.caBundle}
+}
+
+func conversionService(s *admissionv1.ServiceReference) *apiextensionsv1.ServiceReference {
+	if s == nil {
+		return nil
+	}
+	return &apiextensionsv1.ServiceReference{Namespace: s.Namespace, Name: s.Name, Path: s.Path, Port: s.Port}
 }
 
 func yamlDocuments(path string) ([][]byte, error) {

@@ -23,9 +23,11 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -79,6 +81,10 @@ type Options struct {
 	// and every provider that takes them, e.g. MachineTaintPropagation,
 	// which CAPI's own e2e specs exercise.
 	ExtraFeatureGates []string
+	// KindNodeImage is the node image a KindCluster target creates its
+	// cluster from (scripts/build-kind-node-image.sh builds one offline);
+	// an existing cluster of that name is reused whatever its image.
+	KindNodeImage string
 	// ManagerArgs are more flags for managers by name (capi, kcp, cabpk,
 	// or a provider's), after their own: what a fleet measures its
 	// managers' client rate limits and concurrency with (e.g. capi:
@@ -115,6 +121,13 @@ type Plane struct {
 	apiServer *process
 	// refusals reads the managers' logs for Forbidden (rbac.go).
 	refusals refusalLogs
+
+	// kind is a KindCluster target's cluster; the managers then run in it
+	// (pods), their logs followed until stopLogs.
+	kind      *kindCluster
+	pods      []*podManager
+	clientset kubernetes.Interface
+	stopLogs  func()
 }
 
 // Scheme knows the kinds the harness reads and writes on the plane.
@@ -185,7 +198,7 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 	}()
 
 	begin := time.Now()
-	if err := p.connect(assets, dir); err != nil {
+	if err := p.connect(assets, dir, opts.KindNodeImage); err != nil {
 		return p, err
 	}
 	fmt.Fprintf(p.progress, "mgmt: API server up (%s) in %s\n", p.Target, time.Since(begin).Round(10*time.Millisecond))
@@ -204,10 +217,6 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 		})
 	}
 
-	certs, err := newWebhookCerts(filepath.Join(dir, "webhook-certs"), []string{opts.WebhookHost, "127.0.0.1", "localhost"})
-	if err != nil {
-		return p, fmt.Errorf("webhook certificates: %w", err)
-	}
 	gates := append(FeatureGates(opts.RateLimitedReconciles), opts.ExtraFeatureGates...)
 	managers := capiManagers(assets, gates)
 	names := []string{"capi", "kcp", "cabpk"}
@@ -222,6 +231,18 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 	}
 	for i := range managers {
 		managers[i].extraArgs = append(slices.Clone(managers[i].extraArgs), opts.ManagerArgs[managers[i].name]...)
+	}
+	hosts := []string{opts.WebhookHost, "127.0.0.1", "localhost"}
+	if p.kind != nil {
+		names, err := serviceNames(managers)
+		if err != nil {
+			return p, err
+		}
+		hosts = append(hosts, names...)
+	}
+	certs, err := newWebhookCerts(filepath.Join(dir, "webhook-certs"), hosts)
+	if err != nil {
+		return p, fmt.Errorf("webhook certificates: %w", err)
 	}
 	ports, err := allocateManagerPorts(managers)
 	if err != nil {
@@ -245,6 +266,23 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 	fmt.Fprintf(p.progress, "mgmt: each manager's ServiceAccount and RBAC installed at %s\n", time.Since(begin).Round(10*time.Millisecond))
 
 	p.managers, p.ports, p.certDir = managers, ports, certs.dir
+	if p.kind != nil {
+		var labPorts []int
+		for _, prov := range opts.Providers {
+			labPorts = append(labPorts, prov.LabPorts...)
+		}
+		if err := p.kind.connectLab(labPorts); err != nil {
+			return p, err
+		}
+		if err := p.deployManagers(ctx, managers, certs.dir, ports, opts.StartTimeout); err != nil {
+			return p, err
+		}
+		if err := p.registerExtensions(ctx, certs.caPEM, opts.WebhookHost); err != nil {
+			return p, err
+		}
+		fmt.Fprintf(p.progress, "mgmt: managers ready as Pods on kind cluster %s (%s; CAPI gates %v) in %s\n", p.Target.Cluster, strings.Join(names, ", "), gates, time.Since(begin).Round(10*time.Millisecond))
+		return p, nil
+	}
 	procs, err := startManagers(ctx, managers, certs, dir, ports, opts.StartTimeout)
 	p.procs = procs
 	for _, proc := range procs {
@@ -261,8 +299,20 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 }
 
 // connect starts the embedded API server or loads the given kubeconfig.
-func (p *Plane) connect(a Assets, dir string) error {
+func (p *Plane) connect(a Assets, dir, kindImage string) error {
 	switch p.Target.Kind {
+	case KindCluster:
+		p.Kubeconfig = filepath.Join(dir, "kubeconfig")
+		k, err := startKind(p.Target, kindImage, p.Kubeconfig, filepath.Join(dir, "kind.log"), p.progress)
+		if err != nil {
+			return err
+		}
+		p.kind = k
+		cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
+		if err != nil {
+			return fmt.Errorf("--management %s: %w", p.Target, err)
+		}
+		p.RESTConfig = cfg
 	case Embedded:
 		logFile, err := os.Create(filepath.Join(dir, "kube-apiserver+etcd.log"))
 		if err != nil {
@@ -333,6 +383,13 @@ func (p *Plane) install(ctx context.Context, managers []managerSpec, certs *webh
 			continue // a manager without manifests
 		}
 		ep := webhookEndpoint{host: host, port: ports[m.name].webhook, caBundle: certs.caPEM}
+		if p.kind != nil {
+			id, err := loadIdentity(m)
+			if err != nil {
+				return err
+			}
+			ep.serviceNamespace, ep.serviceName = id.namespace, webhookServiceName(m)
+		}
 		crds, err := loadCRDs(m, ep)
 		if err != nil {
 			return err
@@ -377,6 +434,14 @@ func (p *Plane) registerExtensions(ctx context.Context, caPEM []byte, host strin
 				URL: "https://" + host + ":" + strconv.Itoa(p.ports[m.name].webhook), CABundle: caPEM,
 			}, Settings: m.settings},
 		}
+		if p.kind != nil {
+			id, err := loadIdentity(m)
+			if err != nil {
+				return err
+			}
+			ec.Spec.ClientConfig.URL = ""
+			ec.Spec.ClientConfig.Service = runtimev1.ServiceReference{Namespace: id.namespace, Name: webhookServiceName(m), Port: ptr.To[int32](443)}
+		}
 		if m.nsLabels != nil {
 			ec.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: m.nsLabels}
 		}
@@ -405,6 +470,9 @@ func (p *Plane) registerExtensions(ctx context.Context, caPEM []byte, host strin
 // OOM kill) and starts it again with the same flags, returning once it is
 // ready. name is "capi", "kcp", "cabpk" or a Provider's name.
 func (p *Plane) KillAndRestart(ctx context.Context, name string) error {
+	if p.kind != nil {
+		return p.restartPod(ctx, name)
+	}
 	for i, m := range p.managers {
 		if m.name != name {
 			continue
@@ -443,7 +511,11 @@ func (p *Plane) Stop() {
 		p.controllerManager.stop(10 * time.Second)
 		p.controllerManager = nil
 	}
-	if p.Target.Kind == ExistingCluster && p.Client != nil {
+	if p.stopLogs != nil {
+		p.stopLogs()
+		p.stopLogs = nil
+	}
+	if (p.Target.Kind == ExistingCluster || p.kind != nil) && p.Client != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		for _, h := range p.installed {
 			if _, ns := h.(*corev1.Namespace); ns {
@@ -454,6 +526,9 @@ func (p *Plane) Stop() {
 		cancel()
 	}
 	p.installed = nil
+	if p.kind != nil {
+		p.kind.disconnectLab()
+	}
 	if p.apiServer != nil {
 		p.apiServer.stop(10 * time.Second)
 		p.apiServer = nil

@@ -326,7 +326,11 @@ func (p *Plane) installIdentities(ctx context.Context, managers []managerSpec, d
 			}
 		}
 		p.installed = append(p.installed, id.objects...)
-		m.kubeconfig, m.user, m.groups = filepath.Join(dir, "kubeconfig-"+m.name), id.user(), id.groups()
+		m.user, m.groups = id.user(), id.groups()
+		if p.kind != nil {
+			continue // a Pod with the ServiceAccount's own token
+		}
+		m.kubeconfig = filepath.Join(dir, "kubeconfig-"+m.name)
 		if err := writeImpersonatingKubeconfig(p.Kubeconfig, m.kubeconfig, id); err != nil {
 			return fmt.Errorf("manager %s: kubeconfig: %w", m.name, err)
 		}

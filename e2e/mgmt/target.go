@@ -3,8 +3,13 @@ package mgmt
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 )
+
+// kindName is what kind accepts as a cluster name (a container name's
+// prefix and a DNS label).
+var kindName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,40}$`)
 
 // TargetKind names where the management plane's API server comes from.
 type TargetKind string
@@ -16,24 +21,37 @@ const (
 	// ExistingCluster uses the API server of a kubeconfig the user names;
 	// the harness installs the CRDs and runs the managers out of cluster.
 	ExistingCluster TargetKind = "kubeconfig"
+	// KindCluster creates (or reuses) a kind cluster through kind's Go
+	// library and runs the managers in it as Deployments (incluster.go);
+	// the lab stays on the host (kindnet.go).
+	KindCluster TargetKind = "kind"
 )
+
+// DefaultKindCluster names the kind cluster of a plain "kind" target.
+const DefaultKindCluster = "upgradelab"
 
 // Target is a parsed --management value.
 type Target struct {
 	Kind TargetKind
 	// Kubeconfig is the file of an ExistingCluster target.
 	Kubeconfig string
+	// Cluster is a KindCluster target's cluster name.
+	Cluster string
 }
 
 func (t Target) String() string {
 	if t.Kind == ExistingCluster {
 		return string(ExistingCluster) + "=" + t.Kubeconfig
 	}
+	if t.Kind == KindCluster && t.Cluster != DefaultKindCluster {
+		return string(KindCluster) + "=" + t.Cluster
+	}
 	return string(t.Kind)
 }
 
 // ParseTarget reads the --management flag: "embedded" (also the empty
-// string) or "kubeconfig=PATH" with a file that exists.
+// string), "kubeconfig=PATH" with a file that exists, or "kind" /
+// "kind=NAME" (cluster upgradelab by default).
 func ParseTarget(value string) (Target, error) {
 	switch {
 	case value == "" || value == string(Embedded):
@@ -47,7 +65,15 @@ func ParseTarget(value string) (Target, error) {
 			return Target{}, fmt.Errorf("--management %q: kubeconfig file: %w", value, err)
 		}
 		return Target{Kind: ExistingCluster, Kubeconfig: path}, nil
+	case value == string(KindCluster):
+		return Target{Kind: KindCluster, Cluster: DefaultKindCluster}, nil
+	case strings.HasPrefix(value, string(KindCluster)+"="):
+		name := strings.TrimPrefix(value, string(KindCluster)+"=")
+		if !kindName.MatchString(name) {
+			return Target{}, fmt.Errorf("--management %q: kind cluster name %q: use lower-case letters, digits and '-', starting with a letter", value, name)
+		}
+		return Target{Kind: KindCluster, Cluster: name}, nil
 	default:
-		return Target{}, fmt.Errorf("--management %q: unknown value; use %q (the default) or %q", value, Embedded, "kubeconfig=PATH")
+		return Target{}, fmt.Errorf("--management %q: unknown value; use %q (the default), %q or %q", value, Embedded, "kubeconfig=PATH", "kind[=NAME]")
 	}
 }

@@ -22,7 +22,11 @@ func TestParseTarget(t *testing.T) {
 		{value: "kubeconfig=" + kubeconfig, want: Target{Kind: ExistingCluster, Kubeconfig: kubeconfig}},
 		{value: "kubeconfig=", wantErr: "needs a file path"},
 		{value: "kubeconfig=/does/not/exist", wantErr: "no such file"},
-		{value: "kind", wantErr: `unknown value; use "embedded"`},
+		{value: "kind", want: Target{Kind: KindCluster, Cluster: DefaultKindCluster}},
+		{value: "kind=ci-2", want: Target{Kind: KindCluster, Cluster: "ci-2"}},
+		{value: "kind=Bad_Name", wantErr: "kind cluster name"},
+		{value: "kind=", wantErr: "kind cluster name"},
+		{value: "docker", wantErr: `unknown value; use "embedded"`},
 		{value: "Embedded", wantErr: "unknown value"},
 	}
 	for _, tt := range tests {

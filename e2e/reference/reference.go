@@ -8,9 +8,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -69,7 +71,9 @@ const (
 )
 
 // Build compiles ./cmd/NAME into dir and returns its path (the Go build
-// cache makes a rebuild of unchanged code a link step).
+// cache makes a rebuild of unchanged code a link step). Static
+// (CGO_ENABLED=0, which internal/layering requires the providers to
+// build with): on kind each runs alone in a one-file image (e2e/mgmt).
 func Build(ctx context.Context, dir, name string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -78,6 +82,7 @@ func Build(ctx context.Context, dir, name string) (string, error) {
 	out := filepath.Join(dir, name)
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s: %v\n%s", name, err, msg)
 	}
@@ -184,12 +189,25 @@ func Provider(s *site.Site, o Options) (mgmt.Provider, string, error) {
 		name = cmp.Or(o.Name, "inventory")
 		args = append(args, "--controllers=hosts")
 	}
+	var labPorts []int
+	for _, addr := range []string{callback, netbootAddr} {
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return mgmt.Provider{}, "", err
+		}
+		n, err := strconv.Atoi(port)
+		if err != nil {
+			return mgmt.Provider{}, "", err
+		}
+		labPorts = append(labPorts, n)
+	}
 	return mgmt.Provider{
 		Name:         name,
 		Binary:       o.Binary,
 		ConfigDir:    configDir,
 		ExtraCRDDirs: []string{filepath.Join(config, "metal3", "bases")},
 		Args:         append(args, o.Args...),
+		LabPorts:     labPorts,
 	}, "https://" + callback, nil
 }
 

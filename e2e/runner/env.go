@@ -61,6 +61,9 @@ type EnvOptions struct {
 	// ManagerArgs: mgmt.Options.ManagerArgs.
 	ManagerArgs       map[string][]string
 	ControllerManager bool
+	// Management and KindNodeImage: mgmt.Options' Target and KindNodeImage.
+	Management    mgmt.Target
+	KindNodeImage string
 }
 
 // Env is a site, a management plane running CAPI's managers and the
@@ -127,7 +130,7 @@ func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 	}
 	if e.Plane, err = mgmt.Start(ctx, mgmt.Options{ArtifactsDir: filepath.Join(o.Dir, "mgmt"), Providers: providers,
 		RateLimitedReconciles: o.RateLimitedReconciles, ExtraFeatureGates: o.ExtraFeatureGates, ControllerManager: o.ControllerManager,
-		ManagerArgs: o.ManagerArgs}); err != nil {
+		ManagerArgs: o.ManagerArgs, Target: o.Management, KindNodeImage: o.KindNodeImage}); err != nil {
 		return nil, err
 	}
 	e.stops = append(e.stops, e.Plane.Stop)

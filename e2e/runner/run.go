@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"io"
 	"maps"
 	"os"
@@ -53,6 +54,10 @@ type Options struct {
 	// RateLimitedReconciles runs CAPI's managers with their reconcile
 	// rate limit, which the plane otherwise turns off (mgmt.Options).
 	RateLimitedReconciles bool
+	// Management is where the management plane runs (mgmt.Target; zero:
+	// embedded), and KindNodeImage a kind target's node image.
+	Management    mgmt.Target
+	KindNodeImage string
 	// Name is how progress lines name the run: "provider scenario/form"
 	// by default; a suite that makes a run more than once adds the repeat.
 	Name string
@@ -419,7 +424,7 @@ func (r *run) start(ctx context.Context) (err error) {
 	r.env, err = StartEnv(ctx, EnvOptions{Provider: r.provider, Strategy: r.scenario.Strategy, RepoRoot: r.opts.RepoRoot,
 		Lab: r.lab, Dir: r.opts.Dir, Scale: r.opts.Scale,
 		ProviderBinary: r.opts.ProviderBinary, ExtensionBinary: r.opts.ExtensionBinary,
-		RateLimitedReconciles: r.opts.RateLimitedReconciles})
+		RateLimitedReconciles: r.opts.RateLimitedReconciles, Management: r.opts.Management, KindNodeImage: r.opts.KindNodeImage})
 	return err
 }
 

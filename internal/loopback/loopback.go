@@ -33,9 +33,13 @@ import (
 // its clusters fail. From 10300: the kubelet and the control plane's own
 // components use 10248-10260 on a machine that runs Kubernetes.
 const (
-	firstPort = 10300
+	firstPort = FirstPort
 	portSpan  = 19000 - firstPort
 )
+
+// FirstPort is the lowest port this package hands out (a kind management
+// cluster forwards lab ports from it up: e2e/mgmt/kindnet.go).
+const FirstPort = 10300
 
 // registry hands out ports no other live registry on the machine holds.
 // Being free at the moment of asking is not enough: a workload cluster's
