@@ -56,7 +56,8 @@ PAUSE_TAG=$(constant PauseVersion)
 COREDNS_TAG=$(constant CoreDNSVersion)
 
 PACKAGES=systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins,iptables,nftables,iproute2,conntrack,ethtool,socat,util-linux,mount,kmod,ca-certificates,procps,libseccomp2,ebtables,bash,pigz,jq,e2fsprogs
-HASH=$(cat "$0" <(echo "$KIND_VERSION $KUBE_VERSION $PACKAGES") | sha256sum | cut -c1-12)
+# The capability bounding set decides two settings of the node (below).
+HASH=$(cat "$0" <(echo "$KIND_VERSION $KUBE_VERSION $PACKAGES $(awk '/^CapBnd:/ {print $2}' /proc/self/status)") | sha256sum | cut -c1-12)
 IMAGE="upgradelab.local/kind-node:$KUBE_VERSION-$HASH"
 
 if docker image inspect "$IMAGE" >/dev/null 2>&1; then
@@ -152,7 +153,7 @@ fi
 IMAGES_TAR="$WORK/images-$KUBE_VERSION-$HASH.tar"
 # image NAME:TAG DIR ENTRYPOINT: a one-layer image of DIR.
 image() {
-  tar -C "$2" -c . | docker import --change "ENV PATH=/usr/local/bin:/usr/bin:/bin" \
+  tar -C "$2" -c . | docker import --change "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
     --change "ENTRYPOINT [\"$3\"]" - "$1" >/dev/null
 }
 build_images() {
@@ -205,6 +206,17 @@ build_base() {
   install -m 0644 "$f"/LICENSES/* "$dir/LICENSES/"
   install -m 0644 "$f"/etc/crictl.yaml "$dir/etc/"
   install -m 0644 "$f"/etc/containerd/* "$dir/etc/containerd/"
+  # As kind's node image build does: the sandbox image is the pause image
+  # this Kubernetes version's kubeadm names.
+  sed -i "s|sandbox_image = .*|sandbox_image = \"registry.k8s.io/pause:$PAUSE_TAG\"|" "$dir/etc/containerd/config.toml"
+  # Lowering a process's oom_score_adj takes CAP_SYS_RESOURCE too: the
+  # kubelet asks -998 for the control plane's Pods and runc fails ("failed
+  # to update /proc/self/oom_score_adj: Permission denied"). containerd
+  # then keeps each at no less than its own, as it does for rootless kind.
+  capbnd=$(awk '/^CapBnd:/ {print $2}' /proc/self/status)
+  if ! (((0x$capbnd >> 24) & 1)); then
+    sed -i "s|restrict_oom_score_adj = false|restrict_oom_score_adj = true|" "$dir/etc/containerd/config.toml"
+  fi
   install -m 0644 "$f"/etc/default/* "$dir/etc/default/"
   install -m 0644 "$f"/etc/sysctl.d/* "$dir/etc/sysctl.d/"
   install -m 0644 "$f"/etc/systemd/system/*.service "$f"/etc/systemd/system/*.slice "$dir/etc/systemd/system/"
@@ -221,15 +233,17 @@ build_base() {
 # upgradelab's kind node: see scripts/container-runtime.sh.
 capbnd=$(awk '/^CapBnd:/ {print $2}' /proc/self/status)
 if [ $(((0x$capbnd >> 24) & 1)) -eq 0 ]; then
-  bundle="" prev=""
+  bundle="" process="" prev=""
   for a in "$@"; do
-    case "$prev" in --bundle | -b) bundle=$a ;; esac
-    case "$a" in --bundle=*) bundle=${a#--bundle=} ;; esac
+    case "$prev" in --bundle | -b) bundle=$a/config.json ;; --process | -p) process=$a ;; esac
+    case "$a" in --bundle=*) bundle=${a#--bundle=}/config.json ;; --process=*) process=${a#--process=} ;; esac
     prev=$a
   done
-  if [ -n "$bundle" ] && [ -f "$bundle/config.json" ]; then
-    sed -i -e 's/"CAP_SYS_RESOURCE",//g' -e 's/,"CAP_SYS_RESOURCE"//g' -e 's/"CAP_SYS_RESOURCE"//g' "$bundle/config.json"
-  fi
+  for spec in "$bundle" "$process"; do
+    if [ -n "$spec" ] && [ -f "$spec" ]; then
+      sed -i -e 's/"CAP_SYS_RESOURCE",//g' -e 's/,"CAP_SYS_RESOURCE"//g' -e 's/"CAP_SYS_RESOURCE"//g' "$spec"
+    fi
+  done
 fi
 exec /usr/sbin/runc "$@"
 SH
@@ -283,10 +297,16 @@ build_node() {
       jq "del(.process.rlimits)" >/etc/containerd/cri-base.json
     kill $pid; wait $pid || true
     rm -f /kind/images.tar /tmp/containerd.log'
-  docker commit --change 'ENV container=docker' --change 'STOPSIGNAL SIGRTMIN+3' \
-    --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' --change 'CMD []' "$c" "$IMAGE"
+  docker commit --change 'ENV container=docker' \
+    --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' --change 'CMD []' "$c" "$IMAGE.tmp"
+  # commit cannot set the stop signal (systemd shuts down on SIGRTMIN+3);
+  # the classic builder can, from a local image, offline.
+  echo 'FROM '"$IMAGE.tmp"'
+STOPSIGNAL SIGRTMIN+3' | DOCKER_BUILDKIT=0 docker build -q -t "$IMAGE" -
+  docker rmi "$IMAGE.tmp"
 }
 step node-image "$WORK/node-image.log" build_node
-docker rmi "$BASE" >/dev/null 2>&1 || true
+# Bases of earlier builds of this script go too.
+docker images -q upgradelab.local/kind-base | xargs -r docker rmi >/dev/null 2>&1 || true
 log "built $IMAGE"
 echo "$IMAGE"

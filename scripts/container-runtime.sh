@@ -24,18 +24,16 @@ mkdir -p "$DIR"
 log() { echo "container-runtime: $*" >&2; }
 fail() { log "step '$1' failed: $2"; exit 1; }
 
-docker info >/dev/null 2>&1 && exit 0
-
 SUDO=""
 [[ $(id -u) -ne 0 ]] && SUDO=sudo
-if ! command -v dockerd >/dev/null; then
+if ! docker info >/dev/null 2>&1 && ! command -v dockerd >/dev/null; then
   log "installing Debian's docker.io"
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get -o DPkg::Lock::Timeout=600 update -q >"$DIR/apt.log" 2>&1 || fail apt-update "see $DIR/apt.log"
   $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends docker.io >>"$DIR/apt.log" 2>&1 ||
     fail install "apt-get install docker.io; see $DIR/apt.log"
 fi
-command -v dockerd >/dev/null || fail install "no dockerd after installing docker.io; see $DIR/apt.log"
+docker info >/dev/null 2>&1 || command -v dockerd >/dev/null || fail install "no dockerd after installing docker.io; see $DIR/apt.log"
 
 # CAP_SYS_RESOURCE is bit 24 of the bounding set.
 capbnd=$(awk '/^CapBnd:/ {print $2}' /proc/self/status)
@@ -49,15 +47,18 @@ else
 # Written by upgradelab's scripts/container-runtime.sh: removes
 # CAP_SYS_RESOURCE, which this machine's bounding set lacks, from the
 # bundle's OCI spec, then runs runc as asked.
-bundle="" prev=""
+bundle="" process="" prev=""
 for a in "$@"; do
-  case "$prev" in --bundle | -b) bundle=$a ;; esac
-  case "$a" in --bundle=*) bundle=${a#--bundle=} ;; esac
+  case "$prev" in --bundle | -b) bundle=$a/config.json ;; --process | -p) process=$a ;; esac
+  case "$a" in --bundle=*) bundle=${a#--bundle=}/config.json ;; --process=*) process=${a#--process=} ;; esac
   prev=$a
 done
-if [ -n "$bundle" ] && [ -f "$bundle/config.json" ]; then
-  sed -i -e 's/"CAP_SYS_RESOURCE",//g' -e 's/,"CAP_SYS_RESOURCE"//g' -e 's/"CAP_SYS_RESOURCE"//g' "$bundle/config.json"
-fi
+# create/run read the bundle's config.json, exec its --process file.
+for spec in "$bundle" "$process"; do
+  if [ -n "$spec" ] && [ -f "$spec" ]; then
+    sed -i -e 's/"CAP_SYS_RESOURCE",//g' -e 's/,"CAP_SYS_RESOURCE"//g' -e 's/"CAP_SYS_RESOURCE"//g' "$spec"
+  fi
+done
 exec runc "$@"
 SH
   chmod 755 "$wrapper"
@@ -68,6 +69,9 @@ SH
 JSON
 fi
 
+# An engine already running keeps its configuration (the wrapper above
+# is rewritten in place, so one this script started gets the new one).
+docker info >/dev/null 2>&1 && exit 0
 log "starting dockerd (log: $LOG)"
 # setsid: the engine outlives the make target that started it, as a
 # service would.

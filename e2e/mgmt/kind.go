@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 	kindlog "sigs.k8s.io/kind/pkg/log"
@@ -82,6 +83,38 @@ func startKind(t Target, image, kubeconfig, logPath string, progress io.Writer) 
 	ns, err := k.provider.ListInternalNodes(k.name)
 	if err != nil || len(ns) == 0 {
 		return nil, fail("list nodes", errors.Join(err, errors.New("no node")))
+	}
+	k.node = ns[0]
+	return k, nil
+}
+
+// kindOf says which kind cluster a kubeconfig's current context is (kind
+// names its contexts kind-NAME) when that cluster exists here: a user's
+// own kind cluster given as kubeconfig=PATH, whose API server cannot
+// reach the host's loopback, gets the managers as Pods too.
+func kindOf(kubeconfig string) (string, bool) {
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		return "", false
+	}
+	name, ok := strings.CutPrefix(cfg.CurrentContext, "kind-")
+	if !ok {
+		return "", false
+	}
+	existing, err := cluster.NewProvider(cluster.ProviderWithDocker()).List()
+	if err != nil || !slices.Contains(existing, name) {
+		return "", false
+	}
+	return name, true
+}
+
+// attachKind uses an existing kind cluster without touching its
+// kubeconfig.
+func attachKind(name string) (*kindCluster, error) {
+	k := &kindCluster{name: name, provider: cluster.NewProvider(cluster.ProviderWithDocker())}
+	ns, err := k.provider.ListInternalNodes(name)
+	if err != nil || len(ns) == 0 {
+		return nil, fmt.Errorf("kind cluster %s: no node: %v", name, err)
 	}
 	k.node = ns[0]
 	return k, nil

@@ -59,6 +59,10 @@ type kindNetwork struct {
 	nodeIP  string // the node's address
 	// labPorts are the providers' listening ports the lab connects to.
 	labPorts []int
+	// managerPorts are the managers' own (webhook, health, diagnostics):
+	// they listen in the node, and a manager checks its own webhook
+	// server on loopback, so these stay in the node.
+	managerPorts []int
 	// prefix names the chains, per cluster.
 	prefix string
 }
@@ -71,7 +75,7 @@ func (n kindNetwork) nodeRules() natSide {
 	out, pre, post := n.chain("OUT"), n.chain("PRE"), n.chain("POST")
 	s := natSide{hooks: map[string]string{out: "OUTPUT", pre: "PREROUTING", post: "POSTROUTING"}}
 	portRange := strconv.Itoa(labPortLow) + ":" + strconv.Itoa(labPortHigh)
-	for _, port := range n.labPorts {
+	for _, port := range append(slices.Clone(n.labPorts), n.managerPorts...) {
 		for _, proto := range []string{"tcp", "udp"} {
 			s.rules = append(s.rules, natRule{out, []string{"-d", "127.0.0.1/32", "-p", proto, "--dport", strconv.Itoa(port), "-j", "RETURN"}})
 		}
@@ -181,13 +185,14 @@ func inspectKindNetwork(node string) (kindNetwork, error) {
 	return n, nil
 }
 
-// connectLab installs both ends' rules for the providers' lab ports.
-func (k *kindCluster) connectLab(labPorts []int) error {
+// connectLab installs both ends' rules for the providers' lab ports and
+// the managers' own.
+func (k *kindCluster) connectLab(labPorts, managerPorts []int) error {
 	n, err := inspectKindNetwork(k.node.String())
 	if err != nil {
 		return err
 	}
-	n.labPorts, n.prefix = labPorts, "UPGRADELAB-"+strings.ToUpper(k.name)
+	n.labPorts, n.managerPorts, n.prefix = labPorts, managerPorts, "UPGRADELAB-"+strings.ToUpper(k.name)
 	if len(n.prefix) > 24 {
 		n.prefix = n.prefix[:24] // iptables chain names: 28 characters
 	}

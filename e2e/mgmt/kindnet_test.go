@@ -7,7 +7,7 @@ import (
 )
 
 func testNetwork() kindNetwork {
-	return kindNetwork{bridge: "br-0123", gateway: "172.18.0.1", nodeIP: "172.18.0.2", labPorts: []int{12001, 12002}, prefix: "UPGRADELAB-X"}
+	return kindNetwork{bridge: "br-0123", gateway: "172.18.0.1", nodeIP: "172.18.0.2", labPorts: []int{12001, 12002}, managerPorts: []int{13001}, prefix: "UPGRADELAB-X"}
 }
 
 func rulesText(s natSide) string {
@@ -24,6 +24,8 @@ func TestNodeRulesSendLabPortsToTheHost(t *testing.T) {
 	got := rulesText(testNetwork().nodeRules())
 	for _, want := range []string{
 		"UPGRADELAB-X-OUT -d 127.0.0.1/32 -p tcp --dport 12001 -j RETURN",
+		// A manager dials its own webhook server on loopback.
+		"UPGRADELAB-X-OUT -d 127.0.0.1/32 -p tcp --dport 13001 -j RETURN",
 		"UPGRADELAB-X-OUT -d 127.0.0.1/32 -p udp --dport 10300:29999 -j DNAT --to-destination 172.18.0.1",
 		"UPGRADELAB-X-POST -s 127.0.0.1/32 -d 172.18.0.1/32 -j MASQUERADE",
 		"UPGRADELAB-X-PRE -d 172.18.0.2/32 -p tcp --dport 12002 -j DNAT --to-destination 127.0.0.1",
@@ -48,6 +50,9 @@ func TestHostRulesTakeTheBridgeToLoopback(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("host rules lack %q:\n%s", want, got)
 		}
+	}
+	if strings.Contains(got, "13001") {
+		t.Errorf("the host forwards a manager's own port, which only the node uses:\n%s", got)
 	}
 	if strings.Contains(got, "0.0.0.0") {
 		t.Errorf("a host rule opens an address beyond the bridge and loopback:\n%s", got)

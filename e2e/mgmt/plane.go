@@ -271,7 +271,12 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 		for _, prov := range opts.Providers {
 			labPorts = append(labPorts, prov.LabPorts...)
 		}
-		if err := p.kind.connectLab(labPorts); err != nil {
+		var own []int
+		for _, mp := range ports {
+			own = append(own, mp.webhook, mp.health, mp.diagnostics)
+		}
+		slices.Sort(own)
+		if err := p.kind.connectLab(labPorts, own); err != nil {
 			return p, err
 		}
 		if err := p.deployManagers(ctx, managers, certs.dir, ports, opts.StartTimeout); err != nil {
@@ -348,6 +353,13 @@ func (p *Plane) connect(a Assets, dir, kindImage string) error {
 		}
 		p.RESTConfig = cfg
 		p.Kubeconfig = p.Target.Kubeconfig
+		if name, ok := kindOf(p.Target.Kubeconfig); ok {
+			if p.kind, err = attachKind(name); err != nil {
+				return err
+			}
+			p.Target.Cluster = name
+			fmt.Fprintf(p.progress, "mgmt: %s is kind cluster %s: the managers run in it as Pods\n", p.Target.Kubeconfig, name)
+		}
 	default:
 		return fmt.Errorf("mgmt: unknown target kind %q", p.Target.Kind)
 	}
