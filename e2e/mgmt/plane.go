@@ -317,6 +317,9 @@ func (p *Plane) connect(a Assets, dir, kindImage string) error {
 		if err != nil {
 			return fmt.Errorf("--management %s: %w", p.Target, err)
 		}
+		// The harness's own client, not a manager's: no client-side
+		// throttle, as envtest's config gives the embedded plane.
+		cfg.QPS, cfg.Burst = 1000, 2000
 		p.RESTConfig = cfg
 	case Embedded:
 		logFile, err := os.Create(filepath.Join(dir, "kube-apiserver+etcd.log"))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/xml"
 	"fmt"
+	"github.com/upgradelab/upgradelab/internal/loopback"
 	"os"
 	"path/filepath"
 	"sync"
@@ -28,8 +29,8 @@ type Options struct {
 	Backend Backend
 	// Kind overrides the lab file's backend ("test" or "qemu").
 	Kind string
-	// ImageServerAddr is where the image server listens (default
-	// 127.0.0.1:0).
+	// ImageServerAddr is where the image server listens (default a
+	// loopback port from internal/loopback).
 	ImageServerAddr string
 }
 
@@ -143,7 +144,13 @@ func Up(ctx context.Context, def *Definition, opts Options) (l *Lab, err error) 
 	}
 	addr := opts.ImageServerAddr
 	if addr == "" {
-		addr = "127.0.0.1:0"
+		// A port of loopback's range, not the kernel's: a management
+		// cluster on kind reaches the lab's ports of that range only
+		// (e2e/mgmt/kindnet.go), and the in-place extension reads image
+		// manifests from here.
+		if addr, err = loopback.Addr(); err != nil {
+			return l, fmt.Errorf("the image server's address: %w", err)
+		}
 	}
 	if l.images, err = image.Serve(def.Catalog, def.NVMImages, addr); err != nil {
 		return l, err
