@@ -141,7 +141,7 @@ e2e-kind: tools
 	@mkdir -p $(ARTIFACTS)
 	image=$$(scripts/build-kind-node-image.sh) && \
 	$(GINKGO) run --tags=e2e --procs=1 -v --timeout=90m --output-dir=$(ARTIFACTS) --junit-report=junit.xml \
-		--label-filter='baremetal && plain && !qemu && ($(KIND_SCENARIOS))' ./e2e/ -- \
+		--label-filter='baremetal && plain && !qemu && !ostree && ($(KIND_SCENARIOS))' ./e2e/ -- \
 		-artifacts=$(ARTIFACTS) -management=kind -kind-node-image=$$image -capi-rate-limiting=$(CAPI_RATE_LIMITING)
 
 # The fault variants (scenarios/faults/): each scenario with a failure

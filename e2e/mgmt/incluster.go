@@ -351,8 +351,35 @@ func (p *Plane) deployManagers(ctx context.Context, managers []managerSpec, cert
 		if err := p.waitPodReady(ctx, pm, ""); err != nil {
 			return err
 		}
+		if err := p.waitServiceReachable(ctx, pm); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// waitServiceReachable waits until the manager's webhook Service takes
+// connections in the node, where the API server dials it: a ready Pod is
+// not enough, its endpoint must reach kube-proxy's rules too (a run that
+// did not wait had the API server's first webhook calls refused).
+func (p *Plane) waitServiceReachable(ctx context.Context, pm *podManager) error {
+	svc := &corev1.Service{}
+	if err := p.Client.Get(ctx, client.ObjectKey{Namespace: pm.namespace, Name: webhookServiceName(pm.spec)}, svc); err != nil {
+		return fmt.Errorf("manager %s: webhook Service: %w", pm.spec.name, err)
+	}
+	var last error
+	for {
+		// bash's /dev/tcp: a TCP connection from the node's network.
+		if _, last = p.kind.nodeRun("bash", "-c", "exec 3<>/dev/tcp/"+svc.Spec.ClusterIP+"/443"); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("manager %s: Service %s/%s (%s:443) takes no connection from the node: %w (last: %v)",
+				pm.spec.name, pm.namespace, svc.Name, svc.Spec.ClusterIP, ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // waitPodReady waits until a Pod of the manager other than old is Ready.
@@ -463,7 +490,10 @@ func (p *Plane) restartPod(ctx context.Context, name string) error {
 		fmt.Fprintf(p.progress, "mgmt: %s Pod %s deleted without grace\n", name, old)
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		return p.waitPodReady(ctx, pm, old)
+		if err := p.waitPodReady(ctx, pm, old); err != nil {
+			return err
+		}
+		return p.waitServiceReachable(ctx, pm)
 	}
 	return fmt.Errorf("mgmt: no manager %q", name)
 }
