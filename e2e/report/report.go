@@ -373,7 +373,7 @@ th.rule{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap}
 </svg>{{end}}
 {{range .Runs}}
 <h2 id="{{.Anchor}}">{{.Name}} on {{.Provider}}</h2>
-<p>{{.Strategy}}, {{.Duration}}; CAPI's reconcile rate limit {{if .CAPIRateLimiting}}on{{else}}off{{end}}; timeline: <code>{{.Timeline}}</code></p>
+<p>{{.Strategy}}, {{.Duration}}; {{with .Management}}management cluster {{.}}; {{end}}CAPI's reconcile rate limit {{if .CAPIRateLimiting}}on{{else}}off{{end}}; timeline: <code>{{.Timeline}}</code></p>
 {{if .Profile.Phases}}<pre class="v">{{.Profile.String}}</pre>{{end}}
 {{if .Error}}<p class="fail">Stopped early: {{.Error}}</p>{{end}}
 {{if .Violations}}<ul>{{range .Violations}}<li class="v">{{.String}}</li>{{end}}</ul>{{end}}

@@ -53,6 +53,10 @@ type Result struct {
 	// CAPIRateLimiting: CAPI's managers ran with their reconcile rate
 	// limit.
 	CAPIRateLimiting bool `json:"capiRateLimiting"`
+	// Management is where the management cluster ran (mgmt.Target's
+	// text: embedded, kubeconfig=PATH, kind); empty in results written
+	// before it was recorded.
+	Management string `json:"management,omitempty"`
 	// Profile is where the run's wall time and CPU went.
 	Profile Profile `json:"profile"`
 }

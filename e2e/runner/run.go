@@ -142,12 +142,20 @@ func (r *run) workloadClient(ctx context.Context) (client.Client, error) {
 	return r.workload, nil
 }
 
+// managementName is how a result names where the plane ran.
+func managementName(t mgmt.Target) string {
+	if t.Kind == "" {
+		t.Kind = mgmt.Embedded
+	}
+	return t.String()
+}
+
 // Run runs one scenario in one form and judges its timeline. The result
 // is also written to Dir/result.json.
 func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form scenario.Form, o Options) result.Result {
 	r := &run{provider: o.Provider, scenario: s, lab: def, form: form, opts: o}
 	res := result.Result{Scenario: s.Name, Form: form, Strategy: string(s.Strategy), Started: time.Now(), Timeline: filepath.Join(o.Dir, result.TimelineFile),
-		CAPIRateLimiting: o.RateLimitedReconciles}
+		CAPIRateLimiting: o.RateLimitedReconciles, Management: managementName(o.Management)}
 	var err error
 	if r.provider == nil {
 		r.provider, err = provider.Load(filepath.Join(o.RepoRoot, DefaultProvider))
