@@ -307,6 +307,10 @@ STOPSIGNAL SIGRTMIN+3' | DOCKER_BUILDKIT=0 docker build -q -t "$IMAGE" -
 }
 step node-image "$WORK/node-image.log" build_node
 # Bases of earlier builds of this script go too.
-docker images -q upgradelab.local/kind-base | xargs -r docker rmi >/dev/null 2>&1 || true
+# (By tag: the node image is the base's child, so its ID cannot go.) Node
+# images of earlier builds go unless a cluster still runs on one.
+docker images --format '{{.Repository}}:{{.Tag}}' upgradelab.local/kind-base | xargs -r docker rmi >/dev/null 2>&1 || true
+docker images --format '{{.Repository}}:{{.Tag}}' upgradelab.local/kind-node | grep -vxF "$IMAGE" |
+  xargs -r docker rmi >/dev/null 2>&1 || true
 log "built $IMAGE"
 echo "$IMAGE"

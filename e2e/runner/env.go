@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -64,6 +65,10 @@ type EnvOptions struct {
 	// Management and KindNodeImage: mgmt.Options' Target and KindNodeImage.
 	Management    mgmt.Target
 	KindNodeImage string
+	// PlaneProgress receives the plane's own progress lines (mgmt.Options'
+	// Progress): the run gives it for a kind plane, whose cluster and Pods
+	// take tens of seconds.
+	PlaneProgress io.Writer
 }
 
 // Env is a site, a management plane running CAPI's managers and the
@@ -130,7 +135,7 @@ func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 	}
 	if e.Plane, err = mgmt.Start(ctx, mgmt.Options{ArtifactsDir: filepath.Join(o.Dir, "mgmt"), Providers: providers,
 		RateLimitedReconciles: o.RateLimitedReconciles, ExtraFeatureGates: o.ExtraFeatureGates, ControllerManager: o.ControllerManager,
-		ManagerArgs: o.ManagerArgs, Target: o.Management, KindNodeImage: o.KindNodeImage}); err != nil {
+		ManagerArgs: o.ManagerArgs, Target: o.Management, KindNodeImage: o.KindNodeImage, Progress: o.PlaneProgress}); err != nil {
 		return nil, err
 	}
 	e.stops = append(e.stops, e.Plane.Stop)

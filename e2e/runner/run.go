@@ -259,6 +259,28 @@ func (r *run) recordForbidden() {
 	}
 }
 
+// planeProgress passes the plane's progress lines on, as the run's own,
+// when the plane is on kind (the cluster and Pods take tens of seconds);
+// an embedded plane's are left out.
+func (r *run) planeProgress() io.Writer {
+	if r.opts.Management.Kind != mgmt.KindCluster {
+		return nil
+	}
+	return lineWriter(func(line string) { r.say("%s", line) })
+}
+
+// lineWriter calls its function with each line written to it.
+type lineWriter func(string)
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			w(line)
+		}
+	}
+	return len(p), nil
+}
+
 func (r *run) say(format string, args ...any) {
 	if r.opts.Progress != nil {
 		fmt.Fprintf(r.opts.Progress, "%s %s %s\n", time.Now().Format("15:04:05"), r.prefix, fmt.Sprintf(format, args...))
@@ -432,7 +454,8 @@ func (r *run) start(ctx context.Context) (err error) {
 	r.env, err = StartEnv(ctx, EnvOptions{Provider: r.provider, Strategy: r.scenario.Strategy, RepoRoot: r.opts.RepoRoot,
 		Lab: r.lab, Dir: r.opts.Dir, Scale: r.opts.Scale,
 		ProviderBinary: r.opts.ProviderBinary, ExtensionBinary: r.opts.ExtensionBinary,
-		RateLimitedReconciles: r.opts.RateLimitedReconciles, Management: r.opts.Management, KindNodeImage: r.opts.KindNodeImage})
+		RateLimitedReconciles: r.opts.RateLimitedReconciles, Management: r.opts.Management, KindNodeImage: r.opts.KindNodeImage,
+		PlaneProgress: r.planeProgress()})
 	return err
 }
 
