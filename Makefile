@@ -10,7 +10,8 @@ export KUBEBUILDER_ASSETS := $(UPGRADELAB_CACHE)/assets/kube-$(KUBE_VERSION)-etc
 ifeq ($(origin ARTIFACTS), undefined)
 ARTIFACTS := $(CURDIR)/_artifacts/e2e-$(shell date +%Y%m%d-%H%M%S)
 endif
-# Where the management cluster runs: embedded or kubeconfig=PATH.
+# Where the management cluster runs: embedded, kubeconfig=PATH or
+# kind[=NAME] (managers as Pods; needs KIND_NODE_IMAGE, or use e2e-kind).
 MANAGEMENT ?= embedded
 # CAPI's per-object reconcile rate limit (ReconcilerRateLimiting, CAPI's
 # default): off for the time-scaled lab, true to run CAPI as it ships
