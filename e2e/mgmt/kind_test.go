@@ -3,6 +3,7 @@ package mgmt
 import (
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,5 +57,34 @@ contexts:
 current-context: ` + context + "\n"
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The node image script stops at the step that failed and names that
+// step and its log: here the container engine, with no Docker and an
+// apt-get that fails (fakes on PATH; nothing is installed).
+func TestNodeImageScriptNamesTheFailedStepAndItsLog(t *testing.T) {
+	fake := t.TempDir()
+	for _, name := range []string{"docker", "apt-get"} {
+		if err := os.WriteFile(filepath.Join(fake, name), []byte("#!/bin/sh\necho \"$0: refused\" >&2\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cache := t.TempDir()
+	cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", "build-kind-node-image.sh"))
+	// No /usr/sbin: no dockerd to start, so the script tries apt-get.
+	cmd.Env = append(os.Environ(), "PATH="+fake+":/usr/bin:/bin", "UPGRADELAB_CACHE="+cache)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the script succeeded with no container engine:\n%s", out)
+	}
+	log := filepath.Join(cache, "kind", "container-runtime.log")
+	for _, want := range []string{"step 'container-runtime' failed; log: " + log, "step 'apt-update' failed"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if b, _ := os.ReadFile(log); !strings.Contains(string(b), "apt.log") {
+		t.Errorf("%s does not point at apt-get's log: %s", log, b)
 	}
 }
