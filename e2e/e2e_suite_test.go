@@ -45,6 +45,9 @@ var binaries struct{ Provider, Extension, Artifacts string }
 func managementTarget() mgmt.Target {
 	t, err := mgmt.ParseTarget(*managementFlag)
 	Expect(err).NotTo(HaveOccurred())
+	if sc, _ := GinkgoConfiguration(); t.Kind == mgmt.KindCluster && sc.ParallelTotal > 1 {
+		Fail(fmt.Sprintf("-management=%s: every run deploys the managers into the same kind cluster, so the runs go one at a time (PARALLEL=1, as make e2e-kind runs them), not %d at once", t, sc.ParallelTotal))
+	}
 	return t
 }
 
