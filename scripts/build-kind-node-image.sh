@@ -57,7 +57,7 @@ COREDNS_TAG=$(constant CoreDNSVersion)
 
 PACKAGES=systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins,iptables,nftables,iproute2,conntrack,ethtool,socat,util-linux,mount,kmod,ca-certificates,procps,libseccomp2,ebtables,bash,pigz,jq,e2fsprogs
 # The capability bounding set decides two settings of the node (below).
-HASH=$(cat "$0" <(echo "$KIND_VERSION $KUBE_VERSION $PACKAGES $(awk '/^CapBnd:/ {print $2}' /proc/self/status)") | sha256sum | cut -c1-12)
+HASH=$(cat "$0" "$ROOT/scripts/runc-without-sys-resource" <(echo "$KIND_VERSION $KUBE_VERSION $PACKAGES $(awk '/^CapBnd:/ {print $2}' /proc/self/status)") | sha256sum | cut -c1-12)
 IMAGE="upgradelab.local/kind-node:$KUBE_VERSION-$HASH"
 
 if docker image inspect "$IMAGE" >/dev/null 2>&1; then
@@ -228,26 +228,7 @@ build_base() {
   # Pods' privileged containers meet the same missing capability as the
   # node (scripts/container-runtime.sh): a wrapper ahead of Debian's runc
   # on PATH drops CAP_SYS_RESOURCE when the bounding set lacks it.
-  cat >"$dir/usr/local/sbin/runc" <<'SH'
-#!/bin/sh
-# upgradelab's kind node: see scripts/container-runtime.sh.
-capbnd=$(awk '/^CapBnd:/ {print $2}' /proc/self/status)
-if [ $(((0x$capbnd >> 24) & 1)) -eq 0 ]; then
-  bundle="" process="" prev=""
-  for a in "$@"; do
-    case "$prev" in --bundle | -b) bundle=$a/config.json ;; --process | -p) process=$a ;; esac
-    case "$a" in --bundle=*) bundle=${a#--bundle=}/config.json ;; --process=*) process=${a#--process=} ;; esac
-    prev=$a
-  done
-  for spec in "$bundle" "$process"; do
-    if [ -n "$spec" ] && [ -f "$spec" ]; then
-      sed -i -e 's/"CAP_SYS_RESOURCE",//g' -e 's/,"CAP_SYS_RESOURCE"//g' -e 's/"CAP_SYS_RESOURCE"//g' "$spec"
-    fi
-  done
-fi
-exec /usr/sbin/runc "$@"
-SH
-  chmod 755 "$dir/usr/local/sbin/runc"
+  install -m 0755 "$ROOT/scripts/runc-without-sys-resource" "$dir/usr/local/sbin/runc"
   mkdir -p "$dir/opt/cni/bin" "$dir/etc/cni/net.d"
   for p in "$dir"/usr/lib/cni/*; do ln -sf "/usr/lib/cni/$(basename "$p")" "$dir/opt/cni/bin/"; done
   cat >"$dir/etc/cni/net.d/10-upgradelab-bridge.conflist" <<'JSON'

@@ -42,26 +42,8 @@ if (((0x$capbnd >> 24) & 1)); then
   echo '{"storage-driver": "overlay2"}' >"$config"
 else
   wrapper="$DIR/runc-without-sys-resource"
-  cat >"$wrapper" <<'SH'
-#!/bin/sh
-# Written by upgradelab's scripts/container-runtime.sh: removes
-# CAP_SYS_RESOURCE, which this machine's bounding set lacks, from the
-# bundle's OCI spec, then runs runc as asked.
-bundle="" process="" prev=""
-for a in "$@"; do
-  case "$prev" in --bundle | -b) bundle=$a/config.json ;; --process | -p) process=$a ;; esac
-  case "$a" in --bundle=*) bundle=${a#--bundle=}/config.json ;; --process=*) process=${a#--process=} ;; esac
-  prev=$a
-done
-# create/run read the bundle's config.json, exec its --process file.
-for spec in "$bundle" "$process"; do
-  if [ -n "$spec" ] && [ -f "$spec" ]; then
-    sed -i -e 's/"CAP_SYS_RESOURCE",//g' -e 's/,"CAP_SYS_RESOURCE"//g' -e 's/"CAP_SYS_RESOURCE"//g' "$spec"
-  fi
-done
-exec runc "$@"
-SH
-  chmod 755 "$wrapper"
+  # One copy outside the repository: the engine keeps its path.
+  install -m 0755 "$(dirname "$0")/runc-without-sys-resource" "$wrapper"
   cat >"$config" <<JSON
 {"storage-driver": "overlay2",
  "runtimes": {"runc-without-sys-resource": {"path": "$wrapper"}},

@@ -3,6 +3,7 @@ package mgmt
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"debug/elf"
@@ -403,17 +404,10 @@ func (p *Plane) waitPodReady(ctx context.Context, pm *podManager, old string) er
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("manager %s: no ready Pod of Deployment %s/%s: %w (last seen: %s; log: %s)",
-				pm.spec.name, pm.namespace, pm.deployment, ctx.Err(), cmpOr(last, "no Pod"), filepath.Join(p.LogDir, pm.spec.name+".log"))
+				pm.spec.name, pm.namespace, pm.deployment, ctx.Err(), cmp.Or(last, "no Pod"), filepath.Join(p.LogDir, pm.spec.name+".log"))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // podSummary says where a Pod is: its phase and each container's state.
