@@ -152,6 +152,9 @@ func TestRealDiskAgreesWithTheModel(t *testing.T) {
 			if strings.Join(modelTrace, "\n") != strings.Join(vmTrace, "\n") {
 				t.Errorf("the model and the VM disagree:\nmodel:\n%s\nvm:\n%s", strings.Join(modelTrace, "\n"), strings.Join(vmTrace, "\n"))
 			}
+			if out := consoleOf(m); strings.Contains(out, "Kernel panic") {
+				t.Logf("the guest's kernel panicked and restarted during the case (KernelArgs' softlockup_panic):\n%s", out)
+			}
 		})
 	}
 }
@@ -202,12 +205,18 @@ func TestRealDiskCatchesABootloaderThatDoesNotCountTries(t *testing.T) {
 	}
 }
 
+// consoleOf is the guest's and GRUB's lines of a VM's console and the
+// kernel's own (at loglevel 4: warnings, lockups, panics and their stacks),
+// without the firmware's screen control.
 func consoleOf(m *Machine) string {
 	b, _ := os.ReadFile(m.Spec.ConsoleLog())
 	var keep []string
 	for _, l := range strings.Split(strings.ReplaceAll(string(b), "\r", "\n"), "\n") {
-		if strings.Contains(l, "upgradelab-") {
+		switch {
+		case strings.Contains(l, "upgradelab-"):
 			keep = append(keep, strings.TrimSpace(l[strings.Index(l, "upgradelab-"):]))
+		case strings.HasPrefix(l, "["):
+			keep = append(keep, strings.TrimSpace(l))
 		}
 	}
 	return strings.Join(keep, "\n")

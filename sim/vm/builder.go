@@ -20,9 +20,22 @@ import (
 
 // KernelArgs are the command line GRUB gives every payload's kernel:
 // the serial console, a restart one second after a panic (an init that
-// fails reboots, spending the slot's try, as on hardware), and few kernel
+// fails reboots, spending the slot's try, as on hardware), a panic when a
+// CPU is stuck in the kernel for 20 s (softlockup_panic), and few kernel
 // messages.
-const KernelArgs = "console=ttyS0 panic=1 loglevel=4"
+//
+// softlockup_panic is what a fleet's hardware watchdog does for a hung
+// kernel: the machine restarts instead of hanging until someone cuts the
+// power. Under TCG on a loaded 2-core host a guest once never got from its
+// reboot(2) to "reboot: Restarting system": it reported "soft lockup -
+// CPU#0 stuck for 27s! [init]" three times and the test's 90 s boot
+// deadline passed (CI, sim/vm, case "a slot with two tries boots twice
+// before the fallback"). With the panic the restart comes ~20 s late and
+// the A/B outcome is unchanged: the slot choice was written and synced by
+// the activation before the reboot was asked for. The panic prints its
+// stack on the console (panic turns the console verbose), so the next
+// such hang names where the kernel was stuck.
+const KernelArgs = "console=ttyS0 panic=1 softlockup_panic=1 loglevel=4"
 
 // GuestPackage is the guest init's Go package.
 const GuestPackage = "github.com/upgradelab/upgradelab/cmd/upgradelab-guest"
