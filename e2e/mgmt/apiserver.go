@@ -19,39 +19,40 @@ import (
 // or an OOM kill would) and starts it again with the same command line,
 // certificates and etcd, so every object and credential stays. It returns
 // once the API server answers again. Only the embedded plane has an API
-// server of its own to restart.
+// server of its own to restart. The supervisor (crash.go) does not count
+// this kill as a crash.
 func (p *Plane) RestartAPIServer(ctx context.Context) error {
 	if p.env == nil {
 		return errors.New("mgmt: only the embedded plane's API server can be restarted")
 	}
-	pid, binary, args, err := p.apiServerProcess()
-	if err != nil {
-		return err
+	p.apiMu.Lock()
+	st := p.api
+	if st == nil {
+		p.apiMu.Unlock()
+		return errors.New("mgmt: the embedded plane's API server is not supervised yet")
 	}
+	pid := st.pid
 	if p.apiServer != nil {
 		_ = p.apiServer.cmd.Process.Kill()
 		<-p.apiServer.exited // our child: Wait returned, so every thread has ended
 	} else if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		p.apiMu.Unlock()
 		return fmt.Errorf("killing kube-apiserver (pid %d): %w", pid, err)
 	}
 	// envtest's child is not ours to Wait for: wait until all of its
-	// threads have ended (proc.go says why a zombie leader is no proof),
-	// then until its port binds, the condition the restart needs.
+	// threads have ended (proc.go says why a zombie leader is no proof);
+	// startAPIServer then waits until its port binds.
 	gone, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = waitExited(gone, pid)
-	if err == nil {
-		err = waitBindable(gone, hostPort(p.RESTConfig.Host))
-	}
+	err := waitExited(gone, pid)
 	cancel()
+	if err == nil {
+		err = p.startAPIServer()
+	}
+	restarted := p.apiServer
+	p.apiMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("restarting kube-apiserver: %w", err)
 	}
-	restarted, err := startProcess("kube-apiserver-restarted", binary, args, nil, p.LogDir)
-	if err != nil {
-		return err
-	}
-	p.apiServer = restarted
-	_ = p.reaper.record(restarted.pid())
 	fmt.Fprintf(p.progress, "mgmt: kube-apiserver killed (pid %d) and restarted (pid %d)\n", pid, restarted.pid())
 	ctx, cancelAnswer := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelAnswer()
@@ -70,14 +71,10 @@ func (p *Plane) RestartAPIServer(ctx context.Context) error {
 	}
 }
 
-// apiServerProcess finds the running kube-apiserver: the one this plane
-// restarted, or envtest's child.
+// apiServerProcess finds envtest's kube-apiserver, the process the
+// supervisor starts from.
 func (p *Plane) apiServerProcess() (pid int, binary string, args []string, err error) {
-	if p.apiServer != nil {
-		pid = p.apiServer.pid()
-	} else {
-		pid = p.envtestPID("kube-apiserver")
-	}
+	pid = p.envtestPID("kube-apiserver")
 	if pid == 0 {
 		return 0, "", nil, errors.New("mgmt: no kube-apiserver process found among the harness's children")
 	}
@@ -87,6 +84,17 @@ func (p *Plane) apiServerProcess() (pid int, binary string, args []string, err e
 	}
 	argv := strings.Split(string(bytes.TrimRight(cmdline, "\x00")), "\x00")
 	return pid, argv[0], argv[1:], nil
+}
+
+// apiServerPID is the running kube-apiserver's pid (0 on a plane without
+// one of its own).
+func (p *Plane) apiServerPID() int {
+	p.apiMu.Lock()
+	defer p.apiMu.Unlock()
+	if p.api == nil {
+		return 0
+	}
+	return p.api.pid
 }
 
 // hostPort is the host:port of a REST config's Host (a URL or host:port).
@@ -122,9 +130,8 @@ type ProcessCPU struct {
 
 // CPU reads the CPU time each running process of the plane has used so
 // far: the embedded kube-apiserver and etcd, kube-controller-manager, then
-// each manager. Read it
-// before Stop. A kube-apiserver RestartAPIServer replaced counts from its
-// restart.
+// each manager. Read it before Stop. A kube-apiserver started again (by
+// RestartAPIServer or after a crash) counts from its restart.
 func (p *Plane) CPU() []ProcessCPU {
 	var out []ProcessCPU
 	for _, proc := range p.Processes() {
@@ -151,11 +158,7 @@ func (p *Plane) Processes() []Process {
 			out = append(out, Process{Name: name, PID: pid})
 		}
 	}
-	if p.apiServer != nil {
-		add("kube-apiserver", p.apiServer.pid())
-	} else {
-		add("kube-apiserver", p.envtestPID("kube-apiserver"))
-	}
+	add("kube-apiserver", p.apiServerPID())
 	add("etcd", p.envtestPID("etcd"))
 	if p.controllerManager != nil {
 		add("kube-controller-manager", p.controllerManager.pid())

@@ -16,6 +16,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -244,7 +245,34 @@ func yamlDocuments(path string) ([][]byte, error) {
 
 // createOrReplace writes obj, replacing an object of the same name, so a
 // plane restarted against an existing cluster updates what it installed.
+//
+// A failed write is tried again with clusterctl's write back-off (0.5 s,
+// x1.5, 13 tries, about 159 s in all: cmd/clusterctl/client/cluster's
+// newWriteBackoff, which wraps every component object clusterctl creates),
+// so an API server that restarts mid-install (crash.go) delays the plane
+// instead of failing it. Unlike clusterctl, an object the API server
+// found invalid fails at once: no retry changes that answer.
 func createOrReplace(ctx context.Context, c client.Client, obj client.Object) error {
+	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Steps: 13, Jitter: 0.4}
+	var last error
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		last = createOrReplaceOnce(ctx, c, obj)
+		if last == nil {
+			return true, nil
+		}
+		if apierrors.IsInvalid(last) || apierrors.IsBadRequest(last) {
+			return false, last
+		}
+		return false, nil
+	})
+	if err != nil && last != nil && !errors.Is(err, last) {
+		return fmt.Errorf("%w (after %d tries: %w)", last, backoff.Steps, err)
+	}
+	return err
+}
+
+func createOrReplaceOnce(ctx context.Context, c client.Client, obj client.Object) error {
+	obj.SetResourceVersion("")
 	err := c.Create(ctx, obj)
 	if !apierrors.IsAlreadyExists(err) {
 		return err

@@ -116,9 +116,12 @@ type Plane struct {
 	// and the managers' RBAC.
 	installed []client.Object
 	progress  io.Writer
-	// apiServer is the kube-apiserver RestartAPIServer started (nil while
-	// envtest's first one runs).
+	// apiServer is the kube-apiserver RestartAPIServer or the supervisor
+	// started (nil while envtest's first one runs); api is what both know
+	// of the running one (crash.go). apiMu guards both.
+	apiMu     sync.Mutex
 	apiServer *process
+	api       *apiServerState
 	// refusals reads the managers' logs for Forbidden (rbac.go).
 	refusals refusalLogs
 
@@ -202,6 +205,11 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 		return p, err
 	}
 	fmt.Fprintf(p.progress, "mgmt: API server up (%s) in %s\n", p.Target, time.Since(begin).Round(10*time.Millisecond))
+	if p.env != nil {
+		if err := p.superviseAPIServer(filepath.Join(dir, "kube-apiserver+etcd.log")); err != nil {
+			return p, err
+		}
+	}
 	if p.Target.Kind == Embedded {
 		controllers := aggregationController
 		if opts.ControllerManager {
@@ -514,6 +522,7 @@ func (p *Plane) KillAndRestart(ctx context.Context, name string) error {
 // (the API server could not reach them any more) and keeps CRDs and objects.
 // Stop is safe to call more than once.
 func (p *Plane) Stop() {
+	p.stopSupervising()
 	// Each manager shuts down on its own (about a second each: its
 	// servers, then its controllers), so all at once rather than in turn.
 	var stopping sync.WaitGroup

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -167,14 +168,11 @@ func TestPlaneRunsCAPIWebhooksAndControllers(t *testing.T) {
 		if port, _ := strconv.Atoi(u.Port()); port >= 32768 {
 			t.Fatalf("kube-apiserver listens on %s, in the ephemeral range", u.Host)
 		}
-		before, _, _, err := p.apiServerProcess()
-		if err != nil {
-			t.Fatal(err)
-		}
+		before := p.apiServerPID()
 		if err := p.RestartAPIServer(ctx); err != nil {
 			t.Fatal(err)
 		}
-		after, _, _, _ := p.apiServerProcess()
+		after := p.apiServerPID()
 		if after == before {
 			t.Fatalf("kube-apiserver pid %d before and after the restart", before)
 		}
@@ -199,7 +197,51 @@ func TestPlaneRunsCAPIWebhooksAndControllers(t *testing.T) {
 			}
 			return slices.Contains(got.Finalizers, clusterv1.ClusterFinalizer), strings.Join(got.Finalizers, ",")
 		})
+		if got := p.APIServerCrashes(); len(got) != 0 {
+			t.Errorf("the restart the harness asked for counted as a crash: %v", got)
+		}
 	})
+
+	t.Run("a kube-apiserver that crashes on its own is started again, as the kubelet restarts a static Pod", func(t *testing.T) {
+		seen := make(chan APIServerCrash, 1)
+		defer p.OnAPIServerCrash(func(c APIServerCrash) { seen <- c })()
+		pid := p.apiServerPID()
+		// SIGABRT: the Go runtime prints "SIGABRT: abort" and every
+		// goroutine, and exits 2, as it does on a panic; nobody in the
+		// plane asked for it.
+		if err := syscall.Kill(pid, syscall.SIGABRT); err != nil {
+			t.Fatal(err)
+		}
+		var c APIServerCrash
+		select {
+		case c = <-seen:
+		case <-ctx.Done():
+			t.Fatalf("no crash reported after kube-apiserver (pid %d) aborted: %v", pid, ctx.Err())
+		}
+		if c.PID != pid || c.RestartedPID == 0 || c.RestartedPID == pid || c.Err != "" || !strings.HasPrefix(c.Reason, "SIGABRT: abort") {
+			t.Fatalf("crash of pid %d reported as %+v", pid, c)
+		}
+		if got := p.APIServerCrashes(); len(got) != 1 || got[0].PID != pid {
+			t.Fatalf("crashes recorded: %+v", got)
+		}
+		kcp3 := newKCP(ns.Name, "plane-3-cp", 3)
+		kcp3.Spec.Version = "v1.36.0"
+		waitFor(t, ctx, "a KCP created through the restarted API server and KCP's webhooks", func() (bool, string) {
+			err := callWithin5s(ctx, func(ctx context.Context) error { return p.Client.Create(ctx, kcp3) })
+			return err == nil || apierrors.IsAlreadyExists(err), fmt.Sprint(err)
+		})
+		if got := p.Processes(); len(got) == 0 || got[0].Name != "kube-apiserver" || got[0].PID != c.RestartedPID {
+			t.Errorf("the plane's processes after the restart: %+v (want kube-apiserver pid %d first)", got, c.RestartedPID)
+		}
+	})
+}
+
+// callWithin5s is one call with its own short deadline, so a wait loop goes on
+// while the API server is still coming back.
+func callWithin5s(ctx context.Context, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return call(ctx)
 }
 
 func TestPlaneStopLeavesNoProcessAndRestarts(t *testing.T) {

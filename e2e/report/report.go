@@ -376,6 +376,7 @@ th.rule{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap}
 <p>{{.Strategy}}, {{.Duration}}; {{with .Management}}management cluster {{.}}; {{end}}CAPI's reconcile rate limit {{if .CAPIRateLimiting}}on{{else}}off{{end}}; timeline: <code>{{.Timeline}}</code></p>
 {{if .Profile.Phases}}<pre class="v">{{.Profile.String}}</pre>{{end}}
 {{if .Error}}<p class="fail">Stopped early: {{.Error}}</p>{{end}}
+{{range .APIServerCrashes}}<p><b>Management</b> {{.}}</p>{{end}}
 {{if .Violations}}<ul>{{range .Violations}}<li class="v">{{.String}}</li>{{end}}</ul>{{end}}
 {{if .Notes}}<ul>{{range .Notes}}<li class="v">{{.}}</li>{{end}}</ul>{{end}}
 {{with .Picture}}{{$h := .Height}}<svg width="{{.Width}}" height="{{.Height}}" xmlns="http://www.w3.org/2000/svg" font-size="11">

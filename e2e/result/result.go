@@ -26,6 +26,10 @@ const (
 	ParamsFile   = "params.json"
 )
 
+// StepAPIServerCrashed is the timeline step of a crash of the embedded
+// management kube-apiserver and its restart.
+const StepAPIServerCrashed = "mgmt:kube-apiserver-crashed"
+
 // Result is one run's outcome.
 type Result struct {
 	Provider string        `json:"provider"`
@@ -57,6 +61,12 @@ type Result struct {
 	// text: embedded, kubeconfig=PATH, kind); empty in results written
 	// before it was recorded.
 	Management string `json:"management,omitempty"`
+	// APIServerCrashes are the embedded management kube-apiserver's
+	// crashes during the run, each restarted by the plane as the kubelet
+	// restarts a static Pod (mgmt.APIServerCrash); the timeline has each
+	// as a step (StepAPIServerCrashed). Not a rule: the run's verdict
+	// stands, and the report says what the managers rode through.
+	APIServerCrashes []string `json:"apiServerCrashes,omitempty"`
 	// Profile is where the run's wall time and CPU went.
 	Profile Profile `json:"profile"`
 }

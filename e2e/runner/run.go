@@ -122,6 +122,10 @@ type run struct {
 	// settle waits for there, the recorder's last poll sees.
 	watched client.Reader
 	profile result.Profile
+	// apiServerCrashes are the management kube-apiserver's crashes the
+	// run saw (recordAPIServerCrash).
+	crashMu          sync.Mutex
+	apiServerCrashes []string
 	// waveStarted ends the run's part of a Shared wave (once; nil when
 	// there is none or it ended).
 	waveStarted func()
@@ -187,6 +191,9 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: harnessCPU, CPU: processCPU() - cpuBefore})
 	}
 	res.Duration = time.Since(res.Started)
+	r.crashMu.Lock()
+	res.APIServerCrashes = r.apiServerCrashes
+	r.crashMu.Unlock()
 	if err != nil {
 		res.Error = err.Error()
 		r.say("stopped: %v", err)
@@ -281,6 +288,17 @@ func (w lineWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// recordAPIServerCrash puts a crash of the embedded management
+// kube-apiserver, which the plane restarted, on the timeline at the time
+// it happened (a crash during the plane's start too) and on the result.
+func (r *run) recordAPIServerCrash(c mgmt.APIServerCrash) {
+	r.say("management %s", c)
+	r.tl.Add(timeline.Entry{Time: c.Time, Kind: timeline.KindStep, Name: result.StepAPIServerCrashed, New: map[string]string{"detail": c.String()}})
+	r.crashMu.Lock()
+	r.apiServerCrashes = append(r.apiServerCrashes, c.String())
+	r.crashMu.Unlock()
+}
+
 func (r *run) say(format string, args ...any) {
 	if r.opts.Progress != nil {
 		fmt.Fprintf(r.opts.Progress, "%s %s %s\n", time.Now().Format("15:04:05"), r.prefix, fmt.Sprintf(format, args...))
@@ -322,6 +340,7 @@ func (r *run) execute(parent context.Context) (err error) {
 	if err := r.timed(ctx, result.PhaseStart, r.start); err != nil {
 		return err
 	}
+	defer r.env.Plane.OnAPIServerCrash(r.recordAPIServerCrash)()
 	defer func() {
 		if r.opts.Shared != nil {
 			// The plane is shared: what its managers were refused is
