@@ -313,10 +313,7 @@ func (p *Plane) deployManagers(ctx context.Context, managers []managerSpec, cert
 		return fmt.Errorf("webhook certificate: %w", err)
 	}
 	for _, m := range managers {
-		id, err := loadIdentity(m)
-		if err != nil {
-			return err
-		}
+		id := m.id
 		image, path, err := managerImage(m.binary, m.name, filepath.Join(CacheDir(), "images"))
 		if err != nil {
 			return err
@@ -494,15 +491,11 @@ func (p *Plane) restartPod(ctx context.Context, name string) error {
 
 // serviceNames are the DNS names of every manager's webhook Service, for
 // the serving certificate.
-func serviceNames(managers []managerSpec) ([]string, error) {
+func serviceNames(managers []managerSpec) []string {
 	var out []string
 	for _, m := range managers {
-		id, err := loadIdentity(m)
-		if err != nil {
-			return nil, err
-		}
-		svc := webhookServiceName(m) + "." + id.namespace
+		svc := webhookServiceName(m) + "." + m.id.namespace
 		out = append(out, svc+".svc", svc+".svc.cluster.local")
 	}
-	return out, nil
+	return out
 }

@@ -72,6 +72,9 @@ type managerSpec struct {
 	settings  map[string]string // the ExtensionConfig's, for an extension
 	nsLabels  map[string]string // the ExtensionConfig's namespaceSelector
 	env       []string
+	// id is the manager's ServiceAccount, namespace and RBAC from its
+	// config/rbac and config/default, read once at Start (loadIdentity).
+	id *managerIdentity
 	// kubeconfig acts as the manager's ServiceAccount, whose user and
 	// groups these are (installIdentities).
 	kubeconfig string

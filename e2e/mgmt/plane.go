@@ -239,14 +239,13 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 	}
 	for i := range managers {
 		managers[i].extraArgs = append(slices.Clone(managers[i].extraArgs), opts.ManagerArgs[managers[i].name]...)
+		if managers[i].id, err = loadIdentity(managers[i]); err != nil {
+			return p, err
+		}
 	}
 	hosts := []string{opts.WebhookHost, "127.0.0.1", "localhost"}
 	if p.kind != nil {
-		names, err := serviceNames(managers)
-		if err != nil {
-			return p, err
-		}
-		hosts = append(hosts, names...)
+		hosts = append(hosts, serviceNames(managers)...)
 	}
 	certs, err := newWebhookCerts(filepath.Join(dir, "webhook-certs"), hosts)
 	if err != nil {
@@ -407,11 +406,7 @@ func (p *Plane) install(ctx context.Context, managers []managerSpec, certs *webh
 		}
 		ep := webhookEndpoint{host: host, port: ports[m.name].webhook, caBundle: certs.caPEM}
 		if p.kind != nil {
-			id, err := loadIdentity(m)
-			if err != nil {
-				return err
-			}
-			ep.serviceNamespace, ep.serviceName = id.namespace, webhookServiceName(m)
+			ep.serviceNamespace, ep.serviceName = m.id.namespace, webhookServiceName(m)
 		}
 		crds, err := loadCRDs(m, ep)
 		if err != nil {
@@ -458,12 +453,8 @@ func (p *Plane) registerExtensions(ctx context.Context, caPEM []byte, host strin
 			}, Settings: m.settings},
 		}
 		if p.kind != nil {
-			id, err := loadIdentity(m)
-			if err != nil {
-				return err
-			}
 			ec.Spec.ClientConfig.URL = ""
-			ec.Spec.ClientConfig.Service = runtimev1.ServiceReference{Namespace: id.namespace, Name: webhookServiceName(m), Port: ptr.To[int32](443)}
+			ec.Spec.ClientConfig.Service = runtimev1.ServiceReference{Namespace: m.id.namespace, Name: webhookServiceName(m), Port: ptr.To[int32](443)}
 		}
 		if m.nsLabels != nil {
 			ec.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: m.nsLabels}

@@ -313,10 +313,7 @@ func (p *Plane) installIdentities(ctx context.Context, managers []managerSpec, d
 	var aggregated []string
 	for i := range managers {
 		m := &managers[i]
-		id, err := loadIdentity(*m)
-		if err != nil {
-			return err
-		}
+		id := m.id
 		for _, obj := range id.objects {
 			if err := createOrReplace(ctx, p.Client, obj); err != nil {
 				return fmt.Errorf("manager %s: installing %T %s: %w", m.name, obj, obj.GetName(), err)
