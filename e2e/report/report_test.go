@@ -29,6 +29,7 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 	broken := check.Violation{Time: t0, Rule: "host-bound-once", Objects: []string{"BareMetalHost/node-0"}, Message: "bound twice"}
 	res := result.Result{Provider: "baremetal", Scenario: "single-node-in-place", Form: scenario.Plain, HostOS: "ab", Strategy: "in-place", Duration: 90 * time.Second,
 		Timeline: filepath.Join(dir, "timeline.jsonl"), Management: "kind",
+		APIServerCrashes: []string{"kube-apiserver (pid 7) crashed: panic: boom in main.f (log /x.log); restarted as the kubelet restarts a static Pod (pid 9)"},
 		Checks: []check.Result{{Rule: "host-bound-once", Status: check.Fail, Violations: []check.Violation{broken}}, {Rule: "same-machines", Status: check.Pass},
 			{Rule: "deletion-order", Status: check.NotExercised}}}
 	theirs := result.Result{Provider: "inmemory", Scenario: "single-node-in-place", Form: scenario.Plain, Strategy: "in-place",
@@ -50,7 +51,7 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 	}
 	page := string(html)
 	for _, want := range []string{"single-node-in-place (plain, ab hosts)", "single-node-in-place (plain, ostree hosts)", `class="fail" title="`, `class="unex" title="">not exercised</td>`, "bound twice", `<rect x=`, "Machine/sc-cp-a", "BareMetalHost/node-0", "stroke-dasharray",
-		"2 process(es) ran the runs", "management cluster kind;", ">process 1<", ">process 2<", RunAnchor(res) + ": from 0s for 1m30s", "wall: upgrade 40s"} {
+		"2 process(es) ran the runs", "management cluster kind;", "<b>Management</b> kube-apiserver (pid 7) crashed: panic: boom", ">process 1<", ">process 2<", RunAnchor(res) + ": from 0s for 1m30s", "wall: upgrade 40s"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report.html lacks %q", want)
 		}
