@@ -18,12 +18,16 @@ import (
 // RestartAPIServer kills the embedded kube-apiserver (SIGKILL, as a crash
 // or an OOM kill would) and starts it again with the same command line,
 // certificates and etcd, so every object and credential stays. It returns
-// once the API server answers again. Only the embedded plane has an API
-// server of its own to restart. The supervisor (crash.go) does not count
-// this kill as a crash.
+// once the API server answers again. The supervisor (crash.go) does not
+// count this kill as a crash. On a kind cluster the process in the node
+// is killed and the node's kubelet starts its static Pod again; a plane
+// on any other cluster has no API server the harness may kill.
 func (p *Plane) RestartAPIServer(ctx context.Context) error {
+	if p.kind != nil {
+		return p.restartKindAPIServer(ctx)
+	}
 	if p.env == nil {
-		return errors.New("mgmt: only the embedded plane's API server can be restarted")
+		return errors.New("mgmt: only the API server of the embedded plane or of a kind cluster can be restarted")
 	}
 	p.apiMu.Lock()
 	st := p.api
@@ -67,6 +71,38 @@ func (p *Plane) RestartAPIServer(ctx context.Context) error {
 		case <-restarted.exited:
 			return fmt.Errorf("the restarted kube-apiserver exited: %v (log %s)", restarted.waitErr, restarted.logPath)
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// restartKindAPIServer kills kube-apiserver in the kind node (SIGKILL, as
+// a crash or an OOM kill would) and returns once the kubelet has started
+// it again and it answers.
+func (p *Plane) restartKindAPIServer(ctx context.Context) error {
+	before, err := p.kind.nodeRun("pgrep", "-x", "kube-apiserver")
+	if err != nil {
+		return fmt.Errorf("finding kube-apiserver: %w", err)
+	}
+	before = strings.TrimSpace(before)
+	if _, err := p.kind.nodeRun("pkill", "-KILL", "-x", "kube-apiserver"); err != nil {
+		return fmt.Errorf("killing kube-apiserver: %w", err)
+	}
+	fmt.Fprintf(p.progress, "mgmt: kube-apiserver killed (pid %s in kind node %s); its kubelet starts the static Pod again\n", before, p.kind.node)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	dc := p.discovery()
+	for {
+		now, _ := p.kind.nodeRun("pgrep", "-x", "kube-apiserver")
+		if now = strings.TrimSpace(now); now != "" && now != before {
+			if _, err := dc.ServerVersion(); err == nil {
+				fmt.Fprintf(p.progress, "mgmt: kube-apiserver answers again (pid %s in kind node %s)\n", now, p.kind.node)
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kube-apiserver in kind node %s did not come back after it was killed: %w (its kubelet's log: docker exec %s journalctl -u kubelet)", p.kind.node, ctx.Err(), p.kind.node)
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }
