@@ -131,8 +131,11 @@ func (p *Plane) apiServerGone(pid int) bool {
 func (p *Plane) restartCrashed() APIServerCrash {
 	st := p.api
 	c := APIServerCrash{Time: time.Now(), PID: st.pid, Reason: crashReason(st.log, st.logFrom), Log: st.log}
-	if p.apiServer != nil && c.Reason == "exited" && p.apiServer.waitErr != nil {
-		c.Reason = "exited: " + p.apiServer.waitErr.Error()
+	if p.apiServer != nil {
+		<-p.apiServer.exited // /proc says it is gone; Wait returns at once
+		if c.Reason == "exited" && p.apiServer.waitErr != nil {
+			c.Reason = "exited: " + p.apiServer.waitErr.Error()
+		}
 	}
 	if err := p.startAPIServer(); err != nil {
 		c.Err = err.Error()
