@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -156,7 +157,7 @@ func (p *Plane) startAPIServer() error {
 		return fmt.Errorf("its port: %w", err)
 	}
 	const name = "kube-apiserver-restarted"
-	logPath := p.LogDir + "/" + name + ".log"
+	logPath := filepath.Join(p.LogDir, name+".log")
 	var from int64
 	if fi, err := os.Stat(logPath); err == nil {
 		from = fi.Size()
