@@ -63,6 +63,7 @@ type apiServerState struct {
 
 // crashBackoff is the kubelet's restart back-off for a container that
 // keeps exiting: the first restart at once, then 10 s doubling to 5 min.
+// crashes counts this one and the ones before it in a row (backOffCount).
 func crashBackoff(crashes int) time.Duration {
 	if crashes <= 1 {
 		return 0
@@ -72,6 +73,18 @@ func crashBackoff(crashes int) time.Duration {
 		d *= 2
 	}
 	return min(d, 5*time.Minute)
+}
+
+// backOffCount is how many crashes in a row a crash at now makes: the
+// kubelet forgets a container's back-off once it has not been raised for
+// twice its 5 min cap (client-go's flowcontrol.Backoff), so a crash after
+// 10 quiet minutes is restarted at once again.
+func backOffCount(earlier []APIServerCrash, now time.Time) int {
+	n := 1
+	for i := len(earlier) - 1; i >= 0 && now.Sub(earlier[i].Time) <= 10*time.Minute; i-- {
+		n, now = n+1, earlier[i].Time
+	}
+	return n
 }
 
 // superviseAPIServer watches the embedded kube-apiserver from now until
@@ -103,7 +116,7 @@ func (p *Plane) superviseAPIServer(logPath string) error {
 			select {
 			case <-st.stop:
 				return
-			case <-time.After(crashBackoff(len(st.crashes) + 1)):
+			case <-time.After(crashBackoff(backOffCount(st.crashes, time.Now()))):
 			}
 			p.apiMu.Lock()
 			c := p.restartCrashed()

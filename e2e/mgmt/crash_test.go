@@ -78,6 +78,27 @@ func TestCrashBackoffIsTheKubelets(t *testing.T) {
 	}
 }
 
+// The back-off grows only with crashes in a row: one 10 quiet minutes
+// after the last starts again from an immediate restart.
+func TestBackOffCountForgetsAfterTenQuietMinutes(t *testing.T) {
+	now := time.Now()
+	at := func(ago time.Duration) APIServerCrash { return APIServerCrash{Time: now.Add(-ago)} }
+	for _, c := range []struct {
+		earlier []APIServerCrash
+		want    int
+	}{
+		{nil, 1},
+		{[]APIServerCrash{at(time.Minute)}, 2},
+		{[]APIServerCrash{at(25 * time.Minute), at(17 * time.Minute), at(9 * time.Minute)}, 4},
+		{[]APIServerCrash{at(30 * time.Minute), at(20 * time.Minute), at(11 * time.Minute)}, 1},
+		{[]APIServerCrash{at(30 * time.Minute), at(2 * time.Minute), at(time.Minute)}, 3},
+	} {
+		if got := backOffCount(c.earlier, now); got != c.want {
+			t.Errorf("crashes %v ago: count %d, want %d", c.earlier, got, c.want)
+		}
+	}
+}
+
 // An API server that answers "connection refused" or drops the
 // connection (restarting) delays an install; an invalid object fails it
 // at once.

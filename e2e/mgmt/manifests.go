@@ -255,7 +255,9 @@ func yamlDocuments(path string) ([][]byte, error) {
 func createOrReplace(ctx context.Context, c client.Client, obj client.Object) error {
 	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Steps: 13, Jitter: 0.4}
 	var last error
+	tries := 0
 	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		tries++
 		last = createOrReplaceOnce(ctx, c, obj)
 		if last == nil {
 			return true, nil
@@ -266,7 +268,7 @@ func createOrReplace(ctx context.Context, c client.Client, obj client.Object) er
 		return false, nil
 	})
 	if err != nil && last != nil && !errors.Is(err, last) {
-		return fmt.Errorf("%w (after %d tries: %w)", last, backoff.Steps, err)
+		return fmt.Errorf("%w (after %d tries: %w)", last, tries, err)
 	}
 	return err
 }
