@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"path/filepath"
@@ -69,31 +70,24 @@ func TestE2E(t *testing.T) {
 
 var _ = SynchronizedBeforeSuite(func(ctx context.Context) []byte {
 	Expect(os.MkdirAll(artifactsDir(), 0o755)).To(Succeed())
-	By("building the reference provider and the in-place extension")
 	bin := filepath.Join(artifactsDir(), "bin")
+	fmt.Fprintf(timestamped{os.Stdout}, "building the reference provider and the in-place extension into %s\n", bin)
 	abs, _ := filepath.Abs(artifactsDir())
 	bins, err := reference.BuildAll(ctx, bin)
 	Expect(err).NotTo(HaveOccurred())
 	built := binaries
 	built.Artifacts, built.Provider, built.Extension = abs, bins.Provider, bins.Extension
 	// Managers built from modules (CAPI's in-memory provider) are built
-	// only when a selected spec runs them, and in the background: the
-	// runs that do not need them start meanwhile, and a run that does
-	// waits for the build (provider.Process locks it).
+	// here too, when a selected spec runs them, one after another and
+	// before the first spec starts: no scenario's clock waits for a
+	// build. The first process's output reaches the terminal as it
+	// comes while this node runs.
 	for _, prov := range providerConfigs {
 		if !selected(prov) {
 			continue
 		}
 		for _, m := range prov.Managers {
-			if m.Package == "" {
-				continue
-			}
-			fmt.Fprintf(GinkgoWriter, "building %s's manager %s from %s in the background (cached per module version)\n", prov.Name, m.Name, m.Module)
-			go func() {
-				if _, err := prov.Process(context.Background(), m, "..", mgmt.CacheDir()); err != nil {
-					fmt.Fprintf(os.Stderr, "building %s's manager %s: %v\n", prov.Name, m.Name, err)
-				}
-			}()
+			Expect(prov.Build(ctx, m, "..", mgmt.CacheDir(), timestamped{os.Stdout})).To(Succeed())
 		}
 	}
 	data, err := json.Marshal(built)
@@ -115,7 +109,15 @@ var _ = SynchronizedBeforeSuite(func(ctx context.Context) []byte {
 	Expect(err).NotTo(HaveOccurred())
 	log.SetOutput(stdlog)
 	ctrllog.SetLogger(zap.New(zap.WriteTo(stdlog)))
-}, NodeTimeout(10*time.Minute))
+}, NodeTimeout(45*time.Minute)) // a cold build of CAPD takes minutes on 2 cores
+
+// timestamped writes each line with the time, as a run's progress lines.
+type timestamped struct{ w io.Writer }
+
+func (t timestamped) Write(p []byte) (int, error) {
+	_, err := fmt.Fprintf(t.w, "%s %s", time.Now().Format("15:04:05"), p)
+	return len(p), err
+}
 
 var _ = ReportAfterSuite("artifacts", func(r Report) {
 	abs, _ := filepath.Abs(artifactsDir())

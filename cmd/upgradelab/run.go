@@ -109,11 +109,8 @@ func (o runOptions) run(ctx context.Context, out io.Writer) error {
 	defer closeLog()
 	for _, p := range provs {
 		for _, m := range p.Managers {
-			if m.Package != "" {
-				fmt.Fprintf(out, "building %s's manager %s from %s (cached per module version)\n", p.Name, m.Name, m.Module)
-				if _, err := p.Process(ctx, m, root, mgmt.CacheDir()); err != nil {
-					return err
-				}
+			if err := p.Build(ctx, m, root, mgmt.CacheDir(), out); err != nil {
+				return err
 			}
 		}
 	}

@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/mod/modfile"
 	"golang.org/x/sys/unix"
@@ -20,10 +22,11 @@ import (
 )
 
 // Process describes a manager that is not one of upgradelab's own to the
-// management plane: its executable (built into cacheDir when it comes
-// from a module, and only then: a cached build of the same module version
-// is reused) and its manifests. repoRoot is this repository, whose go.mod
-// pins the module.
+// management plane: its executable and its manifests. A manager built
+// from source (a module's main package or a local checkout) must have
+// been built first ([Config.Build]): Process never builds, so no run's
+// clock pays for a build. repoRoot is this repository, whose go.mod pins
+// the module.
 func (c *Config) Process(ctx context.Context, m Manager, repoRoot, cacheDir string) (mgmt.Provider, error) {
 	p := mgmt.Provider{Name: m.Name, Args: m.Args, FeatureGates: m.FeatureGates, RuntimeExtension: m.RuntimeExtension, ExtensionSettings: m.Settings,
 		ExtensionNamespaceLabels: m.NamespaceLabels}
@@ -37,40 +40,15 @@ func (c *Config) Process(ctx context.Context, m Manager, repoRoot, cacheDir stri
 	}
 	base := filepath.Dir(c.path)
 	switch {
-	case m.Checkout != "":
-		dir, err := filepath.Abs(c.resolve(m.Checkout))
+	case m.Package != "":
+		src, err := c.sourceOf(ctx, m, repoRoot, cacheDir)
 		if err != nil {
 			return p, err
 		}
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
-			return p, fmt.Errorf("%s: managers %s: checkout: %s has no go.mod: %w", c.path, m.Name, dir, err)
+		if _, err := os.Stat(src.build.out); err != nil {
+			return p, fmt.Errorf("%s: managers %s: %s is not built yet (the suite and upgradelab run build it before the first run)", c.path, m.Name, src.what)
 		}
-		sum := sha256.Sum256([]byte(dir))
-		bin := filepath.Join(cacheDir, "bin", "checkout-"+hex.EncodeToString(sum[:6]), m.Name)
-		if err := buildLocked(ctx, buildSpec{dir: dir, pkg: "./" + strings.TrimPrefix(m.Package, "./"), out: bin, always: true}); err != nil {
-			return p, fmt.Errorf("%s: managers %s: %w", c.path, m.Name, err)
-		}
-		p.Binary = bin
-		base = dir
-	case m.Package != "":
-		buildDir := repoRoot
-		if m.Version != "" {
-			wrapper, err := wrapperModule(ctx, cacheDir, m.Module, m.Version, m.Module+"/"+m.Package)
-			if err != nil {
-				return p, fmt.Errorf("%s: managers %s: %w", c.path, m.Name, err)
-			}
-			buildDir = wrapper
-		}
-		dir, version, err := moduleDir(ctx, buildDir, m.Module)
-		if err != nil {
-			return p, fmt.Errorf("%s: managers %s: %w", c.path, m.Name, err)
-		}
-		bin := filepath.Join(cacheDir, "bin", strings.ReplaceAll(m.Module, "/", "_")+"@"+version, m.Name)
-		if err := buildLocked(ctx, buildSpec{dir: buildDir, pkg: m.Module + "/" + m.Package, out: bin}); err != nil {
-			return p, fmt.Errorf("%s: managers %s: %w", c.path, m.Name, err)
-		}
-		p.Binary = bin
-		base = dir
+		p.Binary, base = src.build.out, src.base
 	case m.Binary != "":
 		p.Binary = c.resolve(m.Binary)
 		if _, err := os.Stat(p.Binary); err != nil {
@@ -89,6 +67,91 @@ func (c *Config) Process(ctx context.Context, m Manager, repoRoot, cacheDir stri
 		}
 	}
 	return p, nil
+}
+
+// Build makes the executable of m when it is built from source, before
+// any run starts it: a cold build takes minutes, and it belongs to no
+// scenario's clock. A module version already built is found in cacheDir
+// and not built again; a checkout is built on every call (Go's build
+// cache makes an unchanged one a link). Each build is announced on
+// progress when it starts and when it ends. A manager not built from
+// source needs nothing.
+func (c *Config) Build(ctx context.Context, m Manager, repoRoot, cacheDir string, progress io.Writer) error {
+	if m.Package == "" {
+		return nil
+	}
+	src, err := c.sourceOf(ctx, m, repoRoot, cacheDir)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(src.build.out); err == nil && !src.build.always {
+		return nil
+	}
+	hint := "cached per module version; from a cold Go build cache this takes minutes"
+	if src.build.always {
+		hint = "built on every suite"
+	}
+	fmt.Fprintf(progress, "building %s's manager %s from %s (%s)\n", c.Name, m.Name, src.what, hint)
+	start := time.Now()
+	if err := buildLocked(ctx, src.build); err != nil {
+		return fmt.Errorf("%s: managers %s: %w", c.path, m.Name, err)
+	}
+	fmt.Fprintf(progress, "built %s's manager %s in %s\n", c.Name, m.Name, time.Since(start).Round(time.Second))
+	return nil
+}
+
+// Executable is where m's executable is built (a manager built from
+// source) or found (binary); "" for one of upgradelab's own.
+func (c *Config) Executable(ctx context.Context, m Manager, repoRoot, cacheDir string) (string, error) {
+	switch {
+	case m.Package != "":
+		src, err := c.sourceOf(ctx, m, repoRoot, cacheDir)
+		return src.build.out, err
+	case m.Binary != "":
+		return c.resolve(m.Binary), nil
+	}
+	return "", nil
+}
+
+// source is how a manager is built from source.
+type source struct {
+	build buildSpec
+	// base is the folder the manager's config is relative to.
+	base string
+	// what names it for people: module@version or the checkout.
+	what string
+}
+
+// sourceOf is m's build: in its checkout with the checkout's go.mod, in
+// this repository at the version its go.mod pins, or at m's own version
+// in a wrapper module (prepared here, which downloads the module once).
+func (c *Config) sourceOf(ctx context.Context, m Manager, repoRoot, cacheDir string) (source, error) {
+	if m.Checkout != "" {
+		dir, err := filepath.Abs(c.resolve(m.Checkout))
+		if err != nil {
+			return source{}, err
+		}
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+			return source{}, fmt.Errorf("%s: managers %s: checkout: %s has no go.mod: %w", c.path, m.Name, dir, err)
+		}
+		sum := sha256.Sum256([]byte(dir))
+		out := filepath.Join(cacheDir, "bin", "checkout-"+hex.EncodeToString(sum[:6]), m.Name)
+		return source{build: buildSpec{dir: dir, pkg: "./" + strings.TrimPrefix(m.Package, "./"), out: out, always: true}, base: dir, what: "checkout " + dir}, nil
+	}
+	buildDir := repoRoot
+	if m.Version != "" {
+		wrapper, err := wrapperModule(ctx, cacheDir, m.Module, m.Version, m.Module+"/"+m.Package)
+		if err != nil {
+			return source{}, fmt.Errorf("%s: managers %s: %w", c.path, m.Name, err)
+		}
+		buildDir = wrapper
+	}
+	dir, version, err := moduleDir(ctx, buildDir, m.Module)
+	if err != nil {
+		return source{}, fmt.Errorf("%s: managers %s: %w", c.path, m.Name, err)
+	}
+	out := filepath.Join(cacheDir, "bin", strings.ReplaceAll(m.Module, "/", "_")+"@"+version, m.Name)
+	return source{build: buildSpec{dir: buildDir, pkg: m.Module + "/" + m.Package, out: out}, base: dir, what: m.Module + "@" + version}, nil
 }
 
 // moduleDir is where the Go module cache holds the version of module that
@@ -231,10 +294,10 @@ type buildSpec struct {
 	always        bool
 }
 
-// buildLocked runs b. Builders of the same out (a parallel suite's
-// processes, a build started in the background and a run that needs it)
-// take turns on a lock beside it; unless b.always, the second finds the
-// first's binary instead of building it again.
+// buildLocked runs b. Builders of the same out (two suites, or a suite
+// and upgradelab run, on one machine) take turns on a lock beside it;
+// unless b.always, the second finds the first's binary instead of
+// building it again.
 func buildLocked(ctx context.Context, b buildSpec) error {
 	if err := os.MkdirAll(filepath.Dir(b.out), 0o755); err != nil {
 		return err

@@ -189,8 +189,8 @@ func TestRunsSaysWhyAScenarioDoesNotApply(t *testing.T) {
 	}
 }
 
-// Two builders of one binary at once (a parallel suite's processes, or a
-// background build and the run that needs it) end with one good binary,
+// Two builders of one binary at once (two suites on one machine) end
+// with one good binary,
 // and a binary already there is not built again.
 func TestBuildOnceTakesTurns(t *testing.T) {
 	mod := t.TempDir()
@@ -228,9 +228,9 @@ func TestBuildOnceTakesTurns(t *testing.T) {
 	}
 }
 
-// A manager from a local checkout is built there, with the checkout's
-// own go.mod (a module this repository does not require), and its
-// config is relative to the checkout.
+// A manager from a local checkout is built there by Build, with the
+// checkout's own go.mod (a module this repository does not require), and
+// its config is relative to the checkout. Process only finds it.
 func TestProcessBuildsAManagerFromItsCheckout(t *testing.T) {
 	dir := t.TempDir()
 	checkout := filepath.Join(dir, "capx")
@@ -244,9 +244,23 @@ func TestProcessBuildsAManagerFromItsCheckout(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.path = filepath.Join(dir, "theirs.yaml")
-	p, err := c.Process(t.Context(), c.Managers[0], "/nonexistent", filepath.Join(dir, "cache"))
+	cache := filepath.Join(dir, "cache")
+	if _, err := c.Process(t.Context(), c.Managers[0], "/nonexistent", cache); err == nil || !strings.Contains(err.Error(), "is not built yet") {
+		t.Fatalf("Process of a manager not built: %v, want it refused (Process never builds)", err)
+	}
+	var progress strings.Builder
+	if err := c.Build(t.Context(), c.Managers[0], "/nonexistent", cache, &progress); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(progress.String(), "building theirs's manager capx from checkout "+checkout) || !strings.Contains(progress.String(), "built theirs's manager capx in") {
+		t.Errorf("progress lines: %q", progress.String())
+	}
+	p, err := c.Process(t.Context(), c.Managers[0], "/nonexistent", cache)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if exe, err := c.Executable(t.Context(), c.Managers[0], "/nonexistent", cache); err != nil || exe != p.Binary {
+		t.Errorf("Executable %q, %v; Process runs %q", exe, err, p.Binary)
 	}
 	out, err := exec.Command(p.Binary).CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "capx" {

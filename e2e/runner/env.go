@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -129,6 +130,13 @@ func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 			e.Stop()
 		}
 	}()
+	progress := io.Discard
+	if o.PlaneProgress != nil {
+		progress = o.PlaneProgress
+	}
+	if err := o.build(ctx, progress, true); err != nil {
+		return nil, err
+	}
 	providers, err := e.managers(ctx, o)
 	if err != nil {
 		return nil, err
@@ -186,16 +194,66 @@ func (e *Env) InNamespace(ctx context.Context, strategy scenario.Strategy) (*Env
 		nsLabels: labels, labelsOf: e.labelsOf, cfg: e.cfg, watched: e.watched}, nil
 }
 
-// managers starts the site when the provider drives the lab, and
-// describes the provider's managers to the plane.
-func (e *Env) managers(ctx context.Context, o EnvOptions) (_ []mgmt.Provider, err error) {
-	cfg := o.Provider
-	if cfg == nil {
-		cfg = &provider.Config{Lab: true, Managers: []provider.Manager{{Name: "baremetal", Reference: "baremetal"}}}
-		if o.Extension {
-			cfg.Managers = append(cfg.Managers, provider.Manager{Name: "inplace", Reference: "inplace"})
+// Build makes every executable o's managers need that is built from
+// source, before any clock starts: the reference provider and extension
+// (into Dir, unless a binary was given) and each of the provider
+// config's managers built from a module or a checkout (once per module
+// version; a checkout on every call). Each build says so on progress.
+// StartEnv builds only what is still missing; a run calls Build before
+// its scenario's timeout starts.
+func (o *EnvOptions) Build(ctx context.Context, progress io.Writer) error {
+	return o.build(ctx, progress, false)
+}
+
+func (o *EnvOptions) build(ctx context.Context, progress io.Writer, missingOnly bool) error {
+	cfg := o.config()
+	for _, m := range managersFor(cfg, *o) {
+		var err error
+		switch m.Reference {
+		case "baremetal", "inventory":
+			o.ProviderBinary, err = builtOr(ctx, o.ProviderBinary, o.Dir, reference.ProviderCommand, progress)
+		case "inplace":
+			o.ExtensionBinary, err = builtOr(ctx, o.ExtensionBinary, o.Dir, reference.ExtensionCommand, progress)
+		default:
+			if missingOnly && built(ctx, cfg, m, o.RepoRoot) {
+				continue
+			}
+			err = cfg.Build(ctx, m, o.RepoRoot, mgmt.CacheDir(), progress)
+		}
+		if err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// built says whether m's executable is there already.
+func built(ctx context.Context, cfg *provider.Config, m provider.Manager, repoRoot string) bool {
+	exe, err := cfg.Executable(ctx, m, repoRoot, mgmt.CacheDir())
+	if err != nil || exe == "" {
+		return false
+	}
+	_, err = os.Stat(exe)
+	return err == nil
+}
+
+// config is the Provider config, or the reference provider's (with the
+// extension when Extension is set), as the integration tests use it.
+func (o *EnvOptions) config() *provider.Config {
+	if o.Provider != nil {
+		return o.Provider
+	}
+	cfg := &provider.Config{Lab: true, Managers: []provider.Manager{{Name: "baremetal", Reference: "baremetal"}}}
+	if o.Extension {
+		cfg.Managers = append(cfg.Managers, provider.Manager{Name: "inplace", Reference: "inplace"})
+	}
+	return cfg
+}
+
+// managers starts the site when the provider drives the lab, and
+// describes the provider's managers (built by Build) to the plane.
+func (e *Env) managers(ctx context.Context, o EnvOptions) (_ []mgmt.Provider, err error) {
+	cfg := o.config()
 	e.cfg = cfg
 	if cfg.Lab {
 		if e.Site, err = site.Start(ctx, site.Options{Lab: o.Lab, StateDir: filepath.Join(o.Dir, "site"), Scale: o.Scale}); err != nil {
@@ -208,9 +266,9 @@ func (e *Env) managers(ctx context.Context, o EnvOptions) (_ []mgmt.Provider, er
 		var p mgmt.Provider
 		switch m.Reference {
 		case "baremetal", "inventory":
-			p, err = e.referenceProvider(ctx, o, m.Name, m.Reference == "inventory")
+			p, err = e.referenceProvider(o, m.Name, m.Reference == "inventory")
 		case "inplace":
-			p, err = e.referenceExtension(ctx, o)
+			p, err = e.referenceExtension(o)
 		default:
 			p, err = cfg.Process(ctx, m, o.RepoRoot, mgmt.CacheDir())
 		}
@@ -241,12 +299,8 @@ func managersFor(cfg *provider.Config, o EnvOptions) []provider.Manager {
 
 // referenceProvider is upgradelab's provider, whole or (inventory) its
 // BareMetalHost inventory alone.
-func (e *Env) referenceProvider(ctx context.Context, o EnvOptions, name string, inventory bool) (mgmt.Provider, error) {
-	bin, err := builtOr(ctx, o.ProviderBinary, o.Dir, reference.ProviderCommand)
-	if err != nil {
-		return mgmt.Provider{}, err
-	}
-	prov, callback, err := reference.Provider(e.Site, reference.Options{Binary: bin, StateDir: o.Dir, Name: name, Inventory: inventory,
+func (e *Env) referenceProvider(o EnvOptions, name string, inventory bool) (mgmt.Provider, error) {
+	prov, callback, err := reference.Provider(e.Site, reference.Options{Binary: o.ProviderBinary, StateDir: o.Dir, Name: name, Inventory: inventory,
 		Args: append([]string{"--poll=200ms", reference.BMCRetryDelayFlag(o.Scale),
 			// Ironic's default soft power-off timeout, 10 modelled minutes.
 			"--soft-power-off-timeout=" + max(o.Scale.Real(10*time.Minute), time.Second).String()}, o.ProviderArgs...), ConfigDir: o.ProviderConfigDir})
@@ -254,20 +308,17 @@ func (e *Env) referenceProvider(ctx context.Context, o EnvOptions, name string, 
 	return prov, err
 }
 
-func (e *Env) referenceExtension(ctx context.Context, o EnvOptions) (mgmt.Provider, error) {
-	bin, err := builtOr(ctx, o.ExtensionBinary, o.Dir, reference.ExtensionCommand)
-	if err != nil {
-		return mgmt.Provider{}, err
-	}
-	return reference.Extension(e.Site, bin, filepath.Join(o.Dir, "extension-certs"), append([]string{reference.BMCRetryDelayFlag(o.Scale)}, o.ExtensionArgs...)...)
+func (e *Env) referenceExtension(o EnvOptions) (mgmt.Provider, error) {
+	return reference.Extension(e.Site, o.ExtensionBinary, filepath.Join(o.Dir, "extension-certs"), append([]string{reference.BMCRetryDelayFlag(o.Scale)}, o.ExtensionArgs...)...)
 }
 
 // builtOr is binary when the suite built it already, or command built
 // into dir.
-func builtOr(ctx context.Context, binary, dir, command string) (string, error) {
+func builtOr(ctx context.Context, binary, dir, command string, progress io.Writer) (string, error) {
 	if binary != "" {
 		return binary, nil
 	}
+	fmt.Fprintf(progress, "building %s into %s\n", command, dir)
 	return reference.Build(ctx, dir, command)
 }
 

@@ -307,6 +307,17 @@ func (r *run) say(format string, args ...any) {
 
 // execute runs the six steps; each phase function is one step.
 func (r *run) execute(parent context.Context) (err error) {
+	if err := os.MkdirAll(r.opts.Dir, 0o755); err != nil {
+		return err
+	}
+	if ok, why := r.provider.Runs(r.scenario); !ok {
+		return errors.New(why)
+	}
+	// What the run starts is built before its clock starts: a cold build
+	// takes minutes, and a verdict must not depend on it.
+	if err := r.build(parent); err != nil {
+		return err
+	}
 	// The scenario's timeout bounds the run's own work: while a shared
 	// run waits for its turn in a wave, the clock stops.
 	ctx, limit := newPausableTimeout(parent, r.scenario.Timeout.Duration+r.opts.ExtraTime)
@@ -319,12 +330,6 @@ func (r *run) execute(parent context.Context) (err error) {
 	if w := r.shared().Wave; w != nil {
 		var once sync.Once
 		r.waveStarted = func() { once.Do(func() { w.End(r.clusterID()) }) }
-	}
-	if err := os.MkdirAll(r.opts.Dir, 0o755); err != nil {
-		return err
-	}
-	if ok, why := r.provider.Runs(r.scenario); !ok {
-		return errors.New(why)
 	}
 	if r.tl, err = timeline.Create(filepath.Join(r.opts.Dir, result.TimelineFile)); err != nil {
 		return err
@@ -470,12 +475,32 @@ func (r *run) start(ctx context.Context) (err error) {
 	} else {
 		r.say("step 1/6: starting CAPI's managers and the provider")
 	}
-	r.env, err = StartEnv(ctx, EnvOptions{Provider: r.provider, Strategy: r.scenario.Strategy, RepoRoot: r.opts.RepoRoot,
+	r.env, err = StartEnv(ctx, r.envOptions())
+	return err
+}
+
+// envOptions are the run's own environment's (not Shared).
+func (r *run) envOptions() EnvOptions {
+	return EnvOptions{Provider: r.provider, Strategy: r.scenario.Strategy, RepoRoot: r.opts.RepoRoot,
 		Lab: r.lab, Dir: r.opts.Dir, Scale: r.opts.Scale,
 		ProviderBinary: r.opts.ProviderBinary, ExtensionBinary: r.opts.ExtensionBinary,
 		RateLimitedReconciles: r.opts.RateLimitedReconciles, Management: r.opts.Management, KindNodeImage: r.opts.KindNodeImage,
-		PlaneProgress: r.planeProgress()})
-	return err
+		PlaneProgress: r.planeProgress()}
+}
+
+// build makes what the run's own environment starts (EnvOptions.Build)
+// and keeps the reference binaries for its start; a Shared run's
+// environment was built and started by its fleet.
+func (r *run) build(ctx context.Context) error {
+	if r.opts.Shared != nil {
+		return nil
+	}
+	o := r.envOptions()
+	if err := o.Build(ctx, lineWriter(func(line string) { r.say("%s", line) })); err != nil {
+		return err
+	}
+	r.opts.ProviderBinary, r.opts.ExtensionBinary = o.ProviderBinary, o.ExtensionBinary
+	return nil
 }
 
 // enrollHosts is step 2.
