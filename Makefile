@@ -127,7 +127,7 @@ VM_SCENARIOS := single-node-in-place || three-node-scale-in || cold-spare-rollin
 e2e-vm: tools
 	@mkdir -p $(ARTIFACTS)
 	UPGRADELAB_BACKEND=qemu $(MAKE) --no-print-directory e2e PARALLEL=$(VM_PARALLEL) ARTIFACTS=$(ARTIFACTS) \
-		GINKGO_LABELS='baremetal && plain && qemu && ($(VM_SCENARIOS))'
+		GINKGO_LABELS='baremetal && plain && qemu && ($(VM_SCENARIOS))$(if $(GINKGO_LABELS), && ($(GINKGO_LABELS)))'
 
 
 # One scenario of each strategy with the management cluster on kind
@@ -142,7 +142,7 @@ e2e-kind: tools
 	@mkdir -p $(ARTIFACTS)
 	image=$$(scripts/build-kind-node-image.sh) && \
 	$(GINKGO) run --tags=e2e --procs=1 -v --timeout=90m --output-dir=$(ARTIFACTS) --junit-report=junit.xml \
-		--label-filter='baremetal && plain && !qemu && !ostree && ($(KIND_SCENARIOS))' ./e2e/ -- \
+		--label-filter='baremetal && plain && !qemu && !ostree && ($(KIND_SCENARIOS))$(if $(GINKGO_LABELS), && ($(GINKGO_LABELS)))' ./e2e/ -- \
 		-artifacts=$(ARTIFACTS) -management=kind -kind-node-image=$$image -capi-rate-limiting=$(CAPI_RATE_LIMITING)
 
 # The fault variants (scenarios/faults/): each scenario with a failure
