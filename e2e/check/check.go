@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -77,6 +78,8 @@ func ParamsFor(s *scenario.Scenario) Params {
 // End the final state; either may be nil.
 type Rule struct {
 	Name string
+	// Group is the kind of promise, for the report's columns.
+	Group Group
 	// Why is what the rule protects, for the report.
 	Why     string
 	Applies func(Params) bool
@@ -90,6 +93,26 @@ type Rule struct {
 	// it is NotExercised, not a pass. nil: every run exercises it.
 	Exercised func(*State, Params) bool
 }
+
+// Group is a kind of rule.
+type Group string
+
+const (
+	// GroupRollout is CAPI's invariants during a rollout, judged at
+	// every moment.
+	GroupRollout Group = "rollout"
+	// GroupEnd judges where CAPI and the cluster end.
+	GroupEnd Group = "end"
+	// GroupWorkload judges what the cluster's users see: its API, their
+	// applications and data.
+	GroupWorkload Group = "workload"
+	// GroupHost judges the hosts under the Machines: binding, wipes,
+	// reuse, spares and what their disks keep.
+	GroupHost Group = "host"
+)
+
+// Groups are the groups in report order.
+var Groups = []Group{GroupRollout, GroupEnd, GroupWorkload, GroupHost}
 
 // Status of a rule in one run.
 type Status string
@@ -105,6 +128,9 @@ const (
 	// never happened in the run (no host was deprovisioned, no Machine
 	// deleted): it could not have failed, so it did not pass.
 	NotExercised Status = "not exercised"
+	// NotRun is a rule the run never reached: it stopped before its
+	// upgrade (every rule), or before its end (the rules of its end).
+	NotRun Status = "not run"
 )
 
 // Result is one rule's verdict.
@@ -233,6 +259,37 @@ func expectBroken(s *State, p Params, results []Result) []Result {
 
 func gone(e timeline.Entry) bool { return e.New == nil && e.Old != nil }
 
+// Stopped marks what a run that stopped early (why) never reached as
+// NotRun, with the reason as its note: every applicable rule when it
+// stopped before its upgrade step, else the rules that judge its end.
+// What the rules judged at each moment up to the stop stands: a
+// violation seen is real.
+func Stopped(results []Result, entries []timeline.Entry, why string) []Result {
+	upgraded := slices.ContainsFunc(entries, func(e timeline.Entry) bool { return e.Kind == timeline.KindStep && e.Name == StepUpgrade })
+	note := "the run stopped before its upgrade: " + why
+	if upgraded {
+		note = "the run stopped before its end: " + why
+	}
+	out := append([]Result(nil), results...)
+	for i, r := range out {
+		rule, known := ruleNamed(r.Rule)
+		if !known || r.Status == NotApplicable || upgraded && rule.End == nil && rule.During != nil {
+			continue
+		}
+		out[i] = Result{Rule: r.Rule, Why: r.Why, Status: NotRun, Note: note}
+	}
+	return out
+}
+
+func ruleNamed(name string) (Rule, bool) {
+	for _, r := range Rules {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return Rule{}, false
+}
+
 // Failed is the violations of every failed rule, in time order (an
 // expected failure is not one).
 func Failed(results []Result) []Violation {
@@ -256,13 +313,13 @@ func Summary(results []Result) string {
 		byStatus[r.Status] = append(byStatus[r.Status], r.Rule)
 	}
 	var parts []string
-	for _, st := range []Status{Pass, Fail, ExpectedFail, NotExercised, NotApplicable} {
+	for _, st := range []Status{Pass, Fail, ExpectedFail, NotExercised, NotRun, NotApplicable} {
 		rules := byStatus[st]
 		if len(rules) == 0 {
 			continue
 		}
 		part := fmt.Sprintf("%d %s", len(rules), st)
-		if st != Pass && st != NotApplicable {
+		if st != Pass && st != NotApplicable && st != NotRun {
 			part += " (" + strings.Join(rules, ", ") + ")"
 		}
 		parts = append(parts, part)

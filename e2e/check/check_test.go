@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"k8s.io/utils/ptr"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -818,5 +819,51 @@ func TestAClusterCAPIDidNotReconcileSinceTheFailureIsNotJudged(t *testing.T) {
 	r := result(h, rollback, "capi-agrees")
 	if r.Status != NotExercised || !strings.Contains(r.Note, "was not reconciled after the last Machine change") {
 		t.Fatalf("capi-agrees on a stale Cluster: %s %v, note %q", r.Status, r.Violations, r.Note)
+	}
+}
+
+// A run that stopped before its upgrade reached no rule: each applicable
+// one is "not run" with the reason, none failed. One that stopped during
+// its upgrade keeps what the rules saw at each moment (a violation seen
+// is real) and has the rules of its end not run.
+func TestAStoppedRunFailsNoRuleItNeverReached(t *testing.T) {
+	why := "the plane did not start: etcd: bind: address already in use"
+	before := provisionedSingleNode().entries
+	for _, r := range Stopped(Run(before, inPlace), before, why) {
+		if r.Status != NotRun && r.Status != NotApplicable {
+			t.Errorf("stopped before the upgrade: %s is %q, want not run", r.Rule, r.Status)
+		}
+		if r.Status == NotRun && r.Note != "the run stopped before its upgrade: "+why {
+			t.Errorf("%s: note %q", r.Rule, r.Note)
+		}
+	}
+	h := provisionedSingleNode()
+	h.step(StepUpgrade)
+	h.set(monitor.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "False")) // a second Machine: same-machines breaks
+	during := Stopped(Run(h.entries, inPlace), h.entries, why)
+	st := statuses(during)
+	if st["same-machines"] != Fail {
+		t.Errorf("same-machines is %q after a Machine was created mid-upgrade, want the failure kept", st["same-machines"])
+	}
+	for _, rule := range []string{"end-machines-up-to-date", "end-nodes-ready", "capi-agrees", "end-control-plane"} {
+		if st[rule] != NotRun {
+			t.Errorf("%s is %q in a run stopped before its end, want not run", rule, st[rule])
+		}
+	}
+}
+
+// The report lays the rules out by group, so each group's rules are
+// together in Rules and every rule has one.
+func TestEveryRuleHasAGroupAndGroupsAreTogether(t *testing.T) {
+	seen := map[Group]bool{}
+	var last Group
+	for _, r := range Rules {
+		if !slices.Contains(Groups, r.Group) {
+			t.Fatalf("rule %s has group %q, not one of %v", r.Name, r.Group, Groups)
+		}
+		if r.Group != last && seen[r.Group] {
+			t.Errorf("rule %s of group %s is apart from the rest of its group", r.Name, r.Group)
+		}
+		seen[r.Group], last = true, r.Group
 	}
 }

@@ -58,12 +58,23 @@ func Write(dir string, results []result.Result, layout Layout) error {
 	if err := os.WriteFile(filepath.Join(dir, result.File), b, 0o644); err != nil {
 		return err
 	}
-	page := pageData{Generated: time.Now().UTC().Format(time.RFC3339), Layout: layoutPicture(layout)}
-	for _, r := range check.Rules {
-		page.Rules = append(page.Rules, ruleHead{Name: r.Name, Why: r.Why})
+	page := pageData{Generated: time.Now().UTC().Format(time.RFC3339), Layout: layoutPicture(layout), Groups: ruleGroups()}
+	page.Summary, page.Failures = summarize(results, layout)
+	for _, res := range sortedForTable(results) {
+		page.Runs = append(page.Runs, runRow(res))
 	}
-	// Runs of one scenario and form sit together, one row per provider,
-	// so a provider's results read beside the reference's.
+	f, err := os.Create(filepath.Join(dir, "report.html"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pageTemplate.Execute(f, page)
+}
+
+// sortedForTable puts the runs of one scenario and form together, one
+// row per host OS and provider, so a provider's results read beside the
+// reference's.
+func sortedForTable(results []result.Result) []result.Result {
 	sorted := append([]result.Result(nil), results...)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		a, b := sorted[i], sorted[j]
@@ -79,55 +90,177 @@ func Write(dir string, results []result.Result, layout Layout) error {
 		}
 		return a.Provider < b.Provider
 	})
-	for _, res := range sorted {
-		name := res.Scenario + " (" + string(res.Form) + ")"
-		if res.HostOS != "" {
-			name = res.Scenario + " (" + string(res.Form) + ", " + res.HostOS + " hosts)"
-			if res.Backend != "" {
-				name = res.Scenario + " (" + string(res.Form) + ", " + res.HostOS + " hosts, " + res.Backend + " VMs)"
-			}
-		}
-		run := runData{Result: res, Name: name, Duration: res.Duration.Round(time.Second).String(),
-			Anchor: RunAnchor(res)}
-		byRule := map[string]check.Result{}
-		for _, c := range res.Checks {
-			byRule[c.Rule] = c
-		}
+	return sorted
+}
+
+// ruleGroups are the table's column groups: check.Rules by group, in
+// the order of check.Groups.
+func ruleGroups() []groupData {
+	var out []groupData
+	for _, g := range check.Groups {
+		gd := groupData{Name: string(g)}
 		for _, r := range check.Rules {
+			if r.Group == g {
+				gd.Rules = append(gd.Rules, ruleHead{Name: r.Name, Why: r.Why})
+			}
+		}
+		out = append(out, gd)
+	}
+	return out
+}
+
+// summarize is the page's first line and what failed: each run that
+// stopped, with why, and each rule a run broke, with its first
+// violation.
+func summarize(results []result.Result, layout Layout) (string, []failure) {
+	var passed, failed, stopped, broken int
+	var failures []failure
+	for _, res := range sortedForTable(results) {
+		name := shortName(res) + " on " + res.Provider
+		switch res.Verdict() {
+		case "PASS":
+			passed++
+		case "STOPPED":
+			stopped++
+			failures = append(failures, failure{Run: name, Anchor: RunAnchor(res), What: "stopped: " + res.Error})
+		default:
+			failed++
+		}
+		for _, c := range res.Checks {
+			if c.Status == check.Fail && len(c.Violations) > 0 {
+				broken++
+				failures = append(failures, failure{Run: name, Anchor: RunAnchor(res), What: c.Violations[0].String()})
+			}
+		}
+	}
+	line := fmt.Sprintf("%d run(s): %d passed, %d failed, %d stopped; %d rule(s) broken", len(results), passed, failed, stopped, broken)
+	if wall := suiteWall(results, layout); wall > 0 {
+		line += "; wall time " + wall.Round(time.Second).String()
+	}
+	return line, failures
+}
+
+// suiteWall is from the first run's start to the last one's end.
+func suiteWall(results []result.Result, layout Layout) time.Duration {
+	var first, last time.Time
+	widen := func(start, end time.Time) {
+		if first.IsZero() || start.Before(first) {
+			first = start
+		}
+		if end.After(last) {
+			last = end
+		}
+	}
+	for _, p := range layout.Runs {
+		widen(p.Start, p.End)
+	}
+	if len(layout.Runs) == 0 {
+		for _, r := range results {
+			widen(r.Started, r.Started.Add(r.Duration))
+		}
+	}
+	return last.Sub(first)
+}
+
+// shortName is a run's name in the table: its scenario, with its repeat
+// when the suite ran it more than once; form, host OS and provider have
+// columns of their own.
+func shortName(res result.Result) string {
+	anchor := RunAnchor(res)
+	if i := strings.LastIndex(anchor, "-"); i > 0 && strings.HasPrefix(anchor[i+1:], "r") && strings.Trim(anchor[i+2:], "0123456789") == "" && len(anchor) > i+2 {
+		return res.Scenario + " #" + anchor[i+2:]
+	}
+	return res.Scenario
+}
+
+// hostOSColumn is the host OS cell: the mode (ab, ostree, mixed) and the
+// backend when the hosts were real VMs; the whole description is the
+// cell's title.
+func hostOSColumn(res result.Result) string {
+	mode, _, _ := strings.Cut(res.HostOS, " ")
+	if res.Backend != "" {
+		mode += "/" + res.Backend
+	}
+	return mode
+}
+
+func runRow(res result.Result) runData {
+	run := runData{Result: res, Name: shortName(res), HostOSColumn: hostOSColumn(res), Duration: res.Duration.Round(time.Second).String(),
+		Anchor: RunAnchor(res)}
+	run.Title = res.Scenario + " (" + string(res.Form) + ")"
+	if res.HostOS != "" {
+		run.Title += " on " + res.HostOS + " hosts"
+	}
+	byRule := map[string]check.Result{}
+	for _, c := range res.Checks {
+		byRule[c.Rule] = c
+		if c.Note != "" && c.Status != check.NotRun {
+			run.Notes = append(run.Notes, c.Rule+": "+c.Note)
+		}
+	}
+	for _, g := range check.Groups {
+		for _, r := range check.Rules {
+			if r.Group != g {
+				continue
+			}
 			c, ok := byRule[r.Name]
-			cell := cellData{Status: string(c.Status)}
 			if !ok {
-				cell.Status = "not run"
+				c = check.Result{Rule: r.Name, Status: check.NotRun, Note: "not judged in this run"}
 			}
-			if len(c.Violations) > 0 {
-				cell.Title = c.Violations[0].String()
-			} else if c.Note != "" {
-				cell.Title = c.Note
-			}
-			if c.Note != "" {
-				run.Notes = append(run.Notes, c.Rule+": "+c.Note)
-			}
-			run.Cells = append(run.Cells, cell)
+			run.Cells = append(run.Cells, cellFor(c))
 		}
-		run.Violations = check.Failed(res.Checks)
-		if entries, err := timeline.Read(res.Timeline); err == nil {
-			run.Picture = picture(entries)
-		}
-		page.Runs = append(page.Runs, run)
 	}
-	f, err := os.Create(filepath.Join(dir, "report.html"))
-	if err != nil {
-		return err
+	run.Violations = check.Failed(res.Checks)
+	if entries, err := timeline.Read(res.Timeline); err == nil {
+		run.Picture = picture(entries)
 	}
-	defer f.Close()
-	return pageTemplate.Execute(f, page)
+	return run
+}
+
+// cellStyle is each status's mark and CSS class in the table.
+var cellStyle = map[check.Status]struct{ Mark, Class string }{
+	check.Pass:          {"✓", "pass"},
+	check.Fail:          {"✗", "fail"},
+	check.ExpectedFail:  {"(✗)", "xfail"},
+	check.NotExercised:  {"○", "unex"},
+	check.NotApplicable: {"·", "na"},
+	check.NotRun:        {"–", "notrun"},
+}
+
+// cellFor is one rule's cell: its mark, and as its title the status and
+// the first violation or the rule's note.
+func cellFor(c check.Result) cellData {
+	style, ok := cellStyle[c.Status]
+	if !ok {
+		style.Mark, style.Class = "?", "na"
+	}
+	title := c.Rule + ": " + string(c.Status)
+	if len(c.Violations) > 0 {
+		title += ": " + c.Violations[0].String()
+	} else if c.Note != "" {
+		title += ": " + c.Note
+	}
+	return cellData{Mark: style.Mark, Class: style.Class, Title: title}
 }
 
 type pageData struct {
 	Generated string
-	Rules     []ruleHead
-	Runs      []runData
-	Layout    *layoutData
+	// Summary is the first line: runs passed, failed and stopped, rules
+	// broken, wall time; Failures says what failed.
+	Summary  string
+	Failures []failure
+	Groups   []groupData
+	Runs     []runData
+	Layout   *layoutData
+}
+
+// failure is one run that stopped, or one rule it broke.
+type failure struct{ Run, Anchor, What string }
+
+// groupData is one group of the table's rule columns.
+type groupData struct {
+	Name  string
+	Rules []ruleHead
 }
 
 // layoutData is the suite's layout: a row per process, a bar per run.
@@ -190,15 +323,16 @@ type ruleHead struct{ Name, Why string }
 
 type runData struct {
 	result.Result
-	Name, Duration, Anchor string
-	Cells                  []cellData
-	Violations             []check.Violation
+	// Name is the short name in the table; Title says it whole.
+	Name, Title, HostOSColumn, Duration, Anchor string
+	Cells                                       []cellData
+	Violations                                  []check.Violation
 	// Notes are what the rules saw (the API's outages, evictions).
 	Notes   []string
 	Picture *pictureData
 }
 
-type cellData struct{ Status, Title string }
+type cellData struct{ Mark, Class, Title string }
 
 // pictureData is one SVG: a row per Machine and host, a bar per state.
 type pictureData struct {
@@ -353,17 +487,26 @@ func color(v string) string {
 var pageTemplate = template.Must(template.New("report").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>upgradelab e2e report</title>
 <style>
-body{font:14px system-ui,sans-serif;margin:2em}
-table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;font-size:12px}
-th.rule{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap}
-.pass{background:#c8e6c9}.fail{background:#ffcdd2;font-weight:bold}.na{background:#eee;color:#777}.unex{background:#fff3c4;color:#6d5c00}.xfail{background:#ffe0b2}
+body{font:14px system-ui,sans-serif;margin:1.5em}
+table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 4px;font-size:12px}
+td.m{text-align:center;min-width:1.2em}
+th.rule{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-weight:normal}
+th.group{text-transform:uppercase;font-size:11px;letter-spacing:.05em}
+.pass{background:#c8e6c9}.fail{background:#ffcdd2;font-weight:bold}.na{color:#999}.unex{background:#fff3c4;color:#6d5c00}.xfail{background:#ffe0b2}.notrun{background:#eceff1;color:#607d8b}
+.summary{font-size:16px;font-weight:bold}.bad{color:#b71c1c}
 .v{font-family:monospace;font-size:12px}
 </style></head><body>
 <h1>upgradelab e2e report</h1>
-<p>Generated {{.Generated}}. Each cell is one rule (see docs/CONFORMANCE.md) in one run: pass, fail (hover for the first violation), expected fail (a fault variant broke it, as it was to), not exercised (it applies and held, but what it judges never happened in the run, so it could not have failed: not a pass) or n/a (the rule means nothing for that run).</p>
-<table><tr><th>run</th><th>provider</th><th>strategy</th><th>time</th>{{range .Rules}}<th class="rule" title="{{.Why}}">{{.Name}}</th>{{end}}</tr>
-{{range .Runs}}<tr><td><a href="#{{.Anchor}}">{{.Name}}</a>{{if .Error}} <b>stopped</b>{{end}}</td><td>{{.Provider}}</td><td>{{.Strategy}}</td><td>{{.Duration}}</td>
-{{range .Cells}}<td class="{{if eq .Status "pass"}}pass{{else if eq .Status "fail"}}fail{{else if eq .Status "not exercised"}}unex{{else if eq .Status "expected fail"}}xfail{{else}}na{{end}}" title="{{.Title}}">{{.Status}}</td>{{end}}</tr>
+<p class="summary{{if .Failures}} bad{{end}}">{{.Summary}}</p>
+{{if .Failures}}<ul>{{range .Failures}}<li><a href="#{{.Anchor}}">{{.Run}}</a>: <span class="v">{{.What}}</span></li>{{end}}</ul>{{end}}
+<p>Each cell is one rule (docs/CONFORMANCE.md; hover a rule's name for what it protects, a cell for the verdict and the first violation) in one run:
+<span class="pass">✓ pass</span>, <span class="fail">✗ fail</span>, <span class="xfail">(✗) expected fail</span> (a fault variant broke it, as it was to),
+<span class="unex">○ not exercised</span> (it held, but what it judges never happened in the run, so it could not have failed: not a pass),
+<span class="notrun">– not run</span> (the run stopped before the rule was judged), <span class="na">· n/a</span> (the rule means nothing for that run). Generated {{.Generated}}.</p>
+<table><tr><th rowspan="2">run</th><th rowspan="2">form</th><th rowspan="2">host OS</th><th rowspan="2">provider</th><th rowspan="2">time</th>{{range .Groups}}<th class="group" colspan="{{len .Rules}}">{{.Name}}</th>{{end}}</tr>
+<tr>{{range .Groups}}{{range .Rules}}<th class="rule" title="{{.Why}}">{{.Name}}</th>{{end}}{{end}}</tr>
+{{range .Runs}}<tr><td title="{{.Title}}"><a href="#{{.Anchor}}">{{.Name}}</a>{{if .Error}} <b>stopped</b>{{end}}</td><td>{{.Form}}</td><td title="{{.HostOS}}">{{.HostOSColumn}}</td><td>{{.Provider}}</td><td>{{.Duration}}</td>
+{{range .Cells}}<td class="m {{.Class}}" title="{{.Title}}">{{.Mark}}</td>{{end}}</tr>
 {{end}}</table>
 {{with .Layout}}<h2 id="layout">Layout</h2>
 <p>{{.Processes}} process(es) ran the runs, each run on its own plane and lab; {{.Wall}} from the first start to the last end. Hover a bar for its run.</p>
@@ -372,12 +515,12 @@ th.rule{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap}
 {{range .Rows}}<text x="0" y="{{.Y}}" dy="11">{{.Label}}</text>{{$y := .Y}}{{range .Bars}}<rect x="{{.X}}" y="{{$y}}" width="{{.W}}" height="13" fill="{{.Color}}"><title>{{.Title}}</title></rect>{{end}}{{end}}
 </svg>{{end}}
 {{range .Runs}}
-<h2 id="{{.Anchor}}">{{.Name}} on {{.Provider}}</h2>
+<h2 id="{{.Anchor}}">{{.Title}} on {{.Provider}}</h2>
 <p>{{.Strategy}}, {{.Duration}}; {{with .Management}}management cluster {{.}}; {{end}}CAPI's reconcile rate limit {{if .CAPIRateLimiting}}on{{else}}off{{end}}; timeline: <code>{{.Timeline}}</code></p>
-{{if .Profile.Phases}}<pre class="v">{{.Profile.String}}</pre>{{end}}
 {{if .Error}}<p class="fail">Stopped early: {{.Error}}</p>{{end}}
 {{range .APIServerCrashes}}<p><b>Management</b> {{.}}</p>{{end}}
 {{if .Violations}}<ul>{{range .Violations}}<li class="v">{{.String}}</li>{{end}}</ul>{{end}}
+{{if .Profile.Phases}}<pre class="v">{{.Profile.String}}</pre>{{end}}
 {{if .Notes}}<ul>{{range .Notes}}<li class="v">{{.}}</li>{{end}}</ul>{{end}}
 {{with .Picture}}{{$h := .Height}}<svg width="{{.Width}}" height="{{.Height}}" xmlns="http://www.w3.org/2000/svg" font-size="11">
 {{range .Ticks}}<line x1="{{.X}}" x2="{{.X}}" y1="12" y2="{{$h}}" stroke="#eee"/><text x="{{.X}}" y="10">{{.Label}}</text>{{end}}

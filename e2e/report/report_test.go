@@ -50,8 +50,9 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(html)
-	for _, want := range []string{"single-node-in-place (plain, ab hosts)", "single-node-in-place (plain, ostree hosts)", `class="fail" title="`, `class="unex" title="">not exercised</td>`, "bound twice", `<rect x=`, "Machine/sc-cp-a", "BareMetalHost/node-0", "stroke-dasharray",
-		"2 process(es) ran the runs", "management cluster kind;", "<b>Management</b> kube-apiserver (pid 7) crashed: panic: boom", ">process 1<", ">process 2<", RunAnchor(res) + ": from 0s for 1m30s", "wall: upgrade 40s"} {
+	for _, want := range []string{`<td title="single-node-in-place (plain) on ab hosts">`, `<td title="ostree">ostree</td>`, `class="m fail" title="host-bound-once: fail: `, `class="m unex" title="deletion-order: not exercised">○</td>`, "bound twice", `<rect x=`, "Machine/sc-cp-a", "BareMetalHost/node-0", "stroke-dasharray",
+		"2 process(es) ran the runs", "management cluster kind;", "<b>Management</b> kube-apiserver (pid 7) crashed: panic: boom", ">process 1<", ">process 2<", RunAnchor(res) + ": from 0s for 1m30s", "wall: upgrade 40s",
+		`<th class="group" colspan="7">rollout</th>`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report.html lacks %q", want)
 		}
@@ -67,7 +68,49 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 	}
 	row := page[other:]
 	row = row[:strings.Index(row, "</tr>")]
-	if !strings.Contains(row, `class="na" title="">n/a</td>`) || strings.Count(row, `class="pass"`) != 2 {
+	if !strings.Contains(row, `class="m na" title="host-bound-once: n/a">·</td>`) || strings.Count(row, `class="m pass"`) != 2 {
 		t.Errorf("inmemory row should show host-bound-once n/a and two passes: %s", row)
+	}
+}
+
+// The page opens with one line a reader takes in at once, then what
+// failed, each with its first violation or why it stopped; a run that
+// stopped before its upgrade reads as stopped, its rules as not run.
+func TestReportStartsWithTheSummaryAndWhatFailed(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	broken := check.Violation{Time: t0, Rule: "kcp-max-machines", Objects: []string{"KubeadmControlPlane/c"}, Message: "4 Machines, at most 3"}
+	pass := result.Result{Provider: "baremetal", Scenario: "three-node-scale-in", Form: scenario.Plain, HostOS: "ab", Started: t0, Duration: time.Minute,
+		Checks: []check.Result{{Rule: "kcp-max-machines", Status: check.Pass}}}
+	fail := result.Result{Provider: "baremetal", Scenario: "cold-spare-rolling", Form: scenario.ClusterClass, HostOS: "ab", Started: t0, Duration: 2 * time.Minute,
+		Checks: []check.Result{{Rule: "kcp-max-machines", Status: check.Fail, Violations: []check.Violation{broken}}}}
+	why := "the plane did not start: etcd: exit status 1"
+	stopped := result.Result{Provider: "inmemory", Scenario: "cold-spare-rolling", Form: scenario.Plain, Started: t0.Add(time.Minute), Duration: 3 * time.Minute, Error: why,
+		Checks: check.Stopped([]check.Result{{Rule: "kcp-max-machines", Status: check.Pass}, {Rule: "end-machines-up-to-date", Status: check.Fail,
+			Violations: []check.Violation{{Rule: "end-machines-up-to-date", Message: "no Machine"}}}}, nil, why)}
+	if err := Write(dir, []result.Result{pass, fail, stopped}, Layout{}); err != nil {
+		t.Fatal(err)
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(html)
+	summary := `<p class="summary bad">3 run(s): 1 passed, 1 failed, 1 stopped; 1 rule(s) broken; wall time 4m0s</p>`
+	at := strings.Index(page, summary)
+	if at < 0 || at > strings.Index(page, "<table>") {
+		t.Fatalf("the page does not open with %q before the table", summary)
+	}
+	for _, want := range []string{
+		`cold-spare-rolling on baremetal</a>: <span class="v">` + broken.String(),
+		`cold-spare-rolling on inmemory</a>: <span class="v">stopped: ` + why,
+		`title="end-machines-up-to-date: not run: the run stopped before its upgrade: ` + why + `">–</td>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "no Machine") {
+		t.Error("a rule of a run stopped before its upgrade is shown as failed")
 	}
 }

@@ -206,6 +206,9 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		}
 		judged := time.Now()
 		res.Checks = check.Run(entries, p)
+		if err != nil {
+			res.Checks = check.Stopped(res.Checks, entries, err.Error())
+		}
 		r.profile.Phases = append(r.profile.Phases, result.PhaseTime{Name: result.PhaseJudge, Took: time.Since(judged)})
 		r.tl.Close()
 		var from time.Time
