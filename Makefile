@@ -1,5 +1,8 @@
 # upgradelab — see README.md. Every target installs what it needs itself.
 
+# bash for pipefail in the recipes that keep their output with tee.
+SHELL := /bin/bash
+
 KUBE_VERSION ?= v1.36.3
 ETCD_VERSION ?= v3.6.16
 export UPGRADELAB_CACHE ?= $(HOME)/.cache/upgradelab
@@ -26,7 +29,7 @@ RACE_PKGS = ./e2e/mgmt/... ./e2e/monitor/ ./internal/... $(shell go list ./sim/.
 
 GO_TEST ?= go test
 
-.PHONY: all deps tools test test-vm bench-vm bench-fleet bench-fleet-curve e2e e2e-vm e2e-kind e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
+.PHONY: all deps tools test test-vm bench-report bench-vm bench-fleet bench-fleet-curve e2e e2e-vm e2e-kind e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
 
 all: build
 
@@ -87,7 +90,9 @@ test-vm: deps
 # The real VMs' figures: boot to the guest's API, six at once, QEMU's RSS,
 # image writes into a slot by size.
 bench-vm: deps
-	$(GO_TEST) -run '^$$' -bench . -benchtime 2x -timeout 30m ./sim/vm/
+	@mkdir -p $(ARTIFACTS)
+	set -o pipefail; $(GO_TEST) -run '^$$' -bench . -benchtime 2x -timeout 30m ./sim/vm/ 2>&1 | tee $(ARTIFACTS)/bench.txt
+	go run ./cmd/upgradelab bench report $(ARTIFACTS)
 
 # The main job: the e2e suite (every scenario of scenarios/ in each of its
 # forms, against each provider of PROVIDERS that supports its strategy, on
@@ -104,6 +109,8 @@ PROVIDERS ?= fixtures/providers/baremetal.yaml fixtures/providers/inmemory.yaml
 PARALLEL ?= $(shell scripts/e2e-parallel.sh)
 REPEAT ?= 1
 export UPGRADELAB_PROVIDERS = $(PROVIDERS)
+# The target a suite runs for, recorded in its artifacts (environment.json).
+export UPGRADELAB_SUITE ?= $(or $(firstword $(MAKECMDGOALS)),e2e)
 export UPGRADELAB_REPEAT = $(REPEAT)
 # The Ginkgo CLI at the version go.mod pins (parallel processes need it);
 # a serial run is verbose, a parallel one prints each run's progress lines
@@ -179,13 +186,28 @@ e2e-upstream: tools
 
 # Benchmarks print figures (ns/op and custom metrics such as seconds to ready).
 # Start-up benchmarks run a few whole iterations; request rates run for time.
+# Their output is kept as ARTIFACTS/bench.txt, and their rows of
+# docs/BENCHMARKS.md are written anew from it.
 bench: tools
-	$(GO_TEST) -run '^$$' -bench . -benchtime 3x -timeout 30m ./e2e/mgmt/ ./sim/lab/
-	$(GO_TEST) -run '^$$' -bench . -benchtime 2s -timeout 30m ./sim/bmc/
-	$(GO_TEST) -run '^$$' -bench . -benchtime 5000x -timeout 10m ./sim/ipmi/
-	$(GO_TEST) -run '^$$' -bench BenchmarkEviction -benchtime 1000x -timeout 10m ./sim/workload/
-	$(GO_TEST) -run '^$$' -bench 'BenchmarkScenario|BenchmarkFourScenariosTogether' -benchtime 1x -timeout 60m ./e2e/runner/
-	$(GO_TEST) -run '^$$' -bench BenchmarkFleetWave100 -benchtime 1x -timeout 30m ./e2e/fleet/
+	@mkdir -p $(ARTIFACTS)
+	set -o pipefail; { \
+	$(GO_TEST) -run '^$$' -bench . -benchtime 3x -timeout 30m ./e2e/mgmt/ ./sim/lab/ && \
+	$(GO_TEST) -run '^$$' -bench . -benchtime 2s -timeout 30m ./sim/bmc/ && \
+	$(GO_TEST) -run '^$$' -bench . -benchtime 5000x -timeout 10m ./sim/ipmi/ && \
+	$(GO_TEST) -run '^$$' -bench BenchmarkEviction -benchtime 1000x -timeout 10m ./sim/workload/ && \
+	$(GO_TEST) -run '^$$' -bench 'BenchmarkScenario|BenchmarkFourScenariosTogether' -benchtime 1x -timeout 60m ./e2e/runner/ && \
+	$(GO_TEST) -run '^$$' -bench BenchmarkFleetWave100 -benchtime 1x -timeout 30m ./e2e/fleet/; \
+	} 2>&1 | tee $(ARTIFACTS)/bench.txt
+	go run ./cmd/upgradelab bench report $(ARTIFACTS)
+
+# docs/BENCHMARKS.md from measurements: FROM is folders holding an e2e
+# run's artifacts, a bench.txt, or *.timing.json files of scripts/timed,
+# e.g. scripts/timed _artifacts/t/e2e.timing.json "make e2e, warm" make e2e
+# and then make bench-report FROM=_artifacts/t.
+FROM ?=
+bench-report:
+	@[ -n "$(FROM)" ] || { echo "bench-report: say FROM=FOLDER (an e2e artifacts folder, a bench.txt's folder, *.timing.json)"; exit 2; }
+	go run ./cmd/upgradelab bench report $(FROM)
 
 # A fleet's wave (docs/FLEET.md): FLEET's clusters on one plane and one
 # lab, provisioned, upgraded in one wave, judged, and what it cost; then
@@ -220,6 +242,7 @@ fuzz: deps
 	go test -run '^$$' -fuzz FuzzParseScenario -fuzztime $(FUZZTIME) ./e2e/scenario/
 	go test -run '^$$' -fuzz FuzzParseProvider -fuzztime $(FUZZTIME) ./e2e/provider/
 	go test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./e2e/fleet/
+	go test -run '^$$' -fuzz FuzzReadTable -fuzztime $(FUZZTIME) ./e2e/benchtable/
 
 clean-cache:
 	rm -rf $(UPGRADELAB_CACHE)

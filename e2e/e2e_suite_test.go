@@ -1,13 +1,65 @@
 //go:build e2e
 
-// The e2e suite: the upgrade scenarios of scenarios/ against the real
-// CAPI managers, each in its forms, plus the plane's and the lab's own
-// promises. Run it with `make e2e`; flags after -args choose the
-// management cluster of the plane spec, the artifacts folder and the time
-// scale. Every scenario run has its own lab and plane.
+// Package e2e is the end-to-end suite: every upgrade scenario against the
+// real CAPI managers, in each of its forms, against each provider config
+// that can run it, plus the management plane's and the lab's own promises.
+// `make e2e` runs it with the Ginkgo CLI at the version go.mod pins
+// (--procs=PARALLEL); flags after -- choose the management cluster
+// (-management, for every run), the artifacts folder, the time scale and
+// CAPI's reconcile rate limit. docs/CONFORMANCE.md is the user's view.
+//
+// # Specs
+//
+// The spec tree comes from e2e/plan, as `upgradelab run` plans, from
+// environment variables because Ginkgo builds the tree before it parses
+// flags: UPGRADELAB_SCENARIOS (default scenarios/*.yaml; make e2e-faults
+// points it at scenarios/faults/), UPGRADELAB_PROVIDERS (default the
+// reference provider and CAPI's in-memory provider, so the conformance
+// table shows a provider nobody here wrote beside ours),
+// UPGRADELAB_REPEAT and UPGRADELAB_BACKEND. A bad file stops the suite
+// before it starts, naming file and field. Each planned run is one spec,
+// labelled as plan.Run.Labels says (GINKGO_LABELS selects): it calls
+// runner.Run, leaves its result.Result as a report entry, and fails on a
+// broken rule (with the moment, the objects and the rule) or an early stop.
+//
+// Two more specs keep the lower layers' promises: the CAPI core controller
+// reconciles a Cluster on a plane started from -management (plane_test.go),
+// and every host of the cold-spare lab boots deploy media through its
+// Redfish BMC driven by gofish (lab_test.go).
+//
+// # Parallel layout
+//
+// Each run has its own plane and lab, so runs share nothing but the
+// machine. Each spec is a top-level container whose SpecPriority is its
+// lab's host count, so the longest runs are handed out first (Ginkgo
+// otherwise orders them by text). A provider whose managers bind fixed
+// ports (provider.Config.FixedPorts: CAPD's in-memory backend binds :19000
+// whatever its flags say) cannot have two runs at once: its runs form one
+// Ordered, ContinueOnFailure chain handed out first, which one process
+// runs while the others take the rest (each run also holds those ports
+// machine-wide). A kind management cluster is shared by every run, so
+// -management=kind needs one process.
+//
+// The first process's SynchronizedBeforeSuite builds the reference
+// provider, the in-place extension and every manager built from source
+// that a selected run needs (provider.Config.Build: CAPD from its module),
+// one after another, before any spec starts, so no scenario's clock waits
+// for a build; its progress lines reach the terminal as they come. It
+// hands the binaries' paths and the artifacts folder to the others.
+//
+// In parallel, Ginkgo shows a spec's output only when it ends, so the
+// runs' progress lines also go straight to the CLI through its parallel
+// server (Server.EmitOutput, the RPC Ginkgo's own processes forward live
+// output with), one Write per line so lines of different runs never mix.
+// Library logs go to stdlog.txt (stdlog-N.txt per process). The processes
+// send their reports to the first, whose ReportAfterSuite writes
+// report.html and results.json (e2e/report) with the layout (which
+// process ran which run when) and environment.json (the make target,
+// machine and commit, for make bench-report). The CLI writes junit.xml.
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -24,6 +76,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/upgradelab/upgradelab/e2e/benchtable"
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/report"
@@ -124,6 +177,12 @@ var _ = ReportAfterSuite("artifacts", func(r Report) {
 	results, layout := scenarioResults(r)
 	if err := report.Write(abs, results, layout); err != nil {
 		fmt.Fprintf(os.Stdout, "\nwriting the report: %v\n", err)
+	}
+	// Where it ran, for make bench-report.
+	env := benchtable.Here("..")
+	env.Target = cmp.Or(os.Getenv("UPGRADELAB_SUITE"), "e2e")
+	if err := benchtable.WriteEnv(abs, env); err != nil {
+		fmt.Fprintf(os.Stdout, "\nwriting %s: %v\n", benchtable.EnvFile, err)
 	}
 	fmt.Fprintf(os.Stdout, "\nupgradelab e2e artifacts: %s (report.html, junit.xml, one folder per scenario run)\n", abs)
 })

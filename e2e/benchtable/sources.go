@@ -1,0 +1,258 @@
+package benchtable
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/upgradelab/upgradelab/e2e/result"
+)
+
+// metric is how the table shows one metric of one benchmark.
+type metric struct {
+	bench, unit string
+	// what the figure is; "%s" takes the sub-benchmark's name.
+	what string
+}
+
+// metrics are the figures the table keeps from `go test -bench` output.
+// A metric of a known benchmark not listed here (a scenario's phases,
+// its processes' CPU) is detail for the run's profile, not the table; a
+// benchmark not listed at all keeps every metric, named as Go names it.
+var metrics = []metric{
+	{"BenchmarkPlaneStart", "s-to-ready/op", "management plane start, until every manager answers /readyz"},
+	{"BenchmarkLab100HostsUpAndPoweredOn", "ms-up/op", "100-host lab up"},
+	{"BenchmarkLab100HostsUpAndPoweredOn", "ms-all-running/op", "100-host lab, every host powered on"},
+	{"BenchmarkLab100HostsUpAndPoweredOn", "MiB-heap/op", "100-host lab, heap"},
+	{"BenchmarkBMCRequests", "req/s", "one BMC, authenticated Redfish GETs"},
+	{"BenchmarkFleet100BMCs", "ms-100-answering/op", "100 BMCs (Redfish and IPMI) started and answering"},
+	{"BenchmarkIpmitoolCommands", "cmd/s", "one BMC, IPMI commands through ipmitool"},
+	{"BenchmarkEviction", "ns/op", "one eviction through a workload cluster's Eviction API"},
+	{"BenchmarkScenario", "s-wall/op", "scenario %s alone, plain form: wall time"},
+	{"BenchmarkScenario", "s-upgrade/op", "scenario %s alone, plain form: its upgrade"},
+	{"BenchmarkFourScenariosTogether", "s-all/op", "the four scenarios at once, each on its own plane and lab"},
+	{"BenchmarkFleetWave100", "wall-s", "fleet of 100 hosts (55 clusters): wall time"},
+	{"BenchmarkFleetWave100", "wave-s", "fleet of 100 hosts: the upgrade wave"},
+	{"BenchmarkFleetWave100", "upgrade-p95-s", "fleet of 100 hosts: upgrade per cluster, p95"},
+	{"BenchmarkFleetWave100", "peak-rss-MiB", "fleet of 100 hosts: peak RSS of every process"},
+	{"BenchmarkFleetWave100", "passed", "fleet of 100 hosts: clusters passed"},
+	{"BenchmarkBootToAgent", "s/boot", "one real VM (TCG) from power-on to its guest's API"},
+	{"BenchmarkBootToAgent", "MiB-RSS/VM", "one real VM (TCG): QEMU's RSS"},
+	{"BenchmarkSixVMsBootToAgent", "s/lab", "six real VMs booting at once, to their guests' APIs"},
+}
+
+// FromGoBench is the table's rows of `go test -bench` output: each
+// benchmark line's figures, named by metrics, with the command that
+// measures that benchmark alone.
+func FromGoBench(r io.Reader, env Env) ([]Row, error) {
+	var rows []Row
+	pkg := ""
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		if p, ok := strings.CutPrefix(line, "pkg: "); ok {
+			pkg = strings.TrimPrefix(strings.TrimSpace(p), "github.com/upgradelab/upgradelab/")
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) < 4 || !strings.HasPrefix(fields[0], "Benchmark") {
+			continue
+		}
+		if _, err := strconv.Atoi(fields[1]); err != nil {
+			continue // a benchmark's log line, not its result
+		}
+		name := fields[0]
+		if i := strings.LastIndex(name, "-"); i > 0 && strings.Trim(name[i+1:], "0123456789") == "" {
+			name = name[:i] // the GOMAXPROCS suffix
+		}
+		bench, sub, _ := strings.Cut(name, "/")
+		for i := 2; i+1 < len(fields); i += 2 {
+			value, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				return nil, fmt.Errorf("benchmark line %q: figure %q is not a number", line, fields[i])
+			}
+			what, ok := describe(bench, sub, fields[i+1])
+			if !ok {
+				continue
+			}
+			rows = append(rows, Row{What: what, Figure: figure(value, fields[i+1]), Machine: env.Machine, Date: env.Date, Commit: env.Commit,
+				Command: fmt.Sprintf("go test -run '^$' -bench '^%s$' ./%s/", strings.ReplaceAll(name, "/", "$/^"), pkg)})
+		}
+	}
+	return rows, sc.Err()
+}
+
+// describe names a benchmark's metric for the table, or says it is not
+// one the table keeps.
+func describe(bench, sub, unit string) (string, bool) {
+	known := false
+	for _, m := range metrics {
+		if m.bench != bench {
+			continue
+		}
+		known = true
+		if m.unit == unit {
+			if strings.Contains(m.what, "%s") {
+				return fmt.Sprintf(m.what, sub), true
+			}
+			return m.what, true
+		}
+	}
+	if known {
+		return "", false
+	}
+	name := bench
+	if sub != "" {
+		name += "/" + sub
+	}
+	return name + " " + unit, true
+}
+
+// figure writes a value in its unit as a reader wants it: durations as
+// durations, rates and sizes with their unit.
+func figure(v float64, unit string) string {
+	var seconds float64
+	switch {
+	case unit == "ns/op":
+		seconds = v / 1e9
+	case strings.HasPrefix(unit, "ms-"):
+		seconds = v / 1e3
+	case strings.HasPrefix(unit, "s-") || strings.HasPrefix(unit, "s/") || strings.HasSuffix(unit, "-s"):
+		seconds = v
+	case strings.HasSuffix(unit, "/s"):
+		return fmt.Sprintf("%s%s", thousands(v), unit[strings.Index(unit, "/"):])
+	case strings.Contains(unit, "MiB"):
+		return fmt.Sprintf("%s MiB", thousands(v))
+	default:
+		return fmt.Sprintf("%s %s", thousands(v), unit)
+	}
+	d := time.Duration(seconds * float64(time.Second))
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0f µs", seconds*1e6)
+	case d < time.Second:
+		return fmt.Sprintf("%.0f ms", seconds*1e3)
+	case d < time.Minute:
+		return fmt.Sprintf("%.1f s", seconds)
+	}
+	return d.Round(time.Second).String()
+}
+
+// thousands is v rounded to a whole number with thousands separated.
+func thousands(v float64) string {
+	s := strconv.FormatInt(int64(math.Round(v)), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// FromSuite is an e2e artifacts folder's row: how many runs passed and
+// the runs' wall time, under the make target that ran them.
+func FromSuite(dir string) (Row, error) {
+	results, err := result.Read(filepath.Join(dir, result.File))
+	if err != nil {
+		return Row{}, err
+	}
+	var env Env
+	b, err := os.ReadFile(filepath.Join(dir, EnvFile))
+	if err != nil {
+		return Row{}, fmt.Errorf("%s: %w (the suite writes it beside results.json)", dir, err)
+	}
+	if err := json.Unmarshal(b, &env); err != nil {
+		return Row{}, fmt.Errorf("%s: %w", filepath.Join(dir, EnvFile), err)
+	}
+	if len(results) == 0 {
+		return Row{}, fmt.Errorf("%s: no run in %s", dir, result.File)
+	}
+	passed := 0
+	first, last := results[0].Started, results[0].Started
+	for _, r := range results {
+		if !r.Failed() {
+			passed++
+		}
+		if r.Started.Before(first) {
+			first = r.Started
+		}
+		if end := r.Started.Add(r.Duration); end.After(last) {
+			last = end
+		}
+	}
+	target := "make " + env.Target
+	return Row{What: target + ": its runs, once built", Command: target, Machine: env.Machine, Date: env.Date, Commit: env.Commit,
+		Figure: fmt.Sprintf("%s (%d/%d passed)", last.Sub(first).Round(time.Second), passed, len(results))}, nil
+}
+
+// Timing is what scripts/timed writes of one command.
+type Timing struct {
+	What    string  `json:"what"`
+	Command string  `json:"command"`
+	Seconds float64 `json:"seconds"`
+	Exit    int     `json:"exit"`
+	Env
+}
+
+// FromTiming is a timing file's row. A command that failed is a figure
+// of its failure: the row says so.
+func FromTiming(path string) (Row, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Row{}, err
+	}
+	var t Timing
+	if err := json.Unmarshal(b, &t); err != nil {
+		return Row{}, fmt.Errorf("%s: not a timing file: %w", path, err)
+	}
+	if t.What == "" || t.Command == "" || t.Seconds <= 0 {
+		return Row{}, fmt.Errorf("%s: a timing needs what, command and seconds", path)
+	}
+	fig := (time.Duration(t.Seconds) * time.Second).String()
+	if t.Exit != 0 {
+		fig += fmt.Sprintf(" (failed: exit status %d)", t.Exit)
+	}
+	return Row{What: t.What, Figure: fig, Command: t.Command, Machine: t.Machine, Date: t.Date, Commit: t.Commit}, nil
+}
+
+// FromFolder reads every measurement in dir: bench.txt (go test -bench
+// output, measured in env), an e2e suite's results, and *.timing.json.
+func FromFolder(dir string, env Env) ([]Row, error) {
+	var rows []Row
+	found := false
+	if f, err := os.Open(filepath.Join(dir, "bench.txt")); err == nil {
+		found = true
+		r, err := FromGoBench(f, env)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Name(), err)
+		}
+		rows = append(rows, r...)
+	}
+	if _, err := os.Stat(filepath.Join(dir, result.File)); err == nil {
+		found = true
+		r, err := FromSuite(dir)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r)
+	}
+	timings, _ := filepath.Glob(filepath.Join(dir, "*.timing.json"))
+	for _, path := range timings {
+		found = true
+		r, err := FromTiming(path)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r)
+	}
+	if !found {
+		return nil, fmt.Errorf("%s holds no measurement (bench.txt, %s with %s, or *.timing.json)", dir, result.File, EnvFile)
+	}
+	return rows, nil
+}
