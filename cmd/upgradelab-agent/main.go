@@ -1,8 +1,3 @@
-// Command upgradelab-agent is the host OS agent as its own process: the
-// same code as the agent the lab runs in-process (sim/agent), reaching its
-// host's hardware model and workload cluster through the lab's hardware
-// channel over mutual TLS, and serving the agent's update API. A VM of the
-// qemu:/// backend would run it as its init.
 package main
 
 import (

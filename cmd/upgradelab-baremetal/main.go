@@ -1,10 +1,3 @@
-// Command upgradelab-baremetal is the reference bare-metal provider's
-// manager: the BareMetalHost controller (Redfish and host agents), the
-// CAPI infrastructure controllers, their webhooks, and the endpoint hosts
-// call (heartbeats, registrations). It takes the flags CAPI's managers
-// take, so the harness runs it the same way. --controllers runs either
-// half alone: the BareMetalHost inventory (what baremetal-operator is to
-// CAPM3), or the infrastructure provider that consumes it.
 package main
 
 import (

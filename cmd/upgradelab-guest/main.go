@@ -1,11 +1,3 @@
-// Command upgradelab-guest is the init of a qemu-backend VM's initramfs
-// (sim/vmboot): as pid 1 it mounts the kernel's filesystems, loads the
-// virtio modules, brings up the user network, opens the real disk and
-// serves the agent API on it (sim/guest). If it fails, it exits, the
-// kernel panics and (with panic=N on the command line) restarts the VM, as
-// a broken image does on real hardware: that boot has spent its try.
-//
-// It is built with CGO_ENABLED=0 and linked statically.
 package main
 
 import (

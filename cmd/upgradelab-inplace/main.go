@@ -1,10 +1,3 @@
-// Command upgradelab-inplace is the in-place update extension's process:
-// a Cluster API Runtime Extension server (CanUpdateMachine,
-// CanUpdateMachineSet, UpdateMachine) for machines of the reference
-// bare-metal provider, and the single-node controller (package
-// singlenode) for one-machine control planes. It takes the flags CAPI's managers take, serving
-// the hooks on --webhook-port with the certificate in --webhook-cert-dir,
-// which the ExtensionConfig's caBundle must trust.
 package main
 
 import (

@@ -1,5 +1,3 @@
-// Command upgradelab runs the upgradelab harness: the management plane, the
-// simulated lab and the upgrade scenarios.
 package main
 
 import (

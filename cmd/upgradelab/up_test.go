@@ -21,7 +21,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/runner"
 )
 
-// A user's session with `upgradelab up`: the sandbox comes up, kubectl
+// A user's sandbox with `upgradelab up`: the sandbox comes up, kubectl
 // applies the rendered cluster and, once it is up, the rendered upgrade;
 // Ctrl-C (the context's end) stops the sandbox; `upgradelab check` judges
 // what was recorded. The upgrade step was recorded by the sandbox

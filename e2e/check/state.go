@@ -1,8 +1,3 @@
-// Package check validates a scenario's timeline against what CAPI
-// promises and what the scenario expects, as etcd's robustness tests
-// validate a recorded history: the timeline is replayed entry by entry,
-// the continuous rules judge every moment, the final rules the end. A
-// broken rule names the moment, the objects and the rule.
 package check
 
 import (

@@ -1,7 +1,3 @@
-// Package clustertemplate renders cluster templates (fixtures/clusters):
-// YAML documents with ${VARIABLE}s, as clusterctl's templates have. A
-// variable the template uses and the caller did not give is an error that
-// names the file and the variable, never an empty string.
 package clustertemplate
 
 import (

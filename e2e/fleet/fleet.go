@@ -81,7 +81,7 @@ const DefaultProvision = 15 * time.Minute
 // the reference provider's lone interval, for the same reason: in a wave
 // of every cluster at once each replacement host waits its turn in the
 // host controller's queue, and a rolling cluster replaces five Machines
-// one after another (docs/FLEET.md, session 21).
+// one after another.
 const DefaultUpgrade = 30 * time.Minute
 
 // DefaultSettle is a fleet's settle bound: five times a lone run's. On a

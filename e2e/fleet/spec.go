@@ -1,11 +1,3 @@
-// Package fleet runs many clusters on one management plane and one lab,
-// and upgrades them in one wave: the fleet file (fixtures/fleets) names
-// the clusters by scenario, the lab is every cluster's scenario lab
-// copied once per cluster (lab.Compose), each cluster is an ordinary run
-// (e2e/runner) in a namespace of its own on the shared plane, and the
-// wave holds every upgrade until the fleet is provisioned, then lets
-// them go all at once or in batches. The report adds to each cluster's
-// verdicts what the wave cost the management plane.
 package fleet
 
 import (

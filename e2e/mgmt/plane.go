@@ -1,8 +1,3 @@
-// Package mgmt runs the management cluster every upgradelab scenario acts
-// on: an API server (envtest's kube-apiserver and etcd on loopback, or an
-// existing cluster) with the CRDs, admission and conversion webhooks of the
-// real Cluster API managers, and those managers as processes beside it.
-// The e2e suite and the CLI share it.
 package mgmt
 
 import (

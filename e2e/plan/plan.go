@@ -1,9 +1,3 @@
-// Package plan turns scenario files and provider configs into the runs a
-// suite makes: each scenario, against each provider that supports its
-// strategy, in each of its forms and host OS variants, repeated as asked.
-// The Ginkgo suite (`make e2e`) and `upgradelab run` plan the same way,
-// so a run has one name, one folder and one set of labels wherever it
-// runs.
 package plan
 
 import (

@@ -1,10 +1,3 @@
-// Package provider reads provider configs (fixtures/providers/*.yaml): which
-// infrastructure provider the scenarios run against, how its managers are
-// built and started beside CAPI's, which cluster templates describe a
-// cluster on it, and which upgrade strategies it supports. The shape follows
-// CAPI's own E2EConfig (providers, their manager commands, templates,
-// variables, intervals) so a provider team can point the suite at theirs
-// by writing one file.
 package provider
 
 import (

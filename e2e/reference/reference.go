@@ -1,7 +1,3 @@
-// Package reference is how the harness runs the reference bare-metal
-// provider (providers/baremetal) on a site: build its manager, describe
-// it to the management plane, and enroll the site's hosts as
-// BareMetalHosts the way an operator does from the rack's inventory.
 package reference
 
 import (

@@ -1,7 +1,3 @@
-// Package report writes a suite's artifacts for people: report.html with
-// the conformance table (each run against each rule) and, per run, a
-// picture of its timeline (machines and hosts over time, coloured by
-// phase), and results.json with the same data for tools.
 package report
 
 import (

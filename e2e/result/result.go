@@ -1,7 +1,3 @@
-// Package result is what one scenario run leaves for readers: its
-// verdict on every rule, its times and where its time went. The runner
-// makes Results; the report, `upgradelab report` and `upgradelab report
-// diff` read them back from results.json, without the runner.
 package result
 
 import (

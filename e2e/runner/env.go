@@ -1,8 +1,3 @@
-// Package runner runs one scenario (e2e/scenario) in one form on the lab
-// with the real CAPI managers, the reference provider and, for in-place
-// upgrades, the extension: it provisions the cluster, writes data the
-// upgrade must keep or wipe, upgrades, waits, and records everything into
-// the run's timeline, then judges it (e2e/check).
 package runner
 
 import (

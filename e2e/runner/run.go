@@ -674,7 +674,7 @@ func (r *run) countsCaughtUp(ctx context.Context) bool {
 // and an in-place update ends before the Machine controller has copied
 // the Node's new kubelet version: on a loaded plane KCP turned such
 // Machines UpToDate False seconds after the runner had seen them done
-// and quiet (docs/FLEET.md, session 19).
+// and quiet.
 func machinesCaughtUp(machines []clusterv1.Machine) bool {
 	for _, m := range machines {
 		if !meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineUpToDateCondition) {

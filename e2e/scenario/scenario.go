@@ -1,8 +1,3 @@
-// Package scenario reads the upgrade scenarios users run (scenarios/*.yaml):
-// which lab, what cluster, from which release to which, by what strategy,
-// and what must hold afterwards. A bad file is an error naming the file,
-// the field and the problem; Load also checks the file against the lab it
-// names (its hosts and image catalog).
 package scenario
 
 import (

@@ -1,7 +1,3 @@
-// Package timeline is the history of one scenario run: every change the
-// monitors saw (an object's summary before and after) and every step the
-// runner took, in the order they happened, written as JSON lines. The
-// checks (e2e/check) replay it; the report draws it.
 package timeline
 
 import (

@@ -1,8 +1,3 @@
-// Package upstream runs CAPI's own e2e specs (sigs.k8s.io/cluster-api/test/e2e,
-// the version go.mod pins) against a provider on the suite's own plane:
-// the specs are called, not copied. This file holds what the Ginkgo suite
-// (build tag e2e) and the unit tests share: the E2EConfig's lab variables,
-// the clusterctl repository and the check that every flavor renders.
 package upstream
 
 import (

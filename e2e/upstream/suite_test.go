@@ -1,10 +1,5 @@
 //go:build e2e
 
-// The upstream suite: CAPI's own e2e specs (sigs.k8s.io/cluster-api/test/e2e)
-// called, unmodified, against the reference bare-metal provider on the
-// simulated lab, with the management cluster built by upgradelab (no kind,
-// no Docker, no `clusterctl init`). `make e2e-upstream` runs it; see
-// docs/PROVIDERS.md.
 package upstream
 
 import (

@@ -1,6 +1,3 @@
-// Package cachedir is where upgradelab keeps what it builds or fetches
-// once, outside any checkout: kube binaries, CAPI's managers, the VM
-// kernel package. UPGRADELAB_CACHE overrides it.
 package cachedir
 
 import (

@@ -1,6 +1,3 @@
-// Package jsonhttp is the JSON plumbing of the agent APIs' servers (the
-// lab's simulated agent and the real VM's guest): answer a value, decode a
-// request strictly. It keeps the two answering and refusing alike.
 package jsonhttp
 
 import (

@@ -1,7 +1,3 @@
-// Package loopback hands out loopback ports for listeners that bind them
-// later or bind them again: a manager the plane starts, a provider's
-// callback endpoint, a BMC or agent that goes offline and comes back, a
-// workload cluster's API server.
 package loopback
 
 import (

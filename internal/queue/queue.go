@@ -1,7 +1,3 @@
-// Package queue hands values from producers that must never block (a
-// hypervisor's event callback, a lab or workload cluster changing state)
-// to readers, in order and without a bound: a 100-host lab powering on
-// at once loses nothing, and a slow reader never stalls the producer.
 package queue
 
 import "sync"

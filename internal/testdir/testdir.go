@@ -1,5 +1,3 @@
-// Package testdir gives a test or benchmark the folder it runs a plane,
-// a lab or a whole scenario in.
 package testdir
 
 import (

@@ -1,12 +1,3 @@
-// Package inplace is a Cluster API Runtime Extension that updates
-// machines of the reference bare-metal provider in place: the new OS
-// image is staged on the host (its inactive A/B slot or a new OSTree
-// deployment: the host's agent decides, the extension speaks only the
-// update contract of stage, activate, commit), the host boots it once,
-// and only a passing health check commits it; otherwise the bootloader
-// falls back to the old image. It implements CAPI's in-place hooks
-// (CanUpdateMachine, CanUpdateMachineSet, UpdateMachine, gate
-// InPlaceUpdates).
 package inplace
 
 import (

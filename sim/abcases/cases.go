@@ -1,8 +1,3 @@
-// Package abcases is one table of A/B boot cases (cases.yaml) and the
-// runner that plays it against any machine with an A/B disk: sim/disk's
-// model (Model, here) or a real VM whose bootloader decides (sim/vm). The
-// model and the real disk must agree on every step; each case also says
-// what both must do, so agreeing on a wrong answer fails too.
 package abcases
 
 import (

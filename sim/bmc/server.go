@@ -1,10 +1,3 @@
-// Package bmc emulates one baseboard management controller per lab host: a
-// Redfish service over HTTPS that real Redfish clients drive unmodified,
-// acting only through the host's hardware model (sim/lab.Host). It is a
-// fake standing for real BMC firmware, which cannot run here; it behaves
-// like one where provisioning stacks depend on it: authentication and
-// sessions, power and reset types, one-time boot overrides, virtual media,
-// firmware inventory and updates with tasks, and Redfish error bodies.
 package bmc
 
 import (

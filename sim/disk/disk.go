@@ -1,31 +1,3 @@
-// Package disk models a server's system disk under an image-based OS, in
-// one of two ways a host keeps its OS images:
-//
-//   - A/B (ab.go), the way RAUC and Flatcar do: two root slots with
-//     priority, remaining boot tries and a good flag; the bootloader picks
-//     the best bootable slot and spends a try on an uncommitted one.
-//   - OSTree (ostree.go), the way Fedora CoreOS, RHEL for Edge and bootc
-//     do: deployments in one root filesystem, listed in the bootloader's
-//     order; a new image is pulled and staged, and finalised into the
-//     bootloader as the new default when the running OS shuts down
-//     (ostree-finalize-staged), with /etc carried over by a three-way
-//     merge; a hard reset or power cut before that loses it (the staged
-//     deployment lives in /run); greenboot's boot counter makes the
-//     bootloader boot the previous deployment when the new one never
-//     proves healthy; old deployments are pruned.
-//
-// Both share the rest of the disk: a recovery partition that boots when no
-// root can, and persistent (/var) and OEM partitions that image switches
-// keep and a reset wipes.
-//
-// Callers speak one update contract, whichever the kind (contract.go):
-// stage an image, activate it for the next boot with N tries, commit the
-// running root, roll back to the fallback, and read the booted, staged and
-// fallback images (Images). A root is named by a RootID: a slot name on
-// A/B disks, a deployment serial on OSTree ones.
-//
-// Disk is a plain value with no clock and no I/O, so both state machines
-// are tested as one table; the lab persists it with Save and Load.
 package disk
 
 import (

@@ -35,8 +35,8 @@ const PathPowerOff = "/v1/poweroff"
 const PathRecoveryOnce = "/v1/recovery-once"
 
 // Server is the agent API of the running guest, on its real disk. It
-// serves plain HTTP: the guest has no certificate yet (the simulated agent
-// uses the lab CA's mutual TLS; see the issues).
+// serves plain HTTP: the guest has no certificate of its own (the
+// simulated agent serves the same API with the lab CA's mutual TLS).
 type Server struct {
 	Host     string
 	Disk     *Disk

@@ -1,7 +1,3 @@
-// Package image holds the OS image bundles the lab installs: their catalog
-// (fixtures/images/*.yaml), the deterministic payload each one stands for,
-// an HTTP server that serves payloads on loopback, and the fetch that
-// refuses a payload whose checksum is not the catalog's.
 package image
 
 import (

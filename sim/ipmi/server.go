@@ -1,16 +1,3 @@
-// Package ipmi emulates the IPMI v2.0 over LAN interface (RMCP+) of one
-// lab host's BMC, for ipmitool, Ironic's ipmi hardware type and
-// VirtualBMC's users: session set-up with RAKP authentication and
-// cipher suites 3 and 17, chassis power and status, boot device
-// selection, device ID and GUID, BMC reset, and a clear refusal of serial
-// over LAN. It is a fake standing for BMC firmware, which cannot run
-// here, and acts only through the host's hardware model (sim/lab.Host),
-// as the Redfish service (sim/bmc) does: both can serve one host at once.
-//
-// The files follow the protocol's layers: packet.go (datagrams and IPMI
-// messages), crypto.go (cipher suites, keys, AES), session.go (Open
-// Session and RAKP), commands.go (the command table), this file (the
-// socket, sessions' packets, faults).
 package ipmi
 
 import (

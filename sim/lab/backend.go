@@ -43,10 +43,9 @@ type DomainEvent struct {
 // Backend is the hypervisor that holds the lab's machines. The lab does
 // not poll it: power changes arrive as events, whoever caused them.
 //
-// The libvirt backend implements it for any libvirt URI; the default is
-// the in-process test:/// driver. Real VMs under qemu:///system need a
-// bootable guest image and the host agent as its init (see the issues), so
-// only the test driver is exercised here.
+// The libvirt backend implements it for any libvirt URI: the in-process
+// test:/// driver by default, and qemu:///system of a private libvirtd
+// for real VMs (qemu.go), whose init is sim/guest.
 type Backend interface {
 	// Define creates a powered-off machine, or replaces the definition of
 	// one with the same name.

@@ -1,8 +1,3 @@
-// Package lab runs a simulated bare-metal lab: hosts defined in
-// fixtures/labs/*.yaml, each a libvirt domain with a system disk of A/B
-// slots or OSTree deployments (sim/disk) and i40e ports (sim/nic), booting OS images (sim/image) on a
-// modelled clock (sim/timescale). BMCs and the host agent act on hosts
-// through the Host methods.
 package lab
 
 import (

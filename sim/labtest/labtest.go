@@ -1,8 +1,3 @@
-// Package labtest holds what tests above the lab do again and again:
-// waiting for a lab event, and provisioning a host by hand the way a
-// bare-metal provisioner does (deploy media, image into a slot, user data,
-// boot from disk), for tests of the layers below any provider. The
-// reference provider (providers/baremetal) does the same over Redfish.
 package labtest
 
 import (

@@ -1,8 +1,3 @@
-// Package nic models an Intel i40e (X710 family) port: the NVM image in its
-// flash with a firmware version and an admin-queue API version, the driver of
-// the booted OS that expects an API version, and what happens between the
-// two. What the driver does with each pairing is data (Rules), read from
-// fixtures/nic/*.yaml.
 package nic
 
 import (

@@ -1,6 +1,3 @@
-// Package pki makes the certificate authorities the harness needs at run
-// time (the lab's BMCs and agents, the management plane's webhooks) and the
-// serving certificates they sign. Nothing here is meant to leave one run.
 package pki
 
 import (

@@ -1,8 +1,3 @@
-// Package site is everything around the provider under test that a real
-// bare-metal site has: the lab's servers and their BMCs, the OS each host
-// runs (its agent and the agent's API), the network's virtual IPs for
-// workload API servers, and one site CA that every TLS endpoint of the
-// site (BMCs, agents, the provider it is given a certificate for) trusts.
 package site
 
 import (

@@ -1,7 +1,3 @@
-// Package specfile decodes the YAML files users write (labs, image
-// catalogs, NIC rules, scenarios) strictly: an unknown or misspelt field is
-// an error that names the file, the line and the field, never silently
-// ignored.
 package specfile
 
 import (

@@ -1,6 +1,3 @@
-// Package statefile keeps the lab's state in JSON files that survive a
-// harness restart: every write replaces the whole file atomically, so a
-// reader (or a restarted lab) sees the old state or the new, never a torn one.
 package statefile
 
 import (

@@ -1,6 +1,3 @@
-// Package timescale turns modelled durations (a 2 GiB image written at
-// 200 MB/s, a 40 s POST) into real waits. One setting scales every modelled
-// step of a run, so a scenario takes seconds without skipping any step.
 package timescale
 
 import (

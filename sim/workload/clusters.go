@@ -1,15 +1,3 @@
-// Package workload runs the workload clusters that lab hosts join: CAPI's
-// own in-memory API server and etcd emulation (sigs.k8s.io/cluster-api/test
-// infrastructure/inmemory) behind one loopback VIP per cluster, serving
-// certificates signed by the CAs CAPI generated for the cluster. The
-// clusters can fail as real ones do: the VIP answers only while a
-// control-plane host runs an API server, and what the API serves follows
-// the etcd members on the hosts (etcd.go). Real
-// kube-apiservers and etcds per workload cluster cannot run here (a 2-core
-// machine, many clusters, each node rebooting); the in-memory server is the
-// one KCP's own tests trust, and answers the calls CAPI makes: Nodes, Pods,
-// ConfigMaps, DaemonSets and Deployments over the Kubernetes API, and
-// etcd's MemberList/MemberRemove/MoveLeader/Status through port-forward.
 package workload
 
 import (

@@ -1,16 +1,3 @@
-// Package v1 is the host agent's wire API, version 1: what crosses
-// between a host's OS (its update agent, a deploy ramdisk, a recovery OS)
-// and whatever provisions and updates it. The agent serves it over mutual
-// TLS (see Paths); a deploy ramdisk and a recovery OS also call their
-// provisioner back with a Heartbeat or a Registration.
-//
-// The simulator implements it (sim/agent); providers consume it. It
-// imports nothing outside the standard library and this module's image
-// format, so a provider built from its own module can require it without
-// taking the simulator along. Everything here is what a real agent can
-// know from inside its host: nothing names the simulator's rules, and no
-// field asks a reader to compare the host's clock with its own (a reboot
-// shows as a new BootID).
 package v1
 
 import (

@@ -1,10 +1,3 @@
-// Package v1 is the format of what the lab's image server serves, version
-// 1: an OS image's manifest, which heads its payload (so what boots is what
-// was written, and an updater can read it with a ranged GET before it
-// stages anything), and a NIC firmware package's descriptor. The
-// simulator writes and boots these; providers read them. It imports
-// nothing outside the standard library, so a provider built from its own
-// module can require it without taking the simulator along.
 package v1
 
 import (

@@ -1,8 +1,3 @@
-// Package v1 is what a lab host's network boot firmware (PXE, then iPXE)
-// reads from the provisioning network's boot server: a boot script per
-// MAC address, as Ironic's iPXE configuration is. The provider under test
-// serves it; the lab's firmware fetches and runs it. Only the subset of
-// iPXE's script language the lab runs is defined here.
 package v1
 
 import (

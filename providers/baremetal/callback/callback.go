@@ -1,7 +1,3 @@
-// Package callback is where hosts call the provider: deploy ramdisks post
-// heartbeats (Ironic's lookup and heartbeat API) and recovery OSes of a
-// registration pool register themselves (Elemental's registration
-// endpoint), which creates their BareMetalHost.
 package callback
 
 import (

@@ -1,6 +1,3 @@
-// Package cluster is the BareMetalCluster controller. On bare metal the
-// API server's endpoint is a VIP the site assigns, so the cluster's
-// infrastructure is ready as soon as the endpoint is given.
 package cluster
 
 import (

@@ -1,14 +1,3 @@
-// Package host is the BareMetalHost controller: what baremetal-operator
-// and Ironic do on real fleets, on the BareMetalHost API of
-// github.com/metal3-io/baremetal-operator/apis. It reaches hardware only
-// through the BMC (Redfish) and the host's own agent (deploy ramdisk,
-// recovery OS), never through the lab.
-//
-// The state machine is BMO's: registering -> inspecting -> available ->
-// provisioning -> provisioned -> deprovisioning -> available. Hosts that
-// registered themselves (callback.MachineIDAnnotation) skip the BMC
-// states, and on release are reset instead of cleaned: the old object is
-// deleted when the host registers again under a new identity.
 package host
 
 import (

@@ -1,9 +1,3 @@
-// Package hostagent is the provider's client of the API a host's OS offers
-// (a deploy ramdisk, a recovery OS, the installed OS): stage an image,
-// activate it, roll back, the config drive, clean, reboot, reset. The
-// update calls are the same whether the host keeps its OS in A/B slots or
-// OSTree deployments (sim/disk's contract). The wire types are the
-// agent's (sim/agent), the contract between the two.
 package hostagent
 
 import (

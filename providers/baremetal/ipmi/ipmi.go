@@ -1,9 +1,3 @@
-// Package ipmi drives a server's BMC over IPMI v2.0 (RMCP+) the way
-// Ironic's ipmitool driver does, for BareMetalHosts whose bmc.address is
-// ipmi://HOST:PORT: by running ipmitool -I lanplus, the password in a
-// file (-f) so it never shows in a process list. IPMI has no virtual
-// media and no inventory: such hosts boot the deploy ramdisk from the
-// network (chassis bootdev pxe) and are inspected in band.
 package ipmi
 
 import (

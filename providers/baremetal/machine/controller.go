@@ -1,8 +1,3 @@
-// Package machine is the BareMetalMachine controller: the CAPI
-// infrastructure machine (contract v1beta2) that claims one
-// BareMetalHost, hands it the image and the Machine's bootstrap data, and
-// releases it on deletion, as CAPM3's Metal3Machine does. The host
-// controller (package host) does the hardware work.
 package machine
 
 import (
@@ -104,7 +99,7 @@ func (r *Reconciler) clusterMachines(ctx context.Context, obj client.Object) []r
 // otherwise looks again only every waitForHost: each look lists the
 // namespace's hosts from the API server, and in a 300-host fleet those
 // lists were the API server's most frequent request after CAPI's own
-// writes (docs/FLEET.md, session 21).
+// writes.
 func (r *Reconciler) hostWakes(ctx context.Context, obj client.Object) []reconcile.Request {
 	if reqs := consumerOf(ctx, obj); len(reqs) > 0 {
 		return reqs

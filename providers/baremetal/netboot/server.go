@@ -1,10 +1,3 @@
-// Package netboot is the provider's boot server on the provisioning
-// network, as Ironic's iPXE configuration and HTTP server are for hosts
-// without virtual media (ipmi://): the host controller sets a boot script
-// for a host's boot MAC before it PXE-boots the host, and withdraws it
-// once the deploy ramdisk has answered; a MAC with no script gets 404 and
-// its firmware goes on to the next boot device. The site's DHCP names
-// this server in its offers (lab.SetNetworkBoot in the simulator).
 package netboot
 
 import (

@@ -1,8 +1,3 @@
-// Package redfish is everything the bare-metal provider does to a server's
-// BMC, over Redfish with gofish: power, one-time boot override, virtual
-// media, the hardware inventory and firmware updates. It is the provider's only way to the
-// hardware besides the host agent, as Ironic's redfish-virtualmedia
-// driver is Metal3's.
 package redfish
 
 import (

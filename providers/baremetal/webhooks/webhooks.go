@@ -1,6 +1,3 @@
-// Package webhooks validates the provider's kinds before they are stored:
-// what the CRD schema cannot say (a parseable image URL, a valid label
-// selector, immutable fields), each error naming the field.
 package webhooks
 
 import (

@@ -1,29 +1,3 @@
-// Package singlenode upgrades a one-machine KubeadmControlPlane in place.
-//
-// Upstream KCP (v1.14) refuses maxSurge 0 below three replicas and always
-// creates a surge Machine for one replica, so a single-node control plane
-// cannot be updated in place without a spare host. This package closes
-// that gap with as little of KCP's work taken over as possible:
-//
-//   - a mutating webhook (webhook.go) pauses an opted-in one-replica KCP
-//     in the same write that changes its spec, so KCP never sees the new
-//     spec unpaused and never surges; at any other time KCP runs
-//     unpaused (status, remediation, certificate rollouts, add-ons);
-//   - this controller, while that pause holds, does what KCP's rollout
-//     does before it touches a Machine, with KCP's own package
-//     (sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg): the kubeadm RBAC
-//     of the new version and the kubeadm-config ClusterConfiguration;
-//     then asks the extension's CanUpdateMachine exactly as KCP would and
-//     judges the answer as KCP does; then starts the update with CAPI's
-//     in-place protocol (the same annotations and desired objects KCP
-//     writes), under its own field manager;
-//   - CAPI's Machine controller calls UpdateMachine; once the Machine
-//     matches the spec the controller lifts the pause and KCP finds its
-//     Machine up to date.
-//
-// A change that cannot be made in place is handed back to KCP unpaused,
-// which then behaves as upstream. docs/SINGLE-NODE.md maps this onto
-// CAPI's in-place proposal.
 package singlenode
 
 import (

@@ -1,6 +1,40 @@
 // Package v1alpha1 is the reference bare-metal provider's API: the Cluster
 // API infrastructure kinds (contract v1beta2) for clusters and machines on
-// the hosts of a BareMetalHost inventory.
+// the hosts of a BareMetalHost inventory, in the group
+// infrastructure.upgradelab.dev.
+//
+// The kinds:
+//   - [BareMetalCluster]: the user gives the API server's endpoint
+//     (spec.controlPlaneEndpoint). On bare metal that is a VIP the site
+//     assigns (kube-vip, a load balancer), not something the provider
+//     creates, so the cluster is provisioned as soon as it is set.
+//     spec.failureDomains are copied to the status for CAPI, as CAPM3's
+//     Metal3Cluster declares them.
+//   - [BareMetalMachine]: one host's worth of a Machine: the image (URL
+//     and sha256), the host selector and, optionally, the NIC firmware
+//     package the in-place extension flashes. Its status names the bound
+//     host and its addresses, with the conditions Ready, HostAssociated
+//     and HostProvisioned; InPlaceUpdated is written by the in-place
+//     extension (providers/inplace), never by the provider.
+//   - [BareMetalMachineTemplate]: what KubeadmControlPlanes, MachineSets and
+//     ClusterClasses clone, with NodeReuse (CAPM3's nodeReuse); immutable,
+//     as the contract asks.
+//   - [BareMetalClusterTemplate]: the ClusterClass infrastructure template.
+//
+// The BareMetalHost kind is Metal3's own
+// (github.com/metal3-io/baremetal-operator/apis), unchanged, so the
+// inventory can be served and consumed by either half of the provider or
+// by another BareMetalHost-based provider. What the provider puts on those
+// hosts is named here: [SpareLabel], [NodeReuseLabel], [FailureDomainLabel]
+// (CAPM3's label) and [UpdatedInPlaceAnnotation]. The last is the one place
+// the provider goes beyond baremetal-operator: it vouches that a
+// provisioned host runs a new image it received in place, so the host
+// controller may name that image in the host's status. Provider IDs start
+// with [ProviderIDScheme] (upgradelab://HOST/MACHINE).
+//
+// The generated deep copies (zz_generated.deepcopy.go) and the CRDs
+// (providers/baremetal/config/crd) are committed; make generate writes
+// them. What the schema cannot check, package webhooks does.
 //
 // +kubebuilder:object:generate=true
 // +groupName=infrastructure.upgradelab.dev

@@ -1,0 +1,25 @@
+// Command upgradelab-inplace is the in-place update extension's process: a
+// Cluster API Runtime Extension server (CanUpdateMachine,
+// CanUpdateMachineSet and UpdateMachine, served by package inplace's
+// Handlers) for machines of the reference bare-metal provider, and the
+// single-node controller with its mutating webhook (package singlenode)
+// for one-machine control planes. The hooks and the webhook are served on
+// --webhook-port with the certificate in --webhook-cert-dir, which the
+// ExtensionConfig's caBundle must trust; CAPI calls the hooks only with
+// the InPlaceUpdates feature gate on. It takes the flags CAPI's managers
+// take; --leader-elect and --sync-period are accepted for symmetry only
+// (the hooks are stateless calls).
+//
+// --ca-file and --cert-dir give the site's CA and the client certificate
+// the extension shows to host agents and BMCs (package hostagent's
+// SiteTLS). The updater reads the management cluster without a cache, and
+// reads two things over HTTP: an image's manifest (the head of the image
+// bundle, one ranged GET) and a NIC firmware package's JSON descriptor.
+//
+// The update's knobs: --health-grace (30 s: how long a freshly booted
+// image may fail its health check), --drain-timeout (5 min; 0 waits
+// forever), --flash-timeout (15 min), --update-deadline (1 h from the
+// update's first step; 0: none), --retry (the RetryAfterSeconds of an
+// update in progress), --bmc-retries and --bmc-retry-delay (package
+// redfish's Retrying), --singlenode-concurrency (10, KCP's own default).
+package main
