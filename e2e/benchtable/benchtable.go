@@ -17,6 +17,7 @@ package benchtable
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,18 +111,22 @@ type Table struct {
 
 // ReadTable reads path; a missing file is an empty table.
 func ReadTable(path string) (Table, error) {
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return Table{}, nil
 	}
 	if err != nil {
 		return Table{}, err
 	}
-	defer f.Close()
+	return ParseTable(path, b)
+}
+
+// ParseTable reads a table file's content; name is used in errors.
+func ParseTable(name string, data []byte) (Table, error) {
 	var t Table
 	var pre strings.Builder
 	inTable := false
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
 		switch {
@@ -132,7 +137,7 @@ func ReadTable(path string) (Table, error) {
 		case strings.HasPrefix(line, "|"):
 			cells := splitRow(line)
 			if len(cells) != len(columns) {
-				return t, fmt.Errorf("%s:%d: a row of %d cells, want %d (%s)", path, n, len(cells), len(columns), strings.Join(columns, ", "))
+				return t, fmt.Errorf("%s:%d: a row of %d cells, want %d (%s)", name, n, len(cells), len(columns), strings.Join(columns, ", "))
 			}
 			if cells[0] == columns[0] || strings.Trim(cells[0], "-: ") == "" {
 				continue // the header and its rule
@@ -140,8 +145,11 @@ func ReadTable(path string) (Table, error) {
 			t.Rows = append(t.Rows, Row{What: cells[0], Figure: cells[1], Command: unquote(cells[2]), Machine: cells[3], Date: cells[4], Commit: unquote(cells[5])})
 		}
 	}
+	if err := sc.Err(); err != nil {
+		return t, fmt.Errorf("%s: %w", name, err)
+	}
 	t.Preamble = pre.String()
-	return t, sc.Err()
+	return t, nil
 }
 
 // splitRow splits a Markdown table row into its cells ("\|" is a pipe
@@ -187,6 +195,11 @@ func (t *Table) Merge(rows []Row) {
 
 // Write writes t to path.
 func (t Table) Write(path string) error {
+	return os.WriteFile(path, t.Bytes(), 0o644)
+}
+
+// Bytes is t as the file holds it.
+func (t Table) Bytes() []byte {
 	var b strings.Builder
 	pre := t.Preamble
 	if pre == "" {
@@ -200,5 +213,5 @@ func (t Table) Write(path string) error {
 	for _, r := range t.Rows {
 		fmt.Fprintf(&b, "| %s | %s | `%s` | %s | %s | `%s` |\n", esc(r.What), esc(r.Figure), esc(r.Command), esc(r.Machine), esc(r.Date), esc(r.Commit))
 	}
-	return os.WriteFile(path, []byte(b.String()), 0o644)
+	return []byte(b.String())
 }
