@@ -83,7 +83,7 @@ type Options struct {
 	// ManagerArgs are more flags for managers by name (capi, kcp, cabpk,
 	// or a provider's), after their own: what a fleet measures its
 	// managers' client rate limits and concurrency with (e.g. capi:
-	// --kube-api-qps=100, --machine-concurrency=20).
+	// --kube-api-qps=200, --machine-concurrency=20).
 	ManagerArgs map[string][]string
 }
 
