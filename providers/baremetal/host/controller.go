@@ -97,7 +97,7 @@ type Reconciler struct {
 // NIC's firmware after an in-place flash) reaches the host's status
 // within seconds. Fleets of hundreds of hosts set BMO's minute
 // (--power-check-interval=1m): every pass costs a read from the API
-// server and a Redfish session.
+// server and a BMC connection with its reads.
 const DefaultPowerCheck = 10 * time.Second
 
 // steady is how long a host with nothing to do waits for its next look.
