@@ -129,9 +129,8 @@ type Loaded struct {
 }
 
 // Runs are the runs of the scenarios against the providers, provider by
-// provider as given (so a module-built provider's manager builds while
-// the first provider's runs go), each scenario in each host OS variant
-// and form, repeats times. A scenario a provider cannot run (its
+// provider as given, each scenario in each host OS variant and form,
+// repeats times. A scenario a provider cannot run (its
 // strategy, a fault on something it lacks) is no run of that provider.
 func Runs(scenarios []Loaded, providers []*provider.Config, repeats int) ([]Run, error) {
 	if repeats < 1 {
