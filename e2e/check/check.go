@@ -65,6 +65,9 @@ type Params struct {
 	// MaxAPIOutage is the longest the workload API may be unavailable
 	// during the upgrade.
 	MaxAPIOutage time.Duration
+	// Stopped is why the run stopped early ("" when it did not): the
+	// rules it never reached are NotRun (see Stopped).
+	Stopped string `json:",omitempty"`
 }
 
 // ParamsFor is the Params of a scenario run against the reference
@@ -92,7 +95,26 @@ type Rule struct {
 	// host deprovisioned, a Machine deleted); a rule that held without
 	// it is NotExercised, not a pass. nil: every run exercises it.
 	Exercised func(*State, Params) bool
+	// Span is what End judges: the state the run ends in (the default),
+	// or what happened over the upgrade or the whole run. A run that
+	// stopped early never reached its end state, but has its history
+	// judged as far as it got (see Stopped).
+	Span Span
 }
+
+// Span is the part of a run an End rule judges.
+type Span int
+
+const (
+	// EndState is where the run ends: Machines, nodes, data, hosts.
+	EndState Span = iota
+	// UpgradeHistory is what happened from the upgrade step on (the
+	// workload API's outages).
+	UpgradeHistory
+	// RunHistory is what happened over the whole run (the requests the
+	// API server refused the managers).
+	RunHistory
+)
 
 // Group is a kind of rule.
 type Group string
@@ -211,6 +233,9 @@ func Run(entries []timeline.Entry, p Params) []Result {
 		}
 	}
 	agree(s, p, results)
+	if p.Stopped != "" {
+		results = Stopped(results, entries, p.Stopped)
+	}
 	return expectBroken(s, p, results)
 }
 
@@ -260,10 +285,12 @@ func expectBroken(s *State, p Params, results []Result) []Result {
 func gone(e timeline.Entry) bool { return e.New == nil && e.Old != nil }
 
 // Stopped marks what a run that stopped early (why) never reached as
-// NotRun, with the reason as its note: every applicable rule when it
-// stopped before its upgrade step, else the rules that judge its end.
-// What the rules judged at each moment up to the stop stands: a
-// violation seen is real.
+// NotRun, with the reason as its note: a rule of the end state (and
+// capi-agrees, which holds the end rules against CAPI) always; a rule of
+// the upgrade's history when the upgrade never began; any other rule
+// that held, when the upgrade never began. A failure of a rule judged at
+// every moment or over the run's history stands: a violation seen is
+// real (a manager refused for want of RBAC may be why the run stopped).
 func Stopped(results []Result, entries []timeline.Entry, why string) []Result {
 	upgraded := slices.ContainsFunc(entries, func(e timeline.Entry) bool { return e.Kind == timeline.KindStep && e.Name == StepUpgrade })
 	note := "the run stopped before its upgrade: " + why
@@ -273,10 +300,16 @@ func Stopped(results []Result, entries []timeline.Entry, why string) []Result {
 	out := append([]Result(nil), results...)
 	for i, r := range out {
 		rule, known := ruleNamed(r.Rule)
-		if !known || r.Status == NotApplicable || upgraded && rule.End == nil && rule.During != nil {
+		if !known || r.Status == NotApplicable {
 			continue
 		}
-		out[i] = Result{Rule: r.Rule, Why: r.Why, Status: NotRun, Note: note}
+		failed := r.Status == Fail || r.Status == ExpectedFail
+		switch {
+		case rule.During == nil && rule.Span == EndState,
+			rule.Span == UpgradeHistory && !upgraded,
+			!upgraded && !failed:
+			out[i] = Result{Rule: r.Rule, Why: r.Why, Status: NotRun, Note: note}
+		}
 	}
 	return out
 }

@@ -823,32 +823,41 @@ func TestAClusterCAPIDidNotReconcileSinceTheFailureIsNotJudged(t *testing.T) {
 }
 
 // A run that stopped before its upgrade reached no rule: each applicable
-// one is "not run" with the reason, none failed. One that stopped during
-// its upgrade keeps what the rules saw at each moment (a violation seen
-// is real) and has the rules of its end not run.
+// one that held is "not run" with the reason, none failed. A rule that
+// failed before the stop stands, before the upgrade or after it: a
+// violation seen is real. One that stopped during its upgrade keeps what
+// the rules saw at each moment and has the rules of its end not run. The
+// stop comes to the rules in their Params, as `upgradelab check` reads
+// them from params.json.
 func TestAStoppedRunFailsNoRuleItNeverReached(t *testing.T) {
 	why := "the plane did not start: etcd: bind: address already in use"
-	before := provisionedSingleNode().entries
-	for _, r := range Stopped(Run(before, inPlace), before, why) {
-		if r.Status != NotRun && r.Status != NotApplicable {
+	stopped := inPlace
+	stopped.Stopped = why
+	h := provisionedSingleNode()
+	h.set(monitor.KindHost, "node-1", host("c-cp-a", "provisioned")) // c-cp-a bound to two hosts before the upgrade
+	for _, r := range Run(h.entries, stopped) {
+		switch {
+		case r.Rule == "host-bound-once" && r.Status != Fail:
+			t.Errorf("host-bound-once is %q: a Machine bound to two hosts before the stop is a real failure", r.Status)
+		case r.Rule != "host-bound-once" && r.Status != NotRun && r.Status != NotApplicable:
 			t.Errorf("stopped before the upgrade: %s is %q, want not run", r.Rule, r.Status)
-		}
-		if r.Status == NotRun && r.Note != "the run stopped before its upgrade: "+why {
+		case r.Status == NotRun && r.Note != "the run stopped before its upgrade: "+why:
 			t.Errorf("%s: note %q", r.Rule, r.Note)
 		}
 	}
-	h := provisionedSingleNode()
+	h = provisionedSingleNode()
 	h.step(StepUpgrade)
 	h.set(monitor.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "False")) // a second Machine: same-machines breaks
-	during := Stopped(Run(h.entries, inPlace), h.entries, why)
-	st := statuses(during)
-	if st["same-machines"] != Fail {
-		t.Errorf("same-machines is %q after a Machine was created mid-upgrade, want the failure kept", st["same-machines"])
-	}
-	for _, rule := range []string{"end-machines-up-to-date", "end-nodes-ready", "capi-agrees", "end-control-plane"} {
-		if st[rule] != NotRun {
-			t.Errorf("%s is %q in a run stopped before its end, want not run", rule, st[rule])
+	h.set(KindForbidden, "capi", map[string]string{FieldCount: "1", FieldFirst: `machines is forbidden: User "system:serviceaccount:capi-system:capi-manager"`})
+	st := statuses(Run(h.entries, stopped))
+	for rule, want := range map[string]Status{"same-machines": Fail, "rbac-sufficient": Fail,
+		"end-machines-up-to-date": NotRun, "end-nodes-ready": NotRun, "capi-agrees": NotRun, "end-control-plane": NotRun} {
+		if st[rule] != want {
+			t.Errorf("stopped during the upgrade: %s is %q, want %q", rule, st[rule], want)
 		}
+	}
+	if st := statuses(Run(h.entries, inPlace)); st["end-machines-up-to-date"] != Fail {
+		t.Errorf("the same timeline of a run that did not stop: end-machines-up-to-date is %q, want it judged (fail)", st["end-machines-up-to-date"])
 	}
 }
 

@@ -71,11 +71,11 @@ var Rules = []Rule{
 	{Name: "end-nodes-ready", Group: GroupEnd, Why: "every Node is Ready with the new kubelet (after a rollback: the old one)",
 		Applies: finished, End: endNodes},
 	{Name: "rbac-sufficient", Group: GroupEnd, Why: "every manager did its work with the permissions its config/rbac grants: the API server refused it nothing",
-		Applies: func(p Params) bool { return p.RBACEnforced }, End: rbacSufficient},
+		Applies: func(p Params) bool { return p.RBACEnforced }, End: rbacSufficient, Span: RunHistory},
 	{Name: "capi-agrees", Group: GroupEnd, Why: "CAPI's own Cluster conditions agree with this verdict", Applies: finished},
 	// What the cluster's users see.
 	{Name: "api-availability", Group: GroupWorkload, Why: "the workload API answers through the upgrade: never down with three or more control-plane nodes, down no longer than the scenario allows with one",
-		End: apiAvailability, Note: apiAvailabilityNote},
+		End: apiAvailability, Note: apiAvailabilityNote, Span: UpgradeHistory},
 	{Name: "pdb-respected", Group: GroupWorkload, Why: "no eviction or node loss takes a budgeted application below its PodDisruptionBudget (except where CAPI's nodeDrainTimeout passed)",
 		Applies: func(p Params) bool { return p.Apps }, During: pdbRespected, Note: pdbNote},
 	{Name: "drained-before-disruption", Group: GroupWorkload, Why: "no node is rebooted, powered off or deleted while it still runs pods a drain moves (unless CAPI's nodeDrainTimeout passed)",

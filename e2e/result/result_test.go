@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/upgradelab/upgradelab/e2e/check"
 )
 
 // testdata/old-results.json is three runs of a real suite's results.json
@@ -107,5 +109,17 @@ func TestKeyNamesTheBackend(t *testing.T) {
 	inFleet.Cluster = "sn-3"
 	if inFleet.Key() != "baremetal single-node-in-place/plain sn-3" {
 		t.Fatalf("a fleet's cluster: key %q", inFleet.Key())
+	}
+}
+
+// A run that stopped is one regression, said once: the rules it never
+// reached are neither fixed nor newly broken.
+func TestAStoppedRunIsOneChange(t *testing.T) {
+	old := []Result{{Provider: "p", Scenario: "s", Checks: []check.Result{{Rule: "end-nodes-ready", Status: check.Fail}, {Rule: "same-hosts", Status: check.Pass}}}}
+	new := []Result{{Provider: "p", Scenario: "s", Error: "the plane did not start",
+		Checks: []check.Result{{Rule: "end-nodes-ready", Status: check.NotRun}, {Rule: "same-hosts", Status: check.NotRun}}}}
+	changes := Diff(old, new, DiffOptions{Slower: 0.25})
+	if len(changes) != 1 || !changes[0].Regression || !strings.Contains(changes[0].What, "stopped early") {
+		t.Errorf("changes %+v, want the stop alone", changes)
 	}
 }

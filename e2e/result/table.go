@@ -142,6 +142,9 @@ func Diff(old, new []Result, o DiffOptions) []Change {
 					what += ": " + c.Violations[0].Message
 				}
 				out = append(out, Change{Run: k, Regression: true, What: what})
+			case c.Status == check.NotRun:
+				// The stop itself is the change (stopped early, above):
+				// a rule the run never reached is neither fixed nor broken.
 			case c.Status != check.Fail && before == check.Fail:
 				out = append(out, Change{Run: k, What: fmt.Sprintf("%s fixed (now %s)", c.Rule, c.Status)})
 			case seen && before == check.Pass && (c.Status == check.NotExercised || c.Status == check.NotApplicable):

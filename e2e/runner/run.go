@@ -201,14 +201,14 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 	if r.tl != nil {
 		entries := r.tl.Entries()
 		p := Params(s, def, r.provider, entries)
+		if err != nil {
+			p.Stopped = err.Error()
+		}
 		if b, err := json.MarshalIndent(p, "", "  "); err == nil {
 			_ = os.WriteFile(filepath.Join(o.Dir, result.ParamsFile), b, 0o644)
 		}
 		judged := time.Now()
 		res.Checks = check.Run(entries, p)
-		if err != nil {
-			res.Checks = check.Stopped(res.Checks, entries, err.Error())
-		}
 		r.profile.Phases = append(r.profile.Phases, result.PhaseTime{Name: result.PhaseJudge, Took: time.Since(judged)})
 		r.tl.Close()
 		var from time.Time
@@ -310,6 +310,12 @@ func (r *run) say(format string, args ...any) {
 
 // execute runs the six steps; each phase function is one step.
 func (r *run) execute(parent context.Context) (err error) {
+	// A shared run ends its part of the wave however it returns, so the
+	// others never wait for it (Run calls waveStarted at the end).
+	if w := r.shared().Wave; w != nil {
+		var once sync.Once
+		r.waveStarted = func() { once.Do(func() { w.End(r.clusterID()) }) }
+	}
 	if err := os.MkdirAll(r.opts.Dir, 0o755); err != nil {
 		return err
 	}
@@ -330,10 +336,6 @@ func (r *run) execute(parent context.Context) (err error) {
 			err = fmt.Errorf("%w (%v)", err, cause)
 		}
 	}()
-	if w := r.shared().Wave; w != nil {
-		var once sync.Once
-		r.waveStarted = func() { once.Do(func() { w.End(r.clusterID()) }) }
-	}
 	if r.tl, err = timeline.Create(filepath.Join(r.opts.Dir, result.TimelineFile)); err != nil {
 		return err
 	}
