@@ -41,11 +41,12 @@
 // -management=kind needs one process.
 //
 // The first process's SynchronizedBeforeSuite builds the reference
-// provider, the in-place extension and every manager built from source
-// that a selected run needs (provider.Config.Build: CAPD from its module),
-// one after another, before any spec starts, so no scenario's clock waits
-// for a build; its progress lines reach the terminal as they come. It
-// hands the binaries' paths and the artifacts folder to the others.
+// provider, the in-place extension and every manager built from source of
+// each provider a selected run runs against (provider.Config.Build: CAPD
+// from its module), one after another, before any spec starts, so no
+// scenario's clock waits for a build; its progress lines reach the
+// terminal as they come. It hands the binaries' paths and the artifacts
+// folder to the others.
 //
 // In parallel, Ginkgo shows a spec's output only when it ends, so the
 // runs' progress lines also go straight to the CLI through its parallel
@@ -180,7 +181,7 @@ var _ = ReportAfterSuite("artifacts", func(r Report) {
 	}
 	// Where it ran, for make bench-report.
 	env := benchtable.Here("..")
-	env.Target = cmp.Or(os.Getenv("UPGRADELAB_SUITE"), "e2e")
+	env.Target, env.Labels, env.Repeat = cmp.Or(os.Getenv("UPGRADELAB_SUITE"), "e2e"), GinkgoLabelFilter(), repeats
 	if err := benchtable.WriteEnv(abs, env); err != nil {
 		fmt.Fprintf(os.Stdout, "\nwriting %s: %v\n", benchtable.EnvFile, err)
 	}

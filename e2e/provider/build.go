@@ -89,7 +89,7 @@ func (c *Config) Build(ctx context.Context, m Manager, repoRoot, cacheDir string
 	}
 	hint := "cached per module version; from a cold Go build cache this takes minutes"
 	if src.build.always {
-		hint = "built on every suite"
+		hint = "a checkout: built again by every suite"
 	}
 	fmt.Fprintf(progress, "building %s's manager %s from %s (%s)\n", c.Name, m.Name, src.what, hint)
 	start := time.Now()

@@ -231,7 +231,7 @@ func TestBuildOnceTakesTurns(t *testing.T) {
 // A manager from a local checkout is built there by Build, with the
 // checkout's own go.mod (a module this repository does not require), and
 // its config is relative to the checkout. Process only finds it.
-func TestProcessBuildsAManagerFromItsCheckout(t *testing.T) {
+func TestBuildMakesAManagerFromItsCheckoutAndProcessFindsIt(t *testing.T) {
 	dir := t.TempDir()
 	checkout := filepath.Join(dir, "capx")
 	os.MkdirAll(filepath.Join(checkout, "cmd", "manager"), 0o755)

@@ -129,7 +129,7 @@ func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 	if o.PlaneProgress != nil {
 		progress = o.PlaneProgress
 	}
-	if err := o.build(ctx, progress, true); err != nil {
+	if err := o.Build(ctx, progress); err != nil {
 		return nil, err
 	}
 	providers, err := e.managers(ctx, o)
@@ -172,8 +172,8 @@ func (e *Env) newNamespace(ctx context.Context, labels map[string]string) (strin
 // stopping it stops nothing. The namespace carries the labels of the
 // extensions that serve the strategy only: on a plane shared with
 // in-place clusters, the in-place extension must not serve a scale-in
-// cluster's namespace (CAPI would update its Machines in place; a fleet
-// run did, and persistent-data caught it).
+// cluster's namespace (CAPI would update its Machines in place, which
+// persistent-data would report).
 func (e *Env) InNamespace(ctx context.Context, strategy scenario.Strategy) (*Env, error) {
 	labels := map[string]string{}
 	if e.cfg != nil {
@@ -189,18 +189,15 @@ func (e *Env) InNamespace(ctx context.Context, strategy scenario.Strategy) (*Env
 		nsLabels: labels, labelsOf: e.labelsOf, cfg: e.cfg, watched: e.watched}, nil
 }
 
-// Build makes every executable o's managers need that is built from
-// source, before any clock starts: the reference provider and extension
-// (into Dir, unless a binary was given) and each of the provider
-// config's managers built from a module or a checkout (once per module
-// version; a checkout on every call). Each build says so on progress.
-// StartEnv builds only what is still missing; a run calls Build before
-// its scenario's timeout starts.
+// Build makes every executable o's managers need that is not built yet,
+// before any clock starts: the reference provider and extension (into
+// Dir, unless a binary was given) and each of the provider config's
+// managers built from a module or a checkout (provider.Config.Build, once
+// per module version). Each build says so on progress. A suite or
+// upgradelab run builds the managers before its first run; a run calls
+// Build before its scenario's timeout starts, and StartEnv builds what is
+// still missing.
 func (o *EnvOptions) Build(ctx context.Context, progress io.Writer) error {
-	return o.build(ctx, progress, false)
-}
-
-func (o *EnvOptions) build(ctx context.Context, progress io.Writer, missingOnly bool) error {
 	cfg := o.config()
 	for _, m := range managersFor(cfg, *o) {
 		var err error
@@ -210,10 +207,9 @@ func (o *EnvOptions) build(ctx context.Context, progress io.Writer, missingOnly 
 		case "inplace":
 			o.ExtensionBinary, err = builtOr(ctx, o.ExtensionBinary, o.Dir, reference.ExtensionCommand, progress)
 		default:
-			if missingOnly && built(ctx, cfg, m, o.RepoRoot) {
-				continue
+			if !built(ctx, cfg, m, o.RepoRoot) {
+				err = cfg.Build(ctx, m, o.RepoRoot, mgmt.CacheDir(), progress)
 			}
-			err = cfg.Build(ctx, m, o.RepoRoot, mgmt.CacheDir(), progress)
 		}
 		if err != nil {
 			return err
@@ -328,9 +324,9 @@ func (e *Env) Stop() {
 // Workload is a client of a workload cluster through the kubeconfig CAPI
 // wrote for it, read through from (nil: straight from the API server).
 // A run asks every poll until the kubeconfig is there, so it reads it
-// from its watched cache: 55 clusters' wait loops and recorders asking
-// the API server were 40 GETs a second answered 404 while they
-// provisioned.
+// from its watched cache: a fleet's wait loops and recorders asking the
+// API server would be tens of GETs a second answered 404 while the
+// clusters provision.
 func (e *Env) Workload(ctx context.Context, from client.Reader, cluster string) (client.Client, error) {
 	if from == nil {
 		from = e.Client

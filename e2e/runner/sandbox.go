@@ -82,6 +82,9 @@ func StartSandbox(ctx context.Context, s *scenario.Scenario, def *lab.Definition
 			sb.Stop()
 		}
 	}()
+	if err := r.build(ctx); err != nil {
+		return sb, err
+	}
 	if err := r.start(ctx); err != nil {
 		return sb, err
 	}

@@ -18,8 +18,9 @@ import (
 // one provider-specific input (a field of its machine template that makes
 // ClusterClassChangesSpec roll the workers out).
 type upstreamProvider struct {
-	config, infra string
-	mdInfraChange map[string]interface{}
+	// label is the one its specs carry (GINKGO_LABELS=baremetal).
+	config, infra, label string
+	mdInfraChange        map[string]interface{}
 	// unset are E2EConfig variables this provider runs without, each for
 	// a reason its comment gives.
 	unset []string
@@ -30,12 +31,12 @@ type upstreamProvider struct {
 }
 
 var (
-	baremetal = upstreamProvider{config: "baremetal", infra: "baremetal",
+	baremetal = upstreamProvider{config: "baremetal", infra: "baremetal", label: "baremetal",
 		// Every lab host carries pool: upstream, so the rollout still finds hosts.
 		mdInfraChange: map[string]interface{}{"spec.template.spec.hostSelector.matchLabels.pool": "upstream"}}
 	// CAPI's in-memory provider with CAPI's test extension (for the
 	// in-place spec; it serves only that spec's namespace).
-	inMemory = upstreamProvider{config: "inmemory-testextension", infra: "in-memory",
+	inMemory = upstreamProvider{config: "inmemory-testextension", infra: "in-memory", label: "inmemory",
 		mdInfraChange: map[string]interface{}{"spec.template.spec.backend.inMemory.vm.provisioning.startupDuration": "4s"},
 		// CAPD's in-memory workload clusters cannot show an etcd or CoreDNS
 		// upgrade: their static pods carry no image, and their API server
@@ -63,7 +64,7 @@ func upstreamSpecs(p upstreamProvider) {
 	infra := ptr.To(p.infra)
 	artifacts := func(spec string) string { return filepath.Join(processDir(name), "specs", spec) }
 
-	Describe("QuickStart", Label("quick-start"), func() {
+	Describe("QuickStart", specLabel(p, "quick-start"), func() {
 		capie2e.QuickStartSpec(ctx, func() capie2e.QuickStartSpecInput {
 			e := envFor(p)
 			return capie2e.QuickStartSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
@@ -71,7 +72,7 @@ func upstreamSpecs(p upstreamProvider) {
 				InfrastructureProvider: infra, PostNamespaceCreated: e.namespaceSetup(false)}
 		})
 	})
-	Describe("QuickStart topology", Label("quick-start", "topology"), func() {
+	Describe("QuickStart topology", specLabel(p, "quick-start", "topology"), func() {
 		capie2e.QuickStartSpec(ctx, func() capie2e.QuickStartSpecInput {
 			e := envFor(p)
 			return capie2e.QuickStartSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
@@ -83,7 +84,7 @@ func upstreamSpecs(p upstreamProvider) {
 		flavor  string
 		cp, wrk int64
 	}{{"upgrades", 1, 2}, {"topology", 1, 2}, {"kcp-scale-in", 3, 1}} {
-		Describe("ClusterUpgradeConformance "+u.flavor, Label("k8s-upgrade", u.flavor), func() {
+		Describe("ClusterUpgradeConformance "+u.flavor, specLabel(p, "k8s-upgrade", u.flavor), func() {
 			capie2e.ClusterUpgradeConformanceSpec(ctx, func() capie2e.ClusterUpgradeConformanceSpecInput {
 				e := envFor(p)
 				return capie2e.ClusterUpgradeConformanceSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
@@ -94,7 +95,7 @@ func upstreamSpecs(p upstreamProvider) {
 			})
 		})
 	}
-	Describe("MachineDeploymentScale", Label("md-scale"), func() {
+	Describe("MachineDeploymentScale", specLabel(p, "md-scale"), func() {
 		capie2e.MachineDeploymentScaleSpec(ctx, func() capie2e.MachineDeploymentScaleSpecInput {
 			e := envFor(p)
 			return capie2e.MachineDeploymentScaleSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
@@ -102,7 +103,7 @@ func upstreamSpecs(p upstreamProvider) {
 				InfrastructureProvider: infra, PostNamespaceCreated: e.namespaceSetup(false)}
 		})
 	})
-	Describe("KCPAndMachineDeploymentRollout", Label("md-rollout"), func() {
+	Describe("KCPAndMachineDeploymentRollout", specLabel(p, "md-rollout"), func() {
 		capie2e.KCPAndMachineDeploymentRolloutSpec(ctx, func() capie2e.KCPAndMachineDeploymentRolloutSpecInput {
 			e := envFor(p)
 			return capie2e.KCPAndMachineDeploymentRolloutSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
@@ -110,7 +111,7 @@ func upstreamSpecs(p upstreamProvider) {
 				InfrastructureProvider: infra, Flavor: "kcp-md-taints", PostNamespaceCreated: e.namespaceSetup(false)}
 		})
 	})
-	Describe("ClusterClassRollout", Label("clusterclass-rollout"), func() {
+	Describe("ClusterClassRollout", specLabel(p, "clusterclass-rollout"), func() {
 		capie2e.ClusterClassRolloutSpec(ctx, func() capie2e.ClusterClassRolloutSpecInput {
 			e := envFor(p)
 			return capie2e.ClusterClassRolloutSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
@@ -119,7 +120,7 @@ func upstreamSpecs(p upstreamProvider) {
 				FilterMetadataBeforeValidation: p.filterMetadata}
 		})
 	})
-	Describe("ClusterClassChanges", Label("clusterclass-changes"), func() {
+	Describe("ClusterClassChanges", specLabel(p, "clusterclass-changes"), func() {
 		capie2e.ClusterClassChangesSpec(ctx, func() capie2e.ClusterClassChangesSpecInput {
 			e := envFor(p)
 			return capie2e.ClusterClassChangesSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
@@ -131,7 +132,7 @@ func upstreamSpecs(p upstreamProvider) {
 			}
 		})
 	})
-	Describe("ClusterInPlaceUpdate", Label("in-place"), func() {
+	Describe("ClusterInPlaceUpdate", specLabel(p, "in-place"), func() {
 		capie2e.ClusterInPlaceUpdateSpec(ctx, func() capie2e.ClusterInPlaceUpdateSpecInput {
 			e := envFor(p)
 			return capie2e.ClusterInPlaceUpdateSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
@@ -139,7 +140,7 @@ func upstreamSpecs(p upstreamProvider) {
 				InfrastructureProvider: infra, Flavor: ptr.To("in-place"), PostNamespaceCreated: e.namespaceSetup(true)}
 		})
 	})
-	Describe("KCPAdoption", Label("kcp-adoption"), func() {
+	Describe("KCPAdoption", specLabel(p, "kcp-adoption"), func() {
 		capie2e.KCPAdoptionSpec(ctx, func() capie2e.KCPAdoptionSpecInput {
 			e := envFor(p)
 			return capie2e.KCPAdoptionSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
@@ -147,7 +148,7 @@ func upstreamSpecs(p upstreamProvider) {
 				InfrastructureProvider: infra, PostNamespaceCreated: e.namespaceSetup(false)}
 		})
 	})
-	Describe("MachineDeploymentRemediation", Label("md-remediation"), func() {
+	Describe("MachineDeploymentRemediation", specLabel(p, "md-remediation"), func() {
 		capie2e.MachineDeploymentRemediationSpec(ctx, func() capie2e.MachineDeploymentRemediationSpecInput {
 			e := envFor(p)
 			return capie2e.MachineDeploymentRemediationSpecInput{E2EConfig: e.config, ClusterctlConfigPath: e.clusterctlConfig,
@@ -157,10 +158,22 @@ func upstreamSpecs(p upstreamProvider) {
 	})
 }
 
-var _ = Describe("baremetal", Label("baremetal"), func() { upstreamSpecs(baremetal) })
+// specLabel is Label, and records the spec's labels, with its provider's,
+// so the suite knows which providers the label filter runs before any
+// spec starts (specLabels).
+func specLabel(p upstreamProvider, labels ...string) Labels {
+	specLabels[p.config] = append(specLabels[p.config], append([]string{p.label}, labels...))
+	return Label(labels...)
+}
+
+// specLabels are each provider config's specs' labels, recorded as the
+// spec tree is built (before the suite's set-up runs).
+var specLabels = map[string][][]string{}
+
+var _ = Describe("baremetal", Label(baremetal.label), func() { upstreamSpecs(baremetal) })
 
 // CAPD's in-memory backend binds :19000 whatever its flags say, so its
 // specs run one after another on one process (Ordered), while the other
 // processes take the baremetal specs; the chain is handed out first
 // (SpecPriority), as the longest piece.
-var _ = Describe("in-memory", Label("inmemory"), Ordered, ContinueOnFailure, SpecPriority(1), func() { upstreamSpecs(inMemory) })
+var _ = Describe("in-memory", Label(inMemory.label), Ordered, ContinueOnFailure, SpecPriority(1), func() { upstreamSpecs(inMemory) })

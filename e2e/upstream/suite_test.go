@@ -8,16 +8,21 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/types"
 	. "github.com/onsi/gomega"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/upgradelab/upgradelab/e2e/mgmt"
+	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 )
 
@@ -56,6 +61,7 @@ var _ = SynchronizedBeforeSuite(func(ctx context.Context) []byte {
 	Expect(err).NotTo(HaveOccurred())
 	built := shared
 	built.Artifacts, built.Provider, built.Extension = abs, bins.Provider, bins.Extension
+	buildSelectedManagers(ctx)
 	data, err := json.Marshal(built)
 	Expect(err).NotTo(HaveOccurred())
 	return data
@@ -72,7 +78,27 @@ var _ = SynchronizedBeforeSuite(func(ctx context.Context) []byte {
 	Expect(err).NotTo(HaveOccurred())
 	log.SetOutput(stdlog)
 	ctrllog.SetLogger(zap.New(zap.WriteTo(stdlog)))
-}, NodeTimeout(10*time.Minute))
+}, NodeTimeout(45*time.Minute)) // a cold build of CAPD takes minutes on 2 cores
+
+// buildSelectedManagers builds the managers from source (CAPD) of every
+// provider config the label filter runs a spec of, before any spec
+// starts, with a line when each build starts and ends: no spec's time
+// goes to a build. The first process's output reaches the terminal as
+// it comes while the suite's set-up runs.
+func buildSelectedManagers(ctx context.Context) {
+	filter, err := types.ParseLabelFilter(GinkgoLabelFilter())
+	Expect(err).NotTo(HaveOccurred())
+	for _, name := range slices.Sorted(maps.Keys(specLabels)) {
+		if !slices.ContainsFunc(specLabels[name], filter) {
+			continue
+		}
+		cfg, err := provider.Load(filepath.Join("..", "..", "fixtures", "providers", name+".yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		for _, m := range cfg.Managers {
+			Expect(cfg.Build(ctx, m, filepath.Join("..", ".."), mgmt.CacheDir(), os.Stdout)).To(Succeed())
+		}
+	}
+}
 
 // Each process stops the planes and labs it started.
 var _ = SynchronizedAfterSuite(func() { stopEnvs() }, func() {})
