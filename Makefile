@@ -90,7 +90,7 @@ test-vm: deps
 # The real VMs' figures: boot to the guest's API, six at once, QEMU's RSS,
 # image writes into a slot by size.
 bench-vm: deps
-	@mkdir -p $(ARTIFACTS)
+	go run ./cmd/upgradelab bench env --target bench-vm $(ARTIFACTS)
 	set -o pipefail; $(GO_TEST) -run '^$$' -bench . -benchtime 2x -timeout 30m ./sim/vm/ 2>&1 | tee $(ARTIFACTS)/bench.txt
 	go run ./cmd/upgradelab bench report $(ARTIFACTS)
 
@@ -110,7 +110,7 @@ PARALLEL ?= $(shell scripts/e2e-parallel.sh)
 REPEAT ?= 1
 export UPGRADELAB_PROVIDERS = $(PROVIDERS)
 # The target a suite runs for, recorded in its artifacts (environment.json).
-export UPGRADELAB_SUITE ?= $(or $(firstword $(MAKECMDGOALS)),e2e)
+export UPGRADELAB_SUITE ?= $(or $(firstword $(filter e2e%,$(MAKECMDGOALS))),e2e)
 export UPGRADELAB_REPEAT = $(REPEAT)
 # The Ginkgo CLI at the version go.mod pins (parallel processes need it);
 # a serial run is verbose, a parallel one prints each run's progress lines
@@ -123,7 +123,7 @@ e2e: tools
 	@mkdir -p $(ARTIFACTS)
 	$(GINKGO_RUN) --label-filter='$(GINKGO_LABELS)' ./e2e/ -- $(E2E_ARGS)
 
-# The four mission scenarios (plain) on real VMs: every lab host a QEMU VM
+# The four main scenarios (plain) on real VMs: every lab host a QEMU VM
 # under TCG that boots OVMF, GRUB's A/B choice, Debian's cloud kernel and
 # the guest from a real disk (UPGRADELAB_BACKEND=qemu; A/B hosts only), its
 # BMCs acting on the VM, its deploy ramdisk a real ISO, its image writes
@@ -157,7 +157,7 @@ e2e-kind: tools
 # runs each variant five times.
 e2e-faults: tools
 	@mkdir -p $(ARTIFACTS)
-	UPGRADELAB_SCENARIOS='../scenarios/faults/*.yaml' $(GINKGO_RUN) --label-filter='scenario' ./e2e/ -- $(E2E_ARGS)
+	UPGRADELAB_SCENARIOS='../scenarios/faults/*.yaml' $(GINKGO_RUN) --label-filter='scenario$(if $(GINKGO_LABELS), && ($(GINKGO_LABELS)))' ./e2e/ -- $(E2E_ARGS)
 
 # CAPI's own e2e specs (sigs.k8s.io/cluster-api/test/e2e at go.mod's
 # version) against the reference provider on the lab (e2e/upstream,
@@ -189,7 +189,7 @@ e2e-upstream: tools
 # Their output is kept as ARTIFACTS/bench.txt, and their rows of
 # docs/BENCHMARKS.md are written anew from it.
 bench: tools
-	@mkdir -p $(ARTIFACTS)
+	go run ./cmd/upgradelab bench env --target bench $(ARTIFACTS)
 	set -o pipefail; { \
 	$(GO_TEST) -run '^$$' -bench . -benchtime 3x -timeout 30m ./e2e/mgmt/ ./sim/lab/ && \
 	$(GO_TEST) -run '^$$' -bench . -benchtime 2s -timeout 30m ./sim/bmc/ && \

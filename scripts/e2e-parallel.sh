@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prints how many scenario runs `make e2e` runs at once on this machine:
 # as many as its memory holds and its cores keep busy, at least 1.
-# Measured on 2 cores (four runs at once): a run's processes (its
+# On 2 cores (four runs at once) a run's processes (its
 # kube-apiserver about 600 MiB, etcd, CAPI's and the provider's managers,
 # its share of the harness) hold about 1.2 GiB, RUN_MIB leaves room above
 # that; a run keeps a core busy about 60 % of its time (its waits are

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -12,7 +13,7 @@ import (
 
 func newBenchCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Keep docs/BENCHMARKS.md"}
-	cmd.AddCommand(newBenchReportCommand())
+	cmd.AddCommand(newBenchReportCommand(), newBenchEnvCommand())
 	return cmd
 }
 
@@ -23,9 +24,10 @@ func newBenchReportCommand() *cobra.Command {
 		Short: "Put the figures measured in FOLDERs into the benchmark table",
 		Long: `Reads each FOLDER's measurements and rewrites their rows of the benchmark
 table (docs/BENCHMARKS.md): bench.txt (the output of go test -bench, as make
-bench keeps it; measured on this machine at this commit), an e2e artifacts
-folder (results.json and environment.json: the suite's runs and where they
-ran), and *.timing.json files of scripts/timed (a whole command timed). A row
+bench keeps it, with the environment.json bench env wrote before it ran),
+an e2e artifacts folder (results.json and environment.json: the suite's runs
+and where they ran), and *.timing.json files of scripts/timed (a whole
+command timed). A row
 measured again replaces its old self; the others keep their own date and
 commit.`,
 		Args: cobra.MinimumNArgs(1),
@@ -41,9 +43,8 @@ commit.`,
 			if err != nil {
 				return err
 			}
-			here := benchtable.Here(root)
 			for _, dir := range args {
-				rows, err := benchtable.FromFolder(dir, here)
+				rows, err := benchtable.FromFolder(dir)
 				if err != nil {
 					return err
 				}
@@ -58,5 +59,31 @@ commit.`,
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "the table to rewrite (default docs/BENCHMARKS.md of this repository)")
+	return cmd
+}
+
+func newBenchEnvCommand() *cobra.Command {
+	var target string
+	cmd := &cobra.Command{
+		Use:   "env FOLDER",
+		Short: "Record where and when FOLDER's measurements are made (environment.json)",
+		Long: `Writes FOLDER/environment.json: this machine (cores, memory, CPU model),
+today's date, this repository's commit and the make target that measures,
+for bench report. make bench runs it before its benchmarks.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			root, err := reference.RepoRoot()
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(args[0], 0o755); err != nil {
+				return err
+			}
+			env := benchtable.Here(root)
+			env.Target = target
+			return benchtable.WriteEnv(args[0], env)
+		},
+	}
+	cmd.Flags().StringVar(&target, "target", "bench", "the make target that measures")
 	return cmd
 }

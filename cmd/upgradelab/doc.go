@@ -10,6 +10,8 @@
 //	upgradelab mgmt up | down      the management plane alone; delete a kind one
 //	upgradelab lab up | status     the lab alone; its hosts from a state folder
 //	upgradelab fleet [curve]       many clusters on one plane and lab, one wave
+//	upgradelab bench report DIR... docs/BENCHMARKS.md from measurement folders
+//	upgradelab bench env DIR       record where DIR's measurements are made
 //
 // run plans with e2e/plan as the Ginkgo suite does (the same runs, names,
 // folders and labels; --labels takes a GINKGO_LABELS expression) and
@@ -18,7 +20,7 @@
 // folder per run, results.json, junit.xml, report.html) and exits non-zero
 // when a run broke a rule or stopped. Managers a provider config builds
 // from Go modules are built before the first run, so no run's clock pays
-// for a build.
+// for a build. bench keeps docs/BENCHMARKS.md (e2e/benchtable).
 //
 // up is the runner's sandbox (runner.StartSandbox): plane, lab, enrolled
 // hosts and recorders, the cluster and its upgrade rendered as files to

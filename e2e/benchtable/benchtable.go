@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -35,25 +36,33 @@ type Row struct {
 
 // Env is where and when a figure was measured.
 type Env struct {
-	// Target is the make target a suite ran for (e2e, e2e-faults, ...).
-	Target  string `json:"target,omitempty"`
+	// Target is the make target that measured (e2e, e2e-faults, bench).
+	Target string `json:"target,omitempty"`
+	// Labels and Repeat are a suite's selection (GINKGO_LABELS, REPEAT):
+	// a figure of part of a suite is another figure than the whole's.
+	Labels  string `json:"labels,omitempty"`
+	Repeat  int    `json:"repeat,omitempty"`
 	Machine string `json:"machine"`
 	Date    string `json:"date"`
 	Commit  string `json:"commit"`
 }
 
-// EnvFile is an e2e artifacts folder's record of where it ran.
+// EnvFile is a measurement folder's record of where it was measured.
 const EnvFile = "environment.json"
 
+// TablePath is the table's place in the repository.
+const TablePath = "docs/BENCHMARKS.md"
+
 // Here is this machine, today and repoRoot's commit (with "+changes"
-// when the tree differs from it).
+// when the tree differs from it in anything but the table itself, which
+// measuring rewrites).
 func Here(repoRoot string) Env {
 	e := Env{Machine: machine(), Date: time.Now().UTC().Format(time.DateOnly), Commit: "unknown"}
 	cmd := exec.Command("git", "rev-parse", "--short=12", "HEAD")
 	cmd.Dir = repoRoot
 	if out, err := cmd.Output(); err == nil {
 		e.Commit = strings.TrimSpace(string(out))
-		status := exec.Command("git", "status", "--porcelain", "--untracked-files=no")
+		status := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!"+TablePath)
 		status.Dir = repoRoot
 		if out, err := status.Output(); err == nil && len(out) > 0 {
 			e.Commit += "+changes"
@@ -87,13 +96,26 @@ func machine() string {
 	return fmt.Sprintf("%d cores, %d GiB, %s", runtime.NumCPU(), gib, model)
 }
 
-// WriteEnv records e in dir (an e2e artifacts folder).
+// WriteEnv records e in dir (an e2e artifacts folder, a bench folder).
 func WriteEnv(dir string, e Env) error {
 	b, err := json.MarshalIndent(e, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(dir+"/"+EnvFile, b, 0o644)
+	return os.WriteFile(filepath.Join(dir, EnvFile), b, 0o644)
+}
+
+// ReadEnv reads dir's record of where it was measured.
+func ReadEnv(dir string) (Env, error) {
+	var e Env
+	b, err := os.ReadFile(filepath.Join(dir, EnvFile))
+	if err != nil {
+		return e, fmt.Errorf("%s: %w (what measured the folder writes it: the e2e suite, make bench)", dir, err)
+	}
+	if err := json.Unmarshal(b, &e); err != nil {
+		return e, fmt.Errorf("%s: %w", filepath.Join(dir, EnvFile), err)
+	}
+	return e, nil
 }
 
 // Header and the marker line the table starts after; everything above

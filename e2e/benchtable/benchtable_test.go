@@ -40,12 +40,12 @@ func TestGoBenchmarksBecomeRowsWithTheirCommand(t *testing.T) {
 		got[r.What] = r
 	}
 	for what, want := range map[string]struct{ figure, command string }{
-		"management plane start, until every manager answers /readyz":  {"4.6 s", `go test -run '^$' -bench '^BenchmarkPlaneStart$' ./e2e/mgmt/`},
+		"management plane start, until every manager answers /readyz":  {"4.55 s", `go test -run '^$' -bench '^BenchmarkPlaneStart$' ./e2e/mgmt/`},
 		"scenario single-node-in-place alone, plain form: wall time":   {"1m1s", `go test -run '^$' -bench '^BenchmarkScenario$/^single-node-in-place$' ./e2e/runner/`},
 		"scenario single-node-in-place alone, plain form: its upgrade": {"14.4 s", ""},
 		"one eviction through a workload cluster's Eviction API":       {"190 µs", ""},
 		"one BMC, authenticated Redfish GETs":                          {"14,084/s", ""},
-		"BenchmarkSomethingNew widgets/op":                             {"4 widgets/op", ""},
+		"BenchmarkSomethingNew widgets/op":                             {"3.5 widgets/op", ""},
 		"BenchmarkSomethingNew ns/op":                                  {"5 µs", ""},
 	} {
 		r, ok := got[what]
@@ -130,14 +130,14 @@ func TestSuitesAndTimedCommandsBecomeRows(t *testing.T) {
 	results := []result.Result{{Scenario: "a", Started: t0, Duration: 2 * time.Minute}, {Scenario: "b", Started: t0.Add(time.Minute), Duration: 3 * time.Minute, Error: "stopped"}}
 	b, _ := json.Marshal(results)
 	os.WriteFile(filepath.Join(dir, result.File), b, 0o644)
-	if _, err := FromFolder(dir, here); err == nil || !strings.Contains(err.Error(), EnvFile) {
+	if _, err := FromFolder(dir); err == nil || !strings.Contains(err.Error(), EnvFile) {
 		t.Fatalf("a suite without %s: %v", EnvFile, err)
 	}
 	if err := WriteEnv(dir, Env{Target: "e2e-faults", Machine: "m", Date: "2026-12-04", Commit: "c1"}); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(dir, "fresh.timing.json"), []byte(`{"what": "make e2e on a fresh machine", "command": "make e2e", "seconds": 2400, "exit": 2, "machine": "m", "date": "2026-12-04", "commit": "c2"}`), 0o644)
-	rows, err := FromFolder(dir, here)
+	rows, err := FromFolder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestSuitesAndTimedCommandsBecomeRows(t *testing.T) {
 	if len(rows) != 2 || rows[0] != want[0] || rows[1] != want[1] {
 		t.Errorf("rows %+v, want %+v", rows, want)
 	}
-	if _, err := FromFolder(t.TempDir(), here); err == nil || !strings.Contains(err.Error(), "holds no measurement") {
+	if _, err := FromFolder(t.TempDir()); err == nil || !strings.Contains(err.Error(), "holds no measurement") {
 		t.Errorf("an empty folder: %v", err)
 	}
 }
@@ -177,4 +177,55 @@ func FuzzReadTable(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A partial suite is a row of its own: its command names the selection.
+func TestAPartialSuiteIsARowOfItsOwn(t *testing.T) {
+	dir := t.TempDir()
+	b, _ := json.Marshal([]result.Result{{Scenario: "a", Started: time.Now(), Duration: time.Minute}})
+	os.WriteFile(filepath.Join(dir, result.File), b, 0o644)
+	if err := WriteEnv(dir, Env{Target: "e2e", Labels: "inmemory", Repeat: 3, Machine: "m", Date: "d", Commit: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := FromFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "make e2e GINKGO_LABELS='inmemory' REPEAT=3"; len(rows) != 1 || rows[0].Command != want || !strings.HasPrefix(rows[0].What, want) {
+		t.Errorf("rows %+v, want the command %q in what and command", rows, want)
+	}
+}
+
+// bench.txt is read with the environment.json make bench wrote before it
+// ran: figures are never stamped with the day they were reported.
+func TestBenchOutputNeedsWhereItWasMeasured(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "bench.txt"), []byte(benchOutput), 0o644)
+	if _, err := FromFolder(dir); err == nil || !strings.Contains(err.Error(), EnvFile) {
+		t.Fatalf("bench.txt without %s: %v", EnvFile, err)
+	}
+	WriteEnv(dir, Env{Target: "bench", Machine: "m", Date: "2026-11-30", Commit: "c0"})
+	rows, err := FromFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Date != "2026-11-30" || r.Commit != "c0" || !strings.HasPrefix(r.Command, "make bench (Benchmark") {
+			t.Errorf("row %+v: want the date, commit and make target of environment.json", r)
+		}
+	}
+}
+
+func TestFiguresKeepTheirPrecision(t *testing.T) {
+	for _, tc := range []struct {
+		v          float64
+		unit, want string
+	}{
+		{0.4, "req/s", "0.4/s"}, {14084.2, "req/s", "14,084/s"}, {750, "ns/op", "750 ns"}, {190123, "ns/op", "190 µs"},
+		{116, "ms-100-answering/op", "116 ms"}, {93.04, "s-all/op", "1m33s"}, {2.1, "peak-rss-MiB", "2.1 MiB"}, {3394, "peak-rss-MiB", "3,394 MiB"},
+	} {
+		if got := figure(tc.v, tc.unit); got != tc.want {
+			t.Errorf("figure(%v, %q) = %q, want %q", tc.v, tc.unit, got, tc.want)
+		}
+	}
 }

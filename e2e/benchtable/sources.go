@@ -2,6 +2,7 @@ package benchtable
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -83,10 +84,20 @@ func FromGoBench(r io.Reader, env Env) ([]Row, error) {
 				continue
 			}
 			rows = append(rows, Row{What: what, Figure: figure(value, fields[i+1]), Machine: env.Machine, Date: env.Date, Commit: env.Commit,
-				Command: fmt.Sprintf("go test -run '^$' -bench '^%s$' ./%s/", strings.ReplaceAll(name, "/", "$/^"), pkg)})
+				Command: benchCommand(env.Target, name, pkg)})
 		}
 	}
 	return rows, sc.Err()
+}
+
+// benchCommand is the command that measured a benchmark: the make
+// target with its flags (benchtime, timeout), naming the benchmark, or
+// go test when no target is known.
+func benchCommand(target, name, pkg string) string {
+	if target != "" {
+		return fmt.Sprintf("make %s (%s in ./%s)", target, name, pkg)
+	}
+	return fmt.Sprintf("go test -run '^$' -bench '^%s$' ./%s/", strings.ReplaceAll(name, "/", "$/^"), pkg)
 }
 
 // describe names a benchmark's metric for the table, or says it is not
@@ -116,7 +127,8 @@ func describe(bench, sub, unit string) (string, bool) {
 }
 
 // figure writes a value in its unit as a reader wants it: durations as
-// durations, rates and sizes with their unit.
+// durations, rates and sizes with their unit, three significant digits
+// below a hundred.
 func figure(v float64, unit string) string {
 	var seconds float64
 	switch {
@@ -127,28 +139,39 @@ func figure(v float64, unit string) string {
 	case strings.HasPrefix(unit, "s-") || strings.HasPrefix(unit, "s/") || strings.HasSuffix(unit, "-s"):
 		seconds = v
 	case strings.HasSuffix(unit, "/s"):
-		return fmt.Sprintf("%s%s", thousands(v), unit[strings.Index(unit, "/"):])
+		return number(v) + unit[strings.Index(unit, "/"):]
 	case strings.Contains(unit, "MiB"):
-		return fmt.Sprintf("%s MiB", thousands(v))
+		return number(v) + " MiB"
 	default:
-		return fmt.Sprintf("%s %s", thousands(v), unit)
+		return number(v) + " " + unit
 	}
-	d := time.Duration(seconds * float64(time.Second))
-	switch {
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.0f µs", seconds*1e6)
-	case d < time.Second:
-		return fmt.Sprintf("%.0f ms", seconds*1e3)
-	case d < time.Minute:
-		return fmt.Sprintf("%.1f s", seconds)
-	}
-	return d.Round(time.Second).String()
+	return duration(seconds)
 }
 
-// thousands is v rounded to a whole number with thousands separated.
-func thousands(v float64) string {
+// duration is seconds as a reader wants them: in the unit that keeps the
+// figure between 1 and 1000, minutes and seconds from a minute on.
+func duration(seconds float64) string {
+	switch {
+	case seconds < 1e-6:
+		return number(seconds*1e9) + " ns"
+	case seconds < 1e-3:
+		return number(seconds*1e6) + " µs"
+	case seconds < 1:
+		return number(seconds*1e3) + " ms"
+	case seconds < 60:
+		return number(seconds) + " s"
+	}
+	return (time.Duration(seconds * float64(time.Second))).Round(time.Second).String()
+}
+
+// number is v with three significant digits below a hundred, else whole
+// with thousands separated.
+func number(v float64) string {
+	if math.Abs(v) < 100 {
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
 	s := strconv.FormatInt(int64(math.Round(v)), 10)
-	for i := len(s) - 3; i > 0; i -= 3 {
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
@@ -161,13 +184,9 @@ func FromSuite(dir string) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
-	var env Env
-	b, err := os.ReadFile(filepath.Join(dir, EnvFile))
+	env, err := ReadEnv(dir)
 	if err != nil {
-		return Row{}, fmt.Errorf("%s: %w (the suite writes it beside results.json)", dir, err)
-	}
-	if err := json.Unmarshal(b, &env); err != nil {
-		return Row{}, fmt.Errorf("%s: %w", filepath.Join(dir, EnvFile), err)
+		return Row{}, err
 	}
 	if len(results) == 0 {
 		return Row{}, fmt.Errorf("%s: no run in %s", dir, result.File)
@@ -185,8 +204,14 @@ func FromSuite(dir string) (Row, error) {
 			last = end
 		}
 	}
-	target := "make " + env.Target
-	return Row{What: target + ": its runs, once built", Command: target, Machine: env.Machine, Date: env.Date, Commit: env.Commit,
+	command := "make " + cmp.Or(env.Target, "e2e")
+	if env.Labels != "" {
+		command += fmt.Sprintf(" GINKGO_LABELS='%s'", env.Labels)
+	}
+	if env.Repeat > 1 {
+		command += fmt.Sprintf(" REPEAT=%d", env.Repeat)
+	}
+	return Row{What: command + ": its runs, once built", Command: command, Machine: env.Machine, Date: env.Date, Commit: env.Commit,
 		Figure: fmt.Sprintf("%s (%d/%d passed)", last.Sub(first).Round(time.Second), passed, len(results))}, nil
 }
 
@@ -213,7 +238,7 @@ func FromTiming(path string) (Row, error) {
 	if t.What == "" || t.Command == "" || t.Seconds <= 0 {
 		return Row{}, fmt.Errorf("%s: a timing needs what, command and seconds", path)
 	}
-	fig := (time.Duration(t.Seconds) * time.Second).String()
+	fig := duration(t.Seconds)
 	if t.Exit != 0 {
 		fig += fmt.Sprintf(" (failed: exit status %d)", t.Exit)
 	}
@@ -221,12 +246,18 @@ func FromTiming(path string) (Row, error) {
 }
 
 // FromFolder reads every measurement in dir: bench.txt (go test -bench
-// output, measured in env), an e2e suite's results, and *.timing.json.
-func FromFolder(dir string, env Env) ([]Row, error) {
+// output, measured where and when its environment.json says), an e2e
+// suite's results, and *.timing.json.
+func FromFolder(dir string) ([]Row, error) {
 	var rows []Row
 	found := false
 	if f, err := os.Open(filepath.Join(dir, "bench.txt")); err == nil {
 		found = true
+		env, err := ReadEnv(dir)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
 		r, err := FromGoBench(f, env)
 		f.Close()
 		if err != nil {

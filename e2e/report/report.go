@@ -112,7 +112,7 @@ func summarize(results []result.Result, layout Layout) (string, []failure) {
 	var passed, failed, stopped, broken int
 	var failures []failure
 	for _, res := range sortedForTable(results) {
-		name := shortName(res) + " on " + res.Provider
+		name := runTitle(res) + " on " + res.Provider
 		switch res.Verdict() {
 		case "PASS":
 			passed++
@@ -180,13 +180,23 @@ func hostOSColumn(res result.Result) string {
 	return mode
 }
 
+// runTitle names a run whole: scenario, form, and on the lab its hosts'
+// OS and backend.
+func runTitle(res result.Result) string {
+	title := shortName(res) + " (" + string(res.Form) + ")"
+	if res.HostOS != "" {
+		title += " on " + res.HostOS + " hosts"
+		if res.Backend != "" {
+			title += ", " + res.Backend + " VMs"
+		}
+	}
+	return title
+}
+
 func runRow(res result.Result) runData {
 	run := runData{Result: res, Name: shortName(res), HostOSColumn: hostOSColumn(res), Duration: res.Duration.Round(time.Second).String(),
 		Anchor: RunAnchor(res)}
-	run.Title = res.Scenario + " (" + string(res.Form) + ")"
-	if res.HostOS != "" {
-		run.Title += " on " + res.HostOS + " hosts"
-	}
+	run.Title = runTitle(res)
 	byRule := map[string]check.Result{}
 	for _, c := range res.Checks {
 		byRule[c.Rule] = c

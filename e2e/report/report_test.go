@@ -32,6 +32,8 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 		APIServerCrashes: []string{"kube-apiserver (pid 7) crashed: panic: boom in main.f (log /x.log); restarted as the kubelet restarts a static Pod (pid 9)"},
 		Checks: []check.Result{{Rule: "host-bound-once", Status: check.Fail, Violations: []check.Violation{broken}}, {Rule: "same-machines", Status: check.Pass},
 			{Rule: "deletion-order", Status: check.NotExercised}}}
+	onVMs := result.Result{Provider: "baremetal", Scenario: "single-node-in-place", Form: scenario.Plain, HostOS: "ab", Backend: "qemu", Strategy: "in-place",
+		Timeline: filepath.Join(dir, "baremetal-single-node-in-place-plain-qemu-r2", "timeline.jsonl")}
 	theirs := result.Result{Provider: "inmemory", Scenario: "single-node-in-place", Form: scenario.Plain, Strategy: "in-place",
 		Timeline: filepath.Join(dir, "missing.jsonl"),
 		Checks:   []check.Result{{Rule: "host-bound-once", Status: check.NotApplicable}, {Rule: "same-machines", Status: check.Pass}, {Rule: "deletion-order", Status: check.Pass}}}
@@ -42,7 +44,7 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 	}}
 	onOSTree := res
 	onOSTree.HostOS, onOSTree.Checks = "ostree", nil
-	if err := Write(dir, []result.Result{onOSTree, theirs, res}, layout); err != nil {
+	if err := Write(dir, []result.Result{onOSTree, theirs, res, onVMs}, layout); err != nil {
 		t.Fatal(err)
 	}
 	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
@@ -52,7 +54,7 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 	page := string(html)
 	for _, want := range []string{`<td title="single-node-in-place (plain) on ab hosts">`, `<td title="ostree">ostree</td>`, `class="m fail" title="host-bound-once: fail: `, `class="m unex" title="deletion-order: not exercised">○</td>`, "bound twice", `<rect x=`, "Machine/sc-cp-a", "BareMetalHost/node-0", "stroke-dasharray",
 		"2 process(es) ran the runs", "management cluster kind;", "<b>Management</b> kube-apiserver (pid 7) crashed: panic: boom", ">process 1<", ">process 2<", RunAnchor(res) + ": from 0s for 1m30s", "wall: upgrade 40s",
-		`<th class="group" colspan="7">rollout</th>`} {
+		`<th class="group" colspan="7">rollout</th>`, `<h2 id="baremetal-single-node-in-place-plain-qemu-r2">single-node-in-place #2 (plain) on ab hosts, qemu VMs on baremetal</h2>`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report.html lacks %q", want)
 		}
@@ -102,8 +104,8 @@ func TestReportStartsWithTheSummaryAndWhatFailed(t *testing.T) {
 		t.Fatalf("the page does not open with %q before the table", summary)
 	}
 	for _, want := range []string{
-		`cold-spare-rolling on baremetal</a>: <span class="v">` + broken.String(),
-		`cold-spare-rolling on inmemory</a>: <span class="v">stopped: ` + why,
+		`cold-spare-rolling (clusterclass) on ab hosts on baremetal</a>: <span class="v">` + broken.String(),
+		`cold-spare-rolling (plain) on inmemory</a>: <span class="v">stopped: ` + why,
 		`title="end-machines-up-to-date: not run: the run stopped before its upgrade: ` + why + `">–</td>`,
 	} {
 		if !strings.Contains(page, want) {

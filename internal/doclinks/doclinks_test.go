@@ -14,6 +14,8 @@ var (
 	mdLink     = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	sectionRef = regexp.MustCompile(`((?:docs/)?[A-Z][A-Z-]*\.md)(?:,\s*|\s+\()"([A-Za-z][^"\n{}]*(?:\n[^"\n{}]*)?)"`)
 	heading    = regexp.MustCompile(`(?m)^#{1,6} +(.+?) *$`)
+	fence      = regexp.MustCompile("(?ms)^```.*?^```")
+	docName    = regexp.MustCompile(`\b(?:docs/)?[A-Z][A-Z-]+\.md\b`)
 )
 
 // anchor is the anchor GitHub gives a heading: lower case, punctuation
@@ -38,7 +40,7 @@ func headings(t *testing.T, path string) (anchors, texts map[string]bool) {
 		t.Fatal(err)
 	}
 	anchors, texts = map[string]bool{}, map[string]bool{}
-	for _, m := range heading.FindAllStringSubmatch(string(b), -1) {
+	for _, m := range heading.FindAllStringSubmatch(fence.ReplaceAllString(string(b), ""), -1) {
 		text := strings.ReplaceAll(m[1], "`", "")
 		anchors[anchor(text)] = true
 		texts[strings.ToLower(text)] = true
@@ -122,6 +124,24 @@ func TestEveryLinkToTheDocsResolves(t *testing.T) {
 			if _, texts := headings(t, full); !texts[strings.ToLower(name)] {
 				t.Errorf("%s: section %q of %s: no such heading", path, name, file)
 			}
+		}
+	}
+}
+
+// Every doc a file names (docs/FLEET.md, README.md) exists, at the root
+// or under docs/.
+func TestEveryNamedDocExists(t *testing.T) {
+	markdown, other := files(t)
+	for _, path := range append(markdown, other...) {
+		b, _ := os.ReadFile(path)
+		for _, name := range docName.FindAllString(string(b), -1) {
+			if _, err := os.Stat(filepath.Join(root, name)); err == nil {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(root, "docs", name)); err == nil {
+				continue
+			}
+			t.Errorf("%s names %s, which is neither at the root nor under docs/", path, name)
 		}
 	}
 }

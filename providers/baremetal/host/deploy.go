@@ -234,8 +234,8 @@ func (r *Reconciler) deployBoot(host *metal3.BareMetalHost) deployBootState {
 
 // deployBootPending tells a host with nothing to do but wait for its
 // deploy ramdisk, and so no reason to reach its BMC. With a hundred
-// hosts booting at once, a BMC connection per host per look was most of
-// the host controller's time.
+// hosts booting at once, a BMC connection per host per look would be
+// most of the host controller's time.
 func (r *Reconciler) deployBootPending(host *metal3.BareMetalHost) bool {
 	return r.deployBoot(host).pending
 }
