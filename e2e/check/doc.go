@@ -33,11 +33,14 @@
 // waits on CAPISays too, so the end is judged once CAPI agrees or time is
 // up.
 //
-// A run that stopped early never reached some rules: [Stopped] marks them
-// "not run" with the reason (every rule when it stopped before its
-// upgrade, the end rules after it), so a stop is never read as the
-// failure of rules it did not reach. Each rule has a [Group], the report's
-// column group.
+// A run that stopped early never reached some rules: [Stopped] (applied
+// when Params.Stopped says why) marks them "not run" with the reason: the
+// rules of the end state always, and before the upgrade step every rule
+// that held. A rule's [Span] says what its End judges: the end state, or
+// the upgrade's or the whole run's history, whose failures a stopped run
+// keeps. So a stop is never read as the failure of rules it did not
+// reach, and a violation seen before it is never hidden. Each rule has a
+// [Group], the report's column group.
 //
 // [Failed] and [Summary] condense results for a run's log, the JUnit file
 // and the report. Each rule is tested on a timeline broken on purpose
