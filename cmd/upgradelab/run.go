@@ -163,13 +163,21 @@ func referenceBinaries(ctx context.Context, out io.Writer, dir string) (referenc
 		here := filepath.Dir(self)
 		b := reference.Binaries{Provider: filepath.Join(here, reference.ProviderCommand), Extension: filepath.Join(here, reference.ExtensionCommand)}
 		if isFile(b.Provider) && isFile(b.Extension) {
-			fmt.Fprintf(out, "reference provider and extension: %s\n", here)
+			fmt.Fprintf(out, "%s%s\n", referenceReady, here)
 			return b, nil
 		}
 	}
 	fmt.Fprintln(out, "building the reference provider and the in-place extension")
-	return reference.BuildAll(ctx, dir)
+	b, err := reference.BuildAll(ctx, dir)
+	if err == nil {
+		fmt.Fprintf(out, "%s%s\n", referenceReady, dir)
+	}
+	return b, err
 }
+
+// referenceReady starts the line that says where the reference binaries
+// are, once they are there: what comes after it runs on the lab's clock.
+const referenceReady = "reference provider and extension: "
 
 // artifactsAndBinaries is the command's artifacts folder
 // (artifactsFolder) and the reference binaries built or found for it

@@ -48,10 +48,9 @@ func testUpSandbox(t *testing.T, form, created string) {
 	if _, err := os.Stat(kubectl); err != nil {
 		t.Fatalf("kubectl: %v (make tools builds it into KUBEBUILDER_ASSETS)", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	dir := t.TempDir()
-	upCtx, stop := context.WithCancel(ctx)
+	upCtx, stop := context.WithCancel(context.Background())
+	defer stop()
 	out := &lockedWriter{w: &bytes.Buffer{}}
 	done := make(chan error, 1)
 	go func() {
@@ -61,6 +60,14 @@ func testUpSandbox(t *testing.T, form, created string) {
 		cmd.SetArgs([]string{"up", "../../scenarios/single-node-in-place.yaml", "--form", form, "--artifacts", dir})
 		done <- cmd.ExecuteContext(upCtx)
 	}()
+	// A cold build of the provider and the extension beside the other
+	// packages' tests can take minutes on two cores; the sandbox's five
+	// minutes count from when the binaries are there.
+	build, cancelBuild := context.WithTimeout(upCtx, 15*time.Minute)
+	defer cancelBuild()
+	waitOutput(t, build, out, referenceReady, done)
+	ctx, cancel := context.WithTimeout(upCtx, 5*time.Minute)
+	defer cancel()
 	var sb runner.Sandbox
 	for {
 		if data, err := os.ReadFile(filepath.Join(dir, runner.SandboxFile)); err == nil && json.Unmarshal(data, &sb) == nil {
@@ -75,7 +82,7 @@ func testUpSandbox(t *testing.T, form, created string) {
 		}
 	}
 	for _, want := range []string{"export KUBECONFIG=" + sb.Kubeconfig, "kubectl apply -f " + sb.ClusterFile, "upgradelab check " + dir} {
-		waitOutput(t, ctx, out, want)
+		waitOutput(t, ctx, out, want, nil)
 	}
 	kube := func(args ...string) string {
 		t.Helper()
@@ -98,8 +105,8 @@ func testUpSandbox(t *testing.T, form, created string) {
 	}
 	kube("apply", "-f", sb.UpgradeFile)
 	waitMachines(t, ctx, c, sb, sb.To)
-	waitOutput(t, ctx, out, "upgrade step recorded")
-	waitOutput(t, ctx, out, "upgrade done: every Machine up to date at "+sb.To)
+	waitOutput(t, ctx, out, "upgrade step recorded", nil)
+	waitOutput(t, ctx, out, "upgrade done: every Machine up to date at "+sb.To, nil)
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("upgradelab up: %v\n%s", err, out)
@@ -173,10 +180,14 @@ func waitMachines(t *testing.T, ctx context.Context, c client.Client, sb runner.
 	}
 }
 
-func waitOutput(t *testing.T, ctx context.Context, out *lockedWriter, want string) {
+// waitOutput waits until up has printed want, failing at ctx's end or
+// when up ends first (on done, when given).
+func waitOutput(t *testing.T, ctx context.Context, out *lockedWriter, want string, done <-chan error) {
 	t.Helper()
 	for !strings.Contains(out.String(), want) {
 		select {
+		case err := <-done:
+			t.Fatalf("upgradelab up ended before it printed %q: %v\n%s", want, err, out)
 		case <-ctx.Done():
 			t.Fatalf("upgradelab up never printed %q:\n%s", want, out)
 		case <-time.After(200 * time.Millisecond):
