@@ -81,6 +81,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/report"
+	"github.com/upgradelab/upgradelab/e2e/result"
 )
 
 var (
@@ -176,6 +177,9 @@ func (t timestamped) Write(p []byte) (int, error) {
 var _ = ReportAfterSuite("artifacts", func(r Report) {
 	abs, _ := filepath.Abs(artifactsDir())
 	results, layout := scenarioResults(r)
+	if err := result.Write(filepath.Join(abs, result.File), results); err != nil {
+		fmt.Fprintf(os.Stdout, "\nwriting %s: %v\n", result.File, err)
+	}
 	if err := report.Write(abs, results, layout); err != nil {
 		fmt.Fprintf(os.Stdout, "\nwriting the report: %v\n", err)
 	}
@@ -185,5 +189,5 @@ var _ = ReportAfterSuite("artifacts", func(r Report) {
 	if err := benchtable.WriteEnv(abs, env); err != nil {
 		fmt.Fprintf(os.Stdout, "\nwriting %s: %v\n", benchtable.EnvFile, err)
 	}
-	fmt.Fprintf(os.Stdout, "\nupgradelab e2e artifacts: %s (report.html, junit.xml, one folder per scenario run)\n", abs)
+	fmt.Fprintf(os.Stdout, "\nupgradelab e2e artifacts: %s (report.html, %s, junit.xml, one folder per scenario run)\n", abs, result.File)
 })

@@ -27,7 +27,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/report"
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/runner"
-	"github.com/upgradelab/upgradelab/sim/timescale"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 )
 
 // scenarioGlob picks the scenario files: UPGRADELAB_SCENARIOS (globs

@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/agent"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 func main() {

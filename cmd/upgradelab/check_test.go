@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/plan"
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/runner"
-	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
 )
 
@@ -23,7 +23,7 @@ import (
 // passes, and the same timeline with a manager's RBAC refusal added fails
 // naming the rule.
 func TestCheckJudgesARecordedTimelineAgain(t *testing.T) {
-	s, def, err := scenario.Load("../../scenarios/single-node-in-place.yaml")
+	s, def, err := plan.Load("../../scenarios/single-node-in-place.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/report"
 	"github.com/upgradelab/upgradelab/e2e/result"
-	"github.com/upgradelab/upgradelab/sim/timescale"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 )
 
 func newFleetCommand() *cobra.Command {
@@ -211,6 +211,9 @@ func (o fleetOptions) runOne(ctx context.Context, out io.Writer, root string, fl
 		return nil, nil, err
 	}
 	if err := rep.Write(dir); err != nil {
+		return nil, nil, err
+	}
+	if err := result.Write(filepath.Join(dir, result.File), results); err != nil {
 		return nil, nil, err
 	}
 	if err := report.Write(dir, results, report.Layout{Processes: 1}); err != nil {

@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/site"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 func newLabCommand() *cobra.Command {

@@ -23,7 +23,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/report"
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/runner"
-	"github.com/upgradelab/upgradelab/sim/timescale"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 )
 
 // errRulesBroken makes the command exit non-zero after it printed why.
@@ -138,6 +138,9 @@ func (o runOptions) run(ctx context.Context, out io.Writer) error {
 	}
 	wg.Wait()
 	layout.Runs = placements
+	if err := result.Write(filepath.Join(dir, result.File), results); err != nil {
+		return err
+	}
 	if err := report.Write(dir, results, layout); err != nil {
 		return err
 	}

@@ -9,12 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/upgradelab/upgradelab/e2e/plan"
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/runner"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/lab"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 func newUpCommand() *cobra.Command {
@@ -59,7 +60,7 @@ func (o upOptions) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("run from the repository (its fixtures and templates): %w", err)
 	}
-	s, def, err := scenario.Load(o.scenario)
+	s, def, err := plan.Load(o.scenario)
 	if err != nil {
 		return err
 	}
@@ -67,7 +68,7 @@ func (o upOptions) run(ctx context.Context, out io.Writer) error {
 		if def, err = lab.Load(o.lab); err != nil {
 			return err
 		}
-		if err := s.Fits(def); err != nil {
+		if err := plan.Fits(s, def); err != nil {
 			return fmt.Errorf("--lab %s: %w", o.lab, err)
 		}
 	}

@@ -6,8 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/upgradelab/upgradelab/e2e/monitor"
-	"github.com/upgradelab/upgradelab/sim/workload"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // The rules about what an upgrade does to the workload cluster's users:
@@ -21,12 +20,12 @@ func apiAvailability(s *State, p Params) []Violation {
 	var out []Violation
 	for _, o := range s.APIOutages {
 		if d := o.To.Sub(o.From); d > p.MaxAPIOutage {
-			out = append(out, Violation{Time: o.From, Objects: []string{monitor.KindWorkloadAPI + "/api@" + o.From.UTC().Format("15:04:05.000")},
+			out = append(out, Violation{Time: o.From, Objects: []string{vocab.KindWorkloadAPI + "/api@" + o.From.UTC().Format("15:04:05.000")},
 				Message: fmt.Sprintf("the workload API was unavailable for %s (%s), the scenario allows %s", d.Round(time.Millisecond), or(o.Why, "reads failed"), p.MaxAPIOutage)})
 		}
 	}
 	if !s.apiSeen {
-		out = append(out, violation(s, "the workload API was never polled during the upgrade", monitor.KindWorkloadAPI+"/api")...)
+		out = append(out, violation(s, "the workload API was never polled during the upgrade", vocab.KindWorkloadAPI+"/api")...)
 	}
 	return out
 }
@@ -45,10 +44,10 @@ func apiAvailabilityNote(s *State, p Params) string {
 // budgetPods are the pods a budget selects (its selector's labels all on
 // the pod), by name.
 func (s *State) budgetPods(budget string) []string {
-	sel := strings.Split(s.get(monitor.KindBudget, budget)[monitor.FieldSelector], ",")
+	sel := strings.Split(s.get(vocab.KindBudget, budget)[vocab.FieldSelector], ",")
 	var out []string
-	for _, name := range s.names(monitor.KindPod) {
-		labels := "," + s.get(monitor.KindPod, name)[monitor.FieldLabels] + ","
+	for _, name := range s.names(vocab.KindPod) {
+		labels := "," + s.get(vocab.KindPod, name)[vocab.FieldLabels] + ","
 		match := len(sel) > 0 && sel[0] != ""
 		for _, kv := range sel {
 			match = match && strings.Contains(labels, ","+kv+",")
@@ -61,7 +60,7 @@ func (s *State) budgetPods(budget string) []string {
 }
 
 func healthy(pod map[string]string) bool {
-	return pod[monitor.FieldReady] == "true" && pod[monitor.FieldTerminating] == ""
+	return pod[vocab.FieldReady] == "true" && pod[vocab.FieldTerminating] == ""
 }
 
 // pdbRespected reports each poll that took a budget below its
@@ -73,7 +72,7 @@ func healthy(pod map[string]string) bool {
 // deletes such a Machine anyway; pdbNote tells.
 func pdbRespected(s *State, _ Params) []Violation {
 	var out []Violation
-	for _, b := range s.names(monitor.KindBudget) {
+	for _, b := range s.names(vocab.KindBudget) {
 		if t := s.budgets[b]; t != nil && t.breach != nil {
 			out = append(out, *t.breach)
 		}
@@ -85,9 +84,9 @@ func pdbNote(s *State, _ Params) string {
 	evicted, refused := 0, 0
 	for _, e := range s.workloadEvents {
 		switch e {
-		case workload.EventEvicted:
+		case vocab.EventEvicted:
 			evicted++
-		case workload.EventEvictionDenied:
+		case vocab.EventEvictionDenied:
 			refused++
 		}
 	}
@@ -104,7 +103,7 @@ func pdbNote(s *State, _ Params) string {
 // for its Machine. The workload names the pods left at that very moment.
 func drainedBeforeDisruption(s *State, _ Params) []Violation {
 	e := s.Entry
-	if !s.upgrading() || e.Kind != monitor.KindWorkloadEvent || e.New[monitor.FieldReason] != workload.EventNodeStopped || e.New["pods"] == "" {
+	if !s.upgrading() || e.Kind != vocab.KindWorkloadEvent || e.New[vocab.FieldReason] != vocab.EventNodeStopped || e.New["pods"] == "" {
 		return nil
 	}
 	if s.drainGaveUp[e.Name] {
@@ -113,7 +112,7 @@ func drainedBeforeDisruption(s *State, _ Params) []Violation {
 	pods := strings.Split(e.New["pods"], ",")
 	sort.Strings(pods)
 	return violation(s, fmt.Sprintf("node %s stopped while it still ran %s (not drained)", e.Name, strings.Join(pods, ", ")),
-		append(objs(monitor.KindPod, pods), monitor.KindNode+"/"+e.Name)...)
+		append(objs(vocab.KindPod, pods), vocab.KindNode+"/"+e.Name)...)
 }
 
 func drainedNote(s *State, _ Params) string {
@@ -128,11 +127,11 @@ func drainedNote(s *State, _ Params) string {
 // workload events): it must keep its quorum through the upgrade.
 func etcdHealthy(s *State, _ Params) []Violation {
 	e := s.Entry
-	if !s.upgrading() || e.Kind != monitor.KindWorkloadEvent || e.New[monitor.FieldReason] != workload.EventEtcdHealth {
+	if !s.upgrading() || e.Kind != vocab.KindWorkloadEvent || e.New[vocab.FieldReason] != vocab.EventEtcdHealth {
 		return nil
 	}
-	if h := e.New["health"]; h != string(workload.HealthQuorum) {
-		return violation(s, e.New[monitor.FieldMessage], monitor.KindWorkloadEvent+"/"+e.Name)
+	if h := e.New["health"]; h != vocab.EtcdHealthQuorum {
+		return violation(s, e.New[vocab.FieldMessage], vocab.KindWorkloadEvent+"/"+e.Name)
 	}
 	return nil
 }
@@ -141,15 +140,15 @@ func etcdHealthy(s *State, _ Params) []Violation {
 // Ready; an upgrade (or a failed one) that leaves a node cordoned or a
 // budget's pods nowhere to go shows here.
 func endApplication(s *State, _ Params) []Violation {
-	names := s.names(monitor.KindApp)
+	names := s.names(vocab.KindApp)
 	if len(names) == 0 {
-		return violation(s, "no application Deployment was seen in the workload cluster", monitor.KindApp)
+		return violation(s, "no application Deployment was seen in the workload cluster", vocab.KindApp)
 	}
 	var out []Violation
 	for _, n := range names {
-		d := s.get(monitor.KindApp, n)
-		if d[monitor.FieldReadyCount] != d[monitor.FieldReplicas] {
-			out = append(out, violation(s, fmt.Sprintf("Deployment %s ends with %s of %s replicas Ready", n, or(d[monitor.FieldReadyCount], "0"), d[monitor.FieldReplicas]), monitor.KindApp+"/"+n)...)
+		d := s.get(vocab.KindApp, n)
+		if d[vocab.FieldReadyCount] != d[vocab.FieldReplicas] {
+			out = append(out, violation(s, fmt.Sprintf("Deployment %s ends with %s of %s replicas Ready", n, or(d[vocab.FieldReadyCount], "0"), d[vocab.FieldReplicas]), vocab.KindApp+"/"+n)...)
 		}
 	}
 	return out

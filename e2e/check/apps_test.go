@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
-	"github.com/upgradelab/upgradelab/sim/workload"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // threeNodes is a 3-node in-place upgrade with the application: web-a,
@@ -15,13 +14,13 @@ import (
 // caller adds what happens during the upgrade.
 func threeNodes(during func(h *history)) *history {
 	h := newHistory()
-	h.set(monitor.KindWorkloadAPI, "api", apiUp)
-	h.set(monitor.KindBudget, "web", budget("app=web", 2))
+	h.set(vocab.KindWorkloadAPI, "api", apiUp)
+	h.set(vocab.KindBudget, "web", budget("app=web", 2))
 	for _, n := range []string{"a", "b", "c"} {
 		m := machine("v1.35.3", "u-"+n, n, true, "True")
-		m[monitor.FieldNode] = n
-		h.set(monitor.KindMachine, n, m)
-		h.set(monitor.KindPod, "web-"+n, pod(n, "app=web", true, false))
+		m[vocab.FieldNode] = n
+		h.set(vocab.KindMachine, n, m)
+		h.set(vocab.KindPod, "web-"+n, pod(n, "app=web", true, false))
 	}
 	h.step(StepUpgrade)
 	during(h)
@@ -48,11 +47,11 @@ func result(h *history, p Params, rule string) Result {
 // keeps the budget and stops each node empty.
 func TestADrainThatKeepsTheBudgetPasses(t *testing.T) {
 	h := threeNodes(func(h *history) {
-		h.set(monitor.KindWorkloadEvent, "a", map[string]string{monitor.FieldReason: workload.EventEvicted})
-		h.set(monitor.KindPod, "web-a", pod("a", "app=web", false, true))
-		h.set(monitor.KindPod, "web-a", nil)
-		h.set(monitor.KindPod, "web-d", pod("b", "app=web", true, false))
-		h.set(monitor.KindWorkloadEvent, "a", map[string]string{monitor.FieldReason: workload.EventNodeStopped, "pods": ""})
+		h.set(vocab.KindWorkloadEvent, "a", map[string]string{vocab.FieldReason: vocab.EventEvicted})
+		h.set(vocab.KindPod, "web-a", pod("a", "app=web", false, true))
+		h.set(vocab.KindPod, "web-a", nil)
+		h.set(vocab.KindPod, "web-d", pod("b", "app=web", true, false))
+		h.set(vocab.KindWorkloadEvent, "a", map[string]string{vocab.FieldReason: vocab.EventNodeStopped, "pods": ""})
 	})
 	for _, rule := range []string{"pdb-respected", "drained-before-disruption", "api-availability"} {
 		if r := result(h, threeInPlace, rule); r.Status != Pass {
@@ -79,46 +78,46 @@ func TestAppRulesBrokenOnPurpose(t *testing.T) {
 		// no Eviction API, no budget asked.
 		{name: "a drain that deletes without eviction", rule: "pdb-respected", params: threeInPlace,
 			during: func(h *history) {
-				h.set(monitor.KindPod, "web-a", pod("a", "app=web", false, true))
-				h.set(monitor.KindPod, "web-b", pod("b", "app=web", false, true))
+				h.set(vocab.KindPod, "web-a", pod("a", "app=web", false, true))
+				h.set(vocab.KindPod, "web-b", pod("b", "app=web", false, true))
 			},
 			objects: []string{"Pod/web-b", "PodDisruptionBudget/web"}, message: "budget web has 1 healthy pods, it needs 2 (lost web-b)"},
 		{name: "two pods deleted in one moment", rule: "pdb-respected", params: threeInPlace,
 			during: func(h *history) {
-				h.set(monitor.KindPod, "web-a", pod("a", "app=web", false, true))
-				h.sameMoment(monitor.KindPod, "web-b", pod("b", "app=web", false, true))
+				h.set(vocab.KindPod, "web-a", pod("a", "app=web", false, true))
+				h.sameMoment(vocab.KindPod, "web-b", pod("b", "app=web", false, true))
 			},
 			objects: []string{"Pod/web-a", "Pod/web-b", "PodDisruptionBudget/web"}, message: "budget web has 1 healthy pods, it needs 2 (lost web-a, web-b)"},
 		// Two hosts lose power: their pods stop, though the API (no
 		// quorum, no writes) still says they are Ready.
 		{name: "two nodes lost at once", rule: "pdb-respected", params: threeInPlace,
 			during: func(h *history) {
-				h.set(monitor.KindWorkloadEvent, "a", map[string]string{monitor.FieldReason: workload.EventNodeStopped, "pods": "apps/web-a"})
-				h.sameMoment(monitor.KindWorkloadEvent, "b", map[string]string{monitor.FieldReason: workload.EventNodeStopped, "pods": "apps/web-b"})
+				h.set(vocab.KindWorkloadEvent, "a", map[string]string{vocab.FieldReason: vocab.EventNodeStopped, "pods": "apps/web-a"})
+				h.sameMoment(vocab.KindWorkloadEvent, "b", map[string]string{vocab.FieldReason: vocab.EventNodeStopped, "pods": "apps/web-b"})
 			},
 			objects: []string{"Pod/web-a", "Pod/web-b", "PodDisruptionBudget/web"}, message: "budget web has 1 healthy pods, it needs 2"},
 		{name: "a node that stops undrained", rule: "drained-before-disruption", params: threeInPlace,
 			during: func(h *history) {
-				h.set(monitor.KindWorkloadEvent, "a", map[string]string{monitor.FieldReason: workload.EventNodeStopped, "pods": "apps/web-a"})
+				h.set(vocab.KindWorkloadEvent, "a", map[string]string{vocab.FieldReason: vocab.EventNodeStopped, "pods": "apps/web-a"})
 			},
 			objects: []string{"Node/a", "Pod/apps/web-a"}, message: "node a stopped while it still ran apps/web-a (not drained)"},
 		{name: "an API outage with three control planes", rule: "api-availability", params: threeInPlace,
 			during: func(h *history) {
-				h.set(monitor.KindWorkloadAPI, "api", apiDown)
-				h.set(monitor.KindWorkloadAPI, "api", apiUp)
+				h.set(vocab.KindWorkloadAPI, "api", apiDown)
+				h.set(vocab.KindWorkloadAPI, "api", apiUp)
 			},
 			message: "the workload API was unavailable for 100ms (connection refused), the scenario allows 0s"},
 		{name: "a single node's outage past its bound", rule: "api-availability", params: func() Params { p := inPlace; p.MaxAPIOutage = 150 * time.Millisecond; return p }(),
 			during: func(h *history) {
-				h.set(monitor.KindWorkloadAPI, "api", apiDown)
-				h.set(monitor.KindWorkloadAPI, "api", apiDown) // a later poll, still down
-				h.set(monitor.KindWorkloadAPI, "api", apiUp)
+				h.set(vocab.KindWorkloadAPI, "api", apiDown)
+				h.set(vocab.KindWorkloadAPI, "api", apiDown) // a later poll, still down
+				h.set(vocab.KindWorkloadAPI, "api", apiUp)
 			},
 			message: "unavailable for 200ms (connection refused), the scenario allows 150ms"},
 		{name: "etcd's quorum lost on the hosts", rule: "etcd-quorum", params: threeInPlace,
 			during: func(h *history) {
-				h.set(monitor.KindWorkloadEvent, "wl", map[string]string{monitor.FieldReason: workload.EventEtcdHealth, "health": "no-quorum",
-					monitor.FieldMessage: "etcd no-quorum (was quorum): a=running, b=wiped, c=wiped"})
+				h.set(vocab.KindWorkloadEvent, "wl", map[string]string{vocab.FieldReason: vocab.EventEtcdHealth, "health": "no-quorum",
+					vocab.FieldMessage: "etcd no-quorum (was quorum): a=running, b=wiped, c=wiped"})
 			},
 			objects: []string{"WorkloadEvent/wl"}, message: "etcd no-quorum (was quorum): a=running, b=wiped, c=wiped"},
 	} {
@@ -141,14 +140,14 @@ func TestAppRulesBrokenOnPurpose(t *testing.T) {
 func TestNodeDrainTimeoutExcusesAndIsReported(t *testing.T) {
 	h := threeNodes(func(h *history) {
 		m := machine("v1.35.3", "u-a", "a", true, "True")
-		m[monitor.FieldNode], m[monitor.FieldDeleting] = "a", "true"
-		m[monitor.FieldDrainTimeout] = "10"
-		m[monitor.FieldDrainStarted] = h.t.Add(-20 * time.Second).UTC().Format(time.RFC3339)
-		h.set(monitor.KindMachine, "a", m)
-		h.set(monitor.KindWorkloadEvent, "b", map[string]string{monitor.FieldReason: workload.EventEvictionDenied})
-		h.set(monitor.KindWorkloadEvent, "a", map[string]string{monitor.FieldReason: workload.EventNodeStopped, "pods": "apps/web-a"})
-		h.set(monitor.KindPod, "web-a", pod("a", "app=web", false, false))
-		h.set(monitor.KindPod, "web-b", pod("b", "app=web", false, true)) // b was not excused
+		m[vocab.FieldNode], m[vocab.FieldDeleting] = "a", "true"
+		m[vocab.FieldDrainTimeout] = "10"
+		m[vocab.FieldDrainStarted] = h.t.Add(-20 * time.Second).UTC().Format(time.RFC3339)
+		h.set(vocab.KindMachine, "a", m)
+		h.set(vocab.KindWorkloadEvent, "b", map[string]string{vocab.FieldReason: vocab.EventEvictionDenied})
+		h.set(vocab.KindWorkloadEvent, "a", map[string]string{vocab.FieldReason: vocab.EventNodeStopped, "pods": "apps/web-a"})
+		h.set(vocab.KindPod, "web-a", pod("a", "app=web", false, false))
+		h.set(vocab.KindPod, "web-b", pod("b", "app=web", false, true)) // b was not excused
 	})
 	drained := result(h, threeInPlace, "drained-before-disruption")
 	if drained.Status != Pass || !strings.Contains(drained.Note, "nodeDrainTimeout having passed: a") {
@@ -184,10 +183,10 @@ func TestAnAPINeverPolledIsNoPass(t *testing.T) {
 // damage, or a rule that does not exist, fails the run.
 func TestBrokenRulesTheScenarioExpects(t *testing.T) {
 	outage := threeNodes(func(h *history) {
-		h.set(monitor.KindWorkloadEvent, "wl", map[string]string{monitor.FieldReason: workload.EventAPIUnavailable,
-			monitor.FieldMessage: "the VIP refuses connections: the API server on a stopped and no other runs"})
-		h.set(monitor.KindWorkloadAPI, "api", apiDown)
-		h.set(monitor.KindWorkloadAPI, "api", apiUp)
+		h.set(vocab.KindWorkloadEvent, "wl", map[string]string{vocab.FieldReason: vocab.EventAPIUnavailable,
+			vocab.FieldMessage: "the VIP refuses connections: the API server on a stopped and no other runs"})
+		h.set(vocab.KindWorkloadAPI, "api", apiDown)
+		h.set(vocab.KindWorkloadAPI, "api", apiUp)
 	})
 	p := threeInPlace
 	p.Expect.BrokenRules = []string{"api-availability"}
@@ -236,25 +235,25 @@ func TestAStalledUpgradeHasNoEnd(t *testing.T) {
 // nodeDrainTimeout: the pod that goes with its node is excused, and said.
 func TestABudgetLostToNodeDrainTimeoutIsExcused(t *testing.T) {
 	h := newHistory()
-	h.set(monitor.KindWorkloadAPI, "api", apiUp)
-	h.set(monitor.KindBudget, "web", budget("app=web", 3))
+	h.set(vocab.KindWorkloadAPI, "api", apiUp)
+	h.set(vocab.KindBudget, "web", budget("app=web", 3))
 	for _, n := range []string{"a", "b", "c"} {
 		m := machine("v1.35.3", "u-"+n, n, false, "True")
-		m[monitor.FieldNode] = n
-		h.set(monitor.KindMachine, n, m)
-		h.set(monitor.KindPod, "web-"+n, pod(n, "app=web", true, false))
+		m[vocab.FieldNode] = n
+		h.set(vocab.KindMachine, n, m)
+		h.set(vocab.KindPod, "web-"+n, pod(n, "app=web", true, false))
 	}
 	h.step(StepUpgrade)
 	m := machine("v1.35.3", "u-a", "a", false, "True")
-	m[monitor.FieldNode], m[monitor.FieldDeleting], m[monitor.FieldDrainTimeout] = "a", "true", "10"
-	m[monitor.FieldDrainStarted] = h.t.UTC().Format(time.RFC3339)
-	h.set(monitor.KindMachine, "a", m)
-	h.set(monitor.KindWorkloadEvent, "b", map[string]string{monitor.FieldReason: workload.EventEvictionDenied})
+	m[vocab.FieldNode], m[vocab.FieldDeleting], m[vocab.FieldDrainTimeout] = "a", "true", "10"
+	m[vocab.FieldDrainStarted] = h.t.UTC().Format(time.RFC3339)
+	h.set(vocab.KindMachine, "a", m)
+	h.set(vocab.KindWorkloadEvent, "b", map[string]string{vocab.FieldReason: vocab.EventEvictionDenied})
 	h.t = h.t.Add(11 * time.Second) // the timeout passes
-	h.set(monitor.KindWorkloadEvent, "a", map[string]string{monitor.FieldReason: workload.EventNodeStopped, "pods": "apps/web-a"})
-	h.set(monitor.KindPod, "web-a", nil) // gone with its node
-	h.set(monitor.KindPod, "web-d", pod("", "app=web", false, false))
-	h.set(monitor.KindPod, "web-d", pod("b", "app=web", true, false))
+	h.set(vocab.KindWorkloadEvent, "a", map[string]string{vocab.FieldReason: vocab.EventNodeStopped, "pods": "apps/web-a"})
+	h.set(vocab.KindPod, "web-a", nil) // gone with its node
+	h.set(vocab.KindPod, "web-d", pod("", "app=web", false, false))
+	h.set(vocab.KindPod, "web-d", pod("b", "app=web", true, false))
 	h.step(StepDone)
 	p := threeInPlace
 	r := result(h, p, "pdb-respected")
@@ -268,7 +267,7 @@ func TestABudgetLostToNodeDrainTimeoutIsExcused(t *testing.T) {
 	// The same drop without the timeout is a breach.
 	h2 := newHistory()
 	for _, e := range h.entries {
-		if e.Kind == monitor.KindMachine && e.New[monitor.FieldDrainTimeout] != "" {
+		if e.Kind == vocab.KindMachine && e.New[vocab.FieldDrainTimeout] != "" {
 			continue
 		}
 		h2.entries = append(h2.entries, e)
@@ -285,19 +284,19 @@ func TestABudgetLostToNodeDrainTimeoutIsExcused(t *testing.T) {
 func TestAPodGoneBeforeItsNodeStoppedIsNotLostWithIt(t *testing.T) {
 	build := func(left string) *history {
 		h := newHistory()
-		h.set(monitor.KindWorkloadAPI, "api", apiUp)
-		h.set(monitor.KindBudget, "web", budget("app=web", 2))
-		h.set(monitor.KindPod, "web-a", pod("a", "app=web", true, false))
-		h.set(monitor.KindPod, "web-b", pod("b", "app=web", true, false))
+		h.set(vocab.KindWorkloadAPI, "api", apiUp)
+		h.set(vocab.KindBudget, "web", budget("app=web", 2))
+		h.set(vocab.KindPod, "web-a", pod("a", "app=web", true, false))
+		h.set(vocab.KindPod, "web-b", pod("b", "app=web", true, false))
 		h.step(StepUpgrade)
 		// web-c, the replacement of a pod evicted before, is Ready in the
 		// workload cluster (so the budget lets web-a go) but the last
 		// poll saw it still starting.
-		h.set(monitor.KindPod, "web-c", pod("c", "app=web", false, false))
-		h.set(monitor.KindWorkloadEvent, "a", map[string]string{monitor.FieldReason: workload.EventEvicted, "pod": "apps/web-a"})
-		h.set(monitor.KindWorkloadEvent, "a", map[string]string{monitor.FieldReason: workload.EventNodeStopped, "pods": left})
-		h.set(monitor.KindPod, "web-a", nil)
-		h.sameMoment(monitor.KindPod, "web-c", pod("c", "app=web", true, false))
+		h.set(vocab.KindPod, "web-c", pod("c", "app=web", false, false))
+		h.set(vocab.KindWorkloadEvent, "a", map[string]string{vocab.FieldReason: vocab.EventEvicted, "pod": "apps/web-a"})
+		h.set(vocab.KindWorkloadEvent, "a", map[string]string{vocab.FieldReason: vocab.EventNodeStopped, "pods": left})
+		h.set(vocab.KindPod, "web-a", nil)
+		h.sameMoment(vocab.KindPod, "web-c", pod("c", "app=web", true, false))
 		h.step(StepDone)
 		return h
 	}

@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
-	"github.com/upgradelab/upgradelab/sim/workload"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // history builds a timeline by hand: each call is one observed change.
@@ -49,36 +48,36 @@ func (h *history) step(name string) *history {
 }
 
 func machine(version, uid, infra string, cp bool, upToDate string) map[string]string {
-	m := map[string]string{monitor.FieldVersion: version, monitor.FieldUID: uid, monitor.FieldInfra: infra,
-		monitor.FieldUpToDate: upToDate, monitor.FieldAvailable: "True", monitor.FieldProviderID: "upgradelab://" + infra}
+	m := map[string]string{vocab.FieldVersion: version, vocab.FieldUID: uid, vocab.FieldInfra: infra,
+		vocab.FieldUpToDate: upToDate, vocab.FieldAvailable: "True", vocab.FieldProviderID: "upgradelab://" + infra}
 	if cp {
-		m[monitor.FieldControlPlane] = "true"
+		m[vocab.FieldControlPlane] = "true"
 	}
 	return m
 }
 
 func kcp(version, replicas, surge, upToDate string) map[string]string {
-	return map[string]string{monitor.FieldVersion: version, monitor.FieldReplicas: replicas, monitor.FieldMaxSurge: surge,
-		monitor.FieldUpToDateCount: upToDate, monitor.FieldAvailableCount: replicas}
+	return map[string]string{vocab.FieldVersion: version, vocab.FieldReplicas: replicas, vocab.FieldMaxSurge: surge,
+		vocab.FieldUpToDateCount: upToDate, vocab.FieldAvailableCount: replicas}
 }
 
 func host(consumer, state string) map[string]string {
-	return map[string]string{monitor.FieldConsumer: consumer, monitor.FieldState: state}
+	return map[string]string{vocab.FieldConsumer: consumer, vocab.FieldState: state}
 }
 
-var done = map[string]string{monitor.FieldAvailable: "True", monitor.FieldCPUpToDate: "True", monitor.FieldWorkersUpToDate: "True", monitor.FieldRollingOut: "False"}
+var done = map[string]string{vocab.FieldAvailable: "True", vocab.FieldCPUpToDate: "True", vocab.FieldWorkersUpToDate: "True", vocab.FieldRollingOut: "False"}
 
 // provisionedSingleNode is a one-machine cluster at v1.35.3 as the
 // recorder sees it before the upgrade, with a marker on its host.
 func provisionedSingleNode() *history {
 	h := newHistory()
-	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.35.3", "1", "1", "1"))
-	h.set(monitor.KindMachine, "c-cp-a", machine("v1.35.3", "u1", "c-cp-a", true, "True"))
-	h.set(monitor.KindHost, "node-0", host("c-cp-a", "provisioned"))
-	h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.35.3"})
-	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
-	h.set(monitor.KindAddon, "coredns", map[string]string{monitor.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
-	h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.35.3", monitor.FieldFeatureGates: "ControlPlaneKubeletLocalMode=true"})
+	h.set(vocab.KindControlPlane, "c-cp", kcp("v1.35.3", "1", "1", "1"))
+	h.set(vocab.KindMachine, "c-cp-a", machine("v1.35.3", "u1", "c-cp-a", true, "True"))
+	h.set(vocab.KindHost, "node-0", host("c-cp-a", "provisioned"))
+	h.set(vocab.KindNode, "c-cp-a", map[string]string{vocab.FieldReady: "True", vocab.FieldKubelet: "v1.35.3"})
+	h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a", vocab.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
+	h.set(vocab.KindAddon, "coredns", map[string]string{vocab.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
+	h.set(vocab.KindAddon, vocab.AddonKubeadmConfig, map[string]string{vocab.FieldVersion: "v1.35.3", vocab.FieldFeatureGates: "ControlPlaneKubeletLocalMode=true"})
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "written"})
 	return h
 }
@@ -86,30 +85,30 @@ func provisionedSingleNode() *history {
 // A single-node in-place upgrade as it should go.
 func goodInPlace() *history {
 	h := provisionedSingleNode()
-	h.set(monitor.KindWorkloadAPI, "api", apiUp)
-	h.set(monitor.KindBudget, "web", budget("app=web", 0))
-	h.set(monitor.KindPod, "web-1", pod("c-cp-a", "app=web", true, false))
+	h.set(vocab.KindWorkloadAPI, "api", apiUp)
+	h.set(vocab.KindBudget, "web", budget("app=web", 0))
+	h.set(vocab.KindPod, "web-1", pod("c-cp-a", "app=web", true, false))
 	h.step(StepUpgrade)
-	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
-	h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.36.3"})
-	h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
+	h.set(vocab.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
+	h.set(vocab.KindAddon, vocab.AddonKubeadmConfig, map[string]string{vocab.FieldVersion: "v1.36.3"})
+	h.set(vocab.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
 	// The extension drains (the budget lets the one replica go), then
 	// reboots: the API is down until the host is back.
-	h.set(monitor.KindPod, "web-1", pod("c-cp-a", "app=web", false, true))
-	h.set(monitor.KindPod, "web-1", nil)
-	h.set(monitor.KindPod, "web-2", pod("", "app=web", false, false))
-	h.set(monitor.KindWorkloadEvent, "c-cp-a", map[string]string{monitor.FieldReason: workload.EventNodeStopped, "pods": ""})
-	h.set(monitor.KindWorkloadAPI, "api", apiDown)
-	h.set(monitor.KindWorkloadAPI, "api", apiUp)
-	h.set(monitor.KindPod, "web-2", pod("c-cp-a", "app=web", true, false))
-	h.set(monitor.KindApp, "web", map[string]string{monitor.FieldReplicas: "1", monitor.FieldReadyCount: "1"})
-	h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.36.3"})
-	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldImage: "registry.k8s.io/etcd:3.6.5-0"})
-	h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "True"))
-	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "1"))
-	h.set(monitor.KindAddon, "kube-proxy", map[string]string{monitor.FieldImage: "registry.k8s.io/kube-proxy:v1.36.3"})
-	h.set(monitor.KindAddon, "coredns", map[string]string{monitor.FieldImage: "registry.k8s.io/coredns/coredns:v1.13.1"})
-	h.set(monitor.KindCluster, "c", done)
+	h.set(vocab.KindPod, "web-1", pod("c-cp-a", "app=web", false, true))
+	h.set(vocab.KindPod, "web-1", nil)
+	h.set(vocab.KindPod, "web-2", pod("", "app=web", false, false))
+	h.set(vocab.KindWorkloadEvent, "c-cp-a", map[string]string{vocab.FieldReason: vocab.EventNodeStopped, "pods": ""})
+	h.set(vocab.KindWorkloadAPI, "api", apiDown)
+	h.set(vocab.KindWorkloadAPI, "api", apiUp)
+	h.set(vocab.KindPod, "web-2", pod("c-cp-a", "app=web", true, false))
+	h.set(vocab.KindApp, "web", map[string]string{vocab.FieldReplicas: "1", vocab.FieldReadyCount: "1"})
+	h.set(vocab.KindNode, "c-cp-a", map[string]string{vocab.FieldReady: "True", vocab.FieldKubelet: "v1.36.3"})
+	h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a", vocab.FieldImage: "registry.k8s.io/etcd:3.6.5-0"})
+	h.set(vocab.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "True"))
+	h.set(vocab.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "1"))
+	h.set(vocab.KindAddon, "kube-proxy", map[string]string{vocab.FieldImage: "registry.k8s.io/kube-proxy:v1.36.3"})
+	h.set(vocab.KindAddon, "coredns", map[string]string{vocab.FieldImage: "registry.k8s.io/coredns/coredns:v1.13.1"})
+	h.set(vocab.KindCluster, "c", done)
 	h.step(StepDone)
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "present"})
 	h.set(KindHostEtc, "node-0", map[string]string{FieldMarker: "present"})
@@ -127,23 +126,23 @@ var inPlace = Params{Strategy: scenario.InPlace, ToVersion: "v1.36.3", ToCoreDNS
 	Expect: scenario.Expect{SameMachines: true, SameHosts: true, PersistentData: "kept"}}
 
 var (
-	apiUp   = map[string]string{monitor.FieldAPIAvailable: "true"}
-	apiDown = map[string]string{monitor.FieldAPIAvailable: "false", monitor.FieldAPIError: "connection refused"}
+	apiUp   = map[string]string{vocab.FieldAPIAvailable: "true"}
+	apiDown = map[string]string{vocab.FieldAPIAvailable: "false", vocab.FieldAPIError: "connection refused"}
 )
 
 func pod(node, labels string, ready, terminating bool) map[string]string {
-	p := map[string]string{monitor.FieldNode: node, monitor.FieldLabels: labels, monitor.FieldOwner: "Deployment/web"}
+	p := map[string]string{vocab.FieldNode: node, vocab.FieldLabels: labels, vocab.FieldOwner: "Deployment/web"}
 	if ready {
-		p[monitor.FieldReady] = "true"
+		p[vocab.FieldReady] = "true"
 	}
 	if terminating {
-		p[monitor.FieldTerminating] = "true"
+		p[vocab.FieldTerminating] = "true"
 	}
 	return p
 }
 
 func budget(selector string, desired int) map[string]string {
-	return map[string]string{monitor.FieldSelector: selector, monitor.FieldDesired: strconv.Itoa(desired)}
+	return map[string]string{vocab.FieldSelector: selector, vocab.FieldDesired: strconv.Itoa(desired)}
 }
 
 func statuses(results []Result) map[string]Status {
@@ -200,58 +199,58 @@ func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
 		message    string
 	}{
 		{name: "a host bound twice", rule: "host-bound-once", params: inPlace,
-			breakIt: func(h *history) { h.set(monitor.KindHost, "node-1", host("c-cp-a", "provisioning")) },
+			breakIt: func(h *history) { h.set(vocab.KindHost, "node-1", host("c-cp-a", "provisioning")) },
 			objects: []string{"BareMetalHost/node-0", "BareMetalHost/node-1"}, message: "bound to 2 hosts"},
 		{name: "KCP above replicas + maxSurge", rule: "kcp-max-machines", params: inPlace,
 			breakIt: func(h *history) {
-				h.set(monitor.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "True"))
-				h.set(monitor.KindMachine, "c-cp-c", machine("v1.36.3", "u3", "c-cp-c", true, "True"))
+				h.set(vocab.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "True"))
+				h.set(vocab.KindMachine, "c-cp-c", machine("v1.36.3", "u3", "c-cp-c", true, "True"))
 			},
 			objects: []string{"KubeadmControlPlane/c-cp", "Machine/c-cp-a", "Machine/c-cp-b", "Machine/c-cp-c"}, message: "3 Machines of the control plane, KCP allows 2"},
 		{name: "a Machine created in place", rule: "same-machines", params: inPlace,
 			breakIt: func(h *history) {
-				h.set(monitor.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "True"))
+				h.set(vocab.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "True"))
 			},
 			objects: []string{"Machine/c-cp-b"}, message: "created during an in-place upgrade"},
 		{name: "a Machine deleting in place", rule: "same-machines", params: inPlace,
 			breakIt: func(h *history) {
 				a := machine("v1.36.3", "u1", "c-cp-a", true, "True")
-				a[monitor.FieldDeleting] = "true"
-				h.set(monitor.KindMachine, "c-cp-a", a)
+				a[vocab.FieldDeleting] = "true"
+				h.set(vocab.KindMachine, "c-cp-a", a)
 			},
 			objects: []string{"Machine/c-cp-a"}, message: "being deleted during an in-place upgrade"},
 		{name: "a Machine recreated under its name", rule: "same-machines", params: inPlace,
 			breakIt: func(h *history) {
-				h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u9", "c-cp-a", true, "True"))
+				h.set(vocab.KindMachine, "c-cp-a", machine("v1.36.3", "u9", "c-cp-a", true, "True"))
 			},
 			objects: []string{"Machine/c-cp-a"}, message: "has UID u9, had u1"},
 		{name: "a host wiped under its Machine", rule: "no-wipe-under-live-machine", params: inPlace,
-			breakIt: func(h *history) { h.set(monitor.KindHost, "node-0", host("", "deprovisioning")) },
+			breakIt: func(h *history) { h.set(vocab.KindHost, "node-0", host("", "deprovisioning")) },
 			objects: []string{"BareMetalHost/node-0", "Machine/c-cp-a"}, message: "alive and not deleting"},
 		{name: "a host wiped before its etcd member was removed", rule: "etcd-member-removed-first", params: inPlace,
 			breakIt: func(h *history) {
 				a := machine("v1.36.3", "u1", "c-cp-a", true, "True")
-				a[monitor.FieldNode], a[monitor.FieldDeleting] = "c-cp-a", "true"
-				h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a"})
-				h.set(monitor.KindMachine, "c-cp-a", a)
-				h.set(monitor.KindHost, "node-0", host("", "deprovisioning"))
+				a[vocab.FieldNode], a[vocab.FieldDeleting] = "c-cp-a", "true"
+				h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a"})
+				h.set(vocab.KindMachine, "c-cp-a", a)
+				h.set(vocab.KindHost, "node-0", host("", "deprovisioning"))
 			},
 			objects: []string{"BareMetalHost/node-0", "EtcdMember/etcd-c-cp-a"}, message: "etcd member on node c-cp-a of Machine c-cp-a is still a member"},
 		{name: "two control-plane Machines deleting", rule: "kcp-one-deleting", params: inPlace,
 			breakIt: func(h *history) {
 				a := machine("v1.36.3", "u1", "c-cp-a", true, "True")
-				a[monitor.FieldDeleting] = "true"
+				a[vocab.FieldDeleting] = "true"
 				b := machine("v1.36.3", "u2", "c-cp-b", true, "True")
-				b[monitor.FieldDeleting] = "true"
-				h.set(monitor.KindMachine, "c-cp-a", a).set(monitor.KindMachine, "c-cp-b", b)
+				b[vocab.FieldDeleting] = "true"
+				h.set(vocab.KindMachine, "c-cp-a", a).set(vocab.KindMachine, "c-cp-b", b)
 			},
 			objects: []string{"KubeadmControlPlane/c-cp", "Machine/c-cp-a", "Machine/c-cp-b"}, message: "2 Machines of the control plane deleting at once"},
 		{name: "KCP ends short of its replicas", rule: "end-control-plane", params: inPlace,
-			breakIt: func(h *history) { h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0")) },
+			breakIt: func(h *history) { h.set(vocab.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0")) },
 			objects: []string{"KubeadmControlPlane/c-cp"}, message: "KCP ends at v1.36.3 with upToDateReplicas 0"},
 		{name: "a MachineDeployment ends short", rule: "end-workers", params: withWorkers(inPlace),
 			breakIt: func(h *history) {
-				h.set(monitor.KindMachineDeployment, "c-md", map[string]string{monitor.FieldReplicas: "1", monitor.FieldVersion: "v1.36.3", monitor.FieldUpToDateCount: "0", monitor.FieldAvailableCount: "1"})
+				h.set(vocab.KindMachineDeployment, "c-md", map[string]string{vocab.FieldReplicas: "1", vocab.FieldVersion: "v1.36.3", vocab.FieldUpToDateCount: "0", vocab.FieldAvailableCount: "1"})
 			},
 			objects: []string{"MachineDeployment/c-md"}, message: "MachineDeployment ends at v1.36.3 with upToDateReplicas 0"},
 		{name: "workers expected, no MachineDeployment seen", rule: "end-workers", params: withWorkers(inPlace),
@@ -259,25 +258,25 @@ func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
 			objects: []string{"MachineDeployment"}, message: "no MachineDeployment was seen"},
 		{name: "a MachineDeployment above replicas + maxSurge", rule: "md-max-machines", params: withWorkers(inPlace),
 			breakIt: func(h *history) {
-				h.set(monitor.KindMachineDeployment, "c-md", map[string]string{monitor.FieldReplicas: "1", monitor.FieldMaxSurge: "0", monitor.FieldMaxUnavailable: "1", monitor.FieldVersion: "v1.36.3"})
+				h.set(vocab.KindMachineDeployment, "c-md", map[string]string{vocab.FieldReplicas: "1", vocab.FieldMaxSurge: "0", vocab.FieldMaxUnavailable: "1", vocab.FieldVersion: "v1.36.3"})
 				for _, w := range []string{"w1", "w2"} {
 					m := machine("v1.36.3", w, w, false, "True")
-					m[monitor.FieldDeployment] = "c-md"
-					h.set(monitor.KindMachine, w, m)
+					m[vocab.FieldDeployment] = "c-md"
+					h.set(vocab.KindMachine, w, m)
 				}
 			},
 			objects: []string{"Machine/w1", "Machine/w2", "MachineDeployment/c-md"}, message: "2 Machines, the MachineDeployment allows 1"},
 		{name: "the cluster moved to another host", rule: "same-hosts", params: expecting(inPlace, func(e *scenario.Expect) { e.SameHosts = true }),
 			breakIt: func(h *history) {
-				h.set(monitor.KindHost, "node-0", host("", "available"))
-				h.set(monitor.KindHost, "node-1", host("c-cp-a", "provisioned"))
+				h.set(vocab.KindHost, "node-0", host("", "available"))
+				h.set(vocab.KindHost, "node-1", host("c-cp-a", "provisioned"))
 			},
 			objects: []string{"BareMetalHost/node-1"}, message: "bound hosts before [node-0], after [node-1]"},
 		{name: "no spare left", rule: "spares-left", params: expecting(inPlace, func(e *scenario.Expect) { e.SparesLeft = ptr.To(1) }),
 			breakIt: func(h *history) {
 				spare := host("c-cp-b", "provisioned")
-				spare[monitor.FieldSpare] = "true"
-				h.set(monitor.KindHost, "node-9", spare)
+				spare[vocab.FieldSpare] = "true"
+				h.set(vocab.KindHost, "node-9", spare)
 			},
 			objects: nil, message: "0 free spare hosts at the end [], want 1"},
 		{name: "an OSTree host's /etc edit lost", rule: "etc-merged", params: withOSTree(inPlace),
@@ -297,37 +296,37 @@ func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
 			objects: []string{"HostData/node-0"}, message: "the marker written before the upgrade is absent"},
 		{name: "kubeadm-config left at the old version", rule: "end-kubeadm-config", params: inPlace,
 			breakIt: func(h *history) {
-				h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.35.3", monitor.FieldFeatureGates: "ControlPlaneKubeletLocalMode=true"})
+				h.set(vocab.KindAddon, vocab.AddonKubeadmConfig, map[string]string{vocab.FieldVersion: "v1.35.3", vocab.FieldFeatureGates: "ControlPlaneKubeletLocalMode=true"})
 			},
 			objects: []string{"Addon/kubeadm-config"}, message: `kubernetesVersion "v1.35.3", not v1.36.3 (featureGates ControlPlaneKubeletLocalMode=true)`},
 		{name: "kube-proxy left behind", rule: "end-kube-proxy", params: inPlace,
 			breakIt: func(h *history) {
-				h.set(monitor.KindAddon, "kube-proxy", map[string]string{monitor.FieldImage: "registry.k8s.io/kube-proxy:v1.35.3"})
+				h.set(vocab.KindAddon, "kube-proxy", map[string]string{vocab.FieldImage: "registry.k8s.io/kube-proxy:v1.35.3"})
 			},
 			objects: []string{"Addon/kube-proxy"}, message: "kube-proxy ends on registry.k8s.io/kube-proxy:v1.35.3, not the image of v1.36.3"},
 		{name: "CoreDNS left behind", rule: "end-coredns", params: inPlace,
 			breakIt: func(h *history) {
-				h.set(monitor.KindAddon, "coredns", map[string]string{monitor.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
+				h.set(vocab.KindAddon, "coredns", map[string]string{vocab.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
 			},
 			objects: []string{"Addon/coredns"}, message: "CoreDNS ends on registry.k8s.io/coredns/coredns:v1.12.1, not v1.13.1"},
 		{name: "etcd not upgraded on the node", rule: "end-etcd", params: inPlace,
 			breakIt: func(h *history) {
-				h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
+				h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a", vocab.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
 			},
 			objects: []string{"EtcdMember/etcd-c-cp-a"}, message: `etcd member on c-cp-a ends on "registry.k8s.io/etcd:3.6.4-0", not etcd 3.6.5-0`},
 		{name: "CAPI says not done", rule: "capi-agrees", params: inPlace,
 			breakIt: func(h *history) {
-				h.set(monitor.KindCluster, "c", map[string]string{monitor.FieldAvailable: "True", monitor.FieldCPUpToDate: "False", monitor.FieldWorkersUpToDate: "True"})
+				h.set(vocab.KindCluster, "c", map[string]string{vocab.FieldAvailable: "True", vocab.FieldCPUpToDate: "False", vocab.FieldWorkersUpToDate: "True"})
 			},
 			objects: []string{"Cluster/c"}, message: "controlPlaneMachinesUpToDate=False, workerMachinesUpToDate=True, rollingOut=absent, not that the upgrade is done, while every end rule passed"},
 		{name: "the application left short", rule: "end-application", params: inPlace,
 			breakIt: func(h *history) {
-				h.set(monitor.KindApp, "web", map[string]string{monitor.FieldReplicas: "1", monitor.FieldReadyCount: "0"})
+				h.set(vocab.KindApp, "web", map[string]string{vocab.FieldReplicas: "1", vocab.FieldReadyCount: "0"})
 			},
 			objects: []string{"Deployment/web"}, message: "Deployment web ends with 0 of 1 replicas Ready"},
 		{name: "a Machine not up to date at the end", rule: "end-machines-up-to-date", params: inPlace,
 			breakIt: func(h *history) {
-				h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
+				h.set(vocab.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
 			},
 			objects: []string{"Machine/c-cp-a"}, message: "ends with UpToDate False"},
 	} {
@@ -380,15 +379,15 @@ func TestMachineDeploymentPercentagesAreReadAsCAPIReadsThem(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHistory()
-			h.set(monitor.KindMachineDeployment, "c-md", map[string]string{monitor.FieldReplicas: "4", monitor.FieldMaxSurge: tc.surge, monitor.FieldMaxUnavailable: tc.unavailable, monitor.FieldVersion: "v1.35.3"})
+			h.set(vocab.KindMachineDeployment, "c-md", map[string]string{vocab.FieldReplicas: "4", vocab.FieldMaxSurge: tc.surge, vocab.FieldMaxUnavailable: tc.unavailable, vocab.FieldVersion: "v1.35.3"})
 			worker := func(i int, available bool) {
 				name := fmt.Sprintf("w%d", i)
 				m := machine("v1.35.3", name, name, false, "True")
-				m[monitor.FieldDeployment] = "c-md"
+				m[vocab.FieldDeployment] = "c-md"
 				if !available {
-					m[monitor.FieldAvailable] = "False"
+					m[vocab.FieldAvailable] = "False"
 				}
-				h.set(monitor.KindMachine, name, m)
+				h.set(vocab.KindMachine, name, m)
 			}
 			for i := range 4 {
 				worker(i, true)
@@ -413,12 +412,12 @@ func TestMachineDeploymentPercentagesAreReadAsCAPIReadsThem(t *testing.T) {
 func TestControlPlaneRulesCountPerOwner(t *testing.T) {
 	h := newHistory()
 	for _, k := range []string{"a-cp", "b-cp"} {
-		h.set(monitor.KindControlPlane, k, kcp("v1.35.3", "1", "1", "1"))
+		h.set(vocab.KindControlPlane, k, kcp("v1.35.3", "1", "1", "1"))
 		for _, n := range []string{"1", "2"} {
 			m := machine("v1.35.3", k+n, k+n, true, "True")
-			m[monitor.FieldControlPlaneName] = k
-			m[monitor.FieldDeleting] = map[string]string{"1": "true", "2": ""}[n]
-			h.set(monitor.KindMachine, k+"-"+n, m)
+			m[vocab.FieldControlPlaneName] = k
+			m[vocab.FieldDeleting] = map[string]string{"1": "true", "2": ""}[n]
+			h.set(vocab.KindMachine, k+"-"+n, m)
 		}
 	}
 	st := statuses(Run(h.entries, scaleIn))
@@ -426,8 +425,8 @@ func TestControlPlaneRulesCountPerOwner(t *testing.T) {
 		t.Fatalf("two KCPs of 2 Machines each (replicas 1 + maxSurge 1), one deleting each: kcp-max-machines %s, kcp-one-deleting %s; want pass", st["kcp-max-machines"], st["kcp-one-deleting"])
 	}
 	m := machine("v1.35.3", "a3", "a3", true, "True")
-	m[monitor.FieldControlPlaneName] = "a-cp"
-	h.set(monitor.KindMachine, "a-cp-3", m)
+	m[vocab.FieldControlPlaneName] = "a-cp"
+	h.set(vocab.KindMachine, "a-cp-3", m)
 	if st := statuses(Run(h.entries, scaleIn)); st["kcp-max-machines"] != Fail {
 		t.Fatalf("a third Machine of a-cp: kcp-max-machines %s; want fail", st["kcp-max-machines"])
 	}
@@ -438,10 +437,10 @@ func TestControlPlaneRulesCountPerOwner(t *testing.T) {
 func TestDeletionRulesAreExercisedByARollout(t *testing.T) {
 	h := goodInPlace()
 	a := machine("v1.35.3", "u1", "c-cp-a", true, "True")
-	a[monitor.FieldNode], a[monitor.FieldDeleting] = "c-cp-a", "true"
-	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldRemoved: "true"})
-	h.set(monitor.KindMachine, "c-cp-a", a)
-	h.set(monitor.KindHost, "node-0", host("", "deprovisioning"))
+	a[vocab.FieldNode], a[vocab.FieldDeleting] = "c-cp-a", "true"
+	h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a", vocab.FieldRemoved: "true"})
+	h.set(vocab.KindMachine, "c-cp-a", a)
+	h.set(vocab.KindHost, "node-0", host("", "deprovisioning"))
 	p := scaleIn
 	p.HostsVisible = true
 	st := statuses(Run(h.entries, p))
@@ -456,20 +455,20 @@ func TestDeletionRulesAreExercisedByARollout(t *testing.T) {
 // go unavailable before its replacement is available breaks its promise;
 // unavailability before the upgrade (provisioning) does not count.
 func TestMachineDeploymentAvailabilityCountsOnlyDuringTheUpgrade(t *testing.T) {
-	md := map[string]string{monitor.FieldReplicas: "2", monitor.FieldMaxSurge: "1", monitor.FieldMaxUnavailable: "0", monitor.FieldVersion: "v1.35.3"}
+	md := map[string]string{vocab.FieldReplicas: "2", vocab.FieldMaxSurge: "1", vocab.FieldMaxUnavailable: "0", vocab.FieldVersion: "v1.35.3"}
 	worker := func(name, available string) map[string]string {
 		m := machine("v1.35.3", name, name, false, "True")
-		m[monitor.FieldDeployment], m[monitor.FieldAvailable] = "c-md", available
+		m[vocab.FieldDeployment], m[vocab.FieldAvailable] = "c-md", available
 		return m
 	}
 	h := newHistory()
-	h.set(monitor.KindMachineDeployment, "c-md", md)
-	h.set(monitor.KindMachine, "w1", worker("w1", "False")) // provisioning: fine
-	h.set(monitor.KindMachine, "w1", worker("w1", "True"))
-	h.set(monitor.KindMachine, "w2", worker("w2", "True"))
+	h.set(vocab.KindMachineDeployment, "c-md", md)
+	h.set(vocab.KindMachine, "w1", worker("w1", "False")) // provisioning: fine
+	h.set(vocab.KindMachine, "w1", worker("w1", "True"))
+	h.set(vocab.KindMachine, "w2", worker("w2", "True"))
 	h.step(StepUpgrade)
-	h.set(monitor.KindMachine, "w3", worker("w3", "False"))
-	h.set(monitor.KindMachine, "w1", worker("w1", "False")) // too early
+	h.set(vocab.KindMachine, "w3", worker("w3", "False"))
+	h.set(vocab.KindMachine, "w1", worker("w1", "False")) // too early
 	p := Params{Strategy: scenario.Rolling, Workers: 2, ToVersion: "v1.36.3"}
 	st := statuses(Run(h.entries, p))
 	if st["md-min-available"] != Fail {
@@ -484,11 +483,11 @@ func TestMachineDeploymentAvailabilityCountsOnlyDuringTheUpgrade(t *testing.T) {
 func TestEtcdMemberRemovedBeforeTheHostGoesPasses(t *testing.T) {
 	h := goodInPlace()
 	a := machine("v1.36.3", "u1", "c-cp-a", true, "True")
-	a[monitor.FieldNode], a[monitor.FieldDeleting] = "c-cp-a", "true"
-	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a"})
-	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldRemoved: "true"})
-	h.set(monitor.KindMachine, "c-cp-a", a)
-	h.set(monitor.KindHost, "node-0", host("", "deprovisioning"))
+	a[vocab.FieldNode], a[vocab.FieldDeleting] = "c-cp-a", "true"
+	h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a"})
+	h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a", vocab.FieldRemoved: "true"})
+	h.set(vocab.KindMachine, "c-cp-a", a)
+	h.set(vocab.KindHost, "node-0", host("", "deprovisioning"))
 	if st := statuses(Run(h.entries, inPlace)); st["etcd-member-removed-first"] != Pass {
 		t.Fatalf("etcd-member-removed-first %s; want pass", st["etcd-member-removed-first"])
 	}
@@ -502,8 +501,8 @@ func rolledBack() *history {
 	failUpdate(h)
 	// As CAPI v1.14 reports it: the spec is up to date, the Machine (its
 	// Ready counts the failed Updating) is not ready.
-	h.set(monitor.KindCluster, "c", map[string]string{monitor.FieldAvailable: "True", monitor.FieldCPUpToDate: "True", monitor.FieldWorkersUpToDate: "True",
-		monitor.FieldCPMachinesReady: "False", monitor.FieldWorkerMachinesReady: "True"})
+	h.set(vocab.KindCluster, "c", map[string]string{vocab.FieldAvailable: "True", vocab.FieldCPUpToDate: "True", vocab.FieldWorkersUpToDate: "True",
+		vocab.FieldCPMachinesReady: "False", vocab.FieldWorkerMachinesReady: "True"})
 	h.step(StepDone)
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "present"})
 	return h
@@ -513,11 +512,11 @@ func rolledBack() *history {
 // failing, the application whole.
 func failUpdate(h *history) {
 	h.step(StepUpgrade)
-	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
+	h.set(vocab.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
 	failed := machine("v1.36.3", "u1", "c-cp-a", true, "False")
-	failed[monitor.FieldUpdateFailed] = "true"
-	h.set(monitor.KindMachine, "c-cp-a", failed)
-	h.set(monitor.KindApp, "web", map[string]string{monitor.FieldReplicas: "1", monitor.FieldReadyCount: "1"})
+	failed[vocab.FieldUpdateFailed] = "true"
+	h.set(vocab.KindMachine, "c-cp-a", failed)
+	h.set(vocab.KindApp, "web", map[string]string{vocab.FieldReplicas: "1", vocab.FieldReadyCount: "1"})
 }
 
 var rollback = func() Params {
@@ -545,22 +544,22 @@ func TestARollbackIsJudgedByItsOwnEnd(t *testing.T) {
 		breakIt             func(h *history)
 	}{
 		{"no failure reported", "end-rolled-back", "no Machine's Updating condition says the in-place update failed", func(h *history) {
-			h.set(monitor.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
+			h.set(vocab.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
 		}},
 		{"the Machine deleted on the way back", "end-rolled-back", "Machine c-cp-a is deleting after the rollback", func(h *history) {
 			m := machine("v1.36.3", "u1", "c-cp-a", true, "False")
-			m[monitor.FieldUpdateFailed], m[monitor.FieldDeleting] = "true", "true"
-			h.set(monitor.KindMachine, "c-cp-a", m)
+			m[vocab.FieldUpdateFailed], m[vocab.FieldDeleting] = "true", "true"
+			h.set(vocab.KindMachine, "c-cp-a", m)
 		}},
 		{"the Node left at the new version", "end-nodes-ready", "Node c-cp-a ends Ready=True with kubelet v1.36.3", func(h *history) {
-			h.set(monitor.KindNode, "c-cp-a", map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.36.3"})
+			h.set(vocab.KindNode, "c-cp-a", map[string]string{vocab.FieldReady: "True", vocab.FieldKubelet: "v1.36.3"})
 		}},
 		{"CAPI says everything is fine", "capi-agrees", "not that the cluster is available with machines not ready or not up to date", func(h *history) {
-			fine := map[string]string{monitor.FieldCPMachinesReady: "True", monitor.FieldWorkerMachinesReady: "True"}
+			fine := map[string]string{vocab.FieldCPMachinesReady: "True", vocab.FieldWorkerMachinesReady: "True"}
 			for k, v := range done {
 				fine[k] = v
 			}
-			h.set(monitor.KindCluster, "c", fine)
+			h.set(vocab.KindCluster, "c", fine)
 		}},
 	} {
 		h := rolledBack()
@@ -583,9 +582,9 @@ func TestARollbackIsJudgedByItsOwnEnd(t *testing.T) {
 func threeMembers() *history {
 	h := newHistory()
 	for _, n := range []string{"a", "b", "c"} {
-		h.set(monitor.KindMachine, "c-cp-"+n, machine("v1.35.3", "u-"+n, "c-cp-"+n, true, "True"))
-		h.set(monitor.KindNode, "c-cp-"+n, map[string]string{monitor.FieldReady: "True", monitor.FieldKubelet: "v1.35.3"})
-		h.set(monitor.KindEtcdMember, "etcd-c-cp-"+n, map[string]string{monitor.FieldNode: "c-cp-" + n})
+		h.set(vocab.KindMachine, "c-cp-"+n, machine("v1.35.3", "u-"+n, "c-cp-"+n, true, "True"))
+		h.set(vocab.KindNode, "c-cp-"+n, map[string]string{vocab.FieldReady: "True", vocab.FieldKubelet: "v1.35.3"})
+		h.set(vocab.KindEtcdMember, "etcd-c-cp-"+n, map[string]string{vocab.FieldNode: "c-cp-" + n})
 	}
 	h.step(StepUpgrade)
 	return h
@@ -602,16 +601,16 @@ func TestEtcdQuorumAndDeletionOrder(t *testing.T) {
 		return out
 	}
 	h := threeMembers()
-	notReady := map[string]string{monitor.FieldReady: "False", monitor.FieldKubelet: "v1.35.3"}
-	h.set(monitor.KindNode, "c-cp-a", notReady) // one of three down: quorum kept
-	h.set(monitor.KindEtcdMember, "etcd-c-cp-a", map[string]string{monitor.FieldNode: "c-cp-a", monitor.FieldRemoved: "true"})
-	h.set(monitor.KindNode, "c-cp-b", notReady) // a removed member and one down of two: 1 of 2 is no majority
+	notReady := map[string]string{vocab.FieldReady: "False", vocab.FieldKubelet: "v1.35.3"}
+	h.set(vocab.KindNode, "c-cp-a", notReady) // one of three down: quorum kept
+	h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a", vocab.FieldRemoved: "true"})
+	h.set(vocab.KindNode, "c-cp-b", notReady) // a removed member and one down of two: 1 of 2 is no majority
 	got := results(h)["etcd-quorum"]
 	if got.Status != Fail || len(got.Violations) != 1 || !strings.Contains(got.Violations[0].Message, "1 of 2 members on Ready nodes") ||
 		strings.Join(got.Violations[0].Objects, ",") != "EtcdMember/etcd-c-cp-b" {
 		t.Errorf("etcd-quorum: %+v", got)
 	}
-	if r := results(threeMembers().set(monitor.KindNode, "c-cp-a", notReady))["etcd-quorum"]; r.Status != Pass {
+	if r := results(threeMembers().set(vocab.KindNode, "c-cp-a", notReady))["etcd-quorum"]; r.Status != Pass {
 		t.Errorf("one member of three down is still a quorum: %+v", r)
 	}
 	if r := Run(threeMembers().entries, Params{ControlPlaneReplicas: 1}); statuses(r)["etcd-quorum"] != NotApplicable {
@@ -619,16 +618,16 @@ func TestEtcdQuorumAndDeletionOrder(t *testing.T) {
 	}
 
 	h = threeMembers()
-	h.set(monitor.KindMachine, "c-cp-d", machine("v1.36.3", "u-d", "c-cp-d", true, "True"))
+	h.set(vocab.KindMachine, "c-cp-d", machine("v1.36.3", "u-d", "c-cp-d", true, "True"))
 	oldGoes := machine("v1.35.3", "u-a", "c-cp-a", true, "False")
-	oldGoes[monitor.FieldDeleting] = "true"
-	h.set(monitor.KindMachine, "c-cp-a", oldGoes)
+	oldGoes[vocab.FieldDeleting] = "true"
+	h.set(vocab.KindMachine, "c-cp-a", oldGoes)
 	if r := results(h)["deletion-order"]; r.Status != Pass {
 		t.Errorf("an outdated Machine deleted first: %+v", r)
 	}
 	newGoes := machine("v1.36.3", "u-d", "c-cp-d", true, "True")
-	newGoes[monitor.FieldDeleting] = "true"
-	h.set(monitor.KindMachine, "c-cp-d", newGoes)
+	newGoes[vocab.FieldDeleting] = "true"
+	h.set(vocab.KindMachine, "c-cp-d", newGoes)
 	got = results(h)["deletion-order"]
 	if got.Status != Fail || len(got.Violations) != 2 || !strings.Contains(got.Violations[0].Message, "Machine c-cp-d at v1.36.3 deleted while c-cp-b of the control plane is still at v1.35.3") {
 		t.Errorf("deletion-order: %+v", got)
@@ -660,11 +659,11 @@ func TestWorkloadDataMustSurvive(t *testing.T) {
 // first, whatever order the timeline lists them in: no phantom surge.
 func TestOnePollsChangesReplayDeletionsFirst(t *testing.T) {
 	h := threeMembers()
-	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "3", "0", "0"))
+	h.set(vocab.KindControlPlane, "c-cp", kcp("v1.36.3", "3", "0", "0"))
 	at := h.t.Add(time.Second)
 	h.entries = append(h.entries,
-		timeline.Entry{Time: at, Kind: monitor.KindMachine, Name: "c-cp-d", New: machine("v1.36.3", "u-d", "c-cp-d", true, "True")},
-		timeline.Entry{Time: at, Kind: monitor.KindMachine, Name: "c-cp-a", Old: machine("v1.35.3", "u-a", "c-cp-a", true, "False")})
+		timeline.Entry{Time: at, Kind: vocab.KindMachine, Name: "c-cp-d", New: machine("v1.36.3", "u-d", "c-cp-d", true, "True")},
+		timeline.Entry{Time: at, Kind: vocab.KindMachine, Name: "c-cp-a", Old: machine("v1.35.3", "u-a", "c-cp-a", true, "False")})
 	if st := statuses(Run(h.entries, scaleIn)); st["kcp-max-machines"] != Pass {
 		t.Errorf("kcp-max-machines: %s", st["kcp-max-machines"])
 	}
@@ -680,25 +679,25 @@ func TestOnePollsChangesReplayDeletionsFirst(t *testing.T) {
 // is judged as a whole and the MachineDeployment kept its promise. Seen
 // a moment apart, deletion first, it did not.
 func TestOnePollIsJudgedAsAWhole(t *testing.T) {
-	md := map[string]string{monitor.FieldReplicas: "2", monitor.FieldMaxSurge: "1", monitor.FieldMaxUnavailable: "0", monitor.FieldVersion: "v1.36.3"}
+	md := map[string]string{vocab.FieldReplicas: "2", vocab.FieldMaxSurge: "1", vocab.FieldMaxUnavailable: "0", vocab.FieldVersion: "v1.36.3"}
 	worker := func(name, version, available, deleting string) map[string]string {
 		m := machine(version, name, name, false, "True")
-		m[monitor.FieldDeployment], m[monitor.FieldAvailable] = "c-md", available
+		m[vocab.FieldDeployment], m[vocab.FieldAvailable] = "c-md", available
 		if deleting != "" {
-			m[monitor.FieldDeleting] = deleting
+			m[vocab.FieldDeleting] = deleting
 		}
 		return m
 	}
 	h := newHistory()
-	h.set(monitor.KindMachineDeployment, "c-md", md)
-	h.set(monitor.KindMachine, "w-old-a", worker("w-old-a", "v1.35.3", "True", ""))
-	h.set(monitor.KindMachine, "w-old-b", worker("w-old-b", "v1.35.3", "True", ""))
+	h.set(vocab.KindMachineDeployment, "c-md", md)
+	h.set(vocab.KindMachine, "w-old-a", worker("w-old-a", "v1.35.3", "True", ""))
+	h.set(vocab.KindMachine, "w-old-b", worker("w-old-b", "v1.35.3", "True", ""))
 	h.step(StepUpgrade)
-	h.set(monitor.KindMachine, "w-new-a", worker("w-new-a", "v1.36.3", "False", ""))
+	h.set(vocab.KindMachine, "w-new-a", worker("w-new-a", "v1.36.3", "False", ""))
 	at := h.t.Add(time.Second)
 	h.entries = append(h.entries,
-		timeline.Entry{Time: at, Kind: monitor.KindMachine, Name: "w-old-a", Old: h.last["Machine/w-old-a"], New: worker("w-old-a", "v1.35.3", "False", "true")},
-		timeline.Entry{Time: at, Kind: monitor.KindMachine, Name: "w-new-a", Old: h.last["Machine/w-new-a"], New: worker("w-new-a", "v1.36.3", "True", "")})
+		timeline.Entry{Time: at, Kind: vocab.KindMachine, Name: "w-old-a", Old: h.last["Machine/w-old-a"], New: worker("w-old-a", "v1.35.3", "False", "true")},
+		timeline.Entry{Time: at, Kind: vocab.KindMachine, Name: "w-new-a", Old: h.last["Machine/w-new-a"], New: worker("w-new-a", "v1.36.3", "True", "")})
 	p := Params{Strategy: scenario.Rolling, Workers: 2, ToVersion: "v1.36.3"}
 	if st := statuses(Run(h.entries, p)); st["md-min-available"] != Pass {
 		t.Errorf("one poll: md-min-available %s; want pass", st["md-min-available"])
@@ -721,23 +720,23 @@ func TestSummaryNamesWhatDidNotPass(t *testing.T) {
 // reported the failure before the revert.
 func reverted(failed bool) *history {
 	h := provisionedSingleNode()
-	h.set(monitor.KindAddon, "kube-proxy", map[string]string{monitor.FieldImage: "registry.k8s.io/kube-proxy:v1.35.3"})
-	h.set(monitor.KindWorkloadAPI, "api", apiUp)
+	h.set(vocab.KindAddon, "kube-proxy", map[string]string{vocab.FieldImage: "registry.k8s.io/kube-proxy:v1.35.3"})
+	h.set(vocab.KindWorkloadAPI, "api", apiUp)
 	h.step(StepUpgrade)
-	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
-	h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.36.3"})
+	h.set(vocab.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
+	h.set(vocab.KindAddon, vocab.AddonKubeadmConfig, map[string]string{vocab.FieldVersion: "v1.36.3"})
 	m := machine("v1.36.3", "u1", "c-cp-a", true, "False")
 	if failed {
-		m[monitor.FieldUpdateFailed] = "true"
+		m[vocab.FieldUpdateFailed] = "true"
 	}
-	h.set(monitor.KindMachine, "c-cp-a", m)
+	h.set(vocab.KindMachine, "c-cp-a", m)
 	h.step(StepRevert)
-	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.35.3", "1", "1", "0"))
-	h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.35.3", monitor.FieldFeatureGates: "ControlPlaneKubeletLocalMode=true"})
-	h.set(monitor.KindMachine, "c-cp-a", machine("v1.35.3", "u1", "c-cp-a", true, "True"))
-	h.set(monitor.KindControlPlane, "c-cp", kcp("v1.35.3", "1", "1", "1"))
-	h.set(monitor.KindApp, "web", map[string]string{monitor.FieldReplicas: "1", monitor.FieldReadyCount: "1"})
-	h.set(monitor.KindCluster, "c", done)
+	h.set(vocab.KindControlPlane, "c-cp", kcp("v1.35.3", "1", "1", "0"))
+	h.set(vocab.KindAddon, vocab.AddonKubeadmConfig, map[string]string{vocab.FieldVersion: "v1.35.3", vocab.FieldFeatureGates: "ControlPlaneKubeletLocalMode=true"})
+	h.set(vocab.KindMachine, "c-cp-a", machine("v1.35.3", "u1", "c-cp-a", true, "True"))
+	h.set(vocab.KindControlPlane, "c-cp", kcp("v1.35.3", "1", "1", "1"))
+	h.set(vocab.KindApp, "web", map[string]string{vocab.FieldReplicas: "1", vocab.FieldReadyCount: "1"})
+	h.set(vocab.KindCluster, "c", done)
 	h.step(StepDone)
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "present"})
 	return h
@@ -767,7 +766,7 @@ func TestARevertIsJudgedAtTheOldVersion(t *testing.T) {
 		t.Errorf("a revert without a failure: reverted-after-failure %s; want fail", st["reverted-after-failure"])
 	}
 	h := reverted(true)
-	h.set(monitor.KindAddon, monitor.AddonKubeadmConfig, map[string]string{monitor.FieldVersion: "v1.36.3"})
+	h.set(vocab.KindAddon, vocab.AddonKubeadmConfig, map[string]string{vocab.FieldVersion: "v1.36.3"})
 	if st := statuses(Run(h.entries, revertedParams)); st["end-kubeadm-config"] != Fail {
 		t.Errorf("kubeadm-config left at the failed version: end-kubeadm-config %s; want fail", st["end-kubeadm-config"])
 	}
@@ -779,18 +778,18 @@ func TestARevertIsJudgedAtTheOldVersion(t *testing.T) {
 func TestRemediationIsNotADeletionOrderViolation(t *testing.T) {
 	build := func(healthCheck string) *history {
 		h := newHistory()
-		h.set(monitor.KindControlPlane, "c-cp", kcp("v1.35.3", "3", "0", "3"))
+		h.set(vocab.KindControlPlane, "c-cp", kcp("v1.35.3", "3", "0", "3"))
 		for _, n := range []string{"a", "b"} {
-			h.set(monitor.KindMachine, "c-cp-"+n, machine("v1.35.3", "u"+n, "c-cp-"+n, true, "True"))
+			h.set(vocab.KindMachine, "c-cp-"+n, machine("v1.35.3", "u"+n, "c-cp-"+n, true, "True"))
 		}
-		h.set(monitor.KindMachine, "c-cp-c", machine("v1.35.3", "uc", "c-cp-c", true, "True"))
+		h.set(vocab.KindMachine, "c-cp-c", machine("v1.35.3", "uc", "c-cp-c", true, "True"))
 		h.step(StepUpgrade)
 		c := machine("v1.36.3", "uc", "c-cp-c", true, "True")
-		c[monitor.FieldHealthCheck] = healthCheck
-		h.set(monitor.KindMachine, "c-cp-c", c)
+		c[vocab.FieldHealthCheck] = healthCheck
+		h.set(vocab.KindMachine, "c-cp-c", c)
 		c = maps.Clone(c)
-		c[monitor.FieldDeleting] = "true"
-		h.set(monitor.KindMachine, "c-cp-c", c)
+		c[vocab.FieldDeleting] = "true"
+		h.set(vocab.KindMachine, "c-cp-c", c)
 		return h
 	}
 	if st := statuses(Run(build("False").entries, scaleIn)); st["deletion-order"] != Pass {
@@ -808,11 +807,11 @@ func TestRemediationIsNotADeletionOrderViolation(t *testing.T) {
 // and said so, never a pass or a failure.
 func TestAClusterCAPIDidNotReconcileSinceTheFailureIsNotJudged(t *testing.T) {
 	h := provisionedSingleNode()
-	fine := map[string]string{monitor.FieldCPMachinesReady: "True", monitor.FieldWorkerMachinesReady: "True"}
+	fine := map[string]string{vocab.FieldCPMachinesReady: "True", vocab.FieldWorkerMachinesReady: "True"}
 	for k, v := range done {
 		fine[k] = v
 	}
-	h.set(monitor.KindCluster, "c", fine)
+	h.set(vocab.KindCluster, "c", fine)
 	failUpdate(h)
 	h.step(StepDone)
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "present"})
@@ -834,7 +833,7 @@ func TestAStoppedRunFailsNoRuleItNeverReached(t *testing.T) {
 	stopped := inPlace
 	stopped.Stopped = why
 	h := provisionedSingleNode()
-	h.set(monitor.KindHost, "node-1", host("c-cp-a", "provisioned")) // c-cp-a bound to two hosts before the upgrade
+	h.set(vocab.KindHost, "node-1", host("c-cp-a", "provisioned")) // c-cp-a bound to two hosts before the upgrade
 	for _, r := range Run(h.entries, stopped) {
 		switch {
 		case r.Rule == "host-bound-once" && r.Status != Fail:
@@ -847,7 +846,7 @@ func TestAStoppedRunFailsNoRuleItNeverReached(t *testing.T) {
 	}
 	h = provisionedSingleNode()
 	h.step(StepUpgrade)
-	h.set(monitor.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "False")) // a second Machine: same-machines breaks
+	h.set(vocab.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "False")) // a second Machine: same-machines breaks
 	h.set(KindForbidden, "capi", map[string]string{FieldCount: "1", FieldFirst: `machines is forbidden: User "system:serviceaccount:capi-system:capi-manager"`})
 	st := statuses(Run(h.entries, stopped))
 	for rule, want := range map[string]Status{"same-machines": Fail, "rbac-sufficient": Fail,

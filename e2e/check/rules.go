@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment/mdutil"
 
-	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // Kinds of the entries the runner writes about the data it left before
@@ -141,18 +141,18 @@ func objs(kind string, names []string) []string {
 // control-plane-name label; a control-plane Machine recorded without the
 // label is counted for every KCP).
 func ownedByKCP(m map[string]string, kcp string) bool {
-	return m[monitor.FieldControlPlane] == "true" && (m[monitor.FieldControlPlaneName] == "" || m[monitor.FieldControlPlaneName] == kcp)
+	return m[vocab.FieldControlPlane] == "true" && (m[vocab.FieldControlPlaneName] == "" || m[vocab.FieldControlPlaneName] == kcp)
 }
 
 func kcpMaxMachines(s *State, _ Params) []Violation {
 	var out []Violation
-	for _, name := range s.names(monitor.KindControlPlane) {
-		k := s.get(monitor.KindControlPlane, name)
-		limit := num(k, monitor.FieldReplicas) + num(k, monitor.FieldMaxSurge)
+	for _, name := range s.names(vocab.KindControlPlane) {
+		k := s.get(vocab.KindControlPlane, name)
+		limit := num(k, vocab.FieldReplicas) + num(k, vocab.FieldMaxSurge)
 		cp := s.machines(func(m map[string]string) bool { return ownedByKCP(m, name) })
 		if len(cp) > limit {
 			out = append(out, violation(s, fmt.Sprintf("%d Machines of the control plane, KCP allows %d (replicas %s + maxSurge %s)",
-				len(cp), limit, k[monitor.FieldReplicas], k[monitor.FieldMaxSurge]), append(objs(monitor.KindMachine, cp), monitor.KindControlPlane+"/"+name)...)...)
+				len(cp), limit, k[vocab.FieldReplicas], k[vocab.FieldMaxSurge]), append(objs(vocab.KindMachine, cp), vocab.KindControlPlane+"/"+name)...)...)
 		}
 	}
 	return out
@@ -160,11 +160,11 @@ func kcpMaxMachines(s *State, _ Params) []Violation {
 
 func kcpOneDeleting(s *State, _ Params) []Violation {
 	var out []Violation
-	for _, name := range s.names(monitor.KindControlPlane) {
-		deleting := s.machines(func(m map[string]string) bool { return ownedByKCP(m, name) && m[monitor.FieldDeleting] == "true" })
+	for _, name := range s.names(vocab.KindControlPlane) {
+		deleting := s.machines(func(m map[string]string) bool { return ownedByKCP(m, name) && m[vocab.FieldDeleting] == "true" })
 		if len(deleting) > 1 {
 			out = append(out, violation(s, fmt.Sprintf("%d Machines of the control plane deleting at once", len(deleting)),
-				append(objs(monitor.KindMachine, deleting), monitor.KindControlPlane+"/"+name)...)...)
+				append(objs(vocab.KindMachine, deleting), vocab.KindControlPlane+"/"+name)...)...)
 		}
 	}
 	return out
@@ -175,8 +175,8 @@ func kcpOneDeleting(s *State, _ Params) []Violation {
 // its replicas, surge rounded up, unavailable down, and both 0 read as
 // unavailable 1). A summary it cannot read counts as 0 and 0.
 func fenceposts(d map[string]string) (surge, unavailable int) {
-	ms, mu := intstr.Parse(d[monitor.FieldMaxSurge]), intstr.Parse(d[monitor.FieldMaxUnavailable])
-	sg, un, err := mdutil.ResolveFenceposts(&ms, &mu, int32(num(d, monitor.FieldReplicas)))
+	ms, mu := intstr.Parse(d[vocab.FieldMaxSurge]), intstr.Parse(d[vocab.FieldMaxUnavailable])
+	sg, un, err := mdutil.ResolveFenceposts(&ms, &mu, int32(num(d, vocab.FieldReplicas)))
 	if err != nil {
 		return 0, 0
 	}
@@ -185,14 +185,14 @@ func fenceposts(d map[string]string) (surge, unavailable int) {
 
 func mdMaxMachines(s *State, _ Params) []Violation {
 	var out []Violation
-	for _, name := range s.names(monitor.KindMachineDeployment) {
-		d := s.get(monitor.KindMachineDeployment, name)
+	for _, name := range s.names(vocab.KindMachineDeployment) {
+		d := s.get(vocab.KindMachineDeployment, name)
 		surge, _ := fenceposts(d)
-		limit := num(d, monitor.FieldReplicas) + surge
-		ms := s.machines(func(m map[string]string) bool { return m[monitor.FieldDeployment] == name })
+		limit := num(d, vocab.FieldReplicas) + surge
+		ms := s.machines(func(m map[string]string) bool { return m[vocab.FieldDeployment] == name })
 		if len(ms) > limit {
 			out = append(out, violation(s, fmt.Sprintf("%d Machines, the MachineDeployment allows %d (replicas %s + maxSurge %s = %d)",
-				len(ms), limit, d[monitor.FieldReplicas], d[monitor.FieldMaxSurge], surge), append(objs(monitor.KindMachine, ms), monitor.KindMachineDeployment+"/"+name)...)...)
+				len(ms), limit, d[vocab.FieldReplicas], d[vocab.FieldMaxSurge], surge), append(objs(vocab.KindMachine, ms), vocab.KindMachineDeployment+"/"+name)...)...)
 		}
 	}
 	return out
@@ -205,16 +205,16 @@ func mdMinAvailable(s *State, _ Params) []Violation {
 		return nil
 	}
 	var out []Violation
-	for _, name := range s.names(monitor.KindMachineDeployment) {
-		d := s.get(monitor.KindMachineDeployment, name)
+	for _, name := range s.names(vocab.KindMachineDeployment) {
+		d := s.get(vocab.KindMachineDeployment, name)
 		_, unavailable := fenceposts(d)
-		floor := num(d, monitor.FieldReplicas) - unavailable
+		floor := num(d, vocab.FieldReplicas) - unavailable
 		available := s.machines(func(m map[string]string) bool {
-			return m[monitor.FieldDeployment] == name && m[monitor.FieldAvailable] == "True" && m[monitor.FieldDeleting] == ""
+			return m[vocab.FieldDeployment] == name && m[vocab.FieldAvailable] == "True" && m[vocab.FieldDeleting] == ""
 		})
 		if len(available) < floor {
 			out = append(out, violation(s, fmt.Sprintf("%d Machines available, the MachineDeployment promises %d (replicas %s - maxUnavailable %s = %d)",
-				len(available), floor, d[monitor.FieldReplicas], d[monitor.FieldMaxUnavailable], unavailable), monitor.KindMachineDeployment+"/"+name)...)
+				len(available), floor, d[vocab.FieldReplicas], d[vocab.FieldMaxUnavailable], unavailable), vocab.KindMachineDeployment+"/"+name)...)
 		}
 	}
 	return out
@@ -222,15 +222,15 @@ func mdMinAvailable(s *State, _ Params) []Violation {
 
 func hostBoundOnce(s *State, _ Params) []Violation {
 	byConsumer := map[string][]string{}
-	for _, h := range s.names(monitor.KindHost) {
-		if c := s.get(monitor.KindHost, h)[monitor.FieldConsumer]; c != "" {
+	for _, h := range s.names(vocab.KindHost) {
+		if c := s.get(vocab.KindHost, h)[vocab.FieldConsumer]; c != "" {
 			byConsumer[c] = append(byConsumer[c], h)
 		}
 	}
 	var out []Violation
 	for c, hosts := range byConsumer {
 		if len(hosts) > 1 {
-			out = append(out, violation(s, fmt.Sprintf("BareMetalMachine %s is bound to %d hosts", c, len(hosts)), objs(monitor.KindHost, hosts)...)...)
+			out = append(out, violation(s, fmt.Sprintf("BareMetalMachine %s is bound to %d hosts", c, len(hosts)), objs(vocab.KindHost, hosts)...)...)
 		}
 	}
 	return out
@@ -239,7 +239,7 @@ func hostBoundOnce(s *State, _ Params) []Violation {
 // startsDeprovisioning: the entry is a host entering deprovisioning (the
 // moment its disk starts being wiped).
 func startsDeprovisioning(e timeline.Entry) bool {
-	return e.Kind == monitor.KindHost && e.New[monitor.FieldState] == "deprovisioning" && e.Old[monitor.FieldState] != "deprovisioning"
+	return e.Kind == vocab.KindHost && e.New[vocab.FieldState] == "deprovisioning" && e.Old[vocab.FieldState] != "deprovisioning"
 }
 
 // noWipeUnderLiveMachine judges the moment a host starts deprovisioning:
@@ -252,11 +252,11 @@ func noWipeUnderLiveMachine(s *State, _ Params) []Violation {
 	}
 	consumer := s.LastConsumer[e.Name]
 	live := s.machines(func(m map[string]string) bool {
-		return consumer != "" && m[monitor.FieldInfra] == consumer && m[monitor.FieldDeleting] == ""
+		return consumer != "" && m[vocab.FieldInfra] == consumer && m[vocab.FieldDeleting] == ""
 	})
 	if len(live) > 0 {
 		return violation(s, fmt.Sprintf("host deprovisioning while Machine %s (BareMetalMachine %s) is alive and not deleting", live[0], consumer),
-			monitor.KindHost+"/"+e.Name, monitor.KindMachine+"/"+live[0])
+			vocab.KindHost+"/"+e.Name, vocab.KindMachine+"/"+live[0])
 	}
 	return nil
 }
@@ -279,13 +279,13 @@ func etcdQuorum(s *State, _ Params) []Violation {
 		return nil
 	}
 	var members, down []string
-	for _, name := range s.names(monitor.KindEtcdMember) {
-		em := s.get(monitor.KindEtcdMember, name)
-		if em[monitor.FieldRemoved] != "" {
+	for _, name := range s.names(vocab.KindEtcdMember) {
+		em := s.get(vocab.KindEtcdMember, name)
+		if em[vocab.FieldRemoved] != "" {
 			continue
 		}
 		members = append(members, name)
-		if n := s.get(monitor.KindNode, em[monitor.FieldNode]); n == nil || n[monitor.FieldReady] != "True" {
+		if n := s.get(vocab.KindNode, em[vocab.FieldNode]); n == nil || n[vocab.FieldReady] != "True" {
 			down = append(down, name)
 		}
 	}
@@ -293,7 +293,7 @@ func etcdQuorum(s *State, _ Params) []Violation {
 		return nil
 	}
 	return violation(s, fmt.Sprintf("etcd quorum lost: %d of %d members on Ready nodes", len(members)-len(down), len(members)),
-		objs(monitor.KindEtcdMember, down)...)
+		objs(vocab.KindEtcdMember, down)...)
 }
 
 // deletionOrder judges the moment a Machine starts deleting: no Machine
@@ -301,26 +301,26 @@ func etcdQuorum(s *State, _ Params) []Violation {
 // may still be at another version when one at the new version goes.
 func deletionOrder(s *State, p Params) []Violation {
 	e := s.Entry
-	if e.Kind != monitor.KindMachine || e.New == nil || e.New[monitor.FieldDeleting] == "" || e.Old[monitor.FieldDeleting] != "" ||
-		e.New[monitor.FieldVersion] != p.ToVersion || s.Before == nil {
+	if e.Kind != vocab.KindMachine || e.New == nil || e.New[vocab.FieldDeleting] == "" || e.Old[vocab.FieldDeleting] != "" ||
+		e.New[vocab.FieldVersion] != p.ToVersion || s.Before == nil {
 		return nil
 	}
-	if e.New[monitor.FieldHealthCheck] == "False" {
+	if e.New[vocab.FieldHealthCheck] == "False" {
 		return nil // remediation: a MachineHealthCheck found it unhealthy, whatever its version
 	}
 	owner := func(m map[string]string) string {
-		if m[monitor.FieldControlPlane] != "" {
+		if m[vocab.FieldControlPlane] != "" {
 			return "control plane"
 		}
-		return "MachineDeployment " + m[monitor.FieldDeployment]
+		return "MachineDeployment " + m[vocab.FieldDeployment]
 	}
 	mine := owner(e.New)
 	var out []Violation
 	for _, other := range s.machines(func(m map[string]string) bool {
-		return owner(m) == mine && m[monitor.FieldVersion] != p.ToVersion && m[monitor.FieldDeleting] == ""
+		return owner(m) == mine && m[vocab.FieldVersion] != p.ToVersion && m[vocab.FieldDeleting] == ""
 	}) {
 		out = append(out, violation(s, fmt.Sprintf("Machine %s at %s deleted while %s of the %s is still at %s", e.Name, p.ToVersion, other, mine,
-			s.get(monitor.KindMachine, other)[monitor.FieldVersion]), monitor.KindMachine+"/"+e.Name, monitor.KindMachine+"/"+other)...)
+			s.get(vocab.KindMachine, other)[vocab.FieldVersion]), vocab.KindMachine+"/"+e.Name, vocab.KindMachine+"/"+other)...)
 	}
 	return out
 }
@@ -335,14 +335,14 @@ func etcdMemberRemovedFirst(s *State, _ Params) []Violation {
 	consumer := s.LastConsumer[e.Name]
 	var out []Violation
 	for _, m := range s.machines(func(m map[string]string) bool {
-		return consumer != "" && m[monitor.FieldInfra] == consumer && m[monitor.FieldControlPlane] == "true"
+		return consumer != "" && m[vocab.FieldInfra] == consumer && m[vocab.FieldControlPlane] == "true"
 	}) {
-		node := s.get(monitor.KindMachine, m)[monitor.FieldNode]
-		for _, member := range s.names(monitor.KindEtcdMember) {
-			em := s.get(monitor.KindEtcdMember, member)
-			if node != "" && em[monitor.FieldNode] == node && em[monitor.FieldRemoved] == "" {
+		node := s.get(vocab.KindMachine, m)[vocab.FieldNode]
+		for _, member := range s.names(vocab.KindEtcdMember) {
+			em := s.get(vocab.KindEtcdMember, member)
+			if node != "" && em[vocab.FieldNode] == node && em[vocab.FieldRemoved] == "" {
 				out = append(out, violation(s, fmt.Sprintf("host deprovisioning while the etcd member on node %s of Machine %s is still a member", node, m),
-					monitor.KindHost+"/"+e.Name, monitor.KindEtcdMember+"/"+member)...)
+					vocab.KindHost+"/"+e.Name, vocab.KindEtcdMember+"/"+member)...)
 			}
 		}
 	}
@@ -352,25 +352,25 @@ func etcdMemberRemovedFirst(s *State, _ Params) []Violation {
 func sameMachines(s *State, _ Params) []Violation {
 	var out []Violation
 	for _, o := range s.Created {
-		if strings.HasPrefix(o, monitor.KindMachine+"/") {
+		if strings.HasPrefix(o, vocab.KindMachine+"/") {
 			out = append(out, violation(s, "a Machine was created during an in-place upgrade", o)...)
 		}
 	}
 	for _, o := range s.Deleted {
-		if strings.HasPrefix(o, monitor.KindMachine+"/") {
+		if strings.HasPrefix(o, vocab.KindMachine+"/") {
 			out = append(out, violation(s, "a Machine was deleted during an in-place upgrade", o)...)
 		}
 	}
 	if s.Before != nil {
-		for name, m := range s.Objects[monitor.KindMachine] {
-			if _, ok := s.Before[monitor.KindMachine][name]; ok && m[monitor.FieldDeleting] != "" {
-				out = append(out, violation(s, "a Machine is being deleted during an in-place upgrade", monitor.KindMachine+"/"+name)...)
+		for name, m := range s.Objects[vocab.KindMachine] {
+			if _, ok := s.Before[vocab.KindMachine][name]; ok && m[vocab.FieldDeleting] != "" {
+				out = append(out, violation(s, "a Machine is being deleted during an in-place upgrade", vocab.KindMachine+"/"+name)...)
 			}
-			if was, ok := s.Before[monitor.KindMachine][name]; ok && was[monitor.FieldUID] != m[monitor.FieldUID] {
-				out = append(out, violation(s, fmt.Sprintf("Machine %s has UID %s, had %s", name, m[monitor.FieldUID], was[monitor.FieldUID]), monitor.KindMachine+"/"+name)...)
+			if was, ok := s.Before[vocab.KindMachine][name]; ok && was[vocab.FieldUID] != m[vocab.FieldUID] {
+				out = append(out, violation(s, fmt.Sprintf("Machine %s has UID %s, had %s", name, m[vocab.FieldUID], was[vocab.FieldUID]), vocab.KindMachine+"/"+name)...)
 			}
-			if was, ok := s.Before[monitor.KindMachine][name]; ok && was[monitor.FieldProviderID] != m[monitor.FieldProviderID] && m[monitor.FieldProviderID] != "" {
-				out = append(out, violation(s, fmt.Sprintf("Machine %s has providerID %s, had %s", name, m[monitor.FieldProviderID], was[monitor.FieldProviderID]), monitor.KindMachine+"/"+name)...)
+			if was, ok := s.Before[vocab.KindMachine][name]; ok && was[vocab.FieldProviderID] != m[vocab.FieldProviderID] && m[vocab.FieldProviderID] != "" {
+				out = append(out, violation(s, fmt.Sprintf("Machine %s has providerID %s, had %s", name, m[vocab.FieldProviderID], was[vocab.FieldProviderID]), vocab.KindMachine+"/"+name)...)
 			}
 		}
 	}
@@ -379,9 +379,9 @@ func sameMachines(s *State, _ Params) []Violation {
 
 func expected(s *State) int {
 	n := 0
-	for _, k := range []string{monitor.KindControlPlane, monitor.KindMachineDeployment} {
+	for _, k := range []string{vocab.KindControlPlane, vocab.KindMachineDeployment} {
 		for _, name := range s.names(k) {
-			n += num(s.get(k, name), monitor.FieldReplicas)
+			n += num(s.get(k, name), vocab.FieldReplicas)
 		}
 	}
 	return n
@@ -389,26 +389,26 @@ func expected(s *State) int {
 
 func endMachines(s *State, p Params) []Violation {
 	var out []Violation
-	for _, name := range s.names(monitor.KindMachine) {
-		m := s.get(monitor.KindMachine, name)
+	for _, name := range s.names(vocab.KindMachine) {
+		m := s.get(vocab.KindMachine, name)
 		var why []string
-		if m[monitor.FieldUpToDate] != "True" {
-			why = append(why, "UpToDate "+or(m[monitor.FieldUpToDate], "absent"))
+		if m[vocab.FieldUpToDate] != "True" {
+			why = append(why, "UpToDate "+or(m[vocab.FieldUpToDate], "absent"))
 		}
-		if m[monitor.FieldVersion] != endVersion(p) {
-			why = append(why, "version "+m[monitor.FieldVersion])
+		if m[vocab.FieldVersion] != endVersion(p) {
+			why = append(why, "version "+m[vocab.FieldVersion])
 		}
-		if m[monitor.FieldUpdating] != "" {
+		if m[vocab.FieldUpdating] != "" {
 			why = append(why, "an update in progress")
 		}
-		if m[monitor.FieldDeleting] != "" {
+		if m[vocab.FieldDeleting] != "" {
 			why = append(why, "deleting")
 		}
 		if len(why) > 0 {
-			out = append(out, violation(s, "Machine "+name+" ends with "+strings.Join(why, ", "), monitor.KindMachine+"/"+name)...)
+			out = append(out, violation(s, "Machine "+name+" ends with "+strings.Join(why, ", "), vocab.KindMachine+"/"+name)...)
 		}
 	}
-	if got, want := len(s.names(monitor.KindMachine)), expected(s); got != want {
+	if got, want := len(s.names(vocab.KindMachine)), expected(s); got != want {
 		out = append(out, violation(s, fmt.Sprintf("%d Machines at the end, replicas add up to %d", got, want), "Machines")...)
 	}
 	return out
@@ -416,29 +416,29 @@ func endMachines(s *State, p Params) []Violation {
 
 func endControlPlane(s *State, p Params) []Violation {
 	var out []Violation
-	for _, name := range s.names(monitor.KindControlPlane) {
-		k := s.get(monitor.KindControlPlane, name)
-		if k[monitor.FieldUpToDateCount] != k[monitor.FieldReplicas] || k[monitor.FieldAvailableCount] != k[monitor.FieldReplicas] || k[monitor.FieldVersion] != endVersion(p) {
+	for _, name := range s.names(vocab.KindControlPlane) {
+		k := s.get(vocab.KindControlPlane, name)
+		if k[vocab.FieldUpToDateCount] != k[vocab.FieldReplicas] || k[vocab.FieldAvailableCount] != k[vocab.FieldReplicas] || k[vocab.FieldVersion] != endVersion(p) {
 			out = append(out, violation(s, fmt.Sprintf("KCP ends at %s with upToDateReplicas %s, availableReplicas %s of %s",
-				k[monitor.FieldVersion], k[monitor.FieldUpToDateCount], k[monitor.FieldAvailableCount], k[monitor.FieldReplicas]), monitor.KindControlPlane+"/"+name)...)
+				k[vocab.FieldVersion], k[vocab.FieldUpToDateCount], k[vocab.FieldAvailableCount], k[vocab.FieldReplicas]), vocab.KindControlPlane+"/"+name)...)
 		}
 	}
-	if len(s.names(monitor.KindControlPlane)) == 0 {
-		out = append(out, violation(s, "no KubeadmControlPlane was seen", monitor.KindControlPlane)...)
+	if len(s.names(vocab.KindControlPlane)) == 0 {
+		out = append(out, violation(s, "no KubeadmControlPlane was seen", vocab.KindControlPlane)...)
 	}
 	return out
 }
 
 func endWorkers(s *State, p Params) []Violation {
 	var out []Violation
-	if len(s.names(monitor.KindMachineDeployment)) == 0 {
-		out = append(out, violation(s, "no MachineDeployment was seen", monitor.KindMachineDeployment)...)
+	if len(s.names(vocab.KindMachineDeployment)) == 0 {
+		out = append(out, violation(s, "no MachineDeployment was seen", vocab.KindMachineDeployment)...)
 	}
-	for _, name := range s.names(monitor.KindMachineDeployment) {
-		d := s.get(monitor.KindMachineDeployment, name)
-		if d[monitor.FieldUpToDateCount] != d[monitor.FieldReplicas] || d[monitor.FieldAvailableCount] != d[monitor.FieldReplicas] || d[monitor.FieldVersion] != endVersion(p) {
+	for _, name := range s.names(vocab.KindMachineDeployment) {
+		d := s.get(vocab.KindMachineDeployment, name)
+		if d[vocab.FieldUpToDateCount] != d[vocab.FieldReplicas] || d[vocab.FieldAvailableCount] != d[vocab.FieldReplicas] || d[vocab.FieldVersion] != endVersion(p) {
 			out = append(out, violation(s, fmt.Sprintf("MachineDeployment ends at %s with upToDateReplicas %s, availableReplicas %s of %s",
-				d[monitor.FieldVersion], d[monitor.FieldUpToDateCount], d[monitor.FieldAvailableCount], d[monitor.FieldReplicas]), monitor.KindMachineDeployment+"/"+name)...)
+				d[vocab.FieldVersion], d[vocab.FieldUpToDateCount], d[vocab.FieldAvailableCount], d[vocab.FieldReplicas]), vocab.KindMachineDeployment+"/"+name)...)
 		}
 	}
 	return out
@@ -449,13 +449,13 @@ func endWorkers(s *State, p Params) []Violation {
 // update it) leaves it at the old one, and hosts that join or run
 // kubeadm upgrade node read that.
 func endKubeadmConfig(s *State, p Params) []Violation {
-	c := s.get(monitor.KindAddon, monitor.AddonKubeadmConfig)
+	c := s.get(vocab.KindAddon, vocab.AddonKubeadmConfig)
 	if c == nil {
-		return violation(s, "no kubeadm-config ConfigMap was seen in the workload cluster", monitor.KindAddon+"/"+monitor.AddonKubeadmConfig)
+		return violation(s, "no kubeadm-config ConfigMap was seen in the workload cluster", vocab.KindAddon+"/"+vocab.AddonKubeadmConfig)
 	}
-	if c[monitor.FieldVersion] != endVersion(p) {
+	if c[vocab.FieldVersion] != endVersion(p) {
 		return violation(s, fmt.Sprintf("kubeadm-config's ClusterConfiguration ends at kubernetesVersion %q, not %s (featureGates %s)",
-			c[monitor.FieldVersion], endVersion(p), or(c[monitor.FieldFeatureGates], "none")), monitor.KindAddon+"/"+monitor.AddonKubeadmConfig)
+			c[vocab.FieldVersion], endVersion(p), or(c[vocab.FieldFeatureGates], "none")), vocab.KindAddon+"/"+vocab.AddonKubeadmConfig)
 	}
 	return nil
 }
@@ -475,12 +475,12 @@ func endCoreDNS(s *State, p Params) []Violation {
 // addonEndsOn: the add-on recorded as name (label, a kind of workload)
 // ends on an image tagged tag; want says that tag in the message.
 func addonEndsOn(s *State, name, label, kind, tag, want string) []Violation {
-	a := s.get(monitor.KindAddon, name)
+	a := s.get(vocab.KindAddon, name)
 	if a == nil {
-		return violation(s, "no "+label+" "+kind+" was seen in the workload cluster", monitor.KindAddon+"/"+name)
+		return violation(s, "no "+label+" "+kind+" was seen in the workload cluster", vocab.KindAddon+"/"+name)
 	}
-	if !strings.HasSuffix(a[monitor.FieldImage], ":"+tag) {
-		return violation(s, label+" ends on "+a[monitor.FieldImage]+", not "+want, monitor.KindAddon+"/"+name)
+	if !strings.HasSuffix(a[vocab.FieldImage], ":"+tag) {
+		return violation(s, label+" ends on "+a[vocab.FieldImage]+", not "+want, vocab.KindAddon+"/"+name)
 	}
 	return nil
 }
@@ -488,17 +488,17 @@ func addonEndsOn(s *State, name, label, kind, tag, want string) []Violation {
 // endEtcd: no etcd member is left on the old release's etcd.
 func endEtcd(s *State, p Params) []Violation {
 	var out []Violation
-	members := s.names(monitor.KindEtcdMember)
+	members := s.names(vocab.KindEtcdMember)
 	if len(members) == 0 {
-		return violation(s, "no etcd member was seen in the workload cluster", monitor.KindEtcdMember)
+		return violation(s, "no etcd member was seen in the workload cluster", vocab.KindEtcdMember)
 	}
 	for _, name := range members {
-		m := s.get(monitor.KindEtcdMember, name)
-		if m[monitor.FieldRemoved] == "true" {
+		m := s.get(vocab.KindEtcdMember, name)
+		if m[vocab.FieldRemoved] == "true" {
 			continue
 		}
-		if !strings.HasSuffix(m[monitor.FieldImage], ":"+p.ToEtcd) {
-			out = append(out, violation(s, fmt.Sprintf("etcd member on %s ends on %q, not etcd %s", m[monitor.FieldNode], m[monitor.FieldImage], p.ToEtcd), monitor.KindEtcdMember+"/"+name)...)
+		if !strings.HasSuffix(m[vocab.FieldImage], ":"+p.ToEtcd) {
+			out = append(out, violation(s, fmt.Sprintf("etcd member on %s ends on %q, not etcd %s", m[vocab.FieldNode], m[vocab.FieldImage], p.ToEtcd), vocab.KindEtcdMember+"/"+name)...)
 		}
 	}
 	return out
@@ -509,19 +509,19 @@ func endEtcd(s *State, p Params) []Violation {
 func endRolledBack(s *State, _ Params) []Violation {
 	var out []Violation
 	failed := 0
-	for _, name := range s.names(monitor.KindMachine) {
-		m := s.get(monitor.KindMachine, name)
-		if m[monitor.FieldUpdateFailed] != "" {
+	for _, name := range s.names(vocab.KindMachine) {
+		m := s.get(vocab.KindMachine, name)
+		if m[vocab.FieldUpdateFailed] != "" {
 			failed++
 		}
-		if m[monitor.FieldDeleting] != "" {
-			out = append(out, violation(s, "Machine "+name+" is deleting after the rollback", monitor.KindMachine+"/"+name)...)
+		if m[vocab.FieldDeleting] != "" {
+			out = append(out, violation(s, "Machine "+name+" is deleting after the rollback", vocab.KindMachine+"/"+name)...)
 		}
 	}
 	if failed == 0 {
-		out = append(out, violation(s, "no Machine's Updating condition says the in-place update failed", objs(monitor.KindMachine, s.names(monitor.KindMachine))...)...)
+		out = append(out, violation(s, "no Machine's Updating condition says the in-place update failed", objs(vocab.KindMachine, s.names(vocab.KindMachine))...)...)
 	}
-	if got, want := len(s.names(monitor.KindMachine)), expected(s); got != want {
+	if got, want := len(s.names(vocab.KindMachine)), expected(s); got != want {
 		out = append(out, violation(s, fmt.Sprintf("%d Machines at the end, replicas add up to %d", got, want), "Machines")...)
 	}
 	return out
@@ -531,13 +531,13 @@ func endNodes(s *State, p Params) []Violation {
 	var out []Violation
 	ready := 0
 	version := endVersion(p)
-	for _, name := range s.names(monitor.KindNode) {
-		n := s.get(monitor.KindNode, name)
-		if n[monitor.FieldReady] == "True" && n[monitor.FieldKubelet] == version {
+	for _, name := range s.names(vocab.KindNode) {
+		n := s.get(vocab.KindNode, name)
+		if n[vocab.FieldReady] == "True" && n[vocab.FieldKubelet] == version {
 			ready++
 			continue
 		}
-		out = append(out, violation(s, fmt.Sprintf("Node %s ends Ready=%s with kubelet %s", name, or(n[monitor.FieldReady], "absent"), n[monitor.FieldKubelet]), monitor.KindNode+"/"+name)...)
+		out = append(out, violation(s, fmt.Sprintf("Node %s ends Ready=%s with kubelet %s", name, or(n[vocab.FieldReady], "absent"), n[vocab.FieldKubelet]), vocab.KindNode+"/"+name)...)
 	}
 	if want := expected(s); ready+len(out) != want {
 		out = append(out, violation(s, fmt.Sprintf("%d Nodes at the end, replicas add up to %d", ready+len(out), want), "Nodes")...)
@@ -548,7 +548,7 @@ func endNodes(s *State, p Params) []Violation {
 func boundHosts(objects map[string]map[string]string) []string {
 	var out []string
 	for h, sum := range objects {
-		if sum[monitor.FieldConsumer] != "" {
+		if sum[vocab.FieldConsumer] != "" {
 			out = append(out, h)
 		}
 	}
@@ -560,23 +560,23 @@ func sameHosts(s *State, _ Params) []Violation {
 	if s.Before == nil {
 		return violation(s, "the run never reached the upgrade step", "Step/upgrade")
 	}
-	before, after := boundHosts(s.Before[monitor.KindHost]), boundHosts(s.Objects[monitor.KindHost])
+	before, after := boundHosts(s.Before[vocab.KindHost]), boundHosts(s.Objects[vocab.KindHost])
 	if strings.Join(before, ",") != strings.Join(after, ",") {
-		return violation(s, fmt.Sprintf("bound hosts before %v, after %v", before, after), objs(monitor.KindHost, after)...)
+		return violation(s, fmt.Sprintf("bound hosts before %v, after %v", before, after), objs(vocab.KindHost, after)...)
 	}
 	return nil
 }
 
 func sparesLeft(s *State, p Params) []Violation {
 	var free []string
-	for _, h := range s.names(monitor.KindHost) {
-		sum := s.get(monitor.KindHost, h)
-		if sum[monitor.FieldSpare] == "true" && sum[monitor.FieldConsumer] == "" {
+	for _, h := range s.names(vocab.KindHost) {
+		sum := s.get(vocab.KindHost, h)
+		if sum[vocab.FieldSpare] == "true" && sum[vocab.FieldConsumer] == "" {
 			free = append(free, h)
 		}
 	}
 	if len(free) != *p.Expect.SparesLeft {
-		return violation(s, fmt.Sprintf("%d free spare hosts at the end %v, want %d", len(free), free, *p.Expect.SparesLeft), objs(monitor.KindHost, free)...)
+		return violation(s, fmt.Sprintf("%d free spare hosts at the end %v, want %d", len(free), free, *p.Expect.SparesLeft), objs(vocab.KindHost, free)...)
 	}
 	return nil
 }
@@ -634,14 +634,14 @@ func markersPresent(s *State, kind, what, none string) []Violation {
 // last change of a Machine.
 func staleClusters(s *State) []string {
 	var lastMachine time.Time
-	for _, m := range s.names(monitor.KindMachine) {
-		if t := s.Changed[monitor.KindMachine+"/"+m]; t.After(lastMachine) {
+	for _, m := range s.names(vocab.KindMachine) {
+		if t := s.Changed[vocab.KindMachine+"/"+m]; t.After(lastMachine) {
 			lastMachine = t
 		}
 	}
 	var out []string
-	for _, c := range s.names(monitor.KindCluster) {
-		if s.Changed[monitor.KindCluster+"/"+c].Before(lastMachine) {
+	for _, c := range s.names(vocab.KindCluster) {
+		if s.Changed[vocab.KindCluster+"/"+c].Before(lastMachine) {
 			out = append(out, c)
 		}
 	}
@@ -655,13 +655,13 @@ func staleClusters(s *State) []string {
 // in-place update failed already has the new spec and stays UpToDate;
 // its Ready, which counts Updating, is what turns False.)
 func CAPISays(c map[string]string, outcome scenario.Outcome) bool {
-	available := c[monitor.FieldAvailable] == "True"
-	upToDate := c[monitor.FieldCPUpToDate] == "True" && c[monitor.FieldWorkersUpToDate] == "True"
+	available := c[vocab.FieldAvailable] == "True"
+	upToDate := c[vocab.FieldCPUpToDate] == "True" && c[vocab.FieldWorkersUpToDate] == "True"
 	if outcome == scenario.RolledBack {
-		ready := c[monitor.FieldCPMachinesReady] == "True" && c[monitor.FieldWorkerMachinesReady] == "True"
+		ready := c[vocab.FieldCPMachinesReady] == "True" && c[vocab.FieldWorkerMachinesReady] == "True"
 		return available && !(upToDate && ready)
 	}
-	return available && upToDate && c[monitor.FieldRollingOut] != "True"
+	return available && upToDate && c[vocab.FieldRollingOut] != "True"
 }
 
 func revertedAfterFailure(s *State, _ Params) []Violation {
@@ -708,18 +708,18 @@ func agree(s *State, p Params, results []Result) {
 		return
 	}
 	theirs, says := true, []string{}
-	for _, name := range s.names(monitor.KindCluster) {
-		c := s.get(monitor.KindCluster, name)
+	for _, name := range s.names(vocab.KindCluster) {
+		c := s.get(vocab.KindCluster, name)
 		theirs = theirs && CAPISays(c, p.Expect.Outcome)
-		fields := []string{monitor.FieldAvailable, monitor.FieldCPUpToDate, monitor.FieldWorkersUpToDate, monitor.FieldRollingOut}
+		fields := []string{vocab.FieldAvailable, vocab.FieldCPUpToDate, vocab.FieldWorkersUpToDate, vocab.FieldRollingOut}
 		if !upgraded(p) {
-			fields = append(fields, monitor.FieldCPMachinesReady, monitor.FieldWorkerMachinesReady)
+			fields = append(fields, vocab.FieldCPMachinesReady, vocab.FieldWorkerMachinesReady)
 		}
 		for _, f := range fields {
 			says = append(says, f+"="+or(c[f], "absent"))
 		}
 	}
-	if len(s.names(monitor.KindCluster)) == 0 {
+	if len(s.names(vocab.KindCluster)) == 0 {
 		theirs, says = false, []string{"no Cluster seen"}
 	}
 	if ours == theirs {
@@ -748,7 +748,7 @@ func agree(s *State, p Params, results []Result) {
 		msg = "CAPI's Cluster says " + strings.Join(says, ", ") + " (" + want + ") while " + strings.Join(failed, ", ") + " failed"
 	}
 	capi.Status = Fail
-	capi.Violations = append(capi.Violations, Violation{Time: s.Now, Rule: capi.Rule, Objects: objs(monitor.KindCluster, s.names(monitor.KindCluster)), Message: msg})
+	capi.Violations = append(capi.Violations, Violation{Time: s.Now, Rule: capi.Rule, Objects: objs(vocab.KindCluster, s.names(vocab.KindCluster)), Message: msg})
 }
 
 func or(v, def string) string {

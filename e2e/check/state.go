@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
-	"github.com/upgradelab/upgradelab/sim/workload"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // State is the world as the timeline tells it at one moment: each kind's
@@ -113,25 +112,25 @@ func newState() *State {
 // count records what the entry did that a rule judges (before the
 // entry is applied: a host's last consumer is known from earlier ones).
 func (s *State) count(e timeline.Entry) {
-	if e.Kind == monitor.KindMachine && e.New != nil && e.New[monitor.FieldDeleting] != "" && e.Old[monitor.FieldDeleting] == "" {
-		if e.New[monitor.FieldControlPlane] == "true" {
+	if e.Kind == vocab.KindMachine && e.New != nil && e.New[vocab.FieldDeleting] != "" && e.Old[vocab.FieldDeleting] == "" {
+		if e.New[vocab.FieldControlPlane] == "true" {
 			s.Exercise.ControlPlaneDeletions++
 		}
 		if s.Before != nil {
 			s.Exercise.Deletions++
 		}
 	}
-	if e.Kind == monitor.KindMachine && e.New != nil && e.New[monitor.FieldUpdateFailed] != "" && e.Old[monitor.FieldUpdateFailed] == "" && s.Before != nil {
+	if e.Kind == vocab.KindMachine && e.New != nil && e.New[vocab.FieldUpdateFailed] != "" && e.Old[vocab.FieldUpdateFailed] == "" && s.Before != nil {
 		s.Exercise.UpdateFailures++
 	}
 	if startsDeprovisioning(e) {
 		s.Exercise.Deprovisions++
-		consumer := e.New[monitor.FieldConsumer]
+		consumer := e.New[vocab.FieldConsumer]
 		if consumer == "" {
 			consumer = s.LastConsumer[e.Name]
 		}
 		if consumer != "" && len(s.machines(func(m map[string]string) bool {
-			return m[monitor.FieldInfra] == consumer && m[monitor.FieldControlPlane] == "true"
+			return m[vocab.FieldInfra] == consumer && m[vocab.FieldControlPlane] == "true"
 		})) > 0 {
 			s.Exercise.ControlPlaneDeprovisions++
 		}
@@ -155,24 +154,24 @@ func (s *State) apply(e timeline.Entry) {
 		s.Steps[e.Name] = e.Time
 		if e.Name == StepUpgrade {
 			s.Before = copyObjects(s.Objects)
-			if a := s.get(monitor.KindWorkloadAPI, "api"); a != nil {
+			if a := s.get(vocab.KindWorkloadAPI, "api"); a != nil {
 				s.apiSeen = true
-				if a[monitor.FieldAPIAvailable] == "false" {
+				if a[vocab.FieldAPIAvailable] == "false" {
 					s.apiDownSince = e.Time
 				}
 			}
 		}
 		return
 	}
-	if e.Kind == monitor.KindWorkloadEvent && e.New[monitor.FieldReason] == workload.EventAPIUnavailable {
-		s.apiDownCause = e.New[monitor.FieldMessage]
+	if e.Kind == vocab.KindWorkloadEvent && e.New[vocab.FieldReason] == vocab.EventAPIUnavailable {
+		s.apiDownCause = e.New[vocab.FieldMessage]
 	}
-	if e.Kind == monitor.KindWorkloadEvent && s.upgrading() {
-		s.workloadEvents = append(s.workloadEvents, e.New[monitor.FieldReason])
-		if e.New[monitor.FieldReason] == workload.EventNodeStarted {
+	if e.Kind == vocab.KindWorkloadEvent && s.upgrading() {
+		s.workloadEvents = append(s.workloadEvents, e.New[vocab.FieldReason])
+		if e.New[vocab.FieldReason] == vocab.EventNodeStarted {
 			delete(s.stoppedWith, e.Name)
 		}
-		if e.New[monitor.FieldReason] == workload.EventNodeStopped {
+		if e.New[vocab.FieldReason] == vocab.EventNodeStopped {
 			with := map[string]bool{}
 			for _, p := range strings.Split(e.New["pods"], ",") {
 				if p != "" {
@@ -186,16 +185,16 @@ func (s *State) apply(e timeline.Entry) {
 			}
 		}
 	}
-	if e.Kind == monitor.KindWorkloadAPI && s.upgrading() && e.New != nil {
+	if e.Kind == vocab.KindWorkloadAPI && s.upgrading() && e.New != nil {
 		s.apiSeen = true
-		down := e.New[monitor.FieldAPIAvailable] == "false"
+		down := e.New[vocab.FieldAPIAvailable] == "false"
 		switch {
 		case down && s.apiDownSince.IsZero():
 			s.apiDownSince = e.Time
 		case !down && !s.apiDownSince.IsZero():
 			why := ""
 			if e.Old != nil {
-				why = e.Old[monitor.FieldAPIError]
+				why = e.Old[vocab.FieldAPIError]
 			}
 			if s.apiDownCause != "" {
 				why += ": " + s.apiDownCause
@@ -223,11 +222,11 @@ func (s *State) apply(e timeline.Entry) {
 		}
 		objs[e.Name] = e.New
 	}
-	if e.Kind == monitor.KindHost && e.New != nil {
-		if c := e.New[monitor.FieldConsumer]; c != "" {
+	if e.Kind == vocab.KindHost && e.New != nil {
+		if c := e.New[vocab.FieldConsumer]; c != "" {
 			s.LastConsumer[e.Name] = c
 		}
-		if upgrading && e.New[monitor.FieldState] == "deprovisioning" {
+		if upgrading && e.New[vocab.FieldState] == "deprovisioning" {
 			s.Reprovisioned[e.Name] = true
 		}
 	}
@@ -237,12 +236,12 @@ func (s *State) apply(e timeline.Entry) {
 // applied: the drains CAPI gave up on, and each budget's drop below its
 // desired count with its cause.
 func (s *State) afterPoll() {
-	for _, m := range s.names(monitor.KindMachine) {
-		sum := s.get(monitor.KindMachine, m)
-		started, err := time.Parse(time.RFC3339, sum[monitor.FieldDrainStarted])
-		timeout := time.Duration(num(sum, monitor.FieldDrainTimeout)) * time.Second
-		if err == nil && timeout > 0 && sum[monitor.FieldNode] != "" && !s.Now.Before(started.Add(timeout)) {
-			s.drainGaveUp[sum[monitor.FieldNode]] = true
+	for _, m := range s.names(vocab.KindMachine) {
+		sum := s.get(vocab.KindMachine, m)
+		started, err := time.Parse(time.RFC3339, sum[vocab.FieldDrainStarted])
+		timeout := time.Duration(num(sum, vocab.FieldDrainTimeout)) * time.Second
+		if err == nil && timeout > 0 && sum[vocab.FieldNode] != "" && !s.Now.Before(started.Add(timeout)) {
+			s.drainGaveUp[sum[vocab.FieldNode]] = true
 		}
 	}
 	for _, node := range s.undrainedStops {
@@ -251,7 +250,7 @@ func (s *State) afterPoll() {
 		}
 	}
 	s.undrainedStops = nil
-	for _, b := range s.names(monitor.KindBudget) {
+	for _, b := range s.names(vocab.KindBudget) {
 		t := s.budgets[b]
 		if t == nil {
 			t = &budgetTrack{healthy: map[string]bool{}}
@@ -260,11 +259,11 @@ func (s *State) afterPoll() {
 		t.breach = nil
 		now := map[string]bool{}
 		for _, pod := range s.budgetPods(b) {
-			if sum := s.get(monitor.KindPod, pod); healthy(sum) && !s.stopped(sum[monitor.FieldNode]) {
+			if sum := s.get(vocab.KindPod, pod); healthy(sum) && !s.stopped(sum[vocab.FieldNode]) {
 				now[pod] = true
 			}
 		}
-		desired := num(s.get(monitor.KindBudget, b), monitor.FieldDesired)
+		desired := num(s.get(vocab.KindBudget, b), vocab.FieldDesired)
 		var lost []string
 		excused := true
 		for pod := range t.healthy {
@@ -292,7 +291,7 @@ func (s *State) afterPoll() {
 				s.excusedBudgets = append(s.excusedBudgets, b+" ("+strings.Join(lost, ", ")+")")
 			} else {
 				if s.upgrading() {
-					t.breach = &Violation{Time: s.Now, Objects: append(objs(monitor.KindPod, lost), monitor.KindBudget+"/"+b),
+					t.breach = &Violation{Time: s.Now, Objects: append(objs(vocab.KindPod, lost), vocab.KindBudget+"/"+b),
 						Message: fmt.Sprintf("budget %s has %d healthy pods, it needs %d (lost %s)", b, len(now), desired, strings.Join(lost, ", "))}
 				}
 			}
@@ -300,8 +299,8 @@ func (s *State) afterPoll() {
 		}
 		t.healthy = now
 	}
-	for _, pod := range s.names(monitor.KindPod) {
-		if n := s.get(monitor.KindPod, pod)[monitor.FieldNode]; n != "" {
+	for _, pod := range s.names(vocab.KindPod) {
+		if n := s.get(vocab.KindPod, pod)[vocab.FieldNode]; n != "" {
 			s.podNodes[pod] = n
 		}
 	}
@@ -356,8 +355,8 @@ func num(sum map[string]string, field string) int {
 // machines returns the Machines for which keep holds, by name.
 func (s *State) machines(keep func(map[string]string) bool) []string {
 	var out []string
-	for _, n := range s.names(monitor.KindMachine) {
-		if keep(s.get(monitor.KindMachine, n)) {
+	for _, n := range s.names(vocab.KindMachine) {
+		if keep(s.get(vocab.KindMachine, n)) {
 			out = append(out, n)
 		}
 	}

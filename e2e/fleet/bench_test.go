@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/upgradelab/upgradelab/e2e/reference"
-	"github.com/upgradelab/upgradelab/internal/testdir"
-	"github.com/upgradelab/upgradelab/sim/timescale"
+	"github.com/upgradelab/upgradelab/internal/timescale"
+	"github.com/upgradelab/upgradelab/sim/labtest"
 )
 
 // BenchmarkFleetWave100 is `make bench`'s fleet: fixtures/fleets/hundred.yaml
@@ -25,7 +25,7 @@ func BenchmarkFleetWave100(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		dir := testdir.For(b)
+		dir := labtest.Dir(b)
 		rep, _, err := Run(context.Background(), fl, Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(0.01), RateLimitedReconciles: true})
 		if err != nil {
 			b.Fatal(err)

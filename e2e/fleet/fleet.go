@@ -19,8 +19,8 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/runner"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/lab"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // Options are what a fleet run is given besides its fleet.

@@ -7,9 +7,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/upgradelab/upgradelab/e2e/plan"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/internal/specfile"
 	"github.com/upgradelab/upgradelab/sim/lab"
-	"github.com/upgradelab/upgradelab/sim/specfile"
 )
 
 // File is a fleet file.
@@ -182,7 +183,7 @@ func (f *File) load() (*Fleet, error) {
 	var parts []lab.Part
 	for i, g := range f.Clusters {
 		at := fmt.Sprintf("%s: clusters[%d]", f.path, i)
-		sc, def, err := scenario.Load(f.resolve(g.Scenario))
+		sc, def, err := plan.Load(f.resolve(g.Scenario))
 		if err != nil {
 			return nil, fmt.Errorf("%s.scenario: %w", at, err)
 		}
@@ -196,7 +197,7 @@ func (f *File) load() (*Fleet, error) {
 			return nil, fmt.Errorf("%s.scenario: %s's lab is on the %s backend; a fleet's lab is modelled (backend test)", at, sc.Name, def.Backend())
 		}
 		if g.Cluster != nil {
-			if sc, err = sc.WithCluster(*g.Cluster, def); err != nil {
+			if sc, err = plan.WithCluster(sc, *g.Cluster, def); err != nil {
 				return nil, fmt.Errorf("%s.cluster: %w", at, err)
 			}
 		}

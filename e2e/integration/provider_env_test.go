@@ -13,10 +13,10 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/e2e/runner"
-	"github.com/upgradelab/upgradelab/internal/testdir"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/labtest"
 	"github.com/upgradelab/upgradelab/sim/site"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // providerEnv is a site, a management plane running CAPI's managers and
@@ -53,7 +53,7 @@ func startEnv(t *testing.T, ctx context.Context, o envOptions) *providerEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := runner.StartEnv(ctx, runner.EnvOptions{Lab: def, Dir: testdir.For(t), Scale: o.scale,
+	env, err := runner.StartEnv(ctx, runner.EnvOptions{Lab: def, Dir: labtest.Dir(t), Scale: o.scale,
 		ProviderArgs: o.providerArgs, ProviderConfigDir: o.providerConfig, Extension: o.extension, ExtensionArgs: o.extensionArgs})
 	if err != nil {
 		t.Fatal(err)

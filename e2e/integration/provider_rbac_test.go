@@ -15,8 +15,8 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
-	"github.com/upgradelab/upgradelab/internal/testdir"
 	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/labtest"
 )
 
 // A provider missing an RBAC rule is refused by the API server, and the
@@ -46,7 +46,7 @@ func TestAProviderMissingAnRBACRuleIsRefusedAndNamed(t *testing.T) {
 		t.Fatalf("the refusal does not name the resource and the manager's ServiceAccount: %s", forbidden[0])
 	}
 	// The rule over what the run records.
-	tl, err := timeline.Create(filepath.Join(testdir.For(t), "timeline.jsonl"))
+	tl, err := timeline.Create(filepath.Join(labtest.Dir(t), "timeline.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/reference"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/providers/inplace/singlenode"
 )
@@ -176,7 +177,7 @@ func singleNodeInPlace(t *testing.T, clusterClass bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cc := monitor.KubeadmConfigSummary(cm.Data["ClusterConfiguration"]); cc[monitor.FieldVersion] != "v1.36.3" || cc[monitor.FieldFeatureGates] != "" {
+	if cc := monitor.KubeadmConfigSummary(cm.Data["ClusterConfiguration"]); cc[vocab.FieldVersion] != "v1.36.3" || cc[vocab.FieldFeatureGates] != "" {
 		t.Fatalf("kubeadm-config after the upgrade: %v; want v1.36.3 without ControlPlaneKubeletLocalMode", cc)
 	}
 	// KCP runs unpaused when steady: its status follows the cluster. The

@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/upgradelab/upgradelab/sim/pki"
+	"github.com/upgradelab/upgradelab/internal/pki"
 )
 
 // webhookCerts is a CA made for one plane and a serving certificate it

@@ -17,51 +17,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 	"github.com/upgradelab/upgradelab/sim/workload"
 )
 
-// What the recorder follows of the application a run deploys (the
-// runner's apps.go) and of the workload API itself.
-const (
-	// AppNamespace holds the application.
-	AppNamespace = "apps"
-
-	// KindPod is an application pod: its node, whether it is Ready or
-	// terminating, its owner and labels.
-	KindPod = "Pod"
-	// KindBudget is a PodDisruptionBudget's status.
-	KindBudget = "PodDisruptionBudget"
-	// KindApp is the application's Deployment: replicas and ready.
-	KindApp = "Deployment"
-	// KindWorkloadAPI is the workload API as a client finds it at each
-	// poll (name "api"): available or not, and why not.
-	KindWorkloadAPI = "WorkloadAPI"
-	// KindWorkloadEvent is something the lab's workload cluster did that
-	// no object shows (sim/workload.Event): its name is the node, or the
-	// cluster.
-	KindWorkloadEvent = "WorkloadEvent"
-)
-
-// Fields of the application kinds.
-const (
-	FieldOwner       = "owner"
-	FieldLabels      = "labels"
-	FieldTerminating = "terminating"
-	FieldSelector    = "selector"
-	FieldDesired     = "desiredHealthy"
-	FieldHealthy     = "currentHealthy"
-	FieldAllowed     = "disruptionsAllowed"
-	FieldReadyCount  = "readyReplicas"
-	// FieldAPIAvailable is "true" when the API answered the poll's read.
-	FieldAPIAvailable = "available"
-	FieldAPIError     = "error"
-	FieldReason       = "reason"
-	FieldMessage      = "message"
-	// FieldDrainStarted and FieldDrainTimeout are a Machine's drain:
-	// when CAPI began it and its nodeDrainTimeoutSeconds.
-	FieldDrainStarted = "drainStarted"
-	FieldDrainTimeout = "nodeDrainTimeoutSeconds"
-)
+// AppNamespace holds the application a run deploys (the runner's
+// apps.go), which the recorder follows.
+const AppNamespace = "apps"
 
 // PodReady says whether a pod's Ready condition is True.
 func PodReady(p *corev1.Pod) bool {
@@ -85,30 +47,30 @@ func joinLabels(m map[string]string) string {
 
 // PodSummary is an application pod.
 func PodSummary(p *corev1.Pod) map[string]string {
-	s := map[string]string{FieldNode: p.Spec.NodeName, FieldPhase: string(p.Status.Phase), FieldLabels: joinLabels(p.Labels)}
+	s := map[string]string{vocab.FieldNode: p.Spec.NodeName, vocab.FieldPhase: string(p.Status.Phase), vocab.FieldLabels: joinLabels(p.Labels)}
 	if ref := metav1.GetControllerOf(p); ref != nil {
-		s[FieldOwner] = ref.Kind + "/" + ref.Name
+		s[vocab.FieldOwner] = ref.Kind + "/" + ref.Name
 	}
-	set(s, FieldReady, PodReady(p))
-	set(s, FieldTerminating, p.DeletionTimestamp != nil)
+	set(s, vocab.FieldReady, PodReady(p))
+	set(s, vocab.FieldTerminating, p.DeletionTimestamp != nil)
 	return s
 }
 
 // BudgetSummary is a PodDisruptionBudget's selector and status.
 func BudgetSummary(b *policyv1.PodDisruptionBudget) map[string]string {
 	s := map[string]string{
-		FieldDesired: strconv.Itoa(int(b.Status.DesiredHealthy)), FieldHealthy: strconv.Itoa(int(b.Status.CurrentHealthy)),
-		FieldAllowed: strconv.Itoa(int(b.Status.DisruptionsAllowed)),
+		vocab.FieldDesired: strconv.Itoa(int(b.Status.DesiredHealthy)), vocab.FieldHealthy: strconv.Itoa(int(b.Status.CurrentHealthy)),
+		vocab.FieldAllowed: strconv.Itoa(int(b.Status.DisruptionsAllowed)),
 	}
 	if b.Spec.Selector != nil {
-		s[FieldSelector] = joinLabels(b.Spec.Selector.MatchLabels)
+		s[vocab.FieldSelector] = joinLabels(b.Spec.Selector.MatchLabels)
 	}
 	return s
 }
 
 // AppSummary is the application's Deployment.
 func AppSummary(d *appsv1.Deployment) map[string]string {
-	return map[string]string{FieldReplicas: count(d.Spec.Replicas), FieldReadyCount: strconv.Itoa(int(d.Status.ReadyReplicas))}
+	return map[string]string{vocab.FieldReplicas: count(d.Spec.Replicas), vocab.FieldReadyCount: strconv.Itoa(int(d.Status.ReadyReplicas))}
 }
 
 // apps lists the application's pods, budgets and Deployment.
@@ -168,13 +130,13 @@ func (r *Recorder) api(ctx context.Context) (map[string]map[string]string, error
 	err := r.workload.Get(ctx, client.ObjectKey{Name: metav1.NamespaceDefault}, ns)
 	if err == nil || apierrors.IsNotFound(err) {
 		r.apiDown = false
-		return map[string]map[string]string{"api": {FieldAPIAvailable: "true"}}, nil
+		return map[string]map[string]string{"api": {vocab.FieldAPIAvailable: "true"}}, nil
 	}
 	if ctx.Err() != nil {
 		return nil, err
 	}
 	r.apiDown = true // poll every Interval until it answers
-	return map[string]map[string]string{"api": {FieldAPIAvailable: "false", FieldAPIError: apiFailure(err)}}, nil
+	return map[string]map[string]string{"api": {vocab.FieldAPIAvailable: "false", vocab.FieldAPIError: apiFailure(err)}}, nil
 }
 
 // apiFailure names how a read failed, briefly (the same failure polled
@@ -214,7 +176,7 @@ func RecordWorkload(ctx context.Context, clusters *workload.Clusters, cluster st
 			if e.Cluster != cluster {
 				continue
 			}
-			fields := map[string]string{FieldReason: e.Reason, FieldMessage: e.Message}
+			fields := map[string]string{vocab.FieldReason: e.Reason, vocab.FieldMessage: e.Message}
 			for k, v := range e.Data {
 				fields[k] = v
 			}
@@ -222,7 +184,7 @@ func RecordWorkload(ctx context.Context, clusters *workload.Clusters, cluster st
 			if name == "" {
 				name = e.Cluster
 			}
-			tl.Add(timeline.Entry{Time: e.Time, Kind: KindWorkloadEvent, Name: name, New: fields})
+			tl.Add(timeline.Entry{Time: e.Time, Kind: vocab.KindWorkloadEvent, Name: name, New: fields})
 			if wake != nil {
 				wake()
 			}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
@@ -97,7 +98,7 @@ type recordedKind struct {
 // change in the workload cluster, then the hosts they free.
 func (r *Recorder) kinds() []recordedKind {
 	kinds := []recordedKind{
-		{KindCluster, r.clusters}, {KindControlPlane, r.controlPlanes}, {KindMachineDeployment, r.deployments},
+		{vocab.KindCluster, r.clusters}, {vocab.KindControlPlane, r.controlPlanes}, {vocab.KindMachineDeployment, r.deployments},
 		// A control-plane Machine's etcd member is removed (KCP's
 		// pre-terminate hook) before its Node is deleted, so the member
 		// comes first in the flow and is read after the Node: a poll
@@ -105,18 +106,18 @@ func (r *Recorder) kinds() []recordedKind {
 		// other way round, both could change between the two reads and
 		// a removed member replay as a live one on a vanished Node (it
 		// did, as lost quorum, on four runs at once).
-		{KindMachineSet, r.machineSets}, {KindMachine, r.machines}, {KindEtcdMember, r.etcdMembers}, {KindNode, r.nodes},
+		{vocab.KindMachineSet, r.machineSets}, {vocab.KindMachine, r.machines}, {vocab.KindEtcdMember, r.etcdMembers}, {vocab.KindNode, r.nodes},
 		// A drained Node's pods go (and come back elsewhere) after its
 		// Machine started deleting or its update began, and budgets
 		// follow the pods.
-		{KindPod, r.pods}, {KindBudget, r.budgets}, {KindApp, r.apps},
-		{KindAddon, r.addons},
+		{vocab.KindPod, r.pods}, {vocab.KindBudget, r.budgets}, {vocab.KindApp, r.apps},
+		{vocab.KindAddon, r.addons},
 		// The API as a client finds it: read first, so a poll's other
 		// reads are judged against an API known to answer.
-		{KindWorkloadAPI, r.api},
+		{vocab.KindWorkloadAPI, r.api},
 	}
 	if r.Hosts {
-		kinds = append(kinds, recordedKind{KindHost, r.hosts})
+		kinds = append(kinds, recordedKind{vocab.KindHost, r.hosts})
 	}
 	return kinds
 }
@@ -258,7 +259,7 @@ func (r *Recorder) addons(ctx context.Context) (map[string]map[string]string, er
 	}
 	cm := &corev1.ConfigMap{}
 	if err := r.workload.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "kubeadm-config"}, cm); err == nil {
-		out[AddonKubeadmConfig] = KubeadmConfigSummary(cm.Data["ClusterConfiguration"])
+		out[vocab.AddonKubeadmConfig] = KubeadmConfigSummary(cm.Data["ClusterConfiguration"])
 	} else if !apierrors.IsNotFound(err) {
 		return nil, err
 	}

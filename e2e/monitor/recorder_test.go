@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // One poll that sees a Machine gone and its replacement new records the
@@ -28,8 +29,8 @@ func TestOnePollRecordsRemovalsBeforeAdditions(t *testing.T) {
 	}
 	defer tl.Close()
 	r := &Recorder{Timeline: tl, last: map[string]map[string]map[string]string{}}
-	r.diff(KindMachine, map[string]map[string]string{"sc-cp-b": {FieldVersion: "v1.35.3"}, "sc-cp-c": {FieldVersion: "v1.35.3"}}, time.Now())
-	r.diff(KindMachine, map[string]map[string]string{"sc-cp-a": {FieldVersion: "v1.36.3"}, "sc-cp-c": {FieldVersion: "v1.35.3"}}, time.Now())
+	r.diff(vocab.KindMachine, map[string]map[string]string{"sc-cp-b": {vocab.FieldVersion: "v1.35.3"}, "sc-cp-c": {vocab.FieldVersion: "v1.35.3"}}, time.Now())
+	r.diff(vocab.KindMachine, map[string]map[string]string{"sc-cp-a": {vocab.FieldVersion: "v1.36.3"}, "sc-cp-c": {vocab.FieldVersion: "v1.35.3"}}, time.Now())
 	entries := tl.Entries()
 	if len(entries) != 4 {
 		t.Fatalf("entries %+v", entries)
@@ -89,9 +90,9 @@ func TestAPollNeverRecordsAFreedHostBeforeItsDeletingMachine(t *testing.T) {
 		deleting, freed := -1, -1
 		for i, e := range tl.Entries() {
 			switch {
-			case e.Kind == KindMachine && e.New[FieldDeleting] == "true" && deleting < 0:
+			case e.Kind == vocab.KindMachine && e.New[vocab.FieldDeleting] == "true" && deleting < 0:
 				deleting = i
-			case e.Kind == KindHost && e.New[FieldState] == string(metal3.StateDeprovisioning) && freed < 0:
+			case e.Kind == vocab.KindHost && e.New[vocab.FieldState] == string(metal3.StateDeprovisioning) && freed < 0:
 				freed = i
 			}
 		}
@@ -188,9 +189,9 @@ func TestAPollNeverRecordsANodeGoneBeforeItsMemberRemoved(t *testing.T) {
 		memberGone, nodeGone := -1, -1
 		for i, e := range tl.Entries() {
 			switch {
-			case e.Kind == KindEtcdMember && (e.New == nil || e.New[FieldRemoved] != "") && e.Old != nil && memberGone < 0:
+			case e.Kind == vocab.KindEtcdMember && (e.New == nil || e.New[vocab.FieldRemoved] != "") && e.Old != nil && memberGone < 0:
 				memberGone = i
-			case e.Kind == KindNode && e.New == nil && e.Old != nil && nodeGone < 0:
+			case e.Kind == vocab.KindNode && e.New == nil && e.Old != nil && nodeGone < 0:
 				nodeGone = i
 			}
 		}
@@ -247,7 +248,7 @@ func TestAPollsChangesShareOneTime(t *testing.T) {
 	tl.Close()
 	var entries []timeline.Entry
 	for _, e := range tl.Entries() {
-		if e.Kind != KindWorkloadAPI { // the API probe, up at the first poll
+		if e.Kind != vocab.KindWorkloadAPI { // the API probe, up at the first poll
 			entries = append(entries, e)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // The summaries carry what the checks read, under the names they read.
@@ -25,38 +27,38 @@ func TestSummariesCarryWhatTheChecksRead(t *testing.T) {
 			Conditions: []metav1.Condition{{Type: clusterv1.MachineUpToDateCondition, Status: metav1.ConditionFalse}}},
 	}
 	got := MachineSummary(m)
-	for k, want := range map[string]string{FieldPhase: "Running", FieldVersion: "v1.36.3", FieldUID: "u1", FieldInfra: "sc-cp-a-infra",
-		FieldDeleting: "true", FieldUpdating: "true", FieldControlPlane: "true", FieldUpToDate: "False", FieldNode: "sc-cp-a"} {
+	for k, want := range map[string]string{vocab.FieldPhase: "Running", vocab.FieldVersion: "v1.36.3", vocab.FieldUID: "u1", vocab.FieldInfra: "sc-cp-a-infra",
+		vocab.FieldDeleting: "true", vocab.FieldUpdating: "true", vocab.FieldControlPlane: "true", vocab.FieldUpToDate: "False", vocab.FieldNode: "sc-cp-a"} {
 		if got[k] != want {
 			t.Errorf("Machine summary %s = %q, want %q (%v)", k, got[k], want, got)
 		}
 	}
-	if _, ok := got[FieldAvailable]; ok {
+	if _, ok := got[vocab.FieldAvailable]; ok {
 		t.Errorf("a condition the Machine does not have is in its summary: %v", got)
 	}
-	if _, ok := got[FieldUpdateFailed]; ok {
+	if _, ok := got[vocab.FieldUpdateFailed]; ok {
 		t.Errorf("a Machine without an Updating condition is summarised as failed: %v", got)
 	}
 	m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: clusterv1.MachineUpdatingCondition, Status: metav1.ConditionFalse,
 		Reason: clusterv1.MachineInPlaceUpdateFailedReason})
-	if got := MachineSummary(m); got[FieldUpdateFailed] != "true" {
+	if got := MachineSummary(m); got[vocab.FieldUpdateFailed] != "true" {
 		t.Errorf("a failed in-place update is not in the summary: %v", got)
 	}
 
 	ms := &clusterv1.MachineSet{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{clusterv1.MachineDeploymentNameLabel: "sc-md"}},
 		Spec: clusterv1.MachineSetSpec{Replicas: ptr(2), Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{Version: "v1.36.3"}}}}
-	if s := MachineSetSummary(ms); s[FieldDeployment] != "sc-md" || s[FieldVersion] != "v1.36.3" || s[FieldReplicas] != "2" {
+	if s := MachineSetSummary(ms); s[vocab.FieldDeployment] != "sc-md" || s[vocab.FieldVersion] != "v1.36.3" || s[vocab.FieldReplicas] != "2" {
 		t.Errorf("MachineSet summary %v", s)
 	}
-	if s := AddonSummary([]corev1.Container{{Image: "registry.k8s.io/kube-proxy:v1.36.3"}}); s[FieldImage] != "registry.k8s.io/kube-proxy:v1.36.3" {
+	if s := AddonSummary([]corev1.Container{{Image: "registry.k8s.io/kube-proxy:v1.36.3"}}); s[vocab.FieldImage] != "registry.k8s.io/kube-proxy:v1.36.3" {
 		t.Errorf("add-on summary %v", s)
 	}
 
 	etcd := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Image: "registry.k8s.io/etcd:3.6.5-0"}}}}
-	if s := EtcdMemberSummary(etcd); s[FieldNode] != "n1" || s[FieldImage] != "registry.k8s.io/etcd:3.6.5-0" {
+	if s := EtcdMemberSummary(etcd); s[vocab.FieldNode] != "n1" || s[vocab.FieldImage] != "registry.k8s.io/etcd:3.6.5-0" {
 		t.Errorf("etcd member summary %v", s)
 	}
-	if s := EtcdMemberSummary(&corev1.Pod{}); s[FieldImage] != "" {
+	if s := EtcdMemberSummary(&corev1.Pod{}); s[vocab.FieldImage] != "" {
 		t.Errorf("an etcd member without containers (CAPI's in-memory etcd) has no image, got %v", s)
 	}
 
@@ -65,17 +67,17 @@ func TestSummariesCarryWhatTheChecksRead(t *testing.T) {
 		Rollout: controlplanev1.KubeadmControlPlaneRolloutSpec{Strategy: controlplanev1.KubeadmControlPlaneRolloutStrategy{
 			RollingUpdate: controlplanev1.KubeadmControlPlaneRolloutStrategyRollingUpdate{MaxSurge: &surge}}}},
 		Status: controlplanev1.KubeadmControlPlaneStatus{UpToDateReplicas: ptr(2)}}
-	if s := ControlPlaneSummary(k); s[FieldReplicas] != "3" || s[FieldMaxSurge] != "0" || s[FieldUpToDateCount] != "2" || s[FieldAvailableCount] != "0" || s[FieldCoreDNS] != "" {
+	if s := ControlPlaneSummary(k); s[vocab.FieldReplicas] != "3" || s[vocab.FieldMaxSurge] != "0" || s[vocab.FieldUpToDateCount] != "2" || s[vocab.FieldAvailableCount] != "0" || s[vocab.FieldCoreDNS] != "" {
 		t.Errorf("KCP summary %v", s)
 	}
 	k.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag = "v1.13.1"
-	if s := ControlPlaneSummary(k); s[FieldCoreDNS] != "v1.13.1" {
+	if s := ControlPlaneSummary(k); s[vocab.FieldCoreDNS] != "v1.13.1" {
 		t.Errorf("KCP summary %v: want the dns.imageTag KCP is asked for", s)
 	}
 	h := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"example.com/spare": "true"}},
 		Spec:   metal3.BareMetalHostSpec{ConsumerRef: &corev1.ObjectReference{Name: "sc-cp-a-infra"}},
 		Status: metal3.BareMetalHostStatus{Provisioning: metal3.ProvisionStatus{State: metal3.StateProvisioned}}}
-	if s := HostSummary(h, "example.com/spare"); s[FieldConsumer] != "sc-cp-a-infra" || s[FieldSpare] != "true" || s[FieldState] != "provisioned" {
+	if s := HostSummary(h, "example.com/spare"); s[vocab.FieldConsumer] != "sc-cp-a-infra" || s[vocab.FieldSpare] != "true" || s[vocab.FieldState] != "provisioned" {
 		t.Errorf("host summary %v", s)
 	}
 }
@@ -84,13 +86,13 @@ func ptr(v int32) *int32 { return &v }
 
 func TestKubeadmConfigSummaryReadsTheVersionAndGates(t *testing.T) {
 	s := KubeadmConfigSummary("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.3\nfeatureGates:\n  B: false\n  A: true\n")
-	if s[FieldVersion] != "v1.36.3" || s[FieldFeatureGates] != "A=true,B=false" {
+	if s[vocab.FieldVersion] != "v1.36.3" || s[vocab.FieldFeatureGates] != "A=true,B=false" {
 		t.Fatalf("summary %v", s)
 	}
-	if s := KubeadmConfigSummary(""); s[FieldVersion] != "" || s[FieldFeatureGates] != "" {
+	if s := KubeadmConfigSummary(""); s[vocab.FieldVersion] != "" || s[vocab.FieldFeatureGates] != "" {
 		t.Fatalf("empty ClusterConfiguration (CAPI's in-memory provider): %v", s)
 	}
-	if s := KubeadmConfigSummary("kubernetesVersion: [1"); !strings.HasPrefix(s[FieldVersion], "unreadable") {
+	if s := KubeadmConfigSummary("kubernetesVersion: [1"); !strings.HasPrefix(s[vocab.FieldVersion], "unreadable") {
 		t.Fatalf("broken YAML: %v", s)
 	}
 }

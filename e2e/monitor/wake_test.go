@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // wakeRig is a Recorder over a fake workload cluster with one Ready
@@ -66,7 +67,7 @@ func (rig *wakeRig) nodeReadyRecorded(t *testing.T, ready string, within time.Du
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		for _, e := range rig.tl.Entries() {
-			if e.Kind == KindNode && e.New != nil && e.New[FieldReady] == ready {
+			if e.Kind == vocab.KindNode && e.New != nil && e.New[vocab.FieldReady] == ready {
 				return
 			}
 		}
@@ -121,7 +122,7 @@ func TestTheRecorderPollsOnWakeAndWhileTheAPIIsDown(t *testing.T) {
 	}
 	var outage bool
 	for _, e := range rig.tl.Entries() {
-		if e.Kind == KindWorkloadAPI && e.New[FieldAPIAvailable] == "false" {
+		if e.Kind == vocab.KindWorkloadAPI && e.New[vocab.FieldAPIAvailable] == "false" {
 			outage = true
 		}
 	}

@@ -3,8 +3,12 @@
 // it alike, so a run has one name, one folder and one set of labels
 // wherever it runs.
 //
-// [Scenarios] loads the scenario files the globs match (each checked
-// against its lab by scenario.Load), biggest lab first and then by name,
+// [Load] reads a scenario file and checks it against the lab it names
+// ([Fits]: the releases' images in the lab's catalog at their versions,
+// the NIC firmware in its NVM catalog, hosts enough for the upgrade);
+// [WithCluster] gives a scenario another cluster shape the lab has hosts
+// for (a fleet's cluster groups). [Scenarios] loads the scenario files the
+// globs match, each with Load, biggest lab first and then by name,
 // so the longest runs start first and the last to finish is a short one.
 // [OnBackend] moves every lab to one backend (qemu: the hosts are real
 // VMs). [Runs] makes the [Run]s, provider by provider in the order given

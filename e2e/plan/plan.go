@@ -89,7 +89,7 @@ func Scenarios(globs ...string) ([]Loaded, error) {
 	}
 	var all []Loaded
 	for _, path := range paths {
-		s, def, err := scenario.Load(path)
+		s, def, err := Load(path)
 		if err != nil {
 			return nil, err
 		}

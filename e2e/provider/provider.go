@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/upgradelab/upgradelab/e2e/scenario"
-	"github.com/upgradelab/upgradelab/sim/specfile"
+	"github.com/upgradelab/upgradelab/internal/specfile"
 )
 
 // Config is one fixtures/providers file.

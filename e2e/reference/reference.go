@@ -19,13 +19,13 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/internal/loopback"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/providers/baremetal/ipmi"
 	"github.com/upgradelab/upgradelab/providers/baremetal/netboot"
 	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/site"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // DeployImage is the deploy ramdisk of the shipped image catalog.

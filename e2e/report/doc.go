@@ -1,6 +1,6 @@
-// Package report writes a suite's artifacts for people and tools. [Write]
-// puts results.json (every result.Result, for `upgradelab report` and
-// `report diff`) and report.html into an artifacts folder.
+// Package report renders a suite's results for people: [Write] puts
+// report.html into an artifacts folder, beside the results.json that
+// e2e/result writes and reads.
 //
 // The page opens with one line (runs passed, failed and stopped, rules
 // broken, the suite's wall time) and the list of what failed: each stopped

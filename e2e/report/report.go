@@ -2,7 +2,6 @@ package report
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"html/template"
@@ -13,9 +12,9 @@ import (
 	"time"
 
 	"github.com/upgradelab/upgradelab/e2e/check"
-	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // Layout is how a suite laid its runs out: how many processes ran runs
@@ -45,15 +44,8 @@ func RunAnchor(r result.Result) string {
 	return r.Provider + "-" + r.Scenario + "-" + string(r.Form)
 }
 
-// Write writes report.html and results.json into dir.
+// Write writes report.html into dir.
 func Write(dir string, results []result.Result, layout Layout) error {
-	b, err := json.MarshalIndent(results, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, result.File), b, 0o644); err != nil {
-		return err
-	}
 	page := pageData{Generated: time.Now().UTC().Format(time.RFC3339), Layout: layoutPicture(layout), Groups: ruleGroups()}
 	page.Summary, page.Failures = summarize(results, layout)
 	for _, res := range sortedForTable(results) {
@@ -393,14 +385,14 @@ func picture(entries []timeline.Entry) *pictureData {
 	for _, e := range entries {
 		var field string
 		switch e.Kind {
-		case monitor.KindMachine:
-			field = monitor.FieldPhase
-		case monitor.KindHost:
-			field = monitor.FieldState
-		case monitor.KindWorkloadAPI:
-			field = monitor.FieldAPIAvailable
-		case monitor.KindApp:
-			field = monitor.FieldReadyCount
+		case vocab.KindMachine:
+			field = vocab.FieldPhase
+		case vocab.KindHost:
+			field = vocab.FieldState
+		case vocab.KindWorkloadAPI:
+			field = vocab.FieldAPIAvailable
+		case vocab.KindApp:
+			field = vocab.FieldReadyCount
 		case timeline.KindStep:
 			if e.Name == check.StepUpgrade {
 				p.UpgradeX = x(e.Time)
@@ -414,13 +406,13 @@ func picture(entries []timeline.Entry) *pictureData {
 		if e.New != nil {
 			v = e.New[field]
 			switch e.Kind {
-			case monitor.KindMachine:
-				if e.New[monitor.FieldUpdating] != "" {
+			case vocab.KindMachine:
+				if e.New[vocab.FieldUpdating] != "" {
 					v = "Updating"
 				}
-			case monitor.KindWorkloadAPI:
-				v = map[string]string{"true": "API up", "false": "API down: " + e.New[monitor.FieldAPIError]}[v]
-			case monitor.KindApp:
+			case vocab.KindWorkloadAPI:
+				v = map[string]string{"true": "API up", "false": "API down: " + e.New[vocab.FieldAPIError]}[v]
+			case vocab.KindApp:
 				v = appValue(e.New)
 			}
 		}
@@ -459,7 +451,7 @@ func picture(entries []timeline.Entry) *pictureData {
 
 // appValue is the application's state as the picture colours it.
 func appValue(d map[string]string) string {
-	ready, want := d[monitor.FieldReadyCount], d[monitor.FieldReplicas]
+	ready, want := d[vocab.FieldReadyCount], d[vocab.FieldReplicas]
 	switch {
 	case ready == want:
 		return "ready " + ready + "/" + want

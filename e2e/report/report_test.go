@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/upgradelab/upgradelab/e2e/check"
-	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
@@ -21,10 +21,10 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	tl.Add(timeline.Entry{Time: t0, Kind: monitor.KindMachine, Name: "sc-cp-a", New: map[string]string{monitor.FieldPhase: "Provisioning"}})
+	tl.Add(timeline.Entry{Time: t0, Kind: vocab.KindMachine, Name: "sc-cp-a", New: map[string]string{vocab.FieldPhase: "Provisioning"}})
 	tl.Add(timeline.Entry{Time: t0.Add(time.Second), Kind: timeline.KindStep, Name: check.StepUpgrade})
-	tl.Add(timeline.Entry{Time: t0.Add(2 * time.Second), Kind: monitor.KindMachine, Name: "sc-cp-a", New: map[string]string{monitor.FieldPhase: "Running", monitor.FieldUpdating: "true"}})
-	tl.Add(timeline.Entry{Time: t0.Add(3 * time.Second), Kind: monitor.KindHost, Name: "node-0", New: map[string]string{monitor.FieldState: "provisioned"}})
+	tl.Add(timeline.Entry{Time: t0.Add(2 * time.Second), Kind: vocab.KindMachine, Name: "sc-cp-a", New: map[string]string{vocab.FieldPhase: "Running", vocab.FieldUpdating: "true"}})
+	tl.Add(timeline.Entry{Time: t0.Add(3 * time.Second), Kind: vocab.KindHost, Name: "node-0", New: map[string]string{vocab.FieldState: "provisioned"}})
 	tl.Close()
 	broken := check.Violation{Time: t0, Rule: "host-bound-once", Objects: []string{"BareMetalHost/node-0"}, Message: "bound twice"}
 	res := result.Result{Provider: "baremetal", Scenario: "single-node-in-place", Form: scenario.Plain, HostOS: "ab", Strategy: "in-place", Duration: 90 * time.Second,
@@ -58,9 +58,6 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("report.html lacks %q", want)
 		}
-	}
-	if _, err := os.Stat(filepath.Join(dir, "results.json")); err != nil {
-		t.Fatal(err)
 	}
 	// A provider's run sits beside the reference's, its inapplicable rule
 	// shown as n/a, not as passed.

@@ -8,7 +8,7 @@
 // and each process's CPU.
 //
 // The runner makes Results; the report, `upgradelab report` and
-// `upgradelab report diff` read them back from results.json ([Read])
+// `upgradelab report diff` read them back from results.json ([Write], [Read])
 // without the runner, so a reader of stored results needs none of the
 // machinery that made them. The package also names the files of a run's
 // folder ([TimelineFile], [ParamsFile]) and the timeline step of a

@@ -121,6 +121,16 @@ func (p Profile) String() string {
 	return fmt.Sprintf("wall: %s\ncpu (%s in all): %s", strings.Join(phases, ", "), total.Round(100*time.Millisecond), strings.Join(cpu, ", "))
 }
 
+// Write writes results to a results file (File in an artifacts folder),
+// the form Read reads back.
+func Write(path string, results []Result) error {
+	b, err := json.MarshalIndent(results, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
 // Read reads a results file (File in an artifacts folder). An unreadable
 // or malformed file is an error naming it.
 func Read(path string) ([]Result, error) {

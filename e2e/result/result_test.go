@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +86,25 @@ func TestJUnitHasACasePerRunAndAFailurePerBrokenRun(t *testing.T) {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("junit.xml lacks %q:\n%s", want, b)
 		}
+	}
+}
+
+// What Write writes, Read reads back whole.
+func TestWriteThenRead(t *testing.T) {
+	old, err := Read("testdata/old-results.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), File)
+	if err := Write(path, old); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, old) {
+		t.Fatalf("read back %d results unlike the %d written", len(back), len(old))
 	}
 }
 

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/plan"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
-	"github.com/upgradelab/upgradelab/internal/testdir"
-	"github.com/upgradelab/upgradelab/sim/timescale"
+	"github.com/upgradelab/upgradelab/internal/timescale"
+	"github.com/upgradelab/upgradelab/sim/labtest"
 )
 
 // BenchmarkScenario runs each shipped scenario (plain form) and reports
@@ -25,13 +26,13 @@ import (
 func BenchmarkScenario(b *testing.B) {
 	root, paths, provider, extension := benchSetup(b)
 	for _, path := range paths {
-		s, def, err := scenario.Load(path)
+		s, def, err := plan.Load(path)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Run(s.Name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: testdir.For(b), Scale: timescale.Scale(0.01),
+				res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: labtest.Dir(b), Scale: timescale.Scale(0.01),
 					ProviderBinary: provider, ExtensionBinary: extension})
 				if err := failure(res); err != "" {
 					b.Fatal(err)
@@ -62,11 +63,11 @@ func BenchmarkFourScenariosTogether(b *testing.B) {
 		var wg sync.WaitGroup
 		errs := make([]string, len(paths))
 		for j, path := range paths {
-			s, def, err := scenario.Load(path)
+			s, def, err := plan.Load(path)
 			if err != nil {
 				b.Fatal(err)
 			}
-			dir := testdir.Named(b, s.Name)
+			dir := labtest.NamedDir(b, s.Name)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -10,11 +10,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/upgradelab/upgradelab/e2e/plan"
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
-	"github.com/upgradelab/upgradelab/internal/testdir"
-	"github.com/upgradelab/upgradelab/sim/timescale"
+	"github.com/upgradelab/upgradelab/internal/timescale"
+	"github.com/upgradelab/upgradelab/sim/labtest"
 )
 
 // A manager built from source takes minutes to build cold. A run that
@@ -30,7 +31,7 @@ func TestABuildDoesNotCountAgainstTheScenarioTimeout(t *testing.T) {
 	}
 	t.Setenv("UPGRADELAB_CACHE", t.TempDir())
 	cfg, m := idleProvider(t)
-	s, def, err := scenario.Load(filepath.Join(root, "scenarios", "three-node-scale-in.yaml"))
+	s, def, err := plan.Load(filepath.Join(root, "scenarios", "three-node-scale-in.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestABuildDoesNotCountAgainstTheScenarioTimeout(t *testing.T) {
 
 	var progress strings.Builder
 	start := time.Now()
-	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: testdir.For(t), Scale: timescale.Scale(0.01),
+	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: labtest.Dir(t), Scale: timescale.Scale(0.01),
 		Progress: &progress, Provider: cfg})
 	waited := time.Since(start)
 	<-held

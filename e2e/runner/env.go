@@ -22,9 +22,9 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/site"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // EnvOptions choose the lab and what runs beside CAPI's managers.

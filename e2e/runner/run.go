@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 	"io"
 	"maps"
 	"os"
@@ -33,8 +34,8 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
 	"github.com/upgradelab/upgradelab/internal/loopback"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/lab"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // Options are what every run of a suite shares.
@@ -244,7 +245,7 @@ func Params(s *scenario.Scenario, def *lab.Definition, prov *provider.Config, en
 	// Only the lab's workload clusters run pods and model etcd on the
 	// hosts; another provider's (CAPI's in-memory one) do neither.
 	p.Apps, p.EtcdOnHosts = prov.Lab, prov.Lab
-	p.OSTreeHosts = prov.Lab && def.HostOSMode() != lab.HostOSAB
+	p.OSTreeHosts = prov.Lab && def.HostOSMode() != vocab.HostOSAB
 	p.ToCoreDNS = coreDNSAsked(entries)
 	if to, err := def.Catalog.Get(s.EndRelease().Image); err == nil && prov.Lab { // CAPI's in-memory etcd members carry no image
 		p.ToEtcd = to.Etcd
@@ -582,8 +583,8 @@ func (r *run) doneDetail() string {
 func coreDNSAsked(entries []timeline.Entry) string {
 	tag := ""
 	for _, e := range entries {
-		if e.Kind == monitor.KindControlPlane && e.New != nil {
-			tag = e.New[monitor.FieldCoreDNS]
+		if e.Kind == vocab.KindControlPlane && e.New != nil {
+			tag = e.New[vocab.FieldCoreDNS]
 		}
 	}
 	return tag
@@ -706,8 +707,8 @@ func (r *run) addonsMoved(ctx context.Context) bool {
 		return false
 	}
 	tag := kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag
-	return strings.HasSuffix(monitor.AddonSummary(ds.Spec.Template.Spec.Containers)[monitor.FieldImage], ":"+r.scenario.EndRelease().Version) &&
-		(tag == "" || strings.HasSuffix(monitor.AddonSummary(dns.Spec.Template.Spec.Containers)[monitor.FieldImage], ":"+tag))
+	return strings.HasSuffix(monitor.AddonSummary(ds.Spec.Template.Spec.Containers)[vocab.FieldImage], ":"+r.scenario.EndRelease().Version) &&
+		(tag == "" || strings.HasSuffix(monitor.AddonSummary(dns.Spec.Template.Spec.Containers)[vocab.FieldImage], ":"+tag))
 }
 
 // enroll makes the lab's hosts known to the provider: through their BMCs,

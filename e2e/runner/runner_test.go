@@ -9,21 +9,22 @@ import (
 	"testing"
 
 	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/plan"
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
-	"github.com/upgradelab/upgradelab/internal/testdir"
-	"github.com/upgradelab/upgradelab/sim/lab"
-	"github.com/upgradelab/upgradelab/sim/timescale"
+	"github.com/upgradelab/upgradelab/internal/timescale"
+	"github.com/upgradelab/upgradelab/internal/vocab"
+	"github.com/upgradelab/upgradelab/sim/labtest"
 )
 
 // One scenario end to end in `make test`, so every commit proves the
 // chain from a scenario file to the checks: the single-node in-place
 // upgrade, plain form, on an A/B host and on an OSTree host.
 func TestSingleNodeInPlaceScenarioPassesEveryCheck(t *testing.T) {
-	for _, hostOS := range []string{lab.HostOSAB, lab.HostOSOSTree} {
+	for _, hostOS := range []string{vocab.HostOSAB, vocab.HostOSOSTree} {
 		t.Run(hostOS, func(t *testing.T) { testSingleNodeInPlace(t, hostOS) })
 	}
 }
@@ -33,14 +34,14 @@ func testSingleNodeInPlace(t *testing.T, hostOS string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, def, err := scenario.Load(filepath.Join(root, "scenarios", "single-node-in-place.yaml"))
+	s, def, err := plan.Load(filepath.Join(root, "scenarios", "single-node-in-place.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if def, err = def.WithHostOS(hostOS); err != nil {
 		t.Fatal(err)
 	}
-	dir := testdir.For(t)
+	dir := labtest.Dir(t)
 	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(0.01), Progress: testWriter{t}})
 	if res.Error != "" {
 		t.Fatalf("the run stopped: %s", res.Error)
@@ -61,7 +62,7 @@ func testSingleNodeInPlace(t *testing.T, hostOS string) {
 	}
 	// On OSTree hosts the admin's /etc edit is judged (and must pass); on
 	// A/B hosts the rule does not apply.
-	wantEtc := map[string]check.Status{lab.HostOSAB: check.NotApplicable, lab.HostOSOSTree: check.Pass}[hostOS]
+	wantEtc := map[string]check.Status{vocab.HostOSAB: check.NotApplicable, vocab.HostOSOSTree: check.Pass}[hostOS]
 	for _, r := range res.Checks {
 		if r.Rule == "etc-merged" && r.Status != wantEtc {
 			t.Errorf("etc-merged %s on %s hosts, want %s", r.Status, hostOS, wantEtc)
@@ -117,7 +118,7 @@ func TestInMemoryProviderRunsTheScaleInScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, def, err := scenario.Load(filepath.Join(root, "scenarios", "three-node-scale-in.yaml"))
+	s, def, err := plan.Load(filepath.Join(root, "scenarios", "three-node-scale-in.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestInMemoryProviderRunsTheScaleInScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: testdir.For(t), Scale: timescale.Scale(0.01),
+	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: labtest.Dir(t), Scale: timescale.Scale(0.01),
 		Progress: testWriter{t}, Provider: cfg})
 	if res.Error != "" {
 		t.Fatalf("the run stopped: %s", res.Error)
@@ -162,7 +163,7 @@ func TestCAPIsTestExtensionCannotUpdateTheseVersionsInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, def, err := scenario.Load(filepath.Join(root, "scenarios", "three-node-in-place.yaml"))
+	s, def, err := plan.Load(filepath.Join(root, "scenarios", "three-node-in-place.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestCAPIsTestExtensionCannotUpdateTheseVersionsInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: testdir.For(t), Scale: timescale.Scale(0.01),
+	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: labtest.Dir(t), Scale: timescale.Scale(0.01),
 		Progress: testWriter{t}, Provider: cfg})
 	if res.Error != "" {
 		t.Fatalf("the run stopped: %s", res.Error)

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/e2e/monitor"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // progress is one look at the cluster during a wait: whether the wait is
@@ -160,7 +161,7 @@ func (r *run) rolledBack(ctx context.Context, version string) (failed, ready int
 	}
 	var states []string
 	for _, m := range machines.Items {
-		updateFailed := monitor.MachineSummary(&m)[monitor.FieldUpdateFailed] != ""
+		updateFailed := monitor.MachineSummary(&m)[vocab.FieldUpdateFailed] != ""
 		if updateFailed {
 			failed++
 		}

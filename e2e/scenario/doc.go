@@ -2,7 +2,7 @@
 // (scenarios/*.yaml, the fault variants in scenarios/faults/): which lab,
 // what cluster, from which release to which, by what strategy, what must
 // hold afterwards, and which faults to inject. Files are decoded strictly
-// (sim/specfile): an unknown or misspelt field is an error, and every
+// (internal/specfile): an unknown or misspelt field is an error, and every
 // error names the file, the field and the problem.
 //
 // [Parse] fills the defaults (both forms, outcome upgraded, a 10 min
@@ -12,12 +12,13 @@
 // MachineDeployment that could never roll, NIC firmware or same-machines
 // outside in-place, a reverted outcome in the ClusterClass form (CAPI's
 // Cluster webhook refuses to lower spec.topology.version), a fault with no
-// action or two. [Load] then checks the file against the lab it names
-// ([Scenario.Fits]): both releases' images are in the lab's catalog and
-// carry their Kubernetes versions, the NIC firmware is in its NVM
-// catalog, and the lab has the hosts the upgrade needs
+// action or two. [Read] reads a file; e2e/plan's Load then checks it
+// against the lab it names: both releases' images are in the lab's
+// catalog and carry their Kubernetes versions, the NIC firmware is in
+// its NVM catalog, and the lab has the hosts the upgrade needs
 // ([Scenario.HostsNeeded]: every replica plus one surge machine; none
-// extra in place).
+// extra in place). The package knows no lab, so the rules that read a
+// scenario's expectations (e2e/check) never build the simulator.
 //
 // The main types:
 //   - [Strategy]: in-place, scale-in, rolling, or reset (scale-in over a

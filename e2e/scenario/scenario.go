@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/mod/semver"
 
-	"github.com/upgradelab/upgradelab/sim/lab"
-	"github.com/upgradelab/upgradelab/sim/specfile"
+	"github.com/upgradelab/upgradelab/internal/specfile"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // Strategy is how the upgrade replaces or keeps machines.
@@ -414,8 +414,8 @@ func (s *Scenario) validate() []string {
 		}
 	}
 	for i, m := range s.HostOS {
-		if !slices.Contains(lab.HostOSModes, m) {
-			bad(fmt.Sprintf("hostOS[%d]", i), "%q is not one of %v", m, lab.HostOSModes)
+		if !slices.Contains(vocab.HostOSModes, m) {
+			bad(fmt.Sprintf("hostOS[%d]", i), "%q is not one of %v", m, vocab.HostOSModes)
 		} else if slices.Index(s.HostOS, m) != i {
 			bad(fmt.Sprintf("hostOS[%d]", i), "%q is listed twice", m)
 		}
@@ -621,73 +621,33 @@ func parseBound(v string) (n int, percent bool, ok bool) {
 	return n, percent, true
 }
 
-// Load reads a scenario file and checks it against its lab: the lab file
-// loads, the images are in its catalog and carry the versions, the NIC
-// firmware is in its NVM catalog, and the lab has hosts enough.
-func Load(path string) (*Scenario, *lab.Definition, error) {
+// Read reads and parses a scenario file (Parse); its LabPath and Path
+// are then resolved against the file's folder.
+func Read(path string) (*Scenario, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	s, err := Parse(path, data)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	s.path = path
-	def, err := lab.Load(s.LabPath())
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: lab: %w", path, err)
-	}
-	if err := s.Fits(def); err != nil {
-		return nil, nil, err
-	}
-	return s, def, nil
+	return s, nil
 }
 
-// Fits checks the scenario against a lab: the images are in its catalog
-// and carry the versions, the NIC firmware is in its NVM catalog, and
-// the lab has hosts enough. The error names the scenario's file.
-func (s *Scenario) Fits(def *lab.Definition) error {
-	path := s.path
-	var errs []string
-	for _, r := range []struct {
-		field string
-		rel   Release
-	}{{"from", s.From}, {"to", s.To}} {
-		img, err := def.Catalog.Get(r.rel.Image)
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Sprintf("%s.image: %v", r.field, err))
-		case img.KubernetesVersion != r.rel.Version:
-			errs = append(errs, fmt.Sprintf("%s.image: %s carries Kubernetes %s, not %s", r.field, img.Name, img.KubernetesVersion, r.rel.Version))
-		}
-	}
-	if fw := s.To.NICFirmware; fw != "" {
-		if _, ok := def.NVMImages[fw]; !ok {
-			errs = append(errs, fmt.Sprintf("to.nicFirmware: %q is not in the lab's NVM catalog", fw))
-		}
-	}
-	if need, have := s.HostsNeeded(), len(def.Spec.Hosts); need > have {
-		errs = append(errs, fmt.Sprintf("cluster: needs %d hosts during the upgrade, lab %s has %d", need, def.Spec.Name, have))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%s: %s", path, strings.Join(errs, "; "))
-	}
-	return nil
-}
+// Path is the file s was read from ("" when parsed from bytes).
+func (s *Scenario) Path() string { return s.path }
 
 // WithCluster is a copy of s with another cluster shape, checked as the
-// scenario file would be (the shape against the strategy, the
-// application against the shape) and against def's hosts; the error
-// names the fields of s's file ("cluster.controlPlane.replicas: ...").
-func (s *Scenario) WithCluster(c Cluster, def *lab.Definition) (*Scenario, error) {
+// scenario file would be: the shape against the strategy, the
+// application against the shape. The error names the fields of s's file
+// ("cluster.controlPlane.replicas: ...").
+func (s *Scenario) WithCluster(c Cluster) (*Scenario, error) {
 	out := *s
 	out.Cluster = c
 	if errs := out.validate(); len(errs) > 0 {
 		return nil, errors.New(strings.Join(errs, "; "))
-	}
-	if need, have := out.HostsNeeded(), len(def.Spec.Hosts); need > have {
-		return nil, fmt.Errorf("cluster: needs %d hosts during the upgrade, lab %s has %d", need, def.Spec.Name, have)
 	}
 	return &out, nil
 }

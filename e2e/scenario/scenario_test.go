@@ -7,35 +7,6 @@ import (
 	"testing"
 )
 
-func TestShippedScenariosLoad(t *testing.T) {
-	paths, _ := filepath.Glob("../../scenarios/*.yaml")
-	if len(paths) < 4 {
-		t.Fatalf("found %d scenarios, want the four", len(paths))
-	}
-	seen := map[Strategy]bool{}
-	for _, p := range paths {
-		s, def, err := Load(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen[s.Strategy] = true
-		// Both forms, except a revert, which CAPI allows only on a plain
-		// cluster (spec.topology.version cannot decrease).
-		wantForms := 2
-		if s.Expect.Outcome == Reverted {
-			wantForms = 1
-		}
-		if len(s.Forms) != wantForms || def.Spec.Name == "" {
-			t.Errorf("%s: forms %v, lab %q; want %d form(s) on a named lab", p, s.Forms, def.Spec.Name, wantForms)
-		}
-	}
-	for _, st := range Strategies {
-		if !seen[st] {
-			t.Errorf("no shipped scenario uses strategy %s", st)
-		}
-	}
-}
-
 const good = `name: x
 lab: ../fixtures/labs/three-node.yaml
 strategy: scale-in
@@ -124,33 +95,6 @@ func TestApplicationDefaultsFollowTheCluster(t *testing.T) {
 	}
 }
 
-// Load checks the file against its lab.
-func TestLoadChecksTheLab(t *testing.T) {
-	dir := t.TempDir()
-	write := func(body string) string {
-		p := filepath.Join(dir, "s.yaml")
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	abs, _ := filepath.Abs("../../fixtures/labs")
-	base := strings.Replace(good, "../fixtures/labs", abs, 1)
-	for _, tc := range []struct{ name, from, to, want string }{
-		{"image not in the catalog", "image: ubuntu-24.04-k8s-v1.36.3", "image: ubuntu-99", `to.image: `},
-		{"image of another version", "image: ubuntu-24.04-k8s-v1.36.3", "image: ubuntu-24.04-k8s-v1.35.3", "to.image: ubuntu-24.04-k8s-v1.35.3 carries Kubernetes v1.35.3, not v1.36.3"},
-		{"too few hosts", "replicas: 3, maxSurge: 0}", "replicas: 3, maxSurge: 0}\n  workers: {replicas: 2, maxSurge: 1}", "cluster: needs 6 hosts during the upgrade, lab three-node has 3"},
-		{"missing lab", "three-node.yaml", "four-node.yaml", "lab: "},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := Load(write(strings.Replace(base, tc.from, tc.to, 1)))
-			if err == nil || !strings.Contains(err.Error(), "s.yaml: ") || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("got %v; want an error with %q", err, tc.want)
-			}
-		})
-	}
-}
-
 func FuzzParseScenario(f *testing.F) {
 	f.Add([]byte(good))
 	paths, _ := filepath.Glob("../../scenarios/*.yaml")
@@ -172,25 +116,4 @@ func FuzzParseScenario(f *testing.F) {
 			t.Fatalf("accepted an invalid scenario: %v", errs)
 		}
 	})
-}
-
-func TestShippedFaultVariantsLoad(t *testing.T) {
-	paths, _ := filepath.Glob("../../scenarios/faults/*.yaml")
-	if len(paths) == 0 {
-		t.Fatal("no fault variants")
-	}
-	for _, p := range paths {
-		s, _, err := Load(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// A variant injects a fault, or its upgrade is itself the fault
-		// (a bad image, a NIC change no order makes safe) and it expects
-		// the rollback or the stall, or its workload is (a budget that
-		// never allows an eviction, under a nodeDrainTimeout).
-		workloadFault := s.Workload.Budget.MinAvailable != "" && s.Workload.NodeDrainTimeout.Duration > 0
-		if len(s.Faults) == 0 && s.Expect.Outcome == Upgraded && !workloadFault {
-			t.Errorf("%s injects no fault and expects a plain upgrade", p)
-		}
-	}
 }

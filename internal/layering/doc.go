@@ -1,7 +1,9 @@
 // Package layering holds the test of the module's layers, read from the
 // import graph that go list reports; a change that breaks a rule fails
 // make test. The rules are docs/ARCHITECTURE.md's "Layers", kept here as
-// data (layers in layering_test.go):
+// data (tiers and layers in layering_test.go):
+//   - no package imports one of a higher tier: api/, then internal/, then
+//     sim/ and providers/, then e2e/, then cmd/;
 //   - the wire APIs (api/) import only the standard library and each
 //     other;
 //   - the providers under test (providers/, cmd/upgradelab-baremetal,
@@ -10,6 +12,9 @@
 //     or the harness;
 //   - the report (e2e/report) reads results and never imports the runner;
 //   - the monitors, checks and timeline import no provider;
+//   - the rules (e2e/check), the timeline and the scenario files build
+//     neither the simulator nor the recorder that watches it: they share
+//     the timeline's words through internal/vocab;
 //   - the runner's own imports include no provider: it drives providers
 //     through their configs, and e2e/reference is its one adapter to
 //     upgradelab's own.

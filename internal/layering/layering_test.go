@@ -100,6 +100,13 @@ var layers = []struct {
 		},
 	},
 	{
+		name:     "the rules, the timeline and the scenario files never build the simulator or the recorder that watches it",
+		packages: []string{"./e2e/check", "./e2e/timeline", "./e2e/scenario"},
+		not: func(p pkg) bool {
+			return strings.HasPrefix(p.path, module+"sim/") || p.path == module+"e2e/monitor"
+		},
+	},
+	{
 		name:     "the report reads results; it does not run scenarios",
 		packages: []string{"./e2e/report"},
 		not:      func(p pkg) bool { return p.path == module+"e2e/runner" },
@@ -117,6 +124,65 @@ var layers = []struct {
 		direct:   true,
 		not:      func(p pkg) bool { return strings.HasPrefix(p.path, module+"providers/") },
 	},
+}
+
+// tiers rank the module's top-level folders: a package imports only
+// from its own tier or a lower one. The simulator and the providers
+// share a tier and stay apart through the rules above.
+var tiers = map[string]int{"api": 0, "internal": 1, "sim": 2, "providers": 2, "e2e": 3, "cmd": 4}
+
+// tierOf is the tier of a package of the module, and false for one
+// outside it or in an unranked folder.
+func tierOf(path string) (int, bool) {
+	rest, ok := strings.CutPrefix(path, module)
+	if !ok {
+		return 0, false
+	}
+	top, _, _ := strings.Cut(rest, "/")
+	n, ok := tiers[top]
+	return n, ok
+}
+
+// below lists the imports of the module's packages that reach into a
+// higher tier, as "importer -> imported".
+func below(list map[string][]string) []string {
+	var bad []string
+	for from, imports := range list {
+		own, ok := tierOf(from)
+		if !ok {
+			bad = append(bad, from+" is in no tier")
+			continue
+		}
+		for _, to := range imports {
+			if n, ok := tierOf(to); ok && n > own {
+				bad = append(bad, from+" -> "+to)
+			}
+		}
+	}
+	slices.Sort(bad)
+	return bad
+}
+
+func TestNoPackageImportsOneAboveIt(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "./...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	list := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		list[f[0]] = f[1:]
+	}
+	if bad := below(list); len(bad) > 0 {
+		t.Errorf("imports above their tier:\n  %s", strings.Join(bad, "\n  "))
+	}
+	// The check itself: a simulator package importing the harness is
+	// seen.
+	if bad := below(map[string][]string{module + "sim/lab": {module + "e2e/runner"}}); len(bad) != 1 {
+		t.Errorf("a sim package importing e2e/runner went unseen: %v", bad)
+	}
 }
 
 func TestLayers(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
-	"github.com/upgradelab/upgradelab/sim/specfile"
+	"github.com/upgradelab/upgradelab/internal/specfile"
 )
 
 //go:embed cases.yaml

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/upgradelab/upgradelab/sim/specfile"
+	"github.com/upgradelab/upgradelab/internal/specfile"
 )
 
 func TestModel(t *testing.T) {

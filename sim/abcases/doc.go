@@ -20,5 +20,5 @@
 // is not the table's, naming the case, the step and both outcomes, and
 // returns the [Trace]. [Model] starts from sim/vmdisk's FactoryState, the
 // state the real disks are built with, so both machines start alike.
-// [Cases] decodes the table strictly (sim/specfile).
+// [Cases] decodes the table strictly (internal/specfile).
 package abcases

@@ -12,9 +12,9 @@ import (
 
 	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 	"github.com/upgradelab/upgradelab/sim/workload"
 )
 

@@ -22,10 +22,10 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
+	"github.com/upgradelab/upgradelab/internal/pki"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/labtest"
-	"github.com/upgradelab/upgradelab/sim/pki"
 	"github.com/upgradelab/upgradelab/sim/workload"
 )
 

@@ -13,10 +13,10 @@ import (
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/redfish"
 
+	"github.com/upgradelab/upgradelab/internal/pki"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/labtest"
-	"github.com/upgradelab/upgradelab/sim/pki"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 type fixture struct {

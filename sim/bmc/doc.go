@@ -8,7 +8,7 @@
 //
 // [Start] serves one host over HTTPS only (plain HTTP gets a TLS alert),
 // on a loopback port kept for the BMC's life. [StartFleet] starts one BMC
-// per host of a lab with a certificate from one CA (sim/pki), writes the
+// per host of a lab with a certificate from one CA (internal/pki), writes the
 // CA to STATE/bmc-ca.crt and records each host's System URL, IPMI address
 // and credentials in lab.json. The lab file's bmc.protocols chooses
 // Redfish, IPMI (package sim/ipmi) or both. The two are one controller:

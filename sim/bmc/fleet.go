@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/upgradelab/upgradelab/internal/pki"
 	"github.com/upgradelab/upgradelab/sim/ipmi"
 	"github.com/upgradelab/upgradelab/sim/lab"
-	"github.com/upgradelab/upgradelab/sim/pki"
 )
 
 // Fleet is one BMC per lab host, all with certificates from one lab CA:

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/labtest"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // A host's Redfish service and IPMI interface are one BMC: when it

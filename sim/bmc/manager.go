@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/upgradelab/upgradelab/sim/timescale"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 )
 
 func (b *BMC) getManagers(w http.ResponseWriter, _ *http.Request) {

@@ -14,8 +14,8 @@ import (
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/redfish"
 
+	"github.com/upgradelab/upgradelab/internal/pki"
 	"github.com/upgradelab/upgradelab/sim/lab"
-	"github.com/upgradelab/upgradelab/sim/pki"
 )
 
 // On the qemu backend the BMCs act on real VMs: gofish's resets and

@@ -18,9 +18,9 @@ import (
 
 	"github.com/upgradelab/upgradelab/internal/loopback"
 	"github.com/upgradelab/upgradelab/internal/queue"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/nic"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // Config is one BMC.

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/lab"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // Firmware inventory ids: the system firmware, the BMC's own, and one NVM

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/upgradelab/upgradelab/sim/statefile"
+	"github.com/upgradelab/upgradelab/internal/statefile"
 )
 
 // Kind is how a host keeps its OS images.

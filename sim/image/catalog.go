@@ -6,7 +6,7 @@ import (
 	"regexp"
 
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
-	"github.com/upgradelab/upgradelab/sim/specfile"
+	"github.com/upgradelab/upgradelab/internal/specfile"
 )
 
 // Bundle is one OS image: what it contains and how big it is.

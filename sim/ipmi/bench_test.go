@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/upgradelab/upgradelab/sim/timescale"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 )
 
 // BenchmarkIpmitoolCommands measures IPMI commands per second on one BMC

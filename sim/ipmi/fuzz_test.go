@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/upgradelab/upgradelab/sim/timescale"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 )
 
 // authCapsRequest is what ipmitool -I lanplus sends first: Get Channel

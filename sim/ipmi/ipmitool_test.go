@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/labtest"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // These tests drive the BMC with ipmitool from Debian (scripts/install-deps.sh

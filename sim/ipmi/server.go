@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/upgradelab/upgradelab/internal/loopback"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/lab"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // Config is one BMC's IPMI interface.

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/image"
 	"github.com/upgradelab/upgradelab/sim/nic"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // boot is the firmware and bootloader of one power cycle: POST, then each

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/image"
 	"github.com/upgradelab/upgradelab/sim/nic"
@@ -87,30 +88,19 @@ func (d *Definition) Scaled(n int) (*Definition, error) {
 	return &out, nil
 }
 
-// HostOS modes a lab can be run in besides its file's own choice (see
-// WithHostOS).
-const (
-	HostOSAB     = string(disk.AB)
-	HostOSOSTree = string(disk.OSTree)
-	HostOSMixed  = "mixed"
-)
-
-// HostOSModes are the modes WithHostOS takes.
-var HostOSModes = []string{HostOSAB, HostOSOSTree, HostOSMixed}
-
 // WithHostOS is the lab with its hosts' OS kind set by mode: every host
 // ab, every host ostree, or mixed (A/B and OSTree in turn, in the lab
 // file's order, the first A/B). The same scenario thus runs on each kind
 // of host without a lab file per kind. d is not changed.
 func (d *Definition) WithHostOS(mode string) (*Definition, error) {
-	if !slices.Contains(HostOSModes, mode) {
-		return nil, fmt.Errorf("host OS %q is not one of %v", mode, HostOSModes)
+	if !slices.Contains(vocab.HostOSModes, mode) {
+		return nil, fmt.Errorf("host OS %q is not one of %v", mode, vocab.HostOSModes)
 	}
 	spec := *d.Spec
 	spec.Hosts = slices.Clone(d.Spec.Hosts)
 	for i := range spec.Hosts {
 		kind := disk.Kind(mode)
-		if mode == HostOSMixed {
+		if mode == vocab.HostOSMixed {
 			kind = disk.Kinds[i%2]
 		}
 		spec.Hosts[i].OS = HostOS{Kind: kind, RootGiB: spec.Hosts[i].OS.RootGiB}
@@ -148,7 +138,7 @@ func (d *Definition) Backend() string {
 func (d *Definition) HostOSMode() string {
 	for _, h := range d.Spec.Hosts[1:] {
 		if h.OS.Kind != d.Spec.Hosts[0].OS.Kind {
-			return HostOSMixed
+			return vocab.HostOSMixed
 		}
 	}
 	return string(d.Spec.Hosts[0].OS.Kind)
@@ -159,7 +149,7 @@ func (d *Definition) HostOSMode() string {
 // node-1 ostree)").
 func (d *Definition) HostOS() string {
 	mode := d.HostOSMode()
-	if mode != HostOSMixed {
+	if mode != vocab.HostOSMixed {
 		return mode
 	}
 	var each []string

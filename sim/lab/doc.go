@@ -1,7 +1,7 @@
 // Package lab runs a simulated bare-metal lab: the servers of a lab file
 // (fixtures/labs/*.yaml), each a libvirt domain with a system disk
 // (sim/disk), i40e ports (sim/nic) and system firmware, booting the OS
-// images of a catalog (sim/image) on a modelled clock (sim/timescale). The
+// images of a catalog (sim/image) on a modelled clock (internal/timescale). The
 // BMCs (sim/bmc, sim/ipmi) and the host agent (sim/agent) act on a host
 // only through [Host]'s methods: what a BMC and an OS can do to hardware.
 //
@@ -100,7 +100,7 @@
 //
 // STATE/lab.json ([Info], with BMC endpoints once [Lab.RecordBMCs] adds
 // them) and STATE/hosts/NAME/host.json ([HostStatus]) are replaced
-// atomically through sim/statefile; each root's bytes are a file beside
+// atomically through internal/statefile; each root's bytes are a file beside
 // host.json (slot-A.img, deployment-N.img); events are appended to
 // STATE/events.jsonl and fanned out to subscribers, each on its own
 // unbounded queue so a slow one never blocks the lab. [Up] on the same

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
+	"github.com/upgradelab/upgradelab/internal/statefile"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/nic"
-	"github.com/upgradelab/upgradelab/sim/statefile"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // Phase is where a host is in its power and boot cycle.

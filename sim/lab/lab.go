@@ -10,10 +10,10 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/upgradelab/upgradelab/internal/statefile"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/image"
-	"github.com/upgradelab/upgradelab/sim/statefile"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // Options configure a running lab.

@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/upgradelab/upgradelab/internal/timescale"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/image"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 func upLab(t *testing.T, fixture string, scale timescale.Scale, stateDir string) *Lab {
-	return upLabOS(t, fixture, HostOSAB, scale, stateDir)
+	return upLabOS(t, fixture, vocab.HostOSAB, scale, stateDir)
 }
 
 // upLabOS is upLab with every host's OS kind set by mode (WithHostOS),
@@ -283,7 +284,7 @@ func TestWriteRefusesAnImageTheDiskHasNoRoomFor(t *testing.T) {
 func TestOSTreeFinalisationAndEtcMerge(t *testing.T) {
 	// Quick boots and writes; a finalisation long enough to cut.
 	quick := Timing{PostSeconds: 1, BootSeconds: 1, ShutdownSeconds: 1, DiskWriteMBps: 1e5, FinaliseSeconds: 10}
-	l := upLabOS(t, "single-node", HostOSOSTree, 0.05, t.TempDir(), func(d *Definition) { d.Spec.Timing = quick })
+	l := upLabOS(t, "single-node", vocab.HostOSOSTree, 0.05, t.TempDir(), func(d *Definition) { d.Spec.Timing = quick })
 	events, cancel := l.Subscribe()
 	defer cancel()
 	h, _ := l.Host("node-0")

@@ -9,10 +9,10 @@ import (
 	"strings"
 
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/image"
 	"github.com/upgradelab/upgradelab/sim/nic"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 )
 
 // SetBootOverride sets the next boot device (Once) or a standing one

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/upgradelab/upgradelab/internal/statefile"
 	"github.com/upgradelab/upgradelab/sim/disk"
-	"github.com/upgradelab/upgradelab/sim/statefile"
 )
 
 func waitStatus(t *testing.T, h *Host, what string, ok func(HostStatus) bool) HostStatus {

@@ -9,8 +9,8 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/upgradelab/upgradelab/internal/specfile"
 	"github.com/upgradelab/upgradelab/sim/disk"
-	"github.com/upgradelab/upgradelab/sim/specfile"
 )
 
 // Spec is a lab file.

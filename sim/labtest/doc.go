@@ -1,6 +1,7 @@
 // Package labtest holds what tests above the lab do again and again. It
 // is an ordinary package imported only by tests (the BMCs', the agent's,
-// the site's, the in-place provider's and the e2e integration tests).
+// the site's, the in-place provider's, the runner's, the fleet's and the
+// e2e integration tests).
 //
 // [Up] and [UpOS] bring up a shipped lab (fixtures/labs/NAME.yaml, found
 // from a test package two levels below the repository root) in a
@@ -15,5 +16,7 @@
 // any provider; the reference provider (providers/baremetal) does the same
 // over Redfish. [Workload] starts workload clusters and creates one, and
 // [ClusterCAs] makes a cluster's CA and etcd CA as CAPI makes them for a
-// control plane.
+// control plane. [Dir] is the folder a test runs a plane, a lab or a
+// whole scenario in: removed with the test, or kept under KEEP_DIR so a
+// failure's logs, events, disks and timeline can be read afterwards.
 package labtest

@@ -3,13 +3,14 @@ package labtest
 import (
 	"context"
 	"path/filepath"
-	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
-	"sigs.k8s.io/cluster-api/util/secret"
 	"testing"
 	"time"
 
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	"sigs.k8s.io/cluster-api/util/secret"
+
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/lab"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 	"github.com/upgradelab/upgradelab/sim/workload"
 )
 

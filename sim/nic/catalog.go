@@ -5,7 +5,7 @@ import (
 	"os"
 
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
-	"github.com/upgradelab/upgradelab/sim/specfile"
+	"github.com/upgradelab/upgradelab/internal/specfile"
 )
 
 // Catalog is the NVM images the lab knows, by name.

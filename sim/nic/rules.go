@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
-	"github.com/upgradelab/upgradelab/sim/specfile"
+	"github.com/upgradelab/upgradelab/internal/specfile"
 )
 
 // Rules say what a driver does with the NVM it finds: the first rule whose

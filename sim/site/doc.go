@@ -1,7 +1,7 @@
 // Package site starts everything around the provider under test that a
 // real bare-metal site has: the lab's servers, their BMCs (sim/bmc and
 // sim/ipmi), one agent per host serving its API on loopback (sim/agent),
-// the workload clusters (sim/workload), and one site CA (sim/pki) that
+// the workload clusters (sim/workload), and one site CA (internal/pki) that
 // signs the BMCs', the agents' and the provider's certificates. The lab
 // up command and the e2e runner each run one.
 //

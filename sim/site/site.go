@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/upgradelab/upgradelab/internal/loopback"
+	"github.com/upgradelab/upgradelab/internal/pki"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/agent"
 	"github.com/upgradelab/upgradelab/sim/bmc"
 	"github.com/upgradelab/upgradelab/sim/lab"
-	"github.com/upgradelab/upgradelab/sim/pki"
-	"github.com/upgradelab/upgradelab/sim/timescale"
 	"github.com/upgradelab/upgradelab/sim/workload"
 )
 

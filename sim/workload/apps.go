@@ -20,6 +20,8 @@ import (
 	"k8s.io/klog/v2"
 	inmemoryclient "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime/client"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // The lab plays kube-controller-manager, kube-scheduler and each node's
@@ -368,7 +370,7 @@ func (c *Clusters) forceDelete(ctx context.Context, cluster string, cl inmemoryc
 	if err := finish(ctx, cl, p); err != nil {
 		return err
 	}
-	c.emit(Event{Cluster: cluster, Node: p.Spec.NodeName, Reason: EventPodDeleted, Message: fmt.Sprintf("pod %s/%s deleted: %s", p.Namespace, p.Name, why),
+	c.emit(Event{Cluster: cluster, Node: p.Spec.NodeName, Reason: vocab.EventPodDeleted, Message: fmt.Sprintf("pod %s/%s deleted: %s", p.Namespace, p.Name, why),
 		Data: map[string]string{"pod": p.Namespace + "/" + p.Name}})
 	return nil
 }
@@ -418,7 +420,7 @@ func (c *Clusters) kubelet(ctx context.Context, cluster string, cl inmemoryclien
 					}
 					continue
 				}
-				c.emit(Event{Cluster: cluster, Node: p.Spec.NodeName, Reason: EventPodDeleted, Message: fmt.Sprintf("pod %s/%s stopped on %s", p.Namespace, p.Name, p.Spec.NodeName),
+				c.emit(Event{Cluster: cluster, Node: p.Spec.NodeName, Reason: vocab.EventPodDeleted, Message: fmt.Sprintf("pod %s/%s stopped on %s", p.Namespace, p.Name, p.Spec.NodeName),
 					Data: map[string]string{"pod": p.Namespace + "/" + p.Name}})
 			}
 			continue
@@ -672,7 +674,7 @@ func (c *Clusters) schedule(ctx context.Context, cluster string, cl inmemoryclie
 			perNode[owner] = map[string]int{}
 		}
 		perNode[owner][best]++
-		c.emit(Event{Cluster: cluster, Node: best, Reason: EventPodScheduled, Message: fmt.Sprintf("pod %s/%s bound to %s", p.Namespace, p.Name, best),
+		c.emit(Event{Cluster: cluster, Node: best, Reason: vocab.EventPodScheduled, Message: fmt.Sprintf("pod %s/%s bound to %s", p.Namespace, p.Name, best),
 			Data: map[string]string{"pod": p.Namespace + "/" + p.Name}})
 	}
 	return firstErr

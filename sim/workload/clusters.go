@@ -37,7 +37,8 @@ import (
 
 	"github.com/upgradelab/upgradelab/internal/loopback"
 	"github.com/upgradelab/upgradelab/internal/queue"
-	"github.com/upgradelab/upgradelab/sim/timescale"
+	"github.com/upgradelab/upgradelab/internal/timescale"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // Clusters holds every workload cluster of a run: one in-memory store
@@ -268,16 +269,16 @@ func (c *Clusters) setMember(name, node string, st MemberState, why string) {
 	}
 	members := describe(w.members)
 	c.mu.Unlock()
-	c.emit(Event{Cluster: name, Node: node, Reason: EventEtcdMember, Message: fmt.Sprintf("etcd member %s %s: %s", node, st, why),
+	c.emit(Event{Cluster: name, Node: node, Reason: vocab.EventEtcdMember, Message: fmt.Sprintf("etcd member %s %s: %s", node, st, why),
 		Data: map[string]string{"member": string(st), "health": string(after), "members": members}})
 	if before != after {
-		c.emit(Event{Cluster: name, Reason: EventEtcdHealth, Message: fmt.Sprintf("etcd %s (was %s): %s", after, before, members),
+		c.emit(Event{Cluster: name, Reason: vocab.EventEtcdHealth, Message: fmt.Sprintf("etcd %s (was %s): %s", after, before, members),
 			Data: map[string]string{"health": string(after), "was": string(before)}})
 	}
 	if erase {
 		c.manager.DeleteResourceGroup(name)
 		c.manager.AddResourceGroup(name)
-		c.emit(Event{Cluster: name, Reason: EventDataLost, Message: "every etcd member's data is gone: the cluster's objects are gone (" + members + ")"})
+		c.emit(Event{Cluster: name, Reason: vocab.EventDataLost, Message: "every etcd member's data is gone: the cluster's objects are gone (" + members + ")"})
 		return
 	}
 	c.electLeader(name)
@@ -341,7 +342,7 @@ func (c *Clusters) electLeader(name string) {
 	if err := cl.Patch(ctx, next, patch); err != nil {
 		return
 	}
-	c.emit(Event{Cluster: name, Node: next.Spec.NodeName, Reason: EventEtcdLeader,
+	c.emit(Event{Cluster: name, Node: next.Spec.NodeName, Reason: vocab.EventEtcdLeader,
 		Message: fmt.Sprintf("etcd member %s became the leader (%s, the leader, is not running)", next.Spec.NodeName, leader.Spec.NodeName)})
 }
 
@@ -365,7 +366,7 @@ func (c *Clusters) StopNode(ctx context.Context, name, node string) error {
 	w.apps.kubelets[node] = false
 	c.mu.Unlock()
 	left := c.undrained(ctx, name, node)
-	c.emit(Event{Cluster: name, Node: node, Reason: EventNodeStopped,
+	c.emit(Event{Cluster: name, Node: node, Reason: vocab.EventNodeStopped,
 		Message: fmt.Sprintf("node %s stopped with %d pods a drain would have moved", node, len(left)),
 		Data:    map[string]string{"pods": strings.Join(left, ",")}})
 	if running {

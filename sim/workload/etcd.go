@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // Where a workload cluster's data lives. A kubeadm control plane is
@@ -39,14 +41,14 @@ type Health string
 
 const (
 	// HealthNoMembers: before kubeadm init made the first member.
-	HealthNoMembers Health = "no-members"
+	HealthNoMembers Health = vocab.EtcdHealthNoMembers
 	// HealthQuorum: a majority of the voting members run.
-	HealthQuorum Health = "quorum"
+	HealthQuorum Health = vocab.EtcdHealthQuorum
 	// HealthNoQuorum: some voting member still has the data, but a
 	// majority do not run.
-	HealthNoQuorum Health = "no-quorum"
+	HealthNoQuorum Health = vocab.EtcdHealthNoQuorum
 	// HealthDataLost: every voting member's data is gone.
-	HealthDataLost Health = "data-lost"
+	HealthDataLost Health = vocab.EtcdHealthDataLost
 )
 
 // health derives a cluster's Health from its members: voting members

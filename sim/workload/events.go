@@ -15,28 +15,6 @@ type Event struct {
 	Data    map[string]string `json:"data,omitempty"`
 }
 
-// Reasons of Events.
-const (
-	EventAPIAvailable   = "APIAvailable"
-	EventAPIUnavailable = "APIUnavailable"
-	EventEtcdMember     = "EtcdMember"
-	EventEtcdHealth     = "EtcdHealth"
-	// EventEtcdLeader: a running member became etcd's leader because the
-	// leader stopped.
-	EventEtcdLeader     = "EtcdLeader"
-	EventDataLost       = "DataLost"
-	EventEvicted        = "Evicted"
-	EventEvictionDenied = "EvictionRefused"
-	EventPodDeleted     = "PodDeleted"
-	EventPodScheduled   = "PodScheduled"
-	// EventNodeStopped is a node's host going off; Data["pods"] lists
-	// the pods a drain would have moved that were still on it then.
-	EventNodeStopped = "NodeStopped"
-	// EventNodeStarted is a node's kubelet starting after its host
-	// booted: its pods start again.
-	EventNodeStarted = "NodeStarted"
-)
-
 // Subscribe returns every workload event from now on, until cancel is
 // called or the clusters stop.
 func (c *Clusters) Subscribe() (<-chan Event, func()) { return c.events.Subscribe() }

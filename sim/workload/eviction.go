@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	inmemoryclient "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime/client"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // The Eviction API as kube-apiserver implements it
@@ -107,7 +109,7 @@ func (c *Clusters) takeDisruption(ctx context.Context, cluster string, cl inmemo
 func (c *Clusters) refuse(cluster string, pod *corev1.Pod, pdb *policyv1.PodDisruptionBudget, cause string) error {
 	err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
 	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Type: policyv1.DisruptionBudgetCause, Message: cause})
-	c.emit(Event{Cluster: cluster, Node: pod.Spec.NodeName, Reason: EventEvictionDenied, Message: fmt.Sprintf("eviction of %s/%s refused: %s", pod.Namespace, pod.Name, cause),
+	c.emit(Event{Cluster: cluster, Node: pod.Spec.NodeName, Reason: vocab.EventEvictionDenied, Message: fmt.Sprintf("eviction of %s/%s refused: %s", pod.Namespace, pod.Name, cause),
 		Data: map[string]string{"pod": pod.Namespace + "/" + pod.Name, "budget": pdb.Name}})
 	return err
 }
@@ -116,7 +118,7 @@ func (c *Clusters) deleteEvicted(ctx context.Context, cluster string, pod *corev
 	if err := c.client(cluster).Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	c.emit(Event{Cluster: cluster, Node: pod.Spec.NodeName, Reason: EventEvicted, Message: fmt.Sprintf("pod %s/%s evicted from %s", pod.Namespace, pod.Name, pod.Spec.NodeName),
+	c.emit(Event{Cluster: cluster, Node: pod.Spec.NodeName, Reason: vocab.EventEvicted, Message: fmt.Sprintf("pod %s/%s evicted from %s", pod.Namespace, pod.Name, pod.Spec.NodeName),
 		Data: map[string]string{"pod": pod.Namespace + "/" + pod.Name, "budget": budget}})
 	return nil
 }

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 func TestHealthFollowsTheMembersTable(t *testing.T) {
@@ -103,7 +105,7 @@ func TestTheVIPAnswersWhileOneAPIServerRuns(t *testing.T) {
 	if err := get(); err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("no API server runs, the VIP answered: %v", err)
 	}
-	wantEvent(t, events, EventAPIUnavailable)
+	wantEvent(t, events, vocab.EventAPIUnavailable)
 
 	// cp-0 boots again: one of three runs, still no quorum, VIP open.
 	rel := Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0"}
@@ -111,7 +113,7 @@ func TestTheVIPAnswersWhileOneAPIServerRuns(t *testing.T) {
 	if err := c.JoinControlPlane(ctx, "default/wl", "cp-0", rel, ca.clusterCA, ca.clusterCA); err == nil {
 		t.Fatal("kubeadm upgrade node wrote its static pods without quorum")
 	}
-	wantEvent(t, events, EventAPIAvailable)
+	wantEvent(t, events, vocab.EventAPIAvailable)
 	// cp-1 too: quorum again, and what was written before is all there.
 	c.setMember("default/wl", "cp-1", MemberRunning, "test")
 	if err := get(); err != nil {
@@ -304,13 +306,13 @@ func TestEvictionHonoursTheBudgetAndPodsMoveOff(t *testing.T) {
 	if err := evict(names[0]); err != nil {
 		t.Fatalf("first eviction with one disruption allowed: %v", err)
 	}
-	wantEvent(t, events, EventEvicted)
+	wantEvent(t, events, vocab.EventEvicted)
 	err := evict(names[1])
 	var st apierrors.APIStatus
 	if !apierrors.IsTooManyRequests(err) || !errors.As(err, &st) || len(st.Status().Details.Causes) == 0 || st.Status().Details.Causes[0].Type != policyv1.DisruptionBudgetCause {
 		t.Fatalf("second eviction while the budget is spent: %v, want 429 with the DisruptionBudget cause", err)
 	}
-	wantEvent(t, events, EventEvictionDenied)
+	wantEvent(t, events, vocab.EventEvictionDenied)
 	// The evicted pod is replaced; then the budget allows one again.
 	waitFor(t, "a replacement and the budget open again", func() bool {
 		b, err := cs.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "web", metav1.GetOptions{})
@@ -607,7 +609,7 @@ func TestARunningMemberBecomesLeaderWhenTheLeaderStops(t *testing.T) {
 	if got := leader(); got != "cp-1" {
 		t.Fatalf("after the leader stopped: leader %q; want cp-1", got)
 	}
-	wantEvent(t, events, EventEtcdLeader)
+	wantEvent(t, events, vocab.EventEtcdLeader)
 	// cp-1 stops too: no quorum, no election (and the API answers nothing
 	// to read the leader with).
 	if err := c.StopNode(ctx, "default/wl", "cp-1"); err != nil {

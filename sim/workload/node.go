@@ -13,6 +13,8 @@ import (
 	cloudv1 "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/cloud/api/v1alpha1"
 	inmemoryclient "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime/client"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // NodeInfo is what a booted host's kubelet reports about itself.
@@ -298,6 +300,6 @@ func (c *Clusters) setKubelet(name, node string, running bool) {
 	}
 	c.mu.Unlock()
 	if started {
-		c.emit(Event{Cluster: name, Node: node, Reason: EventNodeStarted, Message: "the kubelet of " + node + " started"})
+		c.emit(Event{Cluster: name, Node: node, Reason: vocab.EventNodeStarted, Message: "the kubelet of " + node + " started"})
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"sync"
 
 	"sigs.k8s.io/cluster-api/util/certs"
+
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // The VIP of a workload cluster: one loopback listener that answers only
@@ -248,7 +250,7 @@ func (c *Clusters) openVIP(w *cluster) error {
 	tl := &trackedListener{Listener: l, conns: map[net.Conn]struct{}{}}
 	w.vip.listener = tl
 	go func() { _ = c.server.ServeTLS(tl, "", "") }()
-	c.emit(Event{Cluster: w.name, Reason: EventAPIAvailable, Message: "the VIP answers: an API server runs on " + strings.Join(w.runningAPIServers(), ", ")})
+	c.emit(Event{Cluster: w.name, Reason: vocab.EventAPIAvailable, Message: "the VIP answers: an API server runs on " + strings.Join(w.runningAPIServers(), ", ")})
 	return nil
 }
 
@@ -260,5 +262,5 @@ func (c *Clusters) closeVIP(w *cluster, why string) {
 	}
 	w.vip.listener.closeAll()
 	w.vip.listener = nil
-	c.emit(Event{Cluster: w.name, Reason: EventAPIUnavailable, Message: "the VIP refuses connections: " + why})
+	c.emit(Event{Cluster: w.name, Reason: vocab.EventAPIUnavailable, Message: "the VIP refuses connections: " + why})
 }

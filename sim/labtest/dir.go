@@ -1,4 +1,4 @@
-package testdir
+package labtest
 
 import (
 	"os"
@@ -6,18 +6,18 @@ import (
 	"testing"
 )
 
-// For is tb's folder. With KEEP_DIR set it is a new folder under
+// Dir is tb's folder. With KEEP_DIR set it is a new folder under
 // KEEP_DIR that outlives the test, so a failure's manager logs, lab
 // events, disks and timeline can be read afterwards; otherwise it is
 // removed with the test.
-func For(tb testing.TB) string {
+func Dir(tb testing.TB) string {
 	tb.Helper()
-	return Named(tb, tb.Name())
+	return NamedDir(tb, tb.Name())
 }
 
-// Named is For with the kept folder named after name instead of tb (one
+// NamedDir is Dir with the kept folder named after name instead of tb (one
 // benchmark running several scenarios at once).
-func Named(tb testing.TB, name string) string {
+func NamedDir(tb testing.TB, name string) string {
 	tb.Helper()
 	keep := os.Getenv("KEEP_DIR")
 	if keep == "" {

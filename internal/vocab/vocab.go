@@ -1,0 +1,163 @@
+package vocab
+
+// Kinds the monitors watch, as timeline entries name them.
+const (
+	KindMachine           = "Machine"
+	KindControlPlane      = "KubeadmControlPlane"
+	KindMachineDeployment = "MachineDeployment"
+	KindCluster           = "Cluster"
+	KindHost              = "BareMetalHost"
+	KindNode              = "Node"
+	KindEtcdMember        = "EtcdMember"
+	KindMachineSet        = "MachineSet"
+	// KindAddon is a kubeadm add-on KCP keeps at the cluster's version:
+	// the kube-proxy DaemonSet and the CoreDNS Deployment.
+	KindAddon = "Addon"
+)
+
+// AddonKubeadmConfig names the kubeadm-config ConfigMap among the add-ons
+// (KindAddon).
+const AddonKubeadmConfig = "kubeadm-config"
+
+// Kinds of the application a run deploys and of the workload API.
+const (
+	// KindPod is an application pod: its node, whether it is Ready or
+	// terminating, its owner and labels.
+	KindPod = "Pod"
+	// KindBudget is a PodDisruptionBudget's status.
+	KindBudget = "PodDisruptionBudget"
+	// KindApp is the application's Deployment: replicas and ready.
+	KindApp = "Deployment"
+	// KindWorkloadAPI is the workload API as a client finds it at each
+	// poll (name "api"): available or not, and why not.
+	KindWorkloadAPI = "WorkloadAPI"
+	// KindWorkloadEvent is something the lab's workload cluster did that
+	// no object shows (sim/workload.Event): its name is the node, or the
+	// cluster.
+	KindWorkloadEvent = "WorkloadEvent"
+)
+
+// Fields of the summaries, which the checks read. A boolean is "true" or
+// absent; a condition is its status ("True", "False", "Unknown") or
+// absent.
+const (
+	FieldPhase      = "phase"
+	FieldVersion    = "version"
+	FieldNode       = "node"
+	FieldProviderID = "providerID"
+	FieldUID        = "uid"
+	FieldDeleting   = "deleting"
+	FieldUpdating   = "updating"
+	// FieldUpdateFailed: CAPI's Updating condition says the in-place
+	// update failed (the extension refused or the host fell back).
+	FieldUpdateFailed = "updateFailed"
+	FieldUpToDate     = "upToDate"
+	FieldAvailable    = "available"
+	FieldControlPlane = "controlPlane"
+	FieldDeployment   = "deployment"
+	FieldInfra        = "infra"
+
+	FieldReplicas = "replicas"
+	// FieldControlPlaneName is the KubeadmControlPlane a control-plane
+	// Machine belongs to (its control-plane-name label).
+	FieldControlPlaneName = "controlPlaneName"
+	// FieldHealthCheck is a Machine's HealthCheckSucceeded condition (a
+	// MachineHealthCheck's verdict; absent without one).
+	FieldHealthCheck = "healthCheck"
+	// FieldFeatureGates are a ClusterConfiguration's ("A=true,B=false").
+	FieldFeatureGates   = "featureGates"
+	FieldMaxSurge       = "maxSurge"
+	FieldMaxUnavailable = "maxUnavailable"
+	FieldUpToDateCount  = "upToDateReplicas"
+	FieldAvailableCount = "availableReplicas"
+	FieldTotal          = "totalReplicas"
+
+	FieldState    = "state"
+	FieldConsumer = "consumer"
+	FieldSpare    = "spare"
+	FieldPowered  = "poweredOn"
+
+	FieldReady   = "ready"
+	FieldKubelet = "kubelet"
+
+	FieldRemoved = "removed"
+	FieldImage   = "image"
+	// FieldCoreDNS is KCP's clusterConfiguration.dns.imageTag: the CoreDNS
+	// KCP is asked to run ("" leaves CoreDNS alone).
+	FieldCoreDNS = "coreDNS"
+
+	FieldCPUpToDate      = "controlPlaneMachinesUpToDate"
+	FieldWorkersUpToDate = "workerMachinesUpToDate"
+	FieldRollingOut      = "rollingOut"
+	// Ready aggregates each Machine's Ready, which a failed in-place
+	// update (Updating, negative polarity) makes False, while UpToDate
+	// is about the spec and stays True.
+	FieldCPMachinesReady     = "controlPlaneMachinesReady"
+	FieldWorkerMachinesReady = "workerMachinesReady"
+)
+
+// Fields of the application kinds.
+const (
+	FieldOwner       = "owner"
+	FieldLabels      = "labels"
+	FieldTerminating = "terminating"
+	FieldSelector    = "selector"
+	FieldDesired     = "desiredHealthy"
+	FieldHealthy     = "currentHealthy"
+	FieldAllowed     = "disruptionsAllowed"
+	FieldReadyCount  = "readyReplicas"
+	// FieldAPIAvailable is "true" when the API answered the poll's read.
+	FieldAPIAvailable = "available"
+	FieldAPIError     = "error"
+	FieldReason       = "reason"
+	FieldMessage      = "message"
+	// FieldDrainStarted and FieldDrainTimeout are a Machine's drain:
+	// when CAPI began it and its nodeDrainTimeoutSeconds.
+	FieldDrainStarted = "drainStarted"
+	FieldDrainTimeout = "nodeDrainTimeoutSeconds"
+)
+
+// Reasons of the workload clusters' events (sim/workload.Event), recorded
+// as KindWorkloadEvent entries with the reason in FieldReason.
+const (
+	EventAPIAvailable   = "APIAvailable"
+	EventAPIUnavailable = "APIUnavailable"
+	EventEtcdMember     = "EtcdMember"
+	EventEtcdHealth     = "EtcdHealth"
+	// EventEtcdLeader: a running member became etcd's leader because the
+	// leader stopped.
+	EventEtcdLeader     = "EtcdLeader"
+	EventDataLost       = "DataLost"
+	EventEvicted        = "Evicted"
+	EventEvictionDenied = "EvictionRefused"
+	EventPodDeleted     = "PodDeleted"
+	EventPodScheduled   = "PodScheduled"
+	// EventNodeStopped is a node's host going off; its data's "pods" lists
+	// the pods a drain would have moved that were still on it then.
+	EventNodeStopped = "NodeStopped"
+	// EventNodeStarted is a node's kubelet starting after its host
+	// booted: its pods start again.
+	EventNodeStarted = "NodeStarted"
+)
+
+// Etcd health values of an EventEtcdHealth event's "health" (what the
+// cluster's members together can do).
+const (
+	EtcdHealthNoMembers = "no-members"
+	EtcdHealthQuorum    = "quorum"
+	EtcdHealthNoQuorum  = "no-quorum"
+	EtcdHealthDataLost  = "data-lost"
+)
+
+// Host OS modes a run takes besides its lab file's own choice: a
+// scenario's hostOS, the lab's WithHostOS and a result's host OS. The
+// first two are the system disk kinds (sim/disk's A/B and OSTree).
+const (
+	HostOSAB     = "ab"
+	HostOSOSTree = "ostree"
+	// HostOSMixed is A/B and OSTree in turn, in the lab file's order.
+	HostOSMixed = "mixed"
+)
+
+// HostOSModes are the host OS modes, in the order users read them.
+var HostOSModes = []string{HostOSAB, HostOSOSTree, HostOSMixed}
