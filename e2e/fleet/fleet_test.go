@@ -12,8 +12,8 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
-	"github.com/upgradelab/upgradelab/internal/testdir"
-	"github.com/upgradelab/upgradelab/sim/timescale"
+	"github.com/upgradelab/upgradelab/internal/timescale"
+	"github.com/upgradelab/upgradelab/sim/labtest"
 )
 
 type testWriter struct{ t *testing.T }
@@ -39,7 +39,7 @@ func TestAFleetUpgradesInBatchesOnOnePlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := testdir.For(t)
+	dir := labtest.Dir(t)
 	rep, results, err := Run(context.Background(), fl, Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(0.01), Progress: testWriter{t},
 		APIServerProfile: 2 * time.Second})
 	if err != nil {
@@ -115,18 +115,24 @@ func TestAFleetUpgradesInBatchesOnOnePlane(t *testing.T) {
 	if rep.APIRequestsPerSecondInWave <= 0 || rep.PeakTotalRSS <= 0 {
 		t.Errorf("API requests %v/s in the wave, peak RSS %d", rep.APIRequestsPerSecondInWave, rep.PeakTotalRSS)
 	}
-	// The API server's two CPU profiles, charged by request: CAPI's
-	// managers write with PATCH above all, in both phases.
+	// The API server's two CPU profiles, charged by request. CAPI's
+	// managers write with PATCH above all while clusters provision; a
+	// two-cluster wave can cost the API server less than 100 ms, a few
+	// samples at pprof's 100 Hz, so of the wave's profile only samples
+	// charged to some work are asked for.
 	if len(rep.APIServer) != 2 || rep.APIServer[0].File != APIServerProfileProvisioning || rep.APIServer[1].File != APIServerProfileWave {
-		t.Errorf("API server profiles %+v; want the provisioning's and the wave's", rep.APIServer)
+		t.Fatalf("API server profiles %+v; want the provisioning's and the wave's", rep.APIServer)
 	}
 	for _, p := range rep.APIServer {
 		if _, err := os.Stat(filepath.Join(dir, p.File)); err != nil {
 			t.Error(err)
 		}
-		if !slices.ContainsFunc(p.Work, func(c Component) bool { return strings.HasPrefix(c.Package, "PATCH") && c.CPU > 0 }) {
-			t.Errorf("the API server's profile %s shows no PATCH: %+v", p.Phase, p.Work)
+		if !slices.ContainsFunc(p.Work, func(c Component) bool { return c.CPU > 0 }) {
+			t.Errorf("the API server's profile %s has no samples: %+v", p.Phase, p.Work)
 		}
+	}
+	if p := rep.APIServer[0]; !slices.ContainsFunc(p.Work, func(c Component) bool { return strings.HasPrefix(c.Package, "PATCH") && c.CPU > 0 }) {
+		t.Errorf("the API server's profile %s shows no PATCH: %+v", p.Phase, p.Work)
 	}
 	if len(rep.APIRequests) == 0 || !strings.Contains(rep.String(), "API server's most frequent requests") {
 		t.Errorf("no request kinds in the report:\n%s", rep)
