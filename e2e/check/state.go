@@ -143,67 +143,95 @@ func (s *State) apply(e timeline.Entry) {
 	s.Changed[e.Kind+"/"+e.Name] = e.Time
 	s.count(e)
 	if e.Kind == timeline.KindStep {
-		if e.Name == StepDone && !s.apiDownSince.IsZero() {
-			why := "still unavailable when the upgrade ended"
-			if s.apiDownCause != "" {
-				why += ": " + s.apiDownCause
-			}
-			s.APIOutages = append(s.APIOutages, Outage{From: s.apiDownSince, To: e.Time, Why: why})
-			s.apiDownSince = time.Time{}
-		}
-		s.Steps[e.Name] = e.Time
-		if e.Name == StepUpgrade {
-			s.Before = copyObjects(s.Objects)
-			if a := s.get(vocab.KindWorkloadAPI, "api"); a != nil {
-				s.apiSeen = true
-				if a[vocab.FieldAPIAvailable] == "false" {
-					s.apiDownSince = e.Time
-				}
-			}
-		}
+		s.applyStep(e)
 		return
 	}
-	if e.Kind == vocab.KindWorkloadEvent && e.New[vocab.FieldReason] == vocab.EventAPIUnavailable {
-		s.apiDownCause = e.New[vocab.FieldMessage]
-	}
-	if e.Kind == vocab.KindWorkloadEvent && s.upgrading() {
-		s.workloadEvents = append(s.workloadEvents, e.New[vocab.FieldReason])
-		if e.New[vocab.FieldReason] == vocab.EventNodeStarted {
-			delete(s.stoppedWith, e.Name)
-		}
-		if e.New[vocab.FieldReason] == vocab.EventNodeStopped {
-			with := map[string]bool{}
-			for _, p := range strings.Split(e.New["pods"], ",") {
-				if p != "" {
-					with[p[strings.LastIndex(p, "/")+1:]] = true
-				}
-			}
-			s.stoppedWith[e.Name] = with
-			s.nodeStops++
-			if e.New["pods"] != "" {
-				s.undrainedStops = append(s.undrainedStops, e.Name)
-			}
-		}
+	if e.Kind == vocab.KindWorkloadEvent {
+		s.applyWorkloadEvent(e)
 	}
 	if e.Kind == vocab.KindWorkloadAPI && s.upgrading() && e.New != nil {
-		s.apiSeen = true
-		down := e.New[vocab.FieldAPIAvailable] == "false"
-		switch {
-		case down && s.apiDownSince.IsZero():
-			s.apiDownSince = e.Time
-		case !down && !s.apiDownSince.IsZero():
-			why := ""
-			if e.Old != nil {
-				why = e.Old[vocab.FieldAPIError]
+		s.applyWorkloadAPI(e)
+	}
+	s.applyObject(e)
+}
+
+// applyStep records a runner step: the upgrade's start takes the
+// before-picture, its end closes an outage still open.
+func (s *State) applyStep(e timeline.Entry) {
+	if e.Name == StepDone && !s.apiDownSince.IsZero() {
+		why := "still unavailable when the upgrade ended"
+		if s.apiDownCause != "" {
+			why += ": " + s.apiDownCause
+		}
+		s.APIOutages = append(s.APIOutages, Outage{From: s.apiDownSince, To: e.Time, Why: why})
+		s.apiDownSince = time.Time{}
+	}
+	s.Steps[e.Name] = e.Time
+	if e.Name == StepUpgrade {
+		s.Before = copyObjects(s.Objects)
+		if a := s.get(vocab.KindWorkloadAPI, "api"); a != nil {
+			s.apiSeen = true
+			if a[vocab.FieldAPIAvailable] == "false" {
+				s.apiDownSince = e.Time
 			}
-			if s.apiDownCause != "" {
-				why += ": " + s.apiDownCause
-				s.apiDownCause = ""
-			}
-			s.APIOutages = append(s.APIOutages, Outage{From: s.apiDownSince, To: e.Time, Why: why})
-			s.apiDownSince = time.Time{}
 		}
 	}
+}
+
+// applyWorkloadEvent records why the workload API went away and, during
+// the upgrade, the nodes that stopped and the pods still on them.
+func (s *State) applyWorkloadEvent(e timeline.Entry) {
+	reason := e.New[vocab.FieldReason]
+	if reason == vocab.EventAPIUnavailable {
+		s.apiDownCause = e.New[vocab.FieldMessage]
+	}
+	if !s.upgrading() {
+		return
+	}
+	s.workloadEvents = append(s.workloadEvents, reason)
+	switch reason {
+	case vocab.EventNodeStarted:
+		delete(s.stoppedWith, e.Name)
+	case vocab.EventNodeStopped:
+		with := map[string]bool{}
+		for _, p := range strings.Split(e.New["pods"], ",") {
+			if p != "" {
+				with[p[strings.LastIndex(p, "/")+1:]] = true
+			}
+		}
+		s.stoppedWith[e.Name] = with
+		s.nodeStops++
+		if e.New["pods"] != "" {
+			s.undrainedStops = append(s.undrainedStops, e.Name)
+		}
+	}
+}
+
+// applyWorkloadAPI opens an outage when the workload API stops answering
+// during the upgrade and closes it, with its cause, when it answers again.
+func (s *State) applyWorkloadAPI(e timeline.Entry) {
+	s.apiSeen = true
+	down := e.New[vocab.FieldAPIAvailable] == "false"
+	switch {
+	case down && s.apiDownSince.IsZero():
+		s.apiDownSince = e.Time
+	case !down && !s.apiDownSince.IsZero():
+		why := ""
+		if e.Old != nil {
+			why = e.Old[vocab.FieldAPIError]
+		}
+		if s.apiDownCause != "" {
+			why += ": " + s.apiDownCause
+			s.apiDownCause = ""
+		}
+		s.APIOutages = append(s.APIOutages, Outage{From: s.apiDownSince, To: e.Time, Why: why})
+		s.apiDownSince = time.Time{}
+	}
+}
+
+// applyObject puts the entry's object as it now is into the state, and
+// during the upgrade notes what was created, deleted and reprovisioned.
+func (s *State) applyObject(e timeline.Entry) {
 	objs := s.Objects[e.Kind]
 	if objs == nil {
 		objs = map[string]map[string]string{}

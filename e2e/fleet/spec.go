@@ -107,30 +107,27 @@ func Parse(name string, data []byte) (*File, error) {
 const maxClusters = 1000
 
 func (f *File) validate() []string {
-	var errs []string
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, field+": "+fmt.Sprintf(format, args...))
-	}
+	var p specfile.Problems
 	if f.APIVersion != "upgradelab.dev/v1alpha1" || f.Kind != "Fleet" {
-		bad("apiVersion/kind", "want upgradelab.dev/v1alpha1 Fleet, got %q %q", f.APIVersion, f.Kind)
+		p.Add("apiVersion/kind", "want upgradelab.dev/v1alpha1 Fleet, got %q %q", f.APIVersion, f.Kind)
 	}
 	if !scenario.ValidName(f.Name) || len(f.Name) > 40 {
-		bad("name", "%q must be lower-case letters, digits and dashes (at most 40)", f.Name)
+		p.Add("name", "%q must be lower-case letters, digits and dashes (at most 40)", f.Name)
 	}
 	if f.Hosts < 0 {
-		bad("hosts", "%d is negative", f.Hosts)
+		p.Add("hosts", "%d is negative", f.Hosts)
 	}
 	if f.Form != scenario.Plain && f.Form != scenario.ClusterClass {
-		bad("form", "%q is not plain or clusterclass", f.Form)
+		p.Add("form", "%q is not plain or clusterclass", f.Form)
 	}
 	if f.Provision.Concurrent < 0 {
-		bad("provision.concurrent", "%d is negative (0 provisions every cluster at once)", f.Provision.Concurrent)
+		p.Add("provision.concurrent", "%d is negative (0 provisions every cluster at once)", f.Provision.Concurrent)
 	}
 	if f.Wave.Batch < 0 {
-		bad("wave.batch", "%d is negative (0 upgrades every cluster at once)", f.Wave.Batch)
+		p.Add("wave.batch", "%d is negative (0 upgrades every cluster at once)", f.Wave.Batch)
 	}
 	if len(f.Clusters) == 0 {
-		bad("clusters", "at least one group of clusters")
+		p.Add("clusters", "at least one group of clusters")
 	}
 	total := 0
 	names := map[string]bool{}
@@ -139,23 +136,23 @@ func (f *File) validate() []string {
 		// A host is named GROUP-N-HOST: a DNS label, so the group's name
 		// leaves room for the index and the host's own name.
 		if !scenario.ValidName(g.Name) || len(g.Name) > 20 {
-			bad(at+".name", "%q must be lower-case letters, digits and dashes (at most 20)", g.Name)
+			p.Add(at+".name", "%q must be lower-case letters, digits and dashes (at most 20)", g.Name)
 		} else if names[g.Name] {
-			bad(at+".name", "%q is another group's name too", g.Name)
+			p.Add(at+".name", "%q is another group's name too", g.Name)
 		}
 		names[g.Name] = true
 		if g.Scenario == "" {
-			bad(at+".scenario", "required (a scenarios/ file)")
+			p.Add(at+".scenario", "required (a scenarios/ file)")
 		}
 		if g.Count < 1 {
-			bad(at+".count", "%d: at least 1", g.Count)
+			p.Add(at+".count", "%d: at least 1", g.Count)
 		}
 		total += max(g.Count, 0)
 	}
 	if total > maxClusters {
-		bad("clusters", "%d clusters, at most %d", total, maxClusters)
+		p.Add("clusters", "%d clusters, at most %d", total, maxClusters)
 	}
-	return errs
+	return p
 }
 
 // Load reads a fleet file, loads each group's scenario and lab, checks

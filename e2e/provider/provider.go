@@ -160,118 +160,149 @@ func Parse(name string, data []byte) (*Config, error) {
 	return c, nil
 }
 
+// validate lists everything wrong with c, field by field.
 func (c *Config) validate() []string {
-	var errs []string
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, field+": "+fmt.Sprintf(format, args...))
+	var p specfile.Problems
+	c.validateStrategies(&p)
+	c.validateHosts(&p)
+	c.validateManagers(&p)
+	if slices.Contains(c.Strategies, scenario.InPlace) && !c.hasExtension() {
+		p.Add("strategies", "in-place needs a manager with runtimeExtension: true (CAPI calls its in-place hooks)")
 	}
+	if c.Intervals.Provision.Duration < 0 || c.Intervals.Upgrade.Duration < 0 {
+		p.Add("intervals", "must not be negative")
+	}
+	return p
+}
+
+// validateStrategies checks the name, the templates and the strategies
+// with what each needs.
+func (c *Config) validateStrategies(p *specfile.Problems) {
 	if !scenario.ValidName(c.Name) || len(c.Name) > 30 {
-		bad("name", "%q must be lower-case letters, digits and dashes (at most 30)", c.Name)
+		p.Add("name", "%q must be lower-case letters, digits and dashes (at most 30)", c.Name)
 	}
 	if c.Templates == "" {
-		bad("clusterTemplates", "required (a folder with %s)", strings.Join(TemplateFiles, ", "))
+		p.Add("clusterTemplates", "required (a folder with %s)", strings.Join(TemplateFiles, ", "))
 	}
 	if len(c.Strategies) == 0 {
-		bad("strategies", "required (some of in-place, scale-in, rolling, reset)")
+		p.Add("strategies", "required (some of in-place, scale-in, rolling, reset)")
 	}
 	for i, s := range c.Strategies {
 		if !slices.Contains(scenario.Strategies, s) {
-			bad(fmt.Sprintf("strategies[%d]", i), "%q is not in-place, scale-in, rolling or reset", s)
+			p.Add(fmt.Sprintf("strategies[%d]", i), "%q is not in-place, scale-in, rolling or reset", s)
 		}
 		if s == scenario.Reset && !c.Lab {
-			bad(fmt.Sprintf("strategies[%d]", i), "reset needs the lab (hosts that reset and register themselves)")
+			p.Add(fmt.Sprintf("strategies[%d]", i), "reset needs the lab (hosts that reset and register themselves)")
 		}
 		if s == scenario.Reset && c.Lab && c.Hosts.PoolLabel == "" {
-			bad("hosts.poolLabel", "required with the reset strategy (the label of hosts that registered into a pool)")
+			p.Add("hosts.poolLabel", "required with the reset strategy (the label of hosts that registered into a pool)")
 		}
 	}
+}
+
+// validateHosts checks the lab's host settings and the label and
+// annotation keys.
+func (c *Config) validateHosts(p *specfile.Problems) {
 	if !c.Lab && c.Hosts != (Hosts{}) {
-		bad("hosts", "only for a provider on the lab (lab: true)")
+		p.Add("hosts", "only for a provider on the lab (lab: true)")
 	}
 	for _, k := range []struct{ field, value string }{{"hosts.spareLabel", c.Hosts.SpareLabel}, {"hosts.poolLabel", c.Hosts.PoolLabel},
 		{"hosts.hostnameAnnotation", c.Hosts.HostnameAnnotation}, {"singleNodeAnnotation", c.SingleNodeAnnotation}} {
 		if k.value != "" && !qualifiedKey.MatchString(k.value) {
-			bad(k.field, "%q is not a label or annotation key (prefix/name)", k.value)
+			p.Add(k.field, "%q is not a label or annotation key (prefix/name)", k.value)
 		}
 	}
+}
+
+// validateManagers checks each manager: a unique name, one way to get
+// its binary, and settings only where they apply.
+func (c *Config) validateManagers(p *specfile.Problems) {
 	if len(c.Managers) == 0 {
-		bad("managers", "required (at least the infrastructure provider's manager)")
+		p.Add("managers", "required (at least the infrastructure provider's manager)")
 	}
 	seen := map[string]bool{}
 	refs := map[string]bool{}
-	extension := false
 	for i, m := range c.Managers {
 		field := fmt.Sprintf("managers[%d]", i)
-		if !scenario.ValidName(m.Name) || slices.Contains(capiProcesses, m.Name) {
-			bad(field+".name", "%q must be lower-case letters, digits and dashes, and not one of %v", m.Name, capiProcesses)
-		}
-		if seen[m.Name] {
-			bad(field+".name", "%q appears twice", m.Name)
-		}
-		seen[m.Name] = true
-		kinds := 0
-		for _, set := range []bool{m.Reference != "", m.Package != "", m.Binary != ""} {
-			if set {
-				kinds++
-			}
-		}
-		if kinds != 1 {
-			bad(field, "give exactly one of reference, package (with module or checkout) and binary")
-		}
-		if m.Reference != "" && !slices.Contains(References, m.Reference) {
-			bad(field+".reference", "%q is not one of %v", m.Reference, References)
-		}
-		if m.Reference != "" && !c.Lab {
-			bad(field+".reference", "upgradelab's own managers drive the lab: set lab: true")
-		}
-		if m.Reference == "baremetal" && refs["inventory"] || m.Reference == "inventory" && refs["baremetal"] {
-			bad(field+".reference", "baremetal runs the inventory already: give baremetal or inventory, not both")
-		}
-		refs[m.Reference] = true
-		switch {
-		case m.Package != "" && m.Module == "" && m.Checkout == "":
-			bad(field+".module", "required with package (the Go module that holds it), or checkout")
-		case m.Module != "" && m.Checkout != "":
-			bad(field+".checkout", "give module (and version) or checkout, not both")
-		case m.Version != "" && m.Module == "":
-			bad(field+".version", "only with module")
-		case m.Version != "" && !moduleVersion.MatchString(m.Version):
-			bad(field+".version", "%q is not a module version (v1.2.3)", m.Version)
-		case (m.Module != "" || m.Checkout != "") && m.Package == "":
-			bad(field+".package", "required with module or checkout (the main package to build)")
-		}
-		for k := range m.Env {
-			if k == "" || strings.ContainsAny(k, "= ") {
-				bad(field+".env", "%q is not a variable name", k)
-			}
-		}
-		for j, s := range m.OnlyFor {
-			if !slices.Contains(c.Strategies, s) {
-				bad(fmt.Sprintf("%s.onlyFor[%d]", field, j), "%q is not one of the provider's strategies %v", s, c.Strategies)
-			}
-		}
-		if m.RuntimeExtension || m.Reference == "inplace" {
-			extension = true
-		}
-		for j, p := range m.FixedPorts {
-			if p < 1 || p > 65535 {
-				bad(fmt.Sprintf("%s.fixedPorts[%d]", field, j), "%d is not a port (1-65535)", p)
-			}
-		}
-		if len(m.Settings) > 0 && !m.RuntimeExtension {
-			bad(field+".settings", "only a runtimeExtension has settings (they go to its ExtensionConfig)")
-		}
-		if len(m.NamespaceLabels) > 0 && !m.RuntimeExtension {
-			bad(field+".namespaceLabels", "only a runtimeExtension has namespaceLabels (they select the namespaces CAPI calls it about)")
+		c.validateManagerIdentity(p, field, m, seen, refs)
+		c.validateManagerBuild(p, field, m)
+	}
+}
+
+// validateManagerIdentity checks a manager's name and kind (reference,
+// package or binary) against those before it, recorded in seen and refs.
+func (c *Config) validateManagerIdentity(p *specfile.Problems, field string, m Manager, seen, refs map[string]bool) {
+	if !scenario.ValidName(m.Name) || slices.Contains(capiProcesses, m.Name) {
+		p.Add(field+".name", "%q must be lower-case letters, digits and dashes, and not one of %v", m.Name, capiProcesses)
+	}
+	if seen[m.Name] {
+		p.Add(field+".name", "%q appears twice", m.Name)
+	}
+	seen[m.Name] = true
+	kinds := 0
+	for _, set := range []bool{m.Reference != "", m.Package != "", m.Binary != ""} {
+		if set {
+			kinds++
 		}
 	}
-	if slices.Contains(c.Strategies, scenario.InPlace) && !extension {
-		bad("strategies", "in-place needs a manager with runtimeExtension: true (CAPI calls its in-place hooks)")
+	if kinds != 1 {
+		p.Add(field, "give exactly one of reference, package (with module or checkout) and binary")
 	}
-	if c.Intervals.Provision.Duration < 0 || c.Intervals.Upgrade.Duration < 0 {
-		bad("intervals", "must not be negative")
+	if m.Reference != "" && !slices.Contains(References, m.Reference) {
+		p.Add(field+".reference", "%q is not one of %v", m.Reference, References)
 	}
-	return errs
+	if m.Reference != "" && !c.Lab {
+		p.Add(field+".reference", "upgradelab's own managers drive the lab: set lab: true")
+	}
+	if m.Reference == "baremetal" && refs["inventory"] || m.Reference == "inventory" && refs["baremetal"] {
+		p.Add(field+".reference", "baremetal runs the inventory already: give baremetal or inventory, not both")
+	}
+	refs[m.Reference] = true
+}
+
+// validateManagerBuild checks how a manager is built and started: module
+// or checkout, version, environment, strategies, ports and extension
+// settings.
+func (c *Config) validateManagerBuild(p *specfile.Problems, field string, m Manager) {
+	switch {
+	case m.Package != "" && m.Module == "" && m.Checkout == "":
+		p.Add(field+".module", "required with package (the Go module that holds it), or checkout")
+	case m.Module != "" && m.Checkout != "":
+		p.Add(field+".checkout", "give module (and version) or checkout, not both")
+	case m.Version != "" && m.Module == "":
+		p.Add(field+".version", "only with module")
+	case m.Version != "" && !moduleVersion.MatchString(m.Version):
+		p.Add(field+".version", "%q is not a module version (v1.2.3)", m.Version)
+	case (m.Module != "" || m.Checkout != "") && m.Package == "":
+		p.Add(field+".package", "required with module or checkout (the main package to build)")
+	}
+	for k := range m.Env {
+		if k == "" || strings.ContainsAny(k, "= ") {
+			p.Add(field+".env", "%q is not a variable name", k)
+		}
+	}
+	for j, s := range m.OnlyFor {
+		if !slices.Contains(c.Strategies, s) {
+			p.Add(fmt.Sprintf("%s.onlyFor[%d]", field, j), "%q is not one of the provider's strategies %v", s, c.Strategies)
+		}
+	}
+	for j, port := range m.FixedPorts {
+		if port < 1 || port > 65535 {
+			p.Add(fmt.Sprintf("%s.fixedPorts[%d]", field, j), "%d is not a port (1-65535)", port)
+		}
+	}
+	if len(m.Settings) > 0 && !m.RuntimeExtension {
+		p.Add(field+".settings", "only a runtimeExtension has settings (they go to its ExtensionConfig)")
+	}
+	if len(m.NamespaceLabels) > 0 && !m.RuntimeExtension {
+		p.Add(field+".namespaceLabels", "only a runtimeExtension has namespaceLabels (they select the namespaces CAPI calls it about)")
+	}
+}
+
+// hasExtension says whether a manager is a Runtime Extension, which
+// in-place upgrades need.
+func (c *Config) hasExtension() bool {
+	return slices.ContainsFunc(c.Managers, func(m Manager) bool { return m.RuntimeExtension || m.Reference == "inplace" })
 }
 
 // FixedPorts are the fixed ports of every manager of the provider's (see

@@ -41,24 +41,11 @@ func (r *run) injectFaults(ctx context.Context, errs chan<- error) {
 	}
 }
 
+// fire waits for the fault's moment, then injects it.
 func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timeline.Entry) error {
-	step := f.When.AfterStep
-	if step == "" {
-		step = check.StepUpgrade
-	}
-	stepSeen, host := false, ""
-	for !stepSeen || (f.When.LabEvent != "" && host == "") {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case e := <-entries:
-			switch {
-			case e.Kind == timeline.KindStep && e.Name == step:
-				stepSeen = true
-			case stepSeen && e.Kind == timeline.KindLab && e.New["reason"] == f.When.LabEvent:
-				host = e.Name
-			}
-		}
+	host, err := waitForMoment(ctx, f, entries)
+	if err != nil {
+		return err
 	}
 	select {
 	case <-ctx.Done():
@@ -77,27 +64,7 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 		announce(fmt.Sprintf("kill and restart %s (host %s)", f.Restart, or(host, "-")))
 		return r.env.Plane.KillAndRestart(ctx, f.Restart)
 	case f.PowerLoss != nil:
-		hosts := []string{host}
-		if n := f.PowerLoss.ControlPlanes; n > 0 {
-			var err error
-			if hosts, err = r.controlPlaneHosts(ctx, host, n); err != nil {
-				return err
-			}
-		}
-		var cut []*lab.Host
-		for _, name := range hosts {
-			h, err := r.env.Site.Lab.Host(name)
-			if err != nil {
-				return err
-			}
-			cut = append(cut, h)
-		}
-		back := "back in " + f.PowerLoss.RestoreAfter.Duration.String()
-		if f.PowerLoss.StayOff {
-			back = "never back"
-		}
-		announce(fmt.Sprintf("power cut on %s, %s", strings.Join(hosts, ", "), back))
-		return powerLoss(ctx, cut, f.PowerLoss.RestoreAfter.Duration, f.PowerLoss.StayOff)
+		return r.cutPower(ctx, *f.PowerLoss, host, announce)
 	case f.Hang != nil:
 		h, err := r.env.Site.Lab.Host(host)
 		if err != nil {
@@ -109,30 +76,93 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 		announce(fmt.Sprintf("the agent of %s crashes, back in %s", host, f.AgentCrash.RestartAfter.Duration))
 		return r.env.Site.CrashAgent(host, f.AgentCrash.RestartAfter.Duration)
 	case f.BMC != nil && f.BMC.Offline.Duration > 0:
-		fleet := r.env.Site.BMCs
-		rf, hasRedfish := fleet.BMCs[host]
-		ip, hasIPMI := fleet.IPMI[host]
-		if !hasRedfish && !hasIPMI {
-			return fmt.Errorf("host %s has no BMC", host)
-		}
-		announce(fmt.Sprintf("the BMC of %s goes offline for %s", host, f.BMC.Offline.Duration))
-		if hasRedfish {
-			rf.Unreachable(f.BMC.Offline.Duration)
-		}
-		if hasIPMI {
-			ip.Unreachable(f.BMC.Offline.Duration)
-		}
+		return r.takeBMCOffline(host, f.BMC.Offline.Duration, announce)
 	case f.BMC != nil:
-		announce(fmt.Sprintf("every BMC answers after %s, %.0f%% of Redfish requests with 503 and of IPMI datagrams lost",
-			f.BMC.Latency.Duration, f.BMC.ErrorRate*100))
-		for _, b := range r.env.Site.BMCs.BMCs {
-			b.SetFaults(bmc.Faults{Latency: f.BMC.Latency.Duration, ErrorRate: f.BMC.ErrorRate})
-		}
-		for _, b := range r.env.Site.BMCs.IPMI {
-			b.SetFaults(ipmi.Faults{Latency: f.BMC.Latency.Duration, DropRate: f.BMC.ErrorRate})
-		}
+		r.degradeBMCs(*f.BMC, announce)
 	}
 	return nil
+}
+
+// waitForMoment reads timeline entries until the fault's moment: its
+// step (the upgrade unless it names another), then its lab event when it
+// names one, whose host it returns.
+func waitForMoment(ctx context.Context, f scenario.Fault, entries <-chan timeline.Entry) (host string, err error) {
+	step := f.When.AfterStep
+	if step == "" {
+		step = check.StepUpgrade
+	}
+	stepSeen := false
+	for !stepSeen || (f.When.LabEvent != "" && host == "") {
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case e := <-entries:
+			switch {
+			case e.Kind == timeline.KindStep && e.Name == step:
+				stepSeen = true
+			case stepSeen && e.Kind == timeline.KindLab && e.New["reason"] == f.When.LabEvent:
+				host = e.Name
+			}
+		}
+	}
+	return host, nil
+}
+
+// cutPower cuts the power of host, or of n control-plane hosts starting
+// with it, and restores it later unless the fault says it stays off.
+func (r *run) cutPower(ctx context.Context, pl scenario.PowerLossFault, host string, announce func(string)) error {
+	hosts := []string{host}
+	if n := pl.ControlPlanes; n > 0 {
+		var err error
+		if hosts, err = r.controlPlaneHosts(ctx, host, n); err != nil {
+			return err
+		}
+	}
+	var cut []*lab.Host
+	for _, name := range hosts {
+		h, err := r.env.Site.Lab.Host(name)
+		if err != nil {
+			return err
+		}
+		cut = append(cut, h)
+	}
+	back := "back in " + pl.RestoreAfter.Duration.String()
+	if pl.StayOff {
+		back = "never back"
+	}
+	announce(fmt.Sprintf("power cut on %s, %s", strings.Join(hosts, ", "), back))
+	return powerLoss(ctx, cut, pl.RestoreAfter.Duration, pl.StayOff)
+}
+
+// takeBMCOffline makes host's BMCs, Redfish and IPMI, unreachable for a
+// while.
+func (r *run) takeBMCOffline(host string, d time.Duration, announce func(string)) error {
+	fleet := r.env.Site.BMCs
+	rf, hasRedfish := fleet.BMCs[host]
+	ip, hasIPMI := fleet.IPMI[host]
+	if !hasRedfish && !hasIPMI {
+		return fmt.Errorf("host %s has no BMC", host)
+	}
+	announce(fmt.Sprintf("the BMC of %s goes offline for %s", host, d))
+	if hasRedfish {
+		rf.Unreachable(d)
+	}
+	if hasIPMI {
+		ip.Unreachable(d)
+	}
+	return nil
+}
+
+// degradeBMCs slows every BMC and makes it fail a share of requests.
+func (r *run) degradeBMCs(f scenario.BMCFault, announce func(string)) {
+	announce(fmt.Sprintf("every BMC answers after %s, %.0f%% of Redfish requests with 503 and of IPMI datagrams lost",
+		f.Latency.Duration, f.ErrorRate*100))
+	for _, b := range r.env.Site.BMCs.BMCs {
+		b.SetFaults(bmc.Faults{Latency: f.Latency.Duration, ErrorRate: f.ErrorRate})
+	}
+	for _, b := range r.env.Site.BMCs.IPMI {
+		b.SetFaults(ipmi.Faults{Latency: f.Latency.Duration, DropRate: f.ErrorRate})
+	}
 }
 
 // powerLoss cuts the hosts' power at once and restores it later, as a

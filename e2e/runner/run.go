@@ -311,21 +311,7 @@ func (r *run) say(format string, args ...any) {
 
 // execute runs the six steps; each phase function is one step.
 func (r *run) execute(parent context.Context) (err error) {
-	// A shared run ends its part of the wave however it returns, so the
-	// others never wait for it (Run calls waveStarted at the end).
-	if w := r.shared().Wave; w != nil {
-		var once sync.Once
-		r.waveStarted = func() { once.Do(func() { w.End(r.clusterID()) }) }
-	}
-	if err := os.MkdirAll(r.opts.Dir, 0o755); err != nil {
-		return err
-	}
-	if ok, why := r.provider.Runs(r.scenario); !ok {
-		return errors.New(why)
-	}
-	// What the run starts is built before its clock starts: a cold build
-	// takes minutes, and a verdict must not depend on it.
-	if err := r.build(parent); err != nil {
+	if err := r.prepare(parent); err != nil {
 		return err
 	}
 	// The scenario's timeout bounds the run's own work: while a shared
@@ -340,33 +326,16 @@ func (r *run) execute(parent context.Context) (err error) {
 	if r.tl, err = timeline.Create(filepath.Join(r.opts.Dir, result.TimelineFile)); err != nil {
 		return err
 	}
-	if ports := r.provider.FixedPorts(); len(ports) > 0 {
-		r.say("holding ports %v, which %s's managers bind whatever they are told (waits while another run holds them)", ports, r.provider.Name)
-		release, err := loopback.Hold(ctx, ports...)
-		if err != nil {
-			return err
-		}
-		defer release() // after the deferred stop below: deferred calls run last-in first-out
+	release, err := r.holdFixedPorts(ctx)
+	if err != nil {
+		return err
 	}
+	defer release() // after the deferred stop below: deferred calls run last-in first-out
 	if err := r.timed(ctx, result.PhaseStart, r.start); err != nil {
 		return err
 	}
 	defer r.env.Plane.OnAPIServerCrash(r.recordAPIServerCrash)()
-	defer func() {
-		if r.opts.Shared != nil {
-			// The plane is shared: what its managers were refused is
-			// read for every run on it (a refusal breaks rbac-sufficient
-			// on each), and the fleet reports its processes and stops it.
-			r.recordForbidden()
-			return
-		}
-		// What each process of the plane used, read before they stop.
-		for _, c := range r.env.Plane.CPU() {
-			r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU})
-		}
-		r.recordForbidden()
-		_ = r.timed(ctx, result.PhaseStop, func(context.Context) error { r.env.Stop(); return nil })
-	}()
+	defer r.stopEnv(ctx)
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
 	r.faultErrs = make(chan error, len(r.scenario.Faults))
@@ -375,23 +344,11 @@ func (r *run) execute(parent context.Context) (err error) {
 	if err := r.waitForWave(ctx, limit, "let this cluster provision", Wave.Admit); err != nil {
 		return err
 	}
-
 	recCtx, stopRecording := context.WithCancel(context.Background())
 	defer stopRecording()
-	if r.shared().Env != nil {
-		r.watched, err = r.env.Watched()
-	} else {
-		r.watched, err = monitor.WatchedReader(recCtx, r.env.Plane.RESTConfig, reference.Scheme(), r.env.Namespace)
-	}
+	rec, err := r.startRecording(recCtx)
 	if err != nil {
 		return err
-	}
-	rec := &monitor.Recorder{Management: r.watched, Namespace: r.env.Namespace, Timeline: r.tl,
-		Workload: r.workloadClient, Hosts: r.provider.Lab, SpareLabel: r.provider.Hosts.SpareLabel}
-	go rec.Run(recCtx)
-	if r.provider.Lab {
-		go monitor.RecordLab(recCtx, r.env.Site.Lab, r.tl, r.ownHost, rec.Wake)
-		go monitor.RecordWorkload(recCtx, r.env.Site.Workloads, r.env.Namespace+"/"+clusterName, r.tl, rec.Wake)
 	}
 	for _, phase := range []struct {
 		name string
@@ -408,10 +365,85 @@ func (r *run) execute(parent context.Context) (err error) {
 	if err := r.timed(ctx, result.PhaseUpgrade, r.upgradeAndWait); err != nil {
 		return err // Run ends the run's part of the wave
 	}
+	return r.afterUpgrade(ctx, rec)
+}
+
+// prepare is what comes before the run's clock starts: its folder, the
+// provider's yes to the scenario, and what the run starts, built (a cold
+// build takes minutes, and a verdict must not depend on it). A shared
+// run ends its part of the wave however it returns, so the others never
+// wait for it (Run calls waveStarted at the end).
+func (r *run) prepare(ctx context.Context) error {
+	if w := r.shared().Wave; w != nil {
+		var once sync.Once
+		r.waveStarted = func() { once.Do(func() { w.End(r.clusterID()) }) }
+	}
+	if err := os.MkdirAll(r.opts.Dir, 0o755); err != nil {
+		return err
+	}
+	if ok, why := r.provider.Runs(r.scenario); !ok {
+		return errors.New(why)
+	}
+	return r.build(ctx)
+}
+
+// holdFixedPorts holds the ports the provider's managers bind whatever
+// they are told, waiting while another run holds them; release lets
+// them go.
+func (r *run) holdFixedPorts(ctx context.Context) (release func(), err error) {
+	ports := r.provider.FixedPorts()
+	if len(ports) == 0 {
+		return func() {}, nil
+	}
+	r.say("holding ports %v, which %s's managers bind whatever they are told (waits while another run holds them)", ports, r.provider.Name)
+	return loopback.Hold(ctx, ports...)
+}
+
+// stopEnv reads what the plane's managers were refused and, on a plane
+// of the run's own, what each process used, then stops plane and lab.
+// A shared plane is read for every run on it (a refusal breaks
+// rbac-sufficient on each); the fleet reports its processes and stops it.
+func (r *run) stopEnv(ctx context.Context) {
+	if r.opts.Shared != nil {
+		r.recordForbidden()
+		return
+	}
+	for _, c := range r.env.Plane.CPU() {
+		r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU})
+	}
+	r.recordForbidden()
+	_ = r.timed(ctx, result.PhaseStop, func(context.Context) error { r.env.Stop(); return nil })
+}
+
+// startRecording starts the recorder on the management objects and, on
+// the lab, the recorders of its events and of the workload cluster's.
+func (r *run) startRecording(ctx context.Context) (*monitor.Recorder, error) {
+	var err error
+	if r.shared().Env != nil {
+		r.watched, err = r.env.Watched()
+	} else {
+		r.watched, err = monitor.WatchedReader(ctx, r.env.Plane.RESTConfig, reference.Scheme(), r.env.Namespace)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec := &monitor.Recorder{Management: r.watched, Namespace: r.env.Namespace, Timeline: r.tl,
+		Workload: r.workloadClient, Hosts: r.provider.Lab, SpareLabel: r.provider.Hosts.SpareLabel}
+	go rec.Run(ctx)
+	if r.provider.Lab {
+		go monitor.RecordLab(ctx, r.env.Site.Lab, r.tl, r.ownHost, rec.Wake)
+		go monitor.RecordWorkload(ctx, r.env.Site.Workloads, r.env.Namespace+"/"+clusterName, r.tl, rec.Wake)
+	}
+	return rec, nil
+}
+
+// afterUpgrade marks the upgrade done, lets the wave move on, and waits
+// for CAPI's conditions to settle before reading the data back.
+func (r *run) afterUpgrade(ctx context.Context, rec *monitor.Recorder) error {
 	rec.Poll(ctx)
 	r.tl.Step(check.StepDone, r.doneDetail())
 	if r.waveStarted != nil {
-		r.waveStarted() // the upgrade is done: the wave may move on
+		r.waveStarted()
 	}
 	if err := r.faultsFired(); err != nil {
 		return err

@@ -397,180 +397,204 @@ func Parse(name string, data []byte) (*Scenario, error) {
 	return s, nil
 }
 
+// validate lists everything wrong with s, field by field, in the order
+// of the file.
 func (s *Scenario) validate() []string {
-	var errs []string
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, field+": "+fmt.Sprintf(format, args...))
+	var p specfile.Problems
+	s.validateNames(&p)
+	s.validateCluster(&p)
+	s.validateReleases(&p)
+	s.validateExpect(&p)
+	for i, f := range s.Faults {
+		s.validateFault(&p, fmt.Sprintf("faults[%d]", i), f)
 	}
+	if s.Timeout.Duration < 0 {
+		p.Add("timeout", "%s is negative", s.Timeout.Duration)
+	}
+	if o := s.Expect.MaxAPIOutage; o != nil && o.Duration < 0 {
+		p.Add("expect.maxAPIOutage", "%s is negative", o.Duration)
+	}
+	return append(p, s.Workload.validate(s.Cluster)...)
+}
+
+// validateNames checks the name, the lab, the forms, the host OS modes
+// and the strategy.
+func (s *Scenario) validateNames(p *specfile.Problems) {
 	if !namePattern.MatchString(s.Name) || len(s.Name) > 40 {
-		bad("name", "%q must be lower-case letters, digits and dashes (at most 40)", s.Name)
+		p.Add("name", "%q must be lower-case letters, digits and dashes (at most 40)", s.Name)
 	}
 	if s.Lab == "" {
-		bad("lab", "required (a fixtures/labs file)")
+		p.Add("lab", "required (a fixtures/labs file)")
 	}
 	for i, f := range s.Forms {
 		if !slices.Contains(forms, f) {
-			bad(fmt.Sprintf("forms[%d]", i), "%q is not one of %v", f, forms)
+			p.Add(fmt.Sprintf("forms[%d]", i), "%q is not one of %v", f, forms)
 		}
 	}
 	for i, m := range s.HostOS {
 		if !slices.Contains(vocab.HostOSModes, m) {
-			bad(fmt.Sprintf("hostOS[%d]", i), "%q is not one of %v", m, vocab.HostOSModes)
+			p.Add(fmt.Sprintf("hostOS[%d]", i), "%q is not one of %v", m, vocab.HostOSModes)
 		} else if slices.Index(s.HostOS, m) != i {
-			bad(fmt.Sprintf("hostOS[%d]", i), "%q is listed twice", m)
+			p.Add(fmt.Sprintf("hostOS[%d]", i), "%q is listed twice", m)
 		}
 	}
 	if !slices.Contains(Strategies, s.Strategy) {
-		bad("strategy", "%q is not one of %v", s.Strategy, Strategies)
+		p.Add("strategy", "%q is not one of %v", s.Strategy, Strategies)
 	}
+}
+
+// validateCluster checks the cluster's shape against what KCP and a
+// MachineDeployment accept and against the strategy.
+func (s *Scenario) validateCluster(p *specfile.Problems) {
 	cp, w := s.Cluster.ControlPlane, s.Cluster.Workers
 	if cp.Replicas < 1 || cp.Replicas%2 == 0 {
-		bad("cluster.controlPlane.replicas", "%d: KCP with stacked etcd needs an odd count, at least 1", cp.Replicas)
+		p.Add("cluster.controlPlane.replicas", "%d: KCP with stacked etcd needs an odd count, at least 1", cp.Replicas)
 	}
 	if cp.MaxSurge < 0 || cp.MaxSurge > 1 {
-		bad("cluster.controlPlane.maxSurge", "%d: KCP allows 0 or 1", cp.MaxSurge)
+		p.Add("cluster.controlPlane.maxSurge", "%d: KCP allows 0 or 1", cp.MaxSurge)
 	}
 	if cp.MaxSurge == 0 && cp.Replicas < 3 {
-		bad("cluster.controlPlane.maxSurge", "0 needs at least 3 replicas (KCP refuses it below; one replica is updated in place by the single-node controller)")
+		p.Add("cluster.controlPlane.maxSurge", "0 needs at least 3 replicas (KCP refuses it below; one replica is updated in place by the single-node controller)")
 	}
 	if (s.Strategy == ScaleIn || s.Strategy == Reset) && cp.MaxSurge != 0 {
-		bad("cluster.controlPlane.maxSurge", "%d: strategy %s scales in (maxSurge 0)", cp.MaxSurge, s.Strategy)
+		p.Add("cluster.controlPlane.maxSurge", "%d: strategy %s scales in (maxSurge 0)", cp.MaxSurge, s.Strategy)
 	}
 	if hc := s.Cluster.HealthCheck; hc != nil && hc.UnhealthyAfter.Duration < time.Second {
-		bad("cluster.healthCheck.unhealthyAfter", "%s: at least 1s (a MachineHealthCheck's timeout is whole seconds)", hc.UnhealthyAfter.Duration)
+		p.Add("cluster.healthCheck.unhealthyAfter", "%s: at least 1s (a MachineHealthCheck's timeout is whole seconds)", hc.UnhealthyAfter.Duration)
 	}
 	if w.Replicas < 0 || w.MaxSurge < 0 || w.MaxUnavailable < 0 {
-		bad("cluster.workers", "replicas, maxSurge and maxUnavailable must not be negative")
+		p.Add("cluster.workers", "replicas, maxSurge and maxUnavailable must not be negative")
 	}
 	if w.Replicas > 0 && w.MaxSurge == 0 && w.MaxUnavailable == 0 {
-		bad("cluster.workers", "maxSurge and maxUnavailable cannot both be 0 (the MachineDeployment could never roll)")
+		p.Add("cluster.workers", "maxSurge and maxUnavailable cannot both be 0 (the MachineDeployment could never roll)")
 	}
+}
+
+// validateReleases checks both releases: Kubernetes versions, images,
+// an upgrade that goes up, NIC firmware only where it can change.
+func (s *Scenario) validateReleases(p *specfile.Problems) {
 	for _, r := range []struct {
 		field string
 		rel   Release
 	}{{"from", s.From}, {"to", s.To}} {
 		if !semver.IsValid(r.rel.Version) || semver.Prerelease(r.rel.Version) != "" || strings.Count(r.rel.Version, ".") != 2 {
-			bad(r.field+".version", "%q is not a Kubernetes version like v1.36.3", r.rel.Version)
+			p.Add(r.field+".version", "%q is not a Kubernetes version like v1.36.3", r.rel.Version)
 		}
 		if r.rel.Image == "" {
-			bad(r.field+".image", "required (an image of the lab's catalog)")
+			p.Add(r.field+".image", "required (an image of the lab's catalog)")
 		}
 	}
 	if semver.IsValid(s.From.Version) && semver.IsValid(s.To.Version) && semver.Compare(s.From.Version, s.To.Version) >= 0 {
-		bad("to.version", "%s is not newer than from.version %s", s.To.Version, s.From.Version)
+		p.Add("to.version", "%s is not newer than from.version %s", s.To.Version, s.From.Version)
 	}
 	if s.From.NICFirmware != "" {
-		bad("from.nicFirmware", "the lab's NICs start on the NVM the lab file gives; name the wanted one in to.nicFirmware")
+		p.Add("from.nicFirmware", "the lab's NICs start on the NVM the lab file gives; name the wanted one in to.nicFirmware")
 	}
+}
+
+// validateExpect checks the expectations against the strategy, the
+// forms and each other.
+func (s *Scenario) validateExpect(p *specfile.Problems) {
 	if s.Expect.SameMachines && s.Strategy != InPlace {
-		bad("expect.sameMachines", "only an in-place upgrade keeps every Machine (strategy %s replaces them)", s.Strategy)
+		p.Add("expect.sameMachines", "only an in-place upgrade keeps every Machine (strategy %s replaces them)", s.Strategy)
 	}
 	if s.To.NICFirmware != "" && s.Strategy != InPlace {
-		bad("to.nicFirmware", "only in-place updates flash NIC firmware")
+		p.Add("to.nicFirmware", "only in-place updates flash NIC firmware")
 	}
 	switch s.Expect.Outcome {
 	case Upgraded:
 	case RolledBack, Reverted:
 		if s.Strategy != InPlace {
-			bad("expect.outcome", "%s needs strategy in-place (only an in-place update falls back to the slot it left)", s.Expect.Outcome)
+			p.Add("expect.outcome", "%s needs strategy in-place (only an in-place update falls back to the slot it left)", s.Expect.Outcome)
 		}
 		if s.Expect.Outcome == Reverted && slices.Contains(s.Forms, ClusterClass) {
-			bad("forms", "reverted needs forms [plain]: CAPI's Cluster webhook refuses to decrease spec.topology.version, so a ClusterClass cluster cannot be reverted")
+			p.Add("forms", "reverted needs forms [plain]: CAPI's Cluster webhook refuses to decrease spec.topology.version, so a ClusterClass cluster cannot be reverted")
 		}
 	case Stalled:
 		if len(s.Faults) == 0 && len(s.Expect.BrokenRules) == 0 {
-			bad("expect.outcome", "stalled needs a fault that stalls the upgrade, or the rules the stall breaks (expect.brokenRules)")
+			p.Add("expect.outcome", "stalled needs a fault that stalls the upgrade, or the rules the stall breaks (expect.brokenRules)")
 		}
 		if s.Expect.StallFor.Duration <= 0 {
-			bad("expect.stallFor", "stalled needs how long to watch the stalled upgrade (e.g. 20s)")
+			p.Add("expect.stallFor", "stalled needs how long to watch the stalled upgrade (e.g. 20s)")
 		}
 	default:
-		bad("expect.outcome", "%q is not upgraded, rolled-back, reverted or stalled", s.Expect.Outcome)
+		p.Add("expect.outcome", "%q is not upgraded, rolled-back, reverted or stalled", s.Expect.Outcome)
 	}
 	if s.Expect.StallFor.Duration != 0 && s.Expect.Outcome != Stalled {
-		bad("expect.stallFor", "only for outcome stalled")
+		p.Add("expect.stallFor", "only for outcome stalled")
 	}
 	for field, rules := range map[string][]string{"expect.brokenRules": s.Expect.BrokenRules, "expect.mayBreak": s.Expect.MayBreak} {
 		for i, r := range rules {
 			if !namePattern.MatchString(r) {
-				bad(fmt.Sprintf("%s[%d]", field, i), "%q is not a rule's name (docs/CONFORMANCE.md lists them)", r)
+				p.Add(fmt.Sprintf("%s[%d]", field, i), "%q is not a rule's name (docs/CONFORMANCE.md lists them)", r)
 			}
 		}
 	}
 	switch s.Expect.PersistentData {
 	case "", "kept", "wiped":
 	default:
-		bad("expect.persistentData", "%q is not kept or wiped", s.Expect.PersistentData)
+		p.Add("expect.persistentData", "%q is not kept or wiped", s.Expect.PersistentData)
 	}
-	for i, f := range s.Faults {
-		field := fmt.Sprintf("faults[%d]", i)
-		if f.Name == "" {
-			bad(field+".name", "required")
-		}
-		actions := 0
-		for _, set := range []bool{f.Restart != "", f.BMC != nil, f.PowerLoss != nil, f.AgentCrash != nil, f.Hang != nil} {
-			if set {
-				actions++
-			}
-		}
-		if actions != 1 {
-			bad(field, "give exactly one of restart, bmc, powerLoss, agentCrash and hang")
-		}
-		if f.PowerLoss != nil && f.When.LabEvent == "" {
-			bad(field+".when.labEvent", "powerLoss needs a lab event (it cuts the power of that event's host)")
-		}
-		if f.PowerLoss != nil && (f.PowerLoss.ControlPlanes < 0 || f.PowerLoss.ControlPlanes > cp.Replicas) {
-			bad(field+".powerLoss.controlPlanes", "%d: between 0 and the %d control-plane replicas", f.PowerLoss.ControlPlanes, cp.Replicas)
-		}
-		if f.PowerLoss != nil && f.PowerLoss.StayOff && f.PowerLoss.RestoreAfter.Duration != 0 {
-			bad(field+".powerLoss", "stayOff and restoreAfter exclude each other")
-		}
-		if f.Hang != nil && f.When.LabEvent == "" {
-			bad(field+".when.labEvent", "hang needs a lab event (it freezes that event's host's OS)")
-		}
-		if f.AgentCrash != nil && f.When.LabEvent == "" {
-			bad(field+".when.labEvent", "agentCrash needs a lab event (it crashes that event's host's agent)")
-		}
-		if f.BMC != nil && f.BMC.Offline.Duration != 0 && f.When.LabEvent == "" {
-			bad(field+".when.labEvent", "bmc.offline needs a lab event (it takes that event's host's BMC offline)")
-		}
-		if f.BMC != nil && f.BMC.Offline.Duration < 0 || f.PowerLoss != nil && f.PowerLoss.RestoreAfter.Duration < 0 ||
-			f.AgentCrash != nil && f.AgentCrash.RestartAfter.Duration < 0 {
-			bad(field, "durations must not be negative")
-		}
-		if f.Restart != "" && !namePattern.MatchString(f.Restart) {
-			bad(field+".restart", "%q is not a manager's name (capi, kcp, cabpk or one of the provider config's)", f.Restart)
-		}
-		if f.Restart == "inplace" && s.Strategy != InPlace {
-			bad(field+".restart", "the in-place extension runs only for strategy in-place")
-		}
-		if f.BMC != nil && (f.BMC.ErrorRate < 0 || f.BMC.ErrorRate > 0.9 || f.BMC.Latency.Duration < 0) {
-			bad(field+".bmc", "errorRate must be within 0..0.9 and latency not negative")
-		}
-		if w := f.When.AfterStep; w != "" && w != "env" && w != "upgrade" {
-			bad(field+".when.afterStep", "%q is not env or upgrade", w)
-		}
-		if f.When.Delay.Duration < 0 {
-			bad(field+".when.delay", "%s is negative", f.When.Delay.Duration)
+}
+
+// validateFault checks one fault: one action, the lab event the action
+// needs, its settings within range.
+func (s *Scenario) validateFault(p *specfile.Problems, field string, f Fault) {
+	if f.Name == "" {
+		p.Add(field+".name", "required")
+	}
+	actions := 0
+	for _, set := range []bool{f.Restart != "", f.BMC != nil, f.PowerLoss != nil, f.AgentCrash != nil, f.Hang != nil} {
+		if set {
+			actions++
 		}
 	}
-	if s.Timeout.Duration < 0 {
-		bad("timeout", "%s is negative", s.Timeout.Duration)
+	if actions != 1 {
+		p.Add(field, "give exactly one of restart, bmc, powerLoss, agentCrash and hang")
 	}
-	if o := s.Expect.MaxAPIOutage; o != nil && o.Duration < 0 {
-		bad("expect.maxAPIOutage", "%s is negative", o.Duration)
+	if f.PowerLoss != nil && f.When.LabEvent == "" {
+		p.Add(field+".when.labEvent", "powerLoss needs a lab event (it cuts the power of that event's host)")
 	}
-	errs = append(errs, s.Workload.validate(s.Cluster)...)
-	return errs
+	if f.PowerLoss != nil && (f.PowerLoss.ControlPlanes < 0 || f.PowerLoss.ControlPlanes > s.Cluster.ControlPlane.Replicas) {
+		p.Add(field+".powerLoss.controlPlanes", "%d: between 0 and the %d control-plane replicas", f.PowerLoss.ControlPlanes, s.Cluster.ControlPlane.Replicas)
+	}
+	if f.PowerLoss != nil && f.PowerLoss.StayOff && f.PowerLoss.RestoreAfter.Duration != 0 {
+		p.Add(field+".powerLoss", "stayOff and restoreAfter exclude each other")
+	}
+	if f.Hang != nil && f.When.LabEvent == "" {
+		p.Add(field+".when.labEvent", "hang needs a lab event (it freezes that event's host's OS)")
+	}
+	if f.AgentCrash != nil && f.When.LabEvent == "" {
+		p.Add(field+".when.labEvent", "agentCrash needs a lab event (it crashes that event's host's agent)")
+	}
+	if f.BMC != nil && f.BMC.Offline.Duration != 0 && f.When.LabEvent == "" {
+		p.Add(field+".when.labEvent", "bmc.offline needs a lab event (it takes that event's host's BMC offline)")
+	}
+	if f.BMC != nil && f.BMC.Offline.Duration < 0 || f.PowerLoss != nil && f.PowerLoss.RestoreAfter.Duration < 0 ||
+		f.AgentCrash != nil && f.AgentCrash.RestartAfter.Duration < 0 {
+		p.Add(field, "durations must not be negative")
+	}
+	if f.Restart != "" && !namePattern.MatchString(f.Restart) {
+		p.Add(field+".restart", "%q is not a manager's name (capi, kcp, cabpk or one of the provider config's)", f.Restart)
+	}
+	if f.Restart == "inplace" && s.Strategy != InPlace {
+		p.Add(field+".restart", "the in-place extension runs only for strategy in-place")
+	}
+	if f.BMC != nil && (f.BMC.ErrorRate < 0 || f.BMC.ErrorRate > 0.9 || f.BMC.Latency.Duration < 0) {
+		p.Add(field+".bmc", "errorRate must be within 0..0.9 and latency not negative")
+	}
+	if w := f.When.AfterStep; w != "" && w != "env" && w != "upgrade" {
+		p.Add(field+".when.afterStep", "%q is not env or upgrade", w)
+	}
+	if f.When.Delay.Duration < 0 {
+		p.Add(field+".when.delay", "%s is negative", f.When.Delay.Duration)
+	}
 }
 
 func (a Application) validate(c Cluster) []string {
-	var errs []string
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, "workload."+field+": "+fmt.Sprintf(format, args...))
-	}
+	var p specfile.Problems
 	if a.Replicas < 0 {
-		bad("replicas", "%d is negative", a.Replicas)
+		p.Add("workload.replicas", "%d is negative", a.Replicas)
 	}
 	replicas := a.ReplicasFor(c)
 	b := a.Budget
@@ -581,7 +605,7 @@ func (a Application) validate(c Cluster) []string {
 		}
 	}
 	if b.None && set > 0 || set > 1 {
-		bad("budget", "give one of minAvailable, maxUnavailable and none")
+		p.Add("workload.budget", "give one of minAvailable, maxUnavailable and none")
 	}
 	for _, f := range []struct{ name, value string }{{"minAvailable", b.MinAvailable}, {"maxUnavailable", b.MaxUnavailable}} {
 		if f.value == "" {
@@ -590,26 +614,26 @@ func (a Application) validate(c Cluster) []string {
 		n, pct, ok := parseBound(f.value)
 		switch {
 		case !ok:
-			bad("budget."+f.name, "%q is not a count (2) or a percentage (50%%)", f.value)
+			p.Add("workload.budget."+f.name, "%q is not a count (2) or a percentage (50%%)", f.value)
 		case pct && n > 100:
-			bad("budget."+f.name, "%s is above 100%%", f.value)
+			p.Add("workload.budget."+f.name, "%s is above 100%%", f.value)
 		case f.name == "minAvailable" && !pct && n > replicas:
-			bad("budget.minAvailable", "%d is above the %d replicas: the budget could never be met, so no pod could ever be evicted and a drain would wait forever (use %d to forbid every eviction)", n, replicas, replicas)
+			p.Add("workload.budget.minAvailable", "%d is above the %d replicas: the budget could never be met, so no pod could ever be evicted and a drain would wait forever (use %d to forbid every eviction)", n, replicas, replicas)
 		}
 	}
 	if a.NodeDrainTimeout.Duration < 0 {
-		bad("nodeDrainTimeout", "%s is negative", a.NodeDrainTimeout.Duration)
+		p.Add("workload.nodeDrainTimeout", "%s is negative", a.NodeDrainTimeout.Duration)
 	}
 	switch a.Nodes {
 	case "", OnControlPlane:
 	case OnWorkers:
 		if c.Workers.Replicas == 0 {
-			bad("nodes", "workers, but the cluster has none (cluster.workers.replicas is 0)")
+			p.Add("workload.nodes", "workers, but the cluster has none (cluster.workers.replicas is 0)")
 		}
 	default:
-		bad("nodes", "%q is not workers or control-plane", a.Nodes)
+		p.Add("workload.nodes", "%q is not workers or control-plane", a.Nodes)
 	}
-	return errs
+	return p
 }
 
 // parseBound reads "2" or "50%".

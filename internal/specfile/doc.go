@@ -7,5 +7,6 @@
 // errors, so "yaml: unmarshal errors: line 5: field colour not found in
 // type nic.Rule" reads "FILE: line 5: unknown field "colour""; an empty
 // document is an error too. What each value must be is the caller's own
-// validation; specfile guarantees only that every field written was read.
+// validation, which collects what it finds as [Problems] ("field:
+// problem"); specfile guarantees only that every field written was read.
 package specfile

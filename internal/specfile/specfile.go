@@ -39,3 +39,12 @@ func tidy(err error) string {
 	}
 	return strings.Join(lines, "; ")
 }
+
+// Problems collects what a caller's validation finds wrong with a
+// decoded file, each as "field: problem", in the order found.
+type Problems []string
+
+// Add records a problem of field.
+func (p *Problems) Add(field, format string, args ...any) {
+	*p = append(*p, field+": "+fmt.Sprintf(format, args...))
+}
