@@ -213,13 +213,7 @@ func (o fleetOptions) runOne(ctx context.Context, out io.Writer, root string, fl
 	if err := rep.Write(dir); err != nil {
 		return nil, nil, err
 	}
-	if err := result.Write(filepath.Join(dir, result.File), results); err != nil {
-		return nil, nil, err
-	}
-	if err := report.Write(dir, results, report.Layout{Processes: 1}); err != nil {
-		return nil, nil, err
-	}
-	if err := result.WriteJUnit(filepath.Join(dir, result.JUnitFile), results); err != nil {
+	if err := writeArtifacts(dir, results, report.Layout{Processes: 1}); err != nil {
 		return nil, nil, err
 	}
 	fmt.Fprintln(out)

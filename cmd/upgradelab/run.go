@@ -69,38 +69,16 @@ type runOptions struct {
 	rateLimited          bool
 }
 
+// run plans the runs, builds what they need, runs them and writes the
+// artifacts; it fails when a run broke a rule or stopped.
 func (o runOptions) run(ctx context.Context, out io.Writer) error {
 	root, err := reference.RepoRoot()
 	if err != nil {
 		return fmt.Errorf("run from the repository (its fixtures and templates): %w", err)
 	}
-	if len(o.scenarios) == 0 {
-		o.scenarios = []string{filepath.Join(root, "scenarios", "*.yaml")}
-	}
-	var provs []*provider.Config
-	for _, p := range o.providers {
-		c, err := provider.Load(inRepo(root, p))
-		if err != nil {
-			return err
-		}
-		provs = append(provs, c)
-	}
-	scenarios, err := plan.Scenarios(o.scenarios...)
+	provs, runs, err := o.plan(root)
 	if err != nil {
 		return err
-	}
-	if scenarios, err = plan.OnBackend(scenarios, o.backend); err != nil {
-		return err
-	}
-	runs, err := plan.Runs(scenarios, provs, o.repeat)
-	if err != nil {
-		return err
-	}
-	if runs, err = plan.Select(runs, o.labels); err != nil {
-		return err
-	}
-	if len(runs) == 0 {
-		return fmt.Errorf("no run: none of the providers supports the scenarios' strategies, or --labels %q selects none", o.labels)
 	}
 	dir, bins, closeLog, err := artifactsAndBinaries(ctx, out, o.artifacts, "run")
 	if err != nil {
@@ -115,12 +93,64 @@ func (o runOptions) run(ctx context.Context, out io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "%d run(s), %d at a time; artifacts in %s\n", len(runs), max(o.parallel, 1), dir)
+	results, layout := o.runAll(ctx, out, root, dir, bins, runs)
+	if err := writeArtifacts(dir, results, layout); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	result.WriteTable(out, results)
+	fmt.Fprintf(out, "\nupgradelab artifacts: %s (report.html, %s, %s, one folder per run)\n", dir, result.File, result.JUnitFile)
+	for _, r := range results {
+		if r.Failed() {
+			return errRulesBroken
+		}
+	}
+	return nil
+}
+
+// plan loads the providers and plans their runs of the scenarios the
+// options name (every shipped scenario by default).
+func (o runOptions) plan(root string) ([]*provider.Config, []plan.Run, error) {
+	if len(o.scenarios) == 0 {
+		o.scenarios = []string{filepath.Join(root, "scenarios", "*.yaml")}
+	}
+	var provs []*provider.Config
+	for _, p := range o.providers {
+		c, err := provider.Load(inRepo(root, p))
+		if err != nil {
+			return nil, nil, err
+		}
+		provs = append(provs, c)
+	}
+	scenarios, err := plan.Scenarios(o.scenarios...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if scenarios, err = plan.OnBackend(scenarios, o.backend); err != nil {
+		return nil, nil, err
+	}
+	runs, err := plan.Runs(scenarios, provs, o.repeat)
+	if err != nil {
+		return nil, nil, err
+	}
+	if runs, err = plan.Select(runs, o.labels); err != nil {
+		return nil, nil, err
+	}
+	if len(runs) == 0 {
+		return nil, nil, fmt.Errorf("no run: none of the providers supports the scenarios' strategies, or --labels %q selects none", o.labels)
+	}
+	return provs, runs, nil
+}
+
+// runAll runs the runs, o.parallel at a time, each in its folder under
+// dir, and says which slot ran which run when.
+func (o runOptions) runAll(ctx context.Context, out io.Writer, root, dir string, bins reference.Binaries, runs []plan.Run) ([]result.Result, report.Layout) {
+	parallel := max(o.parallel, 1)
 	results := make([]result.Result, len(runs))
-	layout := report.Layout{Processes: max(o.parallel, 1)}
 	placements := make([]report.Placement, len(runs))
 	progress := &lockedWriter{w: out}
-	slots := make(chan int, max(o.parallel, 1))
-	for i := range max(o.parallel, 1) {
+	slots := make(chan int, parallel)
+	for i := range parallel {
 		slots <- i + 1
 	}
 	var wg sync.WaitGroup
@@ -137,25 +167,18 @@ func (o runOptions) run(ctx context.Context, out io.Writer) error {
 		})
 	}
 	wg.Wait()
-	layout.Runs = placements
+	return results, report.Layout{Processes: parallel, Runs: placements}
+}
+
+// writeArtifacts writes results.json, report.html and junit.xml into dir.
+func writeArtifacts(dir string, results []result.Result, layout report.Layout) error {
 	if err := result.Write(filepath.Join(dir, result.File), results); err != nil {
 		return err
 	}
 	if err := report.Write(dir, results, layout); err != nil {
 		return err
 	}
-	if err := result.WriteJUnit(filepath.Join(dir, result.JUnitFile), results); err != nil {
-		return err
-	}
-	fmt.Fprintln(out)
-	result.WriteTable(out, results)
-	fmt.Fprintf(out, "\nupgradelab artifacts: %s (report.html, %s, %s, one folder per run)\n", dir, result.File, result.JUnitFile)
-	for _, r := range results {
-		if r.Failed() {
-			return errRulesBroken
-		}
-	}
-	return nil
+	return result.WriteJUnit(filepath.Join(dir, result.JUnitFile), results)
 }
 
 // referenceBinaries are the provider's and the extension's executables:

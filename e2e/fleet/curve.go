@@ -119,17 +119,22 @@ type series struct {
 	value func(*Report) float64
 }
 
+// curvePanel is one panel of the curve: a quantity and its series.
+type curvePanel struct {
+	title, unit string
+	lines       []series
+}
+
+// The curve's size: each panel's width and height, and its margin.
+const curveWidth, curveHeight, curvePad = 420.0, 300.0, 50.0
+
 // curveSVG draws two panels against the lab's size (log scale): the
 // wave's times in minutes and the peak memory in GiB; each point is
 // labelled with the clusters that passed.
 func curveSVG(reps []*Report) string {
-	const w, h, pad = 420.0, 300.0, 50.0
 	minutes := func(d time.Duration) float64 { return d.Minutes() }
 	gib := func(b int64) float64 { return float64(b) / (1 << 30) }
-	panels := []struct {
-		title, unit string
-		lines       []series
-	}{
+	panels := []curvePanel{
 		{"time", "minutes", []series{
 			{"wall", "#1f77b4", func(r *Report) float64 { return minutes(r.Wall) }},
 			{"provisioning", "#9467bd", func(r *Report) float64 { return minutes(r.Provision) }},
@@ -143,18 +148,8 @@ func curveSVG(reps []*Report) string {
 		}},
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", 2*w, h+40)
-	title := "fleet cost against lab size"
-	if len(reps) > 0 {
-		var names []string
-		for _, r := range reps {
-			if n := baseName(r.Fleet); !slices.Contains(names, n) {
-				names = append(names, n)
-			}
-		}
-		title = fmt.Sprintf("fleet %s: cost against lab size (one plane, one wave; labels: clusters passed of clusters)", strings.Join(names, ", "))
-	}
-	fmt.Fprintf(&b, `<text x="10" y="16" font-size="13">%s</text>`+"\n", html.EscapeString(title))
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", 2*curveWidth, curveHeight+40)
+	fmt.Fprintf(&b, `<text x="10" y="16" font-size="13">%s</text>`+"\n", html.EscapeString(curveTitle(reps)))
 	lo, hi := 1.0, 10.0
 	if len(reps) > 0 {
 		lo, hi = math.Log10(float64(reps[0].Hosts)), math.Log10(float64(reps[len(reps)-1].Hosts))
@@ -163,51 +158,72 @@ func curveSVG(reps []*Report) string {
 		}
 	}
 	for i, p := range panels {
-		x0, y0 := float64(i)*w+pad, 30.0
-		pw, ph := w-1.5*pad, h-pad-10
-		top := 0.0
-		for _, s := range p.lines {
-			for _, r := range reps {
-				if v := s.value(r); !math.IsNaN(v) {
-					top = max(top, v)
-				}
-			}
-		}
-		top = niceCeil(top)
-		px := func(hosts int) float64 { return x0 + (math.Log10(float64(hosts))-lo)/(hi-lo)*pw }
-		py := func(v float64) float64 { return y0 + ph - v/top*ph }
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#999"/>`+"\n", x0, y0, pw, ph)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%s (%s)</text>`+"\n", x0, y0-4, p.title, p.unit)
-		for k := 0; k <= 4; k++ {
-			v := top * float64(k) / 4
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end">%.3g</text>`+"\n", x0-4, py(v)+4, v)
-		}
-		for _, r := range reps {
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%d</text>`+"\n", px(r.Hosts), y0+ph+14, r.Hosts)
-		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">hosts (log scale)</text>`+"\n", x0+pw/2, y0+ph+28)
-		for j, s := range p.lines {
-			var pts []string
-			for _, r := range reps {
-				if v := s.value(r); !math.IsNaN(v) {
-					pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(r.Hosts), py(v)))
-					fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", px(r.Hosts), py(v), s.color)
-				}
-			}
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", s.color, strings.Join(pts, " "))
-			// The legend: a stroke of the series' colour, then its name.
-			ly := y0 + 14 + float64(j)*13
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", x0+6, ly-4, x0+20, ly-4, s.color)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="%s">%s</text>`+"\n", x0+24, ly, s.color, html.EscapeString(s.name))
-		}
-		if i == 0 {
-			for _, r := range reps {
-				fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#555">%d/%d</text>`+"\n", px(r.Hosts), py(minutes(r.Wall))-8, r.Passed, r.Clusters)
-			}
-		}
+		drawPanel(&b, p, reps, float64(i)*curveWidth+curvePad, lo, hi, i == 0)
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+// curveTitle names the fleets the curve shows.
+func curveTitle(reps []*Report) string {
+	if len(reps) == 0 {
+		return "fleet cost against lab size"
+	}
+	var names []string
+	for _, r := range reps {
+		if n := baseName(r.Fleet); !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return fmt.Sprintf("fleet %s: cost against lab size (one plane, one wave; labels: clusters passed of clusters)", strings.Join(names, ", "))
+}
+
+// drawPanel draws one panel at x0: its frame, axes, series and legend,
+// the hosts' log scale running from lo to hi; with passed, each wall
+// time's point is labelled with the clusters that passed.
+func drawPanel(b *strings.Builder, p curvePanel, reps []*Report, x0, lo, hi float64, passed bool) {
+	y0 := 30.0
+	pw, ph := curveWidth-1.5*curvePad, curveHeight-curvePad-10
+	top := 0.0
+	for _, s := range p.lines {
+		for _, r := range reps {
+			if v := s.value(r); !math.IsNaN(v) {
+				top = max(top, v)
+			}
+		}
+	}
+	top = niceCeil(top)
+	px := func(hosts int) float64 { return x0 + (math.Log10(float64(hosts))-lo)/(hi-lo)*pw }
+	py := func(v float64) float64 { return y0 + ph - v/top*ph }
+	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#999"/>`+"\n", x0, y0, pw, ph)
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f">%s (%s)</text>`+"\n", x0, y0-4, p.title, p.unit)
+	for k := 0; k <= 4; k++ {
+		v := top * float64(k) / 4
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end">%.3g</text>`+"\n", x0-4, py(v)+4, v)
+	}
+	for _, r := range reps {
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%d</text>`+"\n", px(r.Hosts), y0+ph+14, r.Hosts)
+	}
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">hosts (log scale)</text>`+"\n", x0+pw/2, y0+ph+28)
+	for j, s := range p.lines {
+		var pts []string
+		for _, r := range reps {
+			if v := s.value(r); !math.IsNaN(v) {
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(r.Hosts), py(v)))
+				fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", px(r.Hosts), py(v), s.color)
+			}
+		}
+		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", s.color, strings.Join(pts, " "))
+		// The legend: a stroke of the series' colour, then its name.
+		ly := y0 + 14 + float64(j)*13
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", x0+6, ly-4, x0+20, ly-4, s.color)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s">%s</text>`+"\n", x0+24, ly, s.color, html.EscapeString(s.name))
+	}
+	if passed {
+		for _, r := range reps {
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#555">%d/%d</text>`+"\n", px(r.Hosts), py(r.Wall.Minutes())-8, r.Passed, r.Clusters)
+		}
+	}
 }
 
 // baseName is a fleet's name without the size LoadScaled appended

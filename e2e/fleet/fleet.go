@@ -104,16 +104,10 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	if profileErr == nil {
 		defer stopProfile() // on an early return
 	}
-	prov, err := provider.Load(filepath.Join(o.RepoRoot, runner.DefaultProvider))
+	prov, extra, err := fleetProvider(o)
 	if err != nil {
 		return nil, nil, err
 	}
-	lone, loneUpgrade := prov.Intervals.Provision.Duration, prov.Intervals.Upgrade.Duration
-	prov.Intervals.Provision.Duration = max(lone, cmp.Or(o.Provision, DefaultProvision))
-	prov.Intervals.Upgrade.Duration = max(loneUpgrade, cmp.Or(o.Upgrade, DefaultUpgrade))
-	// What the fleet adds to the lone bounds it adds to each scenario's
-	// own timeout, which covers every step.
-	extra := prov.Intervals.Provision.Duration - lone + prov.Intervals.Upgrade.Duration - loneUpgrade
 	say := func(format string, args ...any) {
 		if o.Progress != nil {
 			fmt.Fprintf(o.Progress, "%s [fleet %s] %s\n", time.Now().Format("15:04:05"), fl.File.Name, fmt.Sprintf(format, args...))
@@ -137,85 +131,28 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 
 	w := newWave(len(fl.Clusters), fl.File.Wave.Batch, fl.File.Provision.Concurrent)
 	settle := cmp.Or(o.Settle, DefaultSettle)
-	results := make([]result.Result, len(fl.Clusters))
 	samplerCtx, stopSampling := context.WithCancel(ctx)
 	var sampling sync.WaitGroup
 	sampling.Go(func() { meter.sample(samplerCtx) })
 	// The API server's CPU, profiled once while the clusters provision
 	// and once in the wave: what it spends itself on where it is busiest.
-	var profiling sync.WaitGroup
-	// One slot each, in the report's order; each goroutine writes its own.
-	var profiled [2]*APIServerProfile
-	var profileErrs [2]error
-	profileFor := max(cmp.Or(o.APIServerProfile, DefaultAPIServerProfile), time.Second)
-	profileAfter := func(slot int, start <-chan struct{}, phase, file string) {
-		select {
-		case <-start:
-		case <-samplerCtx.Done():
-			return
-		}
-		select {
-		case <-time.After(profileFor):
-		case <-samplerCtx.Done():
-			return
-		}
-		path := filepath.Join(o.Dir, file)
-		err := meter.profileAPIServer(samplerCtx, path, profileFor)
-		var work []Component
-		if err == nil {
-			work, err = charge(path, 8, apiServerWorkOf)
-		}
-		if err != nil {
-			profileErrs[slot] = fmt.Errorf("the API server's CPU profile %s: %w", phase, err)
-			return
-		}
-		profiled[slot] = &APIServerProfile{Phase: phase, File: file, Work: work}
-	}
+	prof := &apiServerProfiler{meter: meter, dir: o.Dir, length: max(cmp.Or(o.APIServerProfile, DefaultAPIServerProfile), time.Second)}
 	now := make(chan struct{})
 	close(now)
-	profiling.Go(func() { profileAfter(0, now, "while provisioning", APIServerProfileProvisioning) })
-	profiling.Go(func() { profileAfter(1, w.begun, "in the wave", APIServerProfileWave) })
-	var wg sync.WaitGroup
-	for i, c := range fl.Clusters {
-		wg.Go(func() {
-			results[i] = runner.Run(ctx, c.Scenario, clusterLab(fl.Lab, c.Hosts), fl.File.Form, runner.Options{
-				RepoRoot: o.RepoRoot, Dir: filepath.Join(o.Dir, "clusters", c.Name), Scale: o.Scale,
-				Progress: o.Progress, Name: c.Name, Provider: prov, RateLimitedReconciles: o.RateLimitedReconciles,
-				Shared: &runner.Shared{Env: env, Hosts: c.Hosts, Wave: w}, Settle: settle,
-				ExtraTime: max(0, extra+settle-runner.DefaultSettle)})
-		})
-	}
-	allEnded, marked := make(chan struct{}), make(chan struct{})
-	go func() {
-		// The wave's start, as the meter sees it.
-		defer close(marked)
-		select {
-		case <-w.begun:
-		case <-allEnded:
-		}
-		select {
-		case <-w.begun: // it may have begun as the last run ended
-			meter.mark(ctx, markWave)
-			say("every cluster provisioned in %s; the wave begins (%s)", time.Since(planeUp).Round(time.Second), batchName(fl.File.Wave.Batch))
-		default:
-		}
-	}()
-	wg.Wait()
+	prof.start(samplerCtx, 0, now, "while provisioning", APIServerProfileProvisioning)
+	prof.start(samplerCtx, 1, w.begun, "in the wave", APIServerProfileWave)
+	allEnded := make(chan struct{})
+	marked := markWaveStart(ctx, w, meter, allEnded, func() {
+		say("every cluster provisioned in %s; the wave begins (%s)", time.Since(planeUp).Round(time.Second), batchName(fl.File.Wave.Batch))
+	})
+	results := runClusters(ctx, fl, o, prov, &runner.Shared{Env: env, Wave: w}, settle, extra)
 	close(allEnded)
 	<-marked
 	meter.mark(ctx, markEnd)
 	stopSampling()
 	sampling.Wait()
-	profiling.Wait()
 	rep := newReport(fl, results, w, meter, started, planeUp)
-	for i, p := range profiled {
-		if p != nil {
-			rep.APIServer = append(rep.APIServer, *p)
-		}
-		if profileErrs[i] != nil {
-			rep.Unread = append(rep.Unread, profileErrs[i].Error())
-		}
-	}
+	prof.addTo(rep)
 	rep.CAPIRateLimiting, rep.ManagerArgs, rep.SettleBound = o.RateLimitedReconciles, o.ManagerArgs, settle
 	rep.ProvisionBound, rep.UpgradeBound = prov.Intervals.Provision.Duration, prov.Intervals.Upgrade.Duration
 	if profileErr == nil {
@@ -228,6 +165,118 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 		rep.Unread = append(rep.Unread, "the harness's CPU profile: "+profileErr.Error())
 	}
 	return rep, results, nil
+}
+
+// fleetProvider is the reference provider with its provisioning and
+// upgrade bounds widened to the fleet's (Options or the defaults), and
+// extra, what the fleet adds to the lone bounds, which it adds to each
+// scenario's own timeout too, since that covers every step.
+func fleetProvider(o Options) (prov *provider.Config, extra time.Duration, err error) {
+	prov, err = provider.Load(filepath.Join(o.RepoRoot, runner.DefaultProvider))
+	if err != nil {
+		return nil, 0, err
+	}
+	lone, loneUpgrade := prov.Intervals.Provision.Duration, prov.Intervals.Upgrade.Duration
+	prov.Intervals.Provision.Duration = max(lone, cmp.Or(o.Provision, DefaultProvision))
+	prov.Intervals.Upgrade.Duration = max(loneUpgrade, cmp.Or(o.Upgrade, DefaultUpgrade))
+	extra = prov.Intervals.Provision.Duration - lone + prov.Intervals.Upgrade.Duration - loneUpgrade
+	return prov, extra, nil
+}
+
+// runClusters runs every cluster of the fleet at once on the shared
+// plane and lab, each on its own hosts, and returns their results in the
+// fleet's order.
+func runClusters(ctx context.Context, fl *Fleet, o Options, prov *provider.Config, shared *runner.Shared, settle, extra time.Duration) []result.Result {
+	results := make([]result.Result, len(fl.Clusters))
+	var wg sync.WaitGroup
+	for i, c := range fl.Clusters {
+		own := *shared
+		own.Hosts = c.Hosts
+		wg.Go(func() {
+			results[i] = runner.Run(ctx, c.Scenario, clusterLab(fl.Lab, c.Hosts), fl.File.Form, runner.Options{
+				RepoRoot: o.RepoRoot, Dir: filepath.Join(o.Dir, "clusters", c.Name), Scale: o.Scale,
+				Progress: o.Progress, Name: c.Name, Provider: prov, RateLimitedReconciles: o.RateLimitedReconciles,
+				Shared: &own, Settle: settle,
+				ExtraTime: max(0, extra+settle-runner.DefaultSettle)})
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+// markWaveStart marks the wave's start on the meter when it begins,
+// telling begun; the channel it returns closes once the wave began or
+// every run ended first.
+func markWaveStart(ctx context.Context, w *wave, m *meter, allEnded <-chan struct{}, begun func()) <-chan struct{} {
+	marked := make(chan struct{})
+	go func() {
+		defer close(marked)
+		select {
+		case <-w.begun:
+		case <-allEnded:
+		}
+		select {
+		case <-w.begun: // it may have begun as the last run ended
+			m.mark(ctx, markWave)
+			begun()
+		default:
+		}
+	}()
+	return marked
+}
+
+// apiServerProfiler takes the API server's CPU profiles, one per slot,
+// each charged to the work it did.
+type apiServerProfiler struct {
+	meter  *meter
+	dir    string
+	length time.Duration
+	wg     sync.WaitGroup
+	// One slot each, in the report's order; each goroutine writes its own.
+	profiled [2]*APIServerProfile
+	errs     [2]error
+}
+
+// start profiles the API server into file for p.length, p.length after
+// start closes, unless ctx ends first.
+func (p *apiServerProfiler) start(ctx context.Context, slot int, start <-chan struct{}, phase, file string) {
+	p.wg.Go(func() {
+		select {
+		case <-start:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-time.After(p.length):
+		case <-ctx.Done():
+			return
+		}
+		path := filepath.Join(p.dir, file)
+		err := p.meter.profileAPIServer(ctx, path, p.length)
+		var work []Component
+		if err == nil {
+			work, err = charge(path, 8, apiServerWorkOf)
+		}
+		if err != nil {
+			p.errs[slot] = fmt.Errorf("the API server's CPU profile %s: %w", phase, err)
+			return
+		}
+		p.profiled[slot] = &APIServerProfile{Phase: phase, File: file, Work: work}
+	})
+}
+
+// addTo waits for the profiles and puts them, or why they are missing,
+// in the report.
+func (p *apiServerProfiler) addTo(rep *Report) {
+	p.wg.Wait()
+	for i, prof := range p.profiled {
+		if prof != nil {
+			rep.APIServer = append(rep.APIServer, *prof)
+		}
+		if p.errs[i] != nil {
+			rep.Unread = append(rep.Unread, p.errs[i].Error())
+		}
+	}
 }
 
 func batchName(n int) string {

@@ -145,8 +145,81 @@ func Scheme() *runtime.Scheme {
 // Start brings a plane up and returns once every manager is ready. On error
 // everything it started is stopped again.
 func Start(ctx context.Context, opts Options) (p *Plane, err error) {
+	opts, err = withDefaults(opts)
+	if err != nil {
+		return nil, err
+	}
+	assets, err := ResolveAssets(opts.Assets)
+	if err != nil {
+		return nil, err
+	}
+	p, err = newPlane(opts)
+	if err != nil {
+		return nil, err
+	}
+	// kube-controller-manager starts while the CRDs and webhooks install;
+	// the managers' identities wait for it (its aggregation fills their
+	// roles), and so does a failed start before it stops everything.
+	kcm := &controllerManagerStart{}
+	defer func() {
+		if err != nil {
+			kcm.Wait()
+			p.Stop()
+			p = nil
+		}
+	}()
+	begin := time.Now()
+	if err := p.connect(assets, p.LogDir, opts.KindNodeImage); err != nil {
+		return p, err
+	}
+	fmt.Fprintf(p.progress, "mgmt: API server up (%s) in %s\n", p.Target, time.Since(begin).Round(10*time.Millisecond))
+	if p.env != nil {
+		if err := p.superviseAPIServer(filepath.Join(p.LogDir, "kube-apiserver+etcd.log")); err != nil {
+			return p, err
+		}
+	}
+	if p.Target.Kind == Embedded {
+		p.startControllerManager(ctx, kcm, assets, opts, begin)
+	}
+	managers, names, gates, err := planManagers(assets, opts)
+	if err != nil {
+		return p, err
+	}
+	certs, ports, err := p.installManagers(ctx, managers, opts.WebhookHost, assets, begin)
+	if err != nil {
+		return p, err
+	}
+	kcm.Wait()
+	if kcm.err != nil {
+		return p, kcm.err
+	}
+	if p.controllerManager != nil {
+		fmt.Fprintf(p.progress, "mgmt: kube-controller-manager up at %s\n", kcm.up.Round(10*time.Millisecond))
+	}
+	if err := p.installIdentities(ctx, managers, p.LogDir); err != nil {
+		return p, err
+	}
+	fmt.Fprintf(p.progress, "mgmt: each manager's ServiceAccount and RBAC installed at %s\n", time.Since(begin).Round(10*time.Millisecond))
+	p.managers, p.ports, p.certDir = managers, ports, certs.dir
+	where := ""
+	if p.kind != nil {
+		err = p.runManagersInKind(ctx, opts, certs)
+		where = " as Pods on kind cluster " + p.Target.Cluster
+	} else {
+		err = p.runManagersHere(ctx, opts, certs)
+	}
+	if err != nil {
+		return p, err
+	}
+	fmt.Fprintf(p.progress, "mgmt: managers ready%s (%s; CAPI gates %v) in %s\n", where, strings.Join(names, ", "), gates, time.Since(begin).Round(10*time.Millisecond))
+	return p, nil
+}
+
+// withDefaults fills the options' defaults: webhooks on 127.0.0.1, a
+// 2-minute start, no progress, the embedded target.
+func withDefaults(opts Options) (Options, error) {
 	if opts.ArtifactsDir == "" {
-		return nil, errors.New("mgmt: Options.ArtifactsDir is required")
+		return opts, errors.New("mgmt: Options.ArtifactsDir is required")
 	}
 	if opts.WebhookHost == "" {
 		opts.WebhookHost = "127.0.0.1"
@@ -160,10 +233,12 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 	if opts.Target.Kind == "" {
 		opts.Target.Kind = Embedded
 	}
-	assets, err := ResolveAssets(opts.Assets)
-	if err != nil {
-		return nil, err
-	}
+	return opts, nil
+}
+
+// newPlane makes the plane's log folder and ends what a killed harness
+// left running before anything new starts.
+func newPlane(opts Options) (*Plane, error) {
 	dir, err := filepath.Abs(filepath.Join(opts.ArtifactsDir, "mgmt"))
 	if err != nil {
 		return nil, err
@@ -178,131 +253,115 @@ func Start(ctx context.Context, opts Options) (p *Plane, err error) {
 	if n := r.reapOrphans(); n > 0 {
 		fmt.Fprintf(opts.Progress, "mgmt: ended %d process(es) left by a harness that was killed\n", n)
 	}
-	p = &Plane{Target: opts.Target, LogDir: dir, reaper: r, progress: opts.Progress}
-	// kube-controller-manager starts while the CRDs and webhooks install;
-	// the managers' identities wait for it (its aggregation fills their
-	// roles), and so does a failed start before it stops everything.
-	var kcm struct {
-		sync.WaitGroup
-		err error
-		up  time.Duration
-	}
-	defer func() {
-		if err != nil {
-			kcm.Wait()
-			p.Stop()
-			p = nil
-		}
-	}()
+	return &Plane{Target: opts.Target, LogDir: dir, reaper: r, progress: opts.Progress}, nil
+}
 
-	begin := time.Now()
-	if err := p.connect(assets, dir, opts.KindNodeImage); err != nil {
-		return p, err
-	}
-	fmt.Fprintf(p.progress, "mgmt: API server up (%s) in %s\n", p.Target, time.Since(begin).Round(10*time.Millisecond))
-	if p.env != nil {
-		if err := p.superviseAPIServer(filepath.Join(dir, "kube-apiserver+etcd.log")); err != nil {
-			return p, err
-		}
-	}
-	if p.Target.Kind == Embedded {
-		controllers := aggregationController
-		if opts.ControllerManager {
-			controllers += "," + controllerManagerControllers
-		}
-		kcm.Go(func() {
-			proc, err := startControllerManager(ctx, assets, p.Kubeconfig, dir, controllers, opts.StartTimeout)
-			if err == nil {
-				_ = r.record(proc.pid())
-				p.controllerManager, kcm.up = proc, time.Since(begin)
-			}
-			kcm.err = err
-		})
-	}
+// controllerManagerStart is kube-controller-manager's start in the
+// background: its error and when it was up.
+type controllerManagerStart struct {
+	sync.WaitGroup
+	err error
+	up  time.Duration
+}
 
-	gates := append(FeatureGates(opts.RateLimitedReconciles), opts.ExtraFeatureGates...)
-	managers := capiManagers(assets, gates)
-	names := []string{"capi", "kcp", "cabpk"}
+// startControllerManager starts kube-controller-manager in the
+// background (the aggregation controller, and with
+// Options.ControllerManager the garbage collector and namespaces).
+func (p *Plane) startControllerManager(ctx context.Context, kcm *controllerManagerStart, assets Assets, opts Options, begin time.Time) {
+	controllers := aggregationController
+	if opts.ControllerManager {
+		controllers += "," + controllerManagerControllers
+	}
+	kcm.Go(func() {
+		proc, err := startControllerManager(ctx, assets, p.Kubeconfig, p.LogDir, controllers, opts.StartTimeout)
+		if err == nil {
+			_ = p.reaper.record(proc.pid())
+			p.controllerManager, kcm.up = proc, time.Since(begin)
+		}
+		kcm.err = err
+	})
+}
+
+// planManagers lists the managers the plane runs, CAPI's three and the
+// providers', with their feature gates, extra flags and identities; a
+// flag for a manager it does not run is an error.
+func planManagers(assets Assets, opts Options) (managers []managerSpec, names, gates []string, err error) {
+	gates = append(FeatureGates(opts.RateLimitedReconciles), opts.ExtraFeatureGates...)
+	managers = capiManagers(assets, gates)
+	names = []string{"capi", "kcp", "cabpk"}
 	for _, prov := range opts.Providers {
 		managers = append(managers, prov.spec(gates))
 		names = append(names, prov.Name)
 	}
 	for name := range opts.ManagerArgs {
 		if !slices.Contains(names, name) {
-			return p, fmt.Errorf("mgmt: flags for manager %q, which the plane does not run (it runs %v)", name, names)
+			return nil, nil, nil, fmt.Errorf("mgmt: flags for manager %q, which the plane does not run (it runs %v)", name, names)
 		}
 	}
 	for i := range managers {
 		managers[i].extraArgs = append(slices.Clone(managers[i].extraArgs), opts.ManagerArgs[managers[i].name]...)
 		if managers[i].id, err = loadIdentity(managers[i]); err != nil {
-			return p, err
+			return nil, nil, nil, err
 		}
 	}
-	hosts := []string{opts.WebhookHost, "127.0.0.1", "localhost"}
+	return managers, names, gates, nil
+}
+
+// installManagers makes the webhooks' certificate and the managers'
+// ports, then installs the CRDs and webhook configurations.
+func (p *Plane) installManagers(ctx context.Context, managers []managerSpec, webhookHost string, assets Assets, begin time.Time) (*webhookCerts, map[string]managerPorts, error) {
+	hosts := []string{webhookHost, "127.0.0.1", "localhost"}
 	if p.kind != nil {
 		hosts = append(hosts, serviceNames(managers)...)
 	}
-	certs, err := newWebhookCerts(filepath.Join(dir, "webhook-certs"), hosts)
+	certs, err := newWebhookCerts(filepath.Join(p.LogDir, "webhook-certs"), hosts)
 	if err != nil {
-		return p, fmt.Errorf("webhook certificates: %w", err)
+		return nil, nil, fmt.Errorf("webhook certificates: %w", err)
 	}
 	ports, err := allocateManagerPorts(managers)
 	if err != nil {
-		return p, err
+		return nil, nil, err
 	}
-	if err := p.install(ctx, managers, certs, opts.WebhookHost, ports); err != nil {
-		return p, err
+	if err := p.install(ctx, managers, certs, webhookHost, ports); err != nil {
+		return nil, nil, err
 	}
 	fmt.Fprintf(p.progress, "mgmt: CAPI %s CRDs and webhooks installed at %s\n", assets.CAPIVersion, time.Since(begin).Round(10*time.Millisecond))
+	return certs, ports, nil
+}
 
-	kcm.Wait()
-	if kcm.err != nil {
-		return p, kcm.err
-	}
-	if p.controllerManager != nil {
-		fmt.Fprintf(p.progress, "mgmt: kube-controller-manager up at %s\n", kcm.up.Round(10*time.Millisecond))
-	}
-	if err := p.installIdentities(ctx, managers, dir); err != nil {
-		return p, err
-	}
-	fmt.Fprintf(p.progress, "mgmt: each manager's ServiceAccount and RBAC installed at %s\n", time.Since(begin).Round(10*time.Millisecond))
-
-	p.managers, p.ports, p.certDir = managers, ports, certs.dir
-	if p.kind != nil {
-		var labPorts []int
-		for _, prov := range opts.Providers {
-			labPorts = append(labPorts, prov.LabPorts...)
-		}
-		var own []int
-		for _, mp := range ports {
-			own = append(own, mp.webhook, mp.health, mp.diagnostics)
-		}
-		slices.Sort(own)
-		if err := p.kind.connectLab(labPorts, own); err != nil {
-			return p, err
-		}
-		if err := p.deployManagers(ctx, managers, certs.dir, ports, opts.StartTimeout); err != nil {
-			return p, err
-		}
-		if err := p.registerExtensions(ctx, certs.caPEM, opts.WebhookHost); err != nil {
-			return p, err
-		}
-		fmt.Fprintf(p.progress, "mgmt: managers ready as Pods on kind cluster %s (%s; CAPI gates %v) in %s\n", p.Target.Cluster, strings.Join(names, ", "), gates, time.Since(begin).Round(10*time.Millisecond))
-		return p, nil
-	}
-	procs, err := startManagers(ctx, managers, certs, dir, ports, opts.StartTimeout)
+// runManagersHere starts the managers as processes of this machine and
+// registers the Runtime Extensions once they are ready.
+func (p *Plane) runManagersHere(ctx context.Context, opts Options, certs *webhookCerts) error {
+	procs, err := startManagers(ctx, p.managers, certs, p.LogDir, p.ports, opts.StartTimeout)
 	p.procs = procs
 	for _, proc := range procs {
-		_ = r.record(proc.pid())
+		_ = p.reaper.record(proc.pid())
 	}
 	if err != nil {
-		return p, err
+		return err
 	}
-	if err := p.registerExtensions(ctx, certs.caPEM, opts.WebhookHost); err != nil {
-		return p, err
+	return p.registerExtensions(ctx, certs.caPEM, opts.WebhookHost)
+}
+
+// runManagersInKind connects the kind node to the lab's ports, deploys
+// the managers as Pods and registers the Runtime Extensions.
+func (p *Plane) runManagersInKind(ctx context.Context, opts Options, certs *webhookCerts) error {
+	var labPorts []int
+	for _, prov := range opts.Providers {
+		labPorts = append(labPorts, prov.LabPorts...)
 	}
-	fmt.Fprintf(p.progress, "mgmt: managers ready (%s; CAPI gates %v) in %s\n", strings.Join(names, ", "), gates, time.Since(begin).Round(10*time.Millisecond))
-	return p, nil
+	var own []int
+	for _, mp := range p.ports {
+		own = append(own, mp.webhook, mp.health, mp.diagnostics)
+	}
+	slices.Sort(own)
+	if err := p.kind.connectLab(labPorts, own); err != nil {
+		return err
+	}
+	if err := p.deployManagers(ctx, p.managers, certs.dir, p.ports, opts.StartTimeout); err != nil {
+		return err
+	}
+	return p.registerExtensions(ctx, certs.caPEM, opts.WebhookHost)
 }
 
 // connect starts the embedded API server or loads the given kubeconfig.

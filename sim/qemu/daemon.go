@@ -59,6 +59,10 @@ func CheckInstalled() error {
 	return nil
 }
 
+// daemonStartTimeout bounds libvirtd's start: the first probes QEMU's
+// capabilities (seconds); later ones read them from the cache folder.
+const daemonStartTimeout = 60 * time.Second
+
 // StartDaemon starts libvirtd for the lab whose libvirt folder is dir and
 // waits until its socket answers. registry is where the harness records
 // daemons for the reaper (UPGRADELAB_CACHE/run); orphans a dead harness
@@ -77,64 +81,15 @@ func StartDaemon(ctx context.Context, dir, registry string) (*Daemon, error) {
 	if len(sock) > 100 {
 		return nil, fmt.Errorf("libvirt folder %s: its socket path %s is too long for a unix socket (108 bytes); use a shorter lab folder", dir, sock)
 	}
-	for _, sub := range []string{"run", "lib", "log", "cache", "etc-qemu"} {
-		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
-			return nil, err
-		}
-	}
-	for _, sub := range []string{"lib/qemu/nvram", "log/qemu"} {
-		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
-			return nil, err
-		}
-	}
-	conf := filepath.Join(dir, "libvirtd.conf")
-	logFile := filepath.Join(dir, "libvirtd.log")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`# written by upgradelab (sim/qemu): a private daemon for one lab
-unix_sock_dir = %q
-unix_sock_rw_perms = "0700"
-auth_unix_rw = "none"
-auth_unix_ro = "none"
-log_outputs = "3:file:%s"
-`, filepath.Join(dir, "run"), logFile)), 0o644); err != nil {
+	if err := writeDaemonFiles(dir); err != nil {
 		return nil, err
-	}
-	// QEMU runs as root, outside any security driver or cgroup, and writes
-	// its console to a file itself: there is no systemd, no virtlogd and no
-	// libvirt-qemu user's rights to manage here.
-	qemuConf := filepath.Join(dir, "qemu.conf")
-	if err := os.WriteFile(qemuConf, []byte(`# written by upgradelab (sim/qemu)
-user = "root"
-group = "root"
-dynamic_ownership = 0
-remember_owner = 0
-security_driver = "none"
-stdio_handler = "file"
-cgroup_controllers = [ ]
-namespaces = [ ]
-`), 0o644); err != nil {
-		return nil, err
-	}
-	script := fmt.Sprintf(`set -e
-mount --make-rprivate /
-mount --bind %[1]s/run /run/libvirt
-mount --bind %[1]s/lib /var/lib/libvirt
-mount --bind %[1]s/log /var/log/libvirt
-mount --bind %[1]s/cache /var/cache/libvirt
-mount --bind %[1]s/qemu.conf /etc/libvirt/qemu.conf
-mount --bind %[1]s/etc-qemu /etc/libvirt/qemu
-exec %[2]s -f %[1]s/libvirtd.conf -p %[1]s/libvirtd.pid
-`, dir, libvirtd)
-	for _, d := range []string{"/run/libvirt", "/var/lib/libvirt", "/var/log/libvirt", "/var/cache/libvirt", "/etc/libvirt/qemu"} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("libvirt needs %s to bind its private folder over: %w", d, err)
-		}
 	}
 	out, err := os.Create(filepath.Join(dir, "libvirtd.out"))
 	if err != nil {
 		return nil, err
 	}
 	defer out.Close()
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script)
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", daemonScript(dir))
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -146,26 +101,89 @@ exec %[2]s -f %[1]s/libvirtd.conf -p %[1]s/libvirtd.pid
 		d.Stop()
 		return nil, err
 	}
-	// The first start probes QEMU's capabilities (seconds); later ones read
-	// them from the cache folder.
-	deadline := time.NewTimer(60 * time.Second)
+	if err := d.waitSocket(ctx, sock); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// writeDaemonFiles makes the daemon's private folders and writes its
+// configuration: libvirtd's socket and log in dir, and QEMU running as
+// root, outside any security driver or cgroup, writing its console to a
+// file itself (there is no systemd, no virtlogd and no libvirt-qemu
+// user's rights to manage here).
+func writeDaemonFiles(dir string) error {
+	for _, sub := range []string{"run", "lib", "log", "cache", "etc-qemu", "lib/qemu/nvram", "log/qemu"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "libvirtd.conf"), []byte(fmt.Sprintf(`# written by upgradelab (sim/qemu): a private daemon for one lab
+unix_sock_dir = %q
+unix_sock_rw_perms = "0700"
+auth_unix_rw = "none"
+auth_unix_ro = "none"
+log_outputs = "3:file:%s"
+`, filepath.Join(dir, "run"), filepath.Join(dir, "libvirtd.log"))), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "qemu.conf"), []byte(`# written by upgradelab (sim/qemu)
+user = "root"
+group = "root"
+dynamic_ownership = 0
+remember_owner = 0
+security_driver = "none"
+stdio_handler = "file"
+cgroup_controllers = [ ]
+namespaces = [ ]
+`), 0o644); err != nil {
+		return err
+	}
+	for _, d := range []string{"/run/libvirt", "/var/lib/libvirt", "/var/log/libvirt", "/var/cache/libvirt", "/etc/libvirt/qemu"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("libvirt needs %s to bind its private folder over: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// daemonScript runs libvirtd in a mount namespace of its own, its
+// folders bound over the system's, so each lab has a private daemon.
+func daemonScript(dir string) string {
+	return fmt.Sprintf(`set -e
+mount --make-rprivate /
+mount --bind %[1]s/run /run/libvirt
+mount --bind %[1]s/lib /var/lib/libvirt
+mount --bind %[1]s/log /var/log/libvirt
+mount --bind %[1]s/cache /var/cache/libvirt
+mount --bind %[1]s/qemu.conf /etc/libvirt/qemu.conf
+mount --bind %[1]s/etc-qemu /etc/libvirt/qemu
+exec %[2]s -f %[1]s/libvirtd.conf -p %[1]s/libvirtd.pid
+`, dir, libvirtd)
+}
+
+// waitSocket waits until the daemon's socket answers; the daemon is
+// stopped (or forgotten, when it exited) when it does not.
+func (d *Daemon) waitSocket(ctx context.Context, sock string) error {
+	logFile := filepath.Join(d.Dir, "libvirtd.log")
+	deadline := time.NewTimer(daemonStartTimeout)
 	defer deadline.Stop()
 	for {
 		if c, err := net.Dial("unix", sock); err == nil {
 			c.Close()
-			return d, nil
+			return nil
 		}
 		select {
 		case <-d.exited:
-			forgetDaemon(registry, dir)
-			b, _ := os.ReadFile(filepath.Join(dir, "libvirtd.out"))
-			return nil, fmt.Errorf("libvirtd exited before its socket answered (%v): %s; its log: %s", d.err, strings.TrimSpace(string(b)), logFile)
+			forgetDaemon(d.registry, d.Dir)
+			b, _ := os.ReadFile(filepath.Join(d.Dir, "libvirtd.out"))
+			return fmt.Errorf("libvirtd exited before its socket answered (%v): %s; its log: %s", d.err, strings.TrimSpace(string(b)), logFile)
 		case <-deadline.C:
 			d.Stop()
-			return nil, fmt.Errorf("libvirtd's socket %s did not answer within 60s; its log: %s", sock, logFile)
+			return fmt.Errorf("libvirtd's socket %s did not answer within %s; its log: %s", sock, daemonStartTimeout, logFile)
 		case <-ctx.Done():
 			d.Stop()
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
