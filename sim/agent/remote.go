@@ -23,8 +23,10 @@ import (
 // binary, or a VM's init) reaches its host's hardware model and its
 // workload cluster through these HTTP calls, which the lab process serves
 // with the same in-process Machine and Workload the embedded agent uses.
-// Each call is POST /hw/{call} with a JSON body; events stream from
-// GET /hw/events as JSON lines.
+// Each call is POST /hw/{call} with a JSON body, declared once as an
+// hwCall with its request and reply types, which the server's handler
+// table and the Remote's methods share; events stream from GET
+// /hw/events as JSON lines.
 
 // HardwareServer serves one host's Machine and the run's Workload.
 type HardwareServer struct {
@@ -107,7 +109,12 @@ func (s *HardwareServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
 		return
 	}
-	result, err := s.call(r.Context(), call, r.Body)
+	handler, ok := hwHandlers[call]
+	if !ok {
+		http.Error(w, fmt.Sprintf("unknown hardware call %q", call), http.StatusNotFound)
+		return
+	}
+	result, err := handler(r.Context(), s, r.Body)
 	if err != nil {
 		w.WriteHeader(http.StatusConflict)
 		json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
@@ -116,142 +123,168 @@ func (s *HardwareServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(result)
 }
 
-func decodeInto(body io.Reader, v any) error {
-	return json.NewDecoder(io.LimitReader(body, 4<<20)).Decode(v)
+// none is the request or reply of a call that carries none.
+type none struct{}
+
+// hwCall is one call of the hardware channel: its name (POST /hw/NAME)
+// and, as type parameters, its request and reply. The server's handlers
+// and the Remote's methods both go through one, so they cannot disagree
+// on a call's name or the shape of what it carries.
+type hwCall[In, Out any] struct{ name string }
+
+// The calls, Machine's then Workload's.
+var (
+	callName             = hwCall[none, string]{"name"}
+	callStatus           = hwCall[none, lab.HostStatus]{"status"}
+	callUserData         = hwCall[none, []byte]{"userdata"}
+	callInventory        = hwCall[none, lab.Inventory]{"inventory"}
+	callPersistent       = hwCall[none, map[string]string]{"persistent"}
+	callSetPersistent    = hwCall[hwPersistent, none]{"set-persistent"}
+	callCommit           = hwCall[none, none]{"commit"}
+	callRollback         = hwCall[none, none]{"rollback"}
+	callEtc              = hwCall[none, map[string]string]{"etc"}
+	callWriteEtc         = hwCall[hwEtc, none]{"write-etc"}
+	callRecoveryBoot     = hwCall[none, none]{"recovery-boot"}
+	callReboot           = hwCall[none, none]{"reboot"}
+	callWipe             = hwCall[none, none]{"wipe"}
+	callErase            = hwCall[none, none]{"erase"}
+	callWriteConfigDrive = hwCall[agentv1.ConfigDrive, none]{"write-configdrive"}
+	callMetaData         = hwCall[none, map[string]string]{"metadata"}
+	callWrite            = hwCall[hwWrite, disk.RootID]{"write"}
+	callActivate         = hwCall[hwActivate, none]{"activate"}
+	callRecord           = hwCall[hwRecord, none]{"record"}
+
+	callByEndpoint           = hwCall[string, hwEndpoint]{"by-endpoint"}
+	callJoinControlPlane     = hwCall[hwJoin, none]{"join-control-plane"}
+	callInitObjects          = hwCall[hwInit, none]{"init-objects"}
+	callSetNode              = hwCall[hwSetNode, none]{"set-node"}
+	callSetNodeNotReady      = hwCall[hwNotReady, none]{"set-node-not-ready"}
+	callStopNode             = hwCall[hwNode, none]{"stop-node"}
+	callMemberDataLost       = hwCall[hwNode, none]{"member-data-lost"}
+	callClusterConfiguration = hwCall[string, string]{"cluster-configuration"}
+	callNodeReady            = hwCall[hwNode, hwReady]{"node-ready"}
+)
+
+// hwHandler serves one call: it decodes the request from body and
+// returns the reply to encode.
+type hwHandler func(ctx context.Context, s *HardwareServer, body io.Reader) (any, error)
+
+// namedHandler is a call's name and its handler.
+type namedHandler struct {
+	name string
+	fn   hwHandler
 }
 
-func (s *HardwareServer) call(ctx context.Context, call string, body io.Reader) (any, error) {
-	m, wl := s.machine, s.workload
-	switch call {
-	case "name":
-		return m.Name(), nil
-	case "status":
-		return m.Status(), nil
-	case "userdata":
-		return m.UserData(), nil
-	case "inventory":
-		return m.Inventory(), nil
-	case "persistent":
-		return m.Persistent(), nil
-	case "commit":
-		return nil, m.Commit()
-	case "rollback":
-		return nil, m.Rollback()
-	case "etc":
-		return m.Etc(), nil
-	case "write-etc":
-		var a hwEtc
-		if err := decodeInto(body, &a); err != nil {
-			return nil, err
+// handle makes c's handler from fn, which gets the decoded request.
+func handle[In, Out any](c hwCall[In, Out], fn func(ctx context.Context, s *HardwareServer, in In) (Out, error)) namedHandler {
+	return namedHandler{c.name, func(ctx context.Context, s *HardwareServer, body io.Reader) (any, error) {
+		var in In
+		if err := json.NewDecoder(io.LimitReader(body, 4<<20)).Decode(&in); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
 		}
-		return nil, m.WriteEtc(a.Path, a.Content)
-	case "recovery-boot":
-		return nil, m.RequestRecoveryBoot()
-	case "reboot":
-		return nil, m.Reboot(ctx)
-	case "wipe":
-		return nil, m.WipeData()
-	case "erase":
-		return nil, m.EraseDisk()
-	case "write-configdrive":
-		var d agentv1.ConfigDrive
-		if err := decodeInto(body, &d); err != nil {
-			return nil, err
-		}
-		return nil, m.WriteConfigDrive(d.UserData, d.MetaData)
-	case "metadata":
-		return m.MetaData(), nil
-	case "write":
-		var a hwWrite
-		if err := decodeInto(body, &a); err != nil {
-			return nil, err
-		}
-		return m.WriteImage(ctx, a.URL, a.SHA256)
-	case "activate":
-		var a hwActivate
-		if err := decodeInto(body, &a); err != nil {
-			return nil, err
-		}
-		return nil, m.Activate(a.Root, a.Tries)
-	case "set-persistent":
-		var a hwPersistent
-		if err := decodeInto(body, &a); err != nil {
-			return nil, err
-		}
-		return nil, m.SetPersistent(a.Name, a.Content)
-	case "record":
-		var a hwRecord
-		if err := decodeInto(body, &a); err != nil {
-			return nil, err
-		}
-		m.Record(a.Kind, a.Reason, a.Message, a.Data)
-		return nil, nil
-	case "by-endpoint":
-		var hostPort string
-		if err := decodeInto(body, &hostPort); err != nil {
-			return nil, err
-		}
-		name, ok := wl.ByEndpoint(hostPort)
+		return fn(ctx, s, in)
+	}}
+}
+
+// do is a handler body for a call that returns only an error.
+func do(err error) (none, error) { return none{}, err }
+
+// hwHandlers serve the calls, by name.
+var hwHandlers = handlers(
+	handle(callName, func(_ context.Context, s *HardwareServer, _ none) (string, error) { return s.machine.Name(), nil }),
+	handle(callStatus, func(_ context.Context, s *HardwareServer, _ none) (lab.HostStatus, error) {
+		return s.machine.Status(), nil
+	}),
+	handle(callUserData, func(_ context.Context, s *HardwareServer, _ none) ([]byte, error) { return s.machine.UserData(), nil }),
+	handle(callInventory, func(_ context.Context, s *HardwareServer, _ none) (lab.Inventory, error) {
+		return s.machine.Inventory(), nil
+	}),
+	handle(callPersistent, func(_ context.Context, s *HardwareServer, _ none) (map[string]string, error) {
+		return s.machine.Persistent(), nil
+	}),
+	handle(callSetPersistent, func(_ context.Context, s *HardwareServer, a hwPersistent) (none, error) {
+		return do(s.machine.SetPersistent(a.Name, a.Content))
+	}),
+	handle(callCommit, func(_ context.Context, s *HardwareServer, _ none) (none, error) { return do(s.machine.Commit()) }),
+	handle(callRollback, func(_ context.Context, s *HardwareServer, _ none) (none, error) { return do(s.machine.Rollback()) }),
+	handle(callEtc, func(_ context.Context, s *HardwareServer, _ none) (map[string]string, error) {
+		return s.machine.Etc(), nil
+	}),
+	handle(callWriteEtc, func(_ context.Context, s *HardwareServer, a hwEtc) (none, error) {
+		return do(s.machine.WriteEtc(a.Path, a.Content))
+	}),
+	handle(callRecoveryBoot, func(_ context.Context, s *HardwareServer, _ none) (none, error) {
+		return do(s.machine.RequestRecoveryBoot())
+	}),
+	handle(callReboot, func(ctx context.Context, s *HardwareServer, _ none) (none, error) { return do(s.machine.Reboot(ctx)) }),
+	handle(callWipe, func(_ context.Context, s *HardwareServer, _ none) (none, error) { return do(s.machine.WipeData()) }),
+	handle(callErase, func(_ context.Context, s *HardwareServer, _ none) (none, error) { return do(s.machine.EraseDisk()) }),
+	handle(callWriteConfigDrive, func(_ context.Context, s *HardwareServer, d agentv1.ConfigDrive) (none, error) {
+		return do(s.machine.WriteConfigDrive(d.UserData, d.MetaData))
+	}),
+	handle(callMetaData, func(_ context.Context, s *HardwareServer, _ none) (map[string]string, error) {
+		return s.machine.MetaData(), nil
+	}),
+	handle(callWrite, func(ctx context.Context, s *HardwareServer, a hwWrite) (disk.RootID, error) {
+		return s.machine.WriteImage(ctx, a.URL, a.SHA256)
+	}),
+	handle(callActivate, func(_ context.Context, s *HardwareServer, a hwActivate) (none, error) {
+		return do(s.machine.Activate(a.Root, a.Tries))
+	}),
+	handle(callRecord, func(_ context.Context, s *HardwareServer, a hwRecord) (none, error) {
+		s.machine.Record(a.Kind, a.Reason, a.Message, a.Data)
+		return none{}, nil
+	}),
+	handle(callByEndpoint, func(_ context.Context, s *HardwareServer, hostPort string) (hwEndpoint, error) {
+		name, ok := s.workload.ByEndpoint(hostPort)
 		return hwEndpoint{Cluster: name, Found: ok}, nil
-	case "join-control-plane":
-		var a hwJoin
-		if err := decodeInto(body, &a); err != nil {
-			return nil, err
-		}
-		cca, err := a.ClusterCA.ca()
-		if err != nil {
-			return nil, err
-		}
-		eca, err := a.EtcdCA.ca()
-		if err != nil {
-			return nil, err
-		}
-		return nil, wl.JoinControlPlane(ctx, a.Cluster, a.Node, a.Release, cca, eca)
-	case "init-objects":
-		var a hwInit
-		if err := decodeInto(body, &a); err != nil {
-			return nil, err
-		}
-		return nil, wl.InitObjects(ctx, a.Cluster, a.Release, a.ClusterConfiguration)
-	case "set-node":
-		var a hwSetNode
-		if err := decodeInto(body, &a); err != nil {
-			return nil, err
-		}
-		return nil, wl.SetNode(ctx, a.Cluster, a.Node)
-	case "set-node-not-ready":
-		var a hwNotReady
-		if err := decodeInto(body, &a); err != nil {
-			return nil, err
-		}
-		return nil, wl.SetNodeNotReady(ctx, a.Cluster, a.Name, a.Reason)
-	case "stop-node":
-		var a hwNode
-		if err := decodeInto(body, &a); err != nil {
-			return nil, err
-		}
-		return nil, wl.StopNode(ctx, a.Cluster, a.Name)
-	case "member-data-lost":
-		var a hwNode
-		if err := decodeInto(body, &a); err != nil {
-			return nil, err
-		}
-		return nil, wl.MemberDataLost(ctx, a.Cluster, a.Name)
-	case "cluster-configuration":
-		var cluster string
-		if err := decodeInto(body, &cluster); err != nil {
-			return nil, err
-		}
-		return wl.ClusterConfiguration(ctx, cluster)
-	case "node-ready":
-		var a hwNode
-		if err := decodeInto(body, &a); err != nil {
-			return nil, err
-		}
-		ready, msg, err := wl.NodeReady(ctx, a.Cluster, a.Name)
+	}),
+	handle(callJoinControlPlane, joinControlPlane),
+	handle(callInitObjects, func(ctx context.Context, s *HardwareServer, a hwInit) (none, error) {
+		return do(s.workload.InitObjects(ctx, a.Cluster, a.Release, a.ClusterConfiguration))
+	}),
+	handle(callSetNode, func(ctx context.Context, s *HardwareServer, a hwSetNode) (none, error) {
+		return do(s.workload.SetNode(ctx, a.Cluster, a.Node))
+	}),
+	handle(callSetNodeNotReady, func(ctx context.Context, s *HardwareServer, a hwNotReady) (none, error) {
+		return do(s.workload.SetNodeNotReady(ctx, a.Cluster, a.Name, a.Reason))
+	}),
+	handle(callStopNode, func(ctx context.Context, s *HardwareServer, a hwNode) (none, error) {
+		return do(s.workload.StopNode(ctx, a.Cluster, a.Name))
+	}),
+	handle(callMemberDataLost, func(ctx context.Context, s *HardwareServer, a hwNode) (none, error) {
+		return do(s.workload.MemberDataLost(ctx, a.Cluster, a.Name))
+	}),
+	handle(callClusterConfiguration, func(ctx context.Context, s *HardwareServer, cluster string) (string, error) {
+		return s.workload.ClusterConfiguration(ctx, cluster)
+	}),
+	handle(callNodeReady, func(ctx context.Context, s *HardwareServer, a hwNode) (hwReady, error) {
+		ready, msg, err := s.workload.NodeReady(ctx, a.Cluster, a.Name)
 		return hwReady{Ready: ready, Message: msg}, err
+	}),
+)
+
+// handlers indexes handlers by their calls' names.
+func handlers(named ...namedHandler) map[string]hwHandler {
+	out := map[string]hwHandler{}
+	for _, h := range named {
+		out[h.name] = h.fn
 	}
-	return nil, fmt.Errorf("unknown hardware call %q", call)
+	return out
+}
+
+// joinControlPlane joins a node to a workload cluster with the cluster's
+// and etcd's CAs, which travel as PEM.
+func joinControlPlane(ctx context.Context, s *HardwareServer, a hwJoin) (none, error) {
+	cca, err := a.ClusterCA.ca()
+	if err != nil {
+		return none{}, err
+	}
+	eca, err := a.EtcdCA.ca()
+	if err != nil {
+		return none{}, err
+	}
+	return do(s.workload.JoinControlPlane(ctx, a.Cluster, a.Node, a.Release, cca, eca))
 }
 
 // events streams this host's lab events as JSON lines until the client goes.
@@ -302,23 +335,30 @@ var (
 // Dial connects to a HardwareServer at base (https://host:port).
 func Dial(ctx context.Context, base string, client *http.Client) (*Remote, error) {
 	r := &Remote{base: strings.TrimSuffix(base, "/"), client: client}
-	if err := r.do(ctx, "name", nil, &r.name); err != nil {
+	name, err := invoke(ctx, r, callName, none{})
+	if err != nil {
 		return nil, fmt.Errorf("hardware channel %s: %w", base, err)
 	}
+	r.name = name
 	return r, nil
 }
 
 var errRemote = errors.New("hardware call failed")
 
-func (r *Remote) do(ctx context.Context, call string, in, out any) error {
-	var body io.Reader = http.NoBody
-	if in != nil {
-		data, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(data)
+// invoke makes call c with in and returns its reply.
+func invoke[In, Out any](ctx context.Context, r *Remote, c hwCall[In, Out], in In) (Out, error) {
+	var out Out
+	err := r.post(ctx, c.name, in, &out)
+	return out, err
+}
+
+// post sends in to call and decodes the reply into out.
+func (r *Remote) post(ctx context.Context, call string, in, out any) error {
+	data, err := json.Marshal(in)
+	if err != nil {
+		return err
 	}
+	body := bytes.NewReader(data)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+"/hw/"+call, body)
 	if err != nil {
 		return err
@@ -332,9 +372,6 @@ func (r *Remote) do(ctx context.Context, call string, in, out any) error {
 		var e struct{ Error string }
 		json.NewDecoder(resp.Body).Decode(&e)
 		return fmt.Errorf("%w: %s: %s", errRemote, call, e.Error)
-	}
-	if out == nil {
-		return nil
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }
@@ -372,150 +409,140 @@ func (r *Remote) Events(ctx context.Context) (<-chan lab.Event, error) {
 
 func (r *Remote) bg() context.Context { return context.Background() }
 
+// value is a call's reply, or its zero value when the call failed (the
+// Machine methods without an error return).
+func value[Out any](out Out, _ error) Out { return out }
+
+// failed is a call's error alone.
+func failed[Out any](_ Out, err error) error { return err }
+
 // Name implements Machine.
 func (r *Remote) Name() string { return r.name }
 
 // Status implements Machine.
-func (r *Remote) Status() lab.HostStatus {
-	var s lab.HostStatus
-	_ = r.do(r.bg(), "status", nil, &s)
-	return s
-}
+func (r *Remote) Status() lab.HostStatus { return value(invoke(r.bg(), r, callStatus, none{})) }
 
 // Inventory implements Machine.
-func (r *Remote) Inventory() lab.Inventory {
-	var inv lab.Inventory
-	_ = r.do(r.bg(), "inventory", nil, &inv)
-	return inv
-}
+func (r *Remote) Inventory() lab.Inventory { return value(invoke(r.bg(), r, callInventory, none{})) }
 
 // UserData implements Machine.
-func (r *Remote) UserData() []byte {
-	var d []byte
-	_ = r.do(r.bg(), "userdata", nil, &d)
-	return d
-}
+func (r *Remote) UserData() []byte { return value(invoke(r.bg(), r, callUserData, none{})) }
 
 // WriteImage implements Machine.
 func (r *Remote) WriteImage(ctx context.Context, url, sha256 string) (disk.RootID, error) {
-	var root disk.RootID
-	err := r.do(ctx, "write", hwWrite{URL: url, SHA256: sha256}, &root)
-	return root, err
+	return invoke(ctx, r, callWrite, hwWrite{URL: url, SHA256: sha256})
 }
 
 // Activate implements Machine.
 func (r *Remote) Activate(root disk.RootID, tries int) error {
-	return r.do(r.bg(), "activate", hwActivate{Root: root, Tries: tries}, nil)
+	return failed(invoke(r.bg(), r, callActivate, hwActivate{Root: root, Tries: tries}))
 }
 
 // Commit implements Machine.
-func (r *Remote) Commit() error { return r.do(r.bg(), "commit", nil, nil) }
+func (r *Remote) Commit() error { return failed(invoke(r.bg(), r, callCommit, none{})) }
 
 // Rollback implements Machine.
-func (r *Remote) Rollback() error { return r.do(r.bg(), "rollback", nil, nil) }
+func (r *Remote) Rollback() error { return failed(invoke(r.bg(), r, callRollback, none{})) }
 
 // Etc implements Machine.
-func (r *Remote) Etc() map[string]string {
-	etc := map[string]string{}
-	_ = r.do(r.bg(), "etc", nil, &etc)
-	return etc
-}
+func (r *Remote) Etc() map[string]string { return orEmpty(value(invoke(r.bg(), r, callEtc, none{}))) }
 
 // WriteEtc implements Machine.
 func (r *Remote) WriteEtc(path, content string) error {
-	return r.do(r.bg(), "write-etc", hwEtc{Path: path, Content: content}, nil)
+	return failed(invoke(r.bg(), r, callWriteEtc, hwEtc{Path: path, Content: content}))
 }
 
 // RequestRecoveryBoot implements Machine.
-func (r *Remote) RequestRecoveryBoot() error { return r.do(r.bg(), "recovery-boot", nil, nil) }
+func (r *Remote) RequestRecoveryBoot() error {
+	return failed(invoke(r.bg(), r, callRecoveryBoot, none{}))
+}
 
 // Reboot implements Machine.
-func (r *Remote) Reboot(ctx context.Context) error { return r.do(ctx, "reboot", nil, nil) }
+func (r *Remote) Reboot(ctx context.Context) error { return failed(invoke(ctx, r, callReboot, none{})) }
 
 // WipeData implements Machine.
-func (r *Remote) WipeData() error { return r.do(r.bg(), "wipe", nil, nil) }
+func (r *Remote) WipeData() error { return failed(invoke(r.bg(), r, callWipe, none{})) }
 
 // EraseDisk implements Machine.
-func (r *Remote) EraseDisk() error { return r.do(r.bg(), "erase", nil, nil) }
+func (r *Remote) EraseDisk() error { return failed(invoke(r.bg(), r, callErase, none{})) }
 
 // WriteConfigDrive implements Machine.
 func (r *Remote) WriteConfigDrive(userData []byte, metaData map[string]string) error {
-	return r.do(r.bg(), "write-configdrive", agentv1.ConfigDrive{UserData: userData, MetaData: metaData}, nil)
+	return failed(invoke(r.bg(), r, callWriteConfigDrive, agentv1.ConfigDrive{UserData: userData, MetaData: metaData}))
 }
 
 // MetaData implements Machine.
 func (r *Remote) MetaData() map[string]string {
-	m := map[string]string{}
-	_ = r.do(r.bg(), "metadata", nil, &m)
-	return m
+	return orEmpty(value(invoke(r.bg(), r, callMetaData, none{})))
 }
 
 // SetPersistent implements Machine.
 func (r *Remote) SetPersistent(name, content string) error {
-	return r.do(r.bg(), "set-persistent", hwPersistent{Name: name, Content: content}, nil)
+	return failed(invoke(r.bg(), r, callSetPersistent, hwPersistent{Name: name, Content: content}))
 }
 
 // Persistent implements Machine.
 func (r *Remote) Persistent() map[string]string {
-	p := map[string]string{}
-	_ = r.do(r.bg(), "persistent", nil, &p)
-	return p
+	return orEmpty(value(invoke(r.bg(), r, callPersistent, none{})))
 }
 
 // Record implements Machine.
 func (r *Remote) Record(kind lab.EventKind, reason, message string, data map[string]string) {
-	_ = r.do(r.bg(), "record", hwRecord{Kind: kind, Reason: reason, Message: message, Data: data}, nil)
+	_, _ = invoke(r.bg(), r, callRecord, hwRecord{Kind: kind, Reason: reason, Message: message, Data: data})
 }
 
 // ByEndpoint implements Workload.
 func (r *Remote) ByEndpoint(hostPort string) (string, bool) {
-	var e hwEndpoint
-	if r.do(r.bg(), "by-endpoint", hostPort, &e) != nil {
-		return "", false
-	}
-	return e.Cluster, e.Found
+	e, err := invoke(r.bg(), r, callByEndpoint, hostPort)
+	return e.Cluster, err == nil && e.Found
 }
 
 // JoinControlPlane implements Workload.
 func (r *Remote) JoinControlPlane(ctx context.Context, cluster, node string, rel workload.Release, clusterCA, etcdCA workload.CA) error {
-	return r.do(ctx, "join-control-plane", hwJoin{Cluster: cluster, Node: node, Release: rel, ClusterCA: toPEM(clusterCA), EtcdCA: toPEM(etcdCA)}, nil)
+	return failed(invoke(ctx, r, callJoinControlPlane, hwJoin{Cluster: cluster, Node: node, Release: rel, ClusterCA: toPEM(clusterCA), EtcdCA: toPEM(etcdCA)}))
 }
 
 // InitObjects implements Workload.
 func (r *Remote) InitObjects(ctx context.Context, cluster string, rel workload.Release, clusterConfiguration string) error {
-	return r.do(ctx, "init-objects", hwInit{Cluster: cluster, Release: rel, ClusterConfiguration: clusterConfiguration}, nil)
+	return failed(invoke(ctx, r, callInitObjects, hwInit{Cluster: cluster, Release: rel, ClusterConfiguration: clusterConfiguration}))
 }
 
 // SetNode implements Workload.
 func (r *Remote) SetNode(ctx context.Context, cluster string, n workload.NodeInfo) error {
-	return r.do(ctx, "set-node", hwSetNode{Cluster: cluster, Node: n}, nil)
+	return failed(invoke(ctx, r, callSetNode, hwSetNode{Cluster: cluster, Node: n}))
 }
 
 // SetNodeNotReady implements Workload.
 func (r *Remote) SetNodeNotReady(ctx context.Context, cluster, name, reason string) error {
-	return r.do(ctx, "set-node-not-ready", hwNotReady{Cluster: cluster, Name: name, Reason: reason}, nil)
+	return failed(invoke(ctx, r, callSetNodeNotReady, hwNotReady{Cluster: cluster, Name: name, Reason: reason}))
 }
 
 // NodeReady implements Workload.
 func (r *Remote) NodeReady(ctx context.Context, cluster, name string) (bool, string, error) {
-	var res hwReady
-	err := r.do(ctx, "node-ready", hwNode{Cluster: cluster, Name: name}, &res)
+	res, err := invoke(ctx, r, callNodeReady, hwNode{Cluster: cluster, Name: name})
 	return res.Ready, res.Message, err
 }
 
 // StopNode implements Workload.
 func (r *Remote) StopNode(ctx context.Context, cluster, node string) error {
-	return r.do(ctx, "stop-node", hwNode{Cluster: cluster, Name: node}, nil)
+	return failed(invoke(ctx, r, callStopNode, hwNode{Cluster: cluster, Name: node}))
 }
 
 // MemberDataLost implements Workload.
 func (r *Remote) MemberDataLost(ctx context.Context, cluster, node string) error {
-	return r.do(ctx, "member-data-lost", hwNode{Cluster: cluster, Name: node}, nil)
+	return failed(invoke(ctx, r, callMemberDataLost, hwNode{Cluster: cluster, Name: node}))
 }
 
 // ClusterConfiguration implements Workload.
 func (r *Remote) ClusterConfiguration(ctx context.Context, cluster string) (string, error) {
-	var cc string
-	err := r.do(ctx, "cluster-configuration", cluster, &cc)
-	return cc, err
+	return invoke(ctx, r, callClusterConfiguration, cluster)
+}
+
+// orEmpty is m, or an empty map for nil, as the in-process Machine
+// returns.
+func orEmpty(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
 }
