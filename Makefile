@@ -85,7 +85,7 @@ test: tools lint
 # libvirt daemon and its reaper, the disk builder and the guest. They are
 # part of `make test` too.
 test-vm: deps
-	$(GO_TEST) -count=1 -timeout 20m ./sim/vm/ ./sim/qemu/ ./sim/vmdisk/ ./sim/vmboot/ ./sim/guest/ ./sim/abcases/
+	$(GO_TEST) -count=1 -timeout 20m ./sim/vm/... ./sim/abcases/
 
 # The real VMs' figures: boot to the guest's API, six at once, QEMU's RSS,
 # image writes into a slot by size.
@@ -234,8 +234,8 @@ fuzz: deps
 	go test -run '^$$' -fuzz FuzzRedfishRequests -fuzztime $(FUZZTIME) ./sim/bmc/
 	go test -run '^$$' -fuzz FuzzIPMIDatagrams -fuzztime $(FUZZTIME) ./sim/ipmi/
 	go test -run '^$$' -fuzz FuzzParseBootScript -fuzztime $(FUZZTIME) ./api/netboot/v1/
-	go test -run '^$$' -fuzz FuzzParseEnv -fuzztime $(FUZZTIME) ./sim/vmdisk/
-	go test -run '^$$' -fuzz FuzzReadGPT -fuzztime $(FUZZTIME) ./sim/vmdisk/
+	go test -run '^$$' -fuzz FuzzParseEnv -fuzztime $(FUZZTIME) ./sim/vm/diskimage/
+	go test -run '^$$' -fuzz FuzzReadGPT -fuzztime $(FUZZTIME) ./sim/vm/diskimage/
 	go test -run '^$$' -fuzz FuzzParseBootstrap -fuzztime $(FUZZTIME) ./sim/agent/
 	go test -run '^$$' -fuzz FuzzParseRegistration -fuzztime $(FUZZTIME) ./providers/baremetal/callback/
 	go test -run '^$$' -fuzz FuzzRenderBytes -fuzztime $(FUZZTIME) ./e2e/clustertemplate/

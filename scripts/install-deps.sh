@@ -9,7 +9,7 @@ set -euo pipefail
 # drive the BMCs with (sim/bmc/testdata/sushy_inspect.py). ipmitool: the
 # IPMI client the BMCs' IPMI tests drive them with (sim/ipmi), and what
 # the provider runs for ipmi:// hosts, as Ironic's ipmitool driver does.
-# The qemu backend's real VMs (sim/qemu, sim/vmdisk, sim/vm): QEMU, the
+# The qemu backend's real VMs (sim/vm/qemu, sim/vm/diskimage, sim/vm): QEMU, the
 # libvirt daemon the harness starts itself, OVMF (UEFI), GRUB's EFI
 # modules, and the tools that build a disk image without loop devices
 # (mtools, dosfstools, e2fsprogs' mkfs.ext4 -d, fdisk's sfdisk) and the

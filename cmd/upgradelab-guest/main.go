@@ -11,9 +11,9 @@ import (
 
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/disk"
-	"github.com/upgradelab/upgradelab/sim/guest"
-	"github.com/upgradelab/upgradelab/sim/vmboot"
-	"github.com/upgradelab/upgradelab/sim/vmdisk"
+	"github.com/upgradelab/upgradelab/sim/vm/boot"
+	"github.com/upgradelab/upgradelab/sim/vm/diskimage"
+	"github.com/upgradelab/upgradelab/sim/vm/guest"
 )
 
 func main() {
@@ -29,7 +29,7 @@ func run() error {
 		if err := guest.MountKernelFilesystems(); err != nil {
 			return err
 		}
-		if _, err := guest.LoadModules(vmboot.InitrdModules); err != nil {
+		if _, err := guest.LoadModules(boot.InitrdModules); err != nil {
 			return err
 		}
 	}
@@ -39,13 +39,13 @@ func run() error {
 	}
 	params := guest.KernelParams(string(cmdline))
 	var manifest imagev1.Manifest
-	if b, err := os.ReadFile(vmboot.InitrdManifest); err != nil {
+	if b, err := os.ReadFile(boot.InitrdManifest); err != nil {
 		return err
 	} else if err := json.Unmarshal(b, &manifest); err != nil {
-		return fmt.Errorf("%s: %w", vmboot.InitrdManifest, err)
+		return fmt.Errorf("%s: %w", boot.InitrdManifest, err)
 	}
 	fmt.Printf("upgradelab-guest: started source=%s slot=%s trial=%s image=%s\n",
-		params[vmdisk.ParamSource], params[vmdisk.ParamSlot], params[vmdisk.ParamTrial], manifest.Name)
+		params[diskimage.ParamSource], params[diskimage.ParamSlot], params[diskimage.ParamTrial], manifest.Name)
 
 	if err := guest.WaitFor("/dev/vda", 20*time.Second); err != nil {
 		return err
@@ -59,8 +59,8 @@ func run() error {
 		return err
 	}
 	var booted disk.SlotName
-	if params[vmdisk.ParamSource] == "disk" {
-		booted = disk.SlotName(params[vmdisk.ParamSlot])
+	if params[diskimage.ParamSource] == "disk" {
+		booted = disk.SlotName(params[diskimage.ParamSlot])
 	}
 	d, err := guest.OpenDisk("/dev/vda", booted)
 	if err != nil {

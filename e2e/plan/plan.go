@@ -171,7 +171,7 @@ type HostOSVariant struct {
 // backend it is one run on A/B hosts.
 func HostOSVariants(s *scenario.Scenario, def *lab.Definition, prov *provider.Config) ([]HostOSVariant, error) {
 	if prov.Lab && def.Backend() == lab.BackendQEMU {
-		// A VM's disk is A/B (sim/vmdisk): one run, on A/B hosts.
+		// A VM's disk is A/B (sim/vm/diskimage): one run, on A/B hosts.
 		if def.HostOSMode() == string(disk.AB) {
 			return []HostOSVariant{{Lab: def}}, nil
 		}

@@ -1,6 +1,6 @@
 // Package jsonhttp is the JSON plumbing of the host agent API's two
 // servers, the lab's simulated agent (sim/agent) and the VM guest
-// (sim/guest). [Reply] writes a value as JSON with a status; [Decode]
+// (sim/vm/guest). [Reply] writes a value as JSON with a status; [Decode]
 // reads a request body of at most 1 MiB, refusing unknown fields, and
 // wraps every failure in [ErrBadRequest] so a handler answers 400.
 //

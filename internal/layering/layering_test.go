@@ -100,6 +100,12 @@ var layers = []struct {
 		},
 	},
 	{
+		name:     "the harness reaches real VMs only through the lab's backend",
+		packages: []string{"./e2e/...", "./cmd/upgradelab"},
+		direct:   true,
+		not:      func(p pkg) bool { return strings.HasPrefix(p.path, module+"sim/vm") },
+	},
+	{
 		name:     "the rules, the timeline and the scenario files never build the simulator or the recorder that watches it",
 		packages: []string{"./e2e/check", "./e2e/timeline", "./e2e/scenario"},
 		not: func(p pkg) bool {
@@ -217,8 +223,9 @@ func needsCgo(t *testing.T, patterns ...string) []string {
 
 // The provider's and the extension's binaries build without cgo (no
 // libvirt, no C toolchain), and so does the VM guest's init, which is
-// linked statically into an initramfs (sim/vmboot). The host agent, which drives libvirt, is the
-// check's control: it must be seen to need cgo.
+// linked statically into an initramfs (sim/vm/boot). The host agent,
+// which drives libvirt, is the check's control: it must be seen to need
+// cgo.
 func TestProviderBinariesNeedNoCgo(t *testing.T) {
 	if got := needsCgo(t, "./cmd/upgradelab-baremetal", "./cmd/upgradelab-inplace"); len(got) > 0 {
 		t.Errorf("the provider's binaries need cgo through %v", got)

@@ -18,7 +18,7 @@
 //
 // [Run] plays a case on a [Machine], fails at the first step whose outcome
 // is not the table's, naming the case, the step and both outcomes, and
-// returns the [Trace]. [Model] starts from sim/vmdisk's FactoryState, the
+// returns the [Trace]. [Model] starts from sim/vm/diskimage's FactoryState, the
 // state the real disks are built with, so both machines start alike.
 // [Cases] decodes the table strictly (internal/specfile).
 package abcases

@@ -7,7 +7,7 @@ import (
 
 	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	"github.com/upgradelab/upgradelab/sim/disk"
-	"github.com/upgradelab/upgradelab/sim/vmdisk"
+	"github.com/upgradelab/upgradelab/sim/vm/diskimage"
 )
 
 // RecoveryImage is the recovery partition's image in the table.
@@ -21,13 +21,13 @@ type Model struct {
 }
 
 // NewModel is a factory disk holding factory in slot A ("" for none), as
-// sim/vmdisk builds one.
+// sim/vm/diskimage builds one.
 func NewModel(factory string) *Model {
-	var slotA *vmdisk.Payload
+	var slotA *diskimage.Payload
 	if factory != "" {
-		slotA = &vmdisk.Payload{Image: factory, SHA256: checksum(factory)}
+		slotA = &diskimage.Payload{Image: factory, SHA256: checksum(factory)}
 	}
-	d := vmdisk.FactoryState(slotA)
+	d := diskimage.FactoryState(slotA)
 	d.Recovery = RecoveryImage
 	return &Model{d: d}
 }

@@ -9,7 +9,7 @@
 // (*workload.Clusters). remote.go carries both over HTTP ([HardwareServer]
 // serving them, [Remote] dialling them, events as JSON lines), so
 // cmd/upgradelab-agent runs the same code as its own process. On a
-// qemu-backend host the VM's guest (sim/guest) owns the disk and
+// qemu-backend host the VM's guest (sim/vm/guest) owns the disk and
 // *lab.Host forwards disk operations to it; the agent is the rest:
 // provisioner callbacks, the config drive, kubeadm and the kubelet.
 //

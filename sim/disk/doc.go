@@ -44,8 +44,8 @@
 // fallback roots and every root ([Images.Wire] is the agent API's form).
 // The lab host, the agent API and the providers speak only these terms;
 // the two kinds differ behind the unexported model interface. The qemu
-// backend's real disks run the A/B half for real: sim/vmdisk keeps the
-// same slot variables in GRUB's environment block and sim/guest applies
+// backend's real disks run the A/B half for real: sim/vm/diskimage keeps the
+// same slot variables in GRUB's environment block and sim/vm/guest applies
 // these methods to them, and sim/abcases holds model and VM to one table.
 //
 // [Disk.SelectBoot] is the bootloader's choice for one boot

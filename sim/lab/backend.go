@@ -45,7 +45,7 @@ type DomainEvent struct {
 //
 // The libvirt backend implements it for any libvirt URI: the in-process
 // test:/// driver by default, and qemu:///system of a private libvirtd
-// for real VMs (qemu.go), whose init is sim/guest.
+// for real VMs (qemu.go), whose init is sim/vm/guest.
 type Backend interface {
 	// Define creates a powered-off machine, or replaces the definition of
 	// one with the same name.
@@ -62,4 +62,7 @@ type Backend interface {
 	// Events delivers every lifecycle event in order, until Close.
 	Events() <-chan DomainEvent
 	Close() error
+	// machine is what runs the boot and disk of a host whose domain this
+	// backend defined (machine.go).
+	machine(h *Host) machine
 }

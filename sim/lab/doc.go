@@ -67,14 +67,16 @@
 // # Real VMs
 //
 // On the qemu backend each host is a real VM (qemu.go). [Up] starts a
-// private libvirtd (sim/qemu) in a short temporary folder, as its socket
+// private libvirtd (sim/vm/qemu) in a short temporary folder, as its socket
 // path must fit 108 bytes, and defines the VMs through the same
-// [LibvirtBackend] with sim/qemu's domain XML. Each host's disk is built
+// [LibvirtBackend] with sim/vm/qemu's domain XML. Each host's disk is built
 // blank, with the recovery image on its recovery partition, in
 // STATE/hosts/NAME/vm/system.img and kept, so a lab brought up again boots
 // what its disks hold. Power is still the domain's events (off at
 // STOPPED, not at SHUTDOWN, which comes while QEMU still runs), so BMCs
-// and virsh act on VMs as on the test driver. What differs:
+// and virsh act on VMs as on the test driver. A Host reaches what differs
+// only through its machine (machine.go), which its backend supplies: the
+// lab's model on the test driver, the VM on qemu. What differs:
 //   - PowerOn first plans the boot: a Once override is used up, and an
 //     inserted virtual medium becomes an ISO of its image in the VM's CD
 //     drive, first when the plan reaches the CD before the disk.
@@ -82,8 +84,8 @@
 //     boot ID is a new boot (libvirt does not report a guest's own
 //     reboot); a guest silent for 3 s is booting again. The A/B state in
 //     Status is read from the disk image's GRUB environment block.
-//   - Disk operations go to the guest (sim/guest). WriteImage verifies the
-//     catalog image as on the test backend, has the guest write its VM
+//   - Disk operations go to the guest (sim/vm/guest). WriteImage verifies
+//     the catalog image as on the test backend, has the guest write its VM
 //     payload (served at 10.0.2.2, the host's loopback on QEMU's user
 //     network) and reports the catalog's checksum. A guest's 507 and 409
 //     become sim/disk's ErrNoSpace and ErrNotWritten, so the agent API

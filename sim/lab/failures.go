@@ -13,7 +13,7 @@ import "fmt"
 // BMC's ForceRestart, ForceOff then On) brings the host back; the
 // machine's disk is as the hang left it.
 func (h *Host) Hang() error {
-	if err := h.notOnQEMU("Hang"); err != nil {
+	if err := h.machine.lacks("Hang"); err != nil {
 		return err
 	}
 	h.mu.Lock()

@@ -176,24 +176,20 @@ type Host struct {
 	// detached is set when the lab goes down: from then on nothing of this
 	// host is written, whatever goroutine still acts on it.
 	detached bool
-	// vm is the host's real VM on the qemu backend (nil on the test
-	// backend): its boots are the VM's own (qemu.go).
-	vm *vmHost
+	// machine runs the boot and the disk: the lab's model, or a real VM
+	// (machine.go).
+	machine machine
 }
 
 // Guest is the agent API URL of the OS inside a qemu-backend host's VM and
 // its console log; ok is false on the test backend, where the lab's
 // agents (sim/agent) are the hosts' OS.
-func (h *Host) Guest() (url, console string, ok bool) {
-	if h.vm == nil {
-		return "", "", false
-	}
-	return h.vm.guest.URL, h.vm.spec.ConsoleLog(), true
-}
+func (h *Host) Guest() (url, console string, ok bool) { return h.machine.guest() }
 
 func newHost(l *Lab, spec HostSpec) (*Host, error) {
 	h := &Host{spec: spec, lab: l, dir: filepath.Join(l.stateDir, "hosts", spec.Name),
 		power: PoweredOff, phase: PhaseOff, override: BootOverride{Mode: OverrideDisabled}, powerChanged: make(chan struct{})}
+	h.machine = l.backend.machine(h)
 	h.cycle, h.cancelCycle = context.WithCancel(context.Background())
 	h.cancelCycle()
 	var saved HostStatus
@@ -316,10 +312,8 @@ func (h *Host) PowerOn() error {
 	if st.PowerSupplyFailed {
 		return fmt.Errorf("host %s: power on: %w", h.spec.Name, ErrPowerSupplyFailed)
 	}
-	if h.vm != nil {
-		if err := h.prepareVMBoot(context.Background()); err != nil {
-			return fmt.Errorf("host %s: power on: %w", h.spec.Name, err)
-		}
+	if err := h.machine.prepareBoot(context.Background()); err != nil {
+		return fmt.Errorf("host %s: power on: %w", h.spec.Name, err)
 	}
 	if err := h.lab.backend.Start(h.spec.Name); err != nil {
 		return fmt.Errorf("host %s: power on: %w", h.spec.Name, err)
@@ -369,19 +363,25 @@ func (h *Host) Shutdown(ctx context.Context) error {
 	if hung {
 		return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, ErrHung)
 	}
-	if running && h.vm != nil {
-		return h.vmShutdown(ctx)
-	}
 	if running {
-		if err := h.lab.scale.Sleep(ctx, timescale.Seconds(h.lab.def.Spec.Timing.ShutdownSeconds)); err != nil {
+		if err := h.machine.shutdown(ctx); err != nil {
 			return err
 		}
-		if !h.finalise(ctx) {
-			return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, ErrPowerLost)
-		}
-		h.emit(EventBoot, "OSShutdown", "the OS shut down", nil)
 	}
 	return h.PowerOff()
+}
+
+// modelShutdown is the modelled OS's shutdown: it takes the modelled time
+// and an OSTree host finalises its staged deployment last.
+func (h *Host) modelShutdown(ctx context.Context) error {
+	if err := h.lab.scale.Sleep(ctx, timescale.Seconds(h.lab.def.Spec.Timing.ShutdownSeconds)); err != nil {
+		return err
+	}
+	if !h.finalise(ctx) {
+		return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, ErrPowerLost)
+	}
+	h.emit(EventBoot, "OSShutdown", "the OS shut down", nil)
+	return nil
 }
 
 // Reboot is a graceful restart (what `systemctl reboot` and a BMC's
@@ -432,11 +432,7 @@ func (h *Host) poweredOn(reason string) {
 	h.saveLocked()
 	h.mu.Unlock()
 	h.emit(EventPower, reason, "power on", map[string]string{"power": string(PoweredOn)})
-	if h.vm != nil {
-		go h.followGuest(ctx)
-		return
-	}
-	go h.boot(ctx)
+	go h.machine.run(ctx)
 }
 
 // poweredOff ends the power cycle: everything in flight is lost.

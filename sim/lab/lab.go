@@ -118,7 +118,6 @@ func Up(ctx context.Context, def *Definition, opts Options) (l *Lab, err error) 
 		return l, err
 	}
 	kind := cmp.Or(opts.Kind, def.Spec.Backend, BackendTest)
-	var vms *qemuBackend
 	switch {
 	case l.backend != nil:
 	case kind == BackendQEMU:
@@ -127,7 +126,8 @@ func Up(ctx context.Context, def *Definition, opts Options) (l *Lab, err error) 
 				return l, fmt.Errorf("lab %s: host %s: os.kind %s: the qemu backend's disks are A/B", def.Spec.Name, h.Name, h.OS.Kind)
 			}
 		}
-		if vms, err = newQEMUBackend(ctx, def, stateDir); err != nil {
+		vms, err := newQEMUBackend(ctx, def, stateDir)
+		if err != nil {
 			return l, err
 		}
 		l.backend = vms
@@ -162,9 +162,6 @@ func Up(ctx context.Context, def *Definition, opts Options) (l *Lab, err error) 
 		h, err := newHost(l, spec)
 		if err != nil {
 			return l, err
-		}
-		if vms != nil {
-			h.vm = vms.vm(spec.Name)
 		}
 		l.hosts[spec.Name] = h
 		l.order = append(l.order, spec.Name)

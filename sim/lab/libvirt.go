@@ -63,6 +63,10 @@ func TestDriverURI(stateDir string) (string, error) {
 	return "test://" + abs, nil
 }
 
+// machine is the lab's model: libvirt holds the power, the lab runs the
+// boot and the disk.
+func (b *LibvirtBackend) machine(h *Host) machine { return modelled{h} }
+
 // NewLibvirtBackend connects to uri and subscribes to lifecycle events.
 func NewLibvirtBackend(uri string) (*LibvirtBackend, error) {
 	if err := startEventLoop(); err != nil {

@@ -3,7 +3,6 @@ package lab
 import (
 	"context"
 	"fmt"
-	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	"net/http"
 	"os"
 	"strings"
@@ -37,7 +36,7 @@ func (h *Host) SetBootOverride(o BootOverride) error {
 		return fmt.Errorf("host %s: HTTP boot URI %q is not http(s)", h.spec.Name, u)
 	}
 	if o.Target != "" && o.Target != BootHdd && o.Target != BootCd && o.Mode != OverrideDisabled {
-		if err := h.notOnQEMU("boot override to " + string(o.Target)); err != nil {
+		if err := h.machine.lacks("boot override to " + string(o.Target)); err != nil {
 			return err
 		}
 	}
@@ -83,9 +82,12 @@ func (h *Host) EjectMedia() error {
 // modelled time (size / disk speed). It answers that root. Power lost
 // meanwhile leaves a slot corrupt and drops a deployment being pulled.
 func (h *Host) WriteImage(ctx context.Context, url, wantSHA256 string) (disk.RootID, error) {
-	if h.vm != nil {
-		return h.vmWriteImage(ctx, url, wantSHA256)
-	}
+	return h.machine.writeImage(ctx, url, wantSHA256)
+}
+
+// modelWriteImage is WriteImage on the modelled machine: the payload is
+// kept as the root's file and the write takes its modelled time.
+func (h *Host) modelWriteImage(ctx context.Context, url, wantSHA256 string) (disk.RootID, error) {
 	h.mu.Lock()
 	cycle := h.cycle
 	running := h.phase == PhaseRunning
@@ -159,35 +161,25 @@ func (h *Host) rootNameLocked(id disk.RootID) string {
 }
 
 // Activate makes a staged root the next to boot with tries attempts.
-func (h *Host) Activate(root disk.RootID, tries int) error {
-	if h.vm != nil {
-		return h.vmDiskOp("RootActivated", fmt.Sprintf("%s boots next with %d tries", root, tries), agentv1.PathActivate,
-			agentv1.ActivateRequest{Root: agentv1.RootID(root), Tries: tries})
-	}
-	return h.diskOp("RootActivated", fmt.Sprintf("%s boots next with %d tries", root, tries), func(d *disk.Disk) error {
-		return d.Activate(root, tries)
-	})
-}
+func (h *Host) Activate(root disk.RootID, tries int) error { return h.machine.activate(root, tries) }
 
 // Commit marks the running root good (the OS passed its health check).
-func (h *Host) Commit() error {
-	if h.vm != nil {
-		return h.vmDiskOp("RootCommitted", "running root marked good", agentv1.PathHealth, nil)
-	}
-	return h.diskOp("RootCommitted", "running root marked good", func(d *disk.Disk) error {
-		if h.phase != PhaseRunning {
-			return ErrNotRunning
-		}
-		return d.Commit()
-	})
-}
+func (h *Host) Commit() error { return h.machine.commit() }
 
 // Rollback makes the committed fallback boot next and stay the default.
-func (h *Host) Rollback() error {
-	if h.vm != nil {
-		return h.vmDiskOp("RolledBack", "the fallback boots next", agentv1.PathRollback, nil)
-	}
-	return h.diskOp("RolledBack", "the fallback boots next", func(d *disk.Disk) error { return d.Rollback() })
+func (h *Host) Rollback() error { return h.machine.rollback() }
+
+// The update contract's disk events, the same on both machines.
+const (
+	reasonActivated  = "RootActivated"
+	reasonCommitted  = "RootCommitted"
+	reasonRolledBack = "RolledBack"
+	committedMsg     = "running root marked good"
+	rolledBackMsg    = "the fallback boots next"
+)
+
+func activatedMsg(root disk.RootID, tries int) string {
+	return fmt.Sprintf("%s boots next with %d tries", root, tries)
 }
 
 // WriteEtc edits a file in the running OS's /etc ("" deletes it).

@@ -1,9 +1,7 @@
 package lab
 
 import (
-	"context"
 	"fmt"
-	"github.com/upgradelab/upgradelab/sim/guest"
 	"maps"
 
 	"github.com/upgradelab/upgradelab/sim/disk"
@@ -38,11 +36,8 @@ func (h *Host) UserData() []byte {
 
 // RequestRecoveryBoot makes the next boot use the recovery partition.
 func (h *Host) RequestRecoveryBoot() error {
-	if h.vm != nil {
-		if err := h.vm.guest.Call(context.Background(), guest.PathRecoveryOnce, nil, nil); err != nil {
-			return fmt.Errorf("host %s: recovery boot: %w", h.spec.Name, err)
-		}
-		h.refreshVMDisk()
+	if err := h.machine.recoveryOnce(); err != nil {
+		return err
 	}
 	return h.diskOp("RecoveryBootRequested", "the next boot uses the recovery partition", func(d *disk.Disk) error {
 		d.RecoveryOnce = true
@@ -55,8 +50,8 @@ func (h *Host) RequestRecoveryBoot() error {
 // from the recovery partition may, so a host that holds a live workload is
 // never wiped by mistake.
 func (h *Host) WipeData() error {
-	if st := h.Status(); h.vm != nil && st.OS != nil && st.OS.Source == FromRecovery {
-		if err := h.vmClean(); err != nil {
+	if st := h.Status(); st.OS != nil && st.OS.Source == FromRecovery {
+		if err := h.machine.erase(); err != nil {
 			return err
 		}
 	}
@@ -72,8 +67,8 @@ func (h *Host) WipeData() error {
 // EraseDisk is metadata cleaning (disk.Erase); only a deploy ramdisk
 // cleans, so a disk an installed OS runs from is never erased under it.
 func (h *Host) EraseDisk() error {
-	if st := h.Status(); h.vm != nil && st.OS.DeployRamdisk() {
-		if err := h.vmClean(); err != nil {
+	if st := h.Status(); st.OS.DeployRamdisk() {
+		if err := h.machine.erase(); err != nil {
 			return err
 		}
 	}

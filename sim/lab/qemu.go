@@ -18,11 +18,11 @@ import (
 	"github.com/upgradelab/upgradelab/internal/cachedir"
 	"github.com/upgradelab/upgradelab/internal/loopback"
 	"github.com/upgradelab/upgradelab/sim/disk"
-	"github.com/upgradelab/upgradelab/sim/guest"
 	"github.com/upgradelab/upgradelab/sim/image"
-	"github.com/upgradelab/upgradelab/sim/qemu"
 	"github.com/upgradelab/upgradelab/sim/vm"
-	"github.com/upgradelab/upgradelab/sim/vmdisk"
+	"github.com/upgradelab/upgradelab/sim/vm/diskimage"
+	"github.com/upgradelab/upgradelab/sim/vm/guest"
+	"github.com/upgradelab/upgradelab/sim/vm/qemu"
 
 	"libvirt.org/go/libvirt"
 )
@@ -41,7 +41,7 @@ var ErrNotOnQEMU = errors.New("not supported on the qemu backend yet")
 // describe; the guest needs a few dozen MiB).
 const vmMemoryMiB = 256
 
-// qemuBackend runs each host as a real VM (sim/qemu) on a private libvirt
+// qemuBackend runs each host as a real VM (sim/vm/qemu) on a private libvirt
 // daemon: power is the domain's, as on the test backend, but the boot is
 // the VM's own (OVMF, GRUB's A/B choice, the kernel, the guest as init),
 // and the host follows what its guest reports (followGuest) instead of
@@ -57,7 +57,7 @@ type qemuBackend struct {
 	runDir   string
 	stateDir string
 	builder  *vm.Builder
-	recovery vmdisk.Payload
+	recovery diskimage.Payload
 	accel    qemu.Accel
 
 	// payloads serves the VM form of each image the lab's hosts stage
@@ -71,7 +71,7 @@ type qemuBackend struct {
 	// served are the VM payloads by image name; catalogSHA maps a VM
 	// payload's sha256 to the catalog image's, which the provider and
 	// the status speak.
-	served     map[string]vmdisk.Payload
+	served     map[string]diskimage.Payload
 	catalogSHA map[string]string
 }
 
@@ -81,7 +81,10 @@ type vmHost struct {
 	spec    qemu.VMSpec
 	disk    string
 	env     int64
-	guest   *vm.Guest
+	// api is the guest's agent API.
+	api *vm.Guest
+	// host is the lab's host this VM is.
+	host *Host
 }
 
 func newQEMUBackend(ctx context.Context, def *Definition, stateDir string) (b *qemuBackend, err error) {
@@ -96,7 +99,7 @@ func newQEMUBackend(ctx context.Context, def *Definition, stateDir string) (b *q
 		return nil, err
 	}
 	b = &qemuBackend{runDir: runDir, stateDir: stateDir, accel: accel, vms: map[string]*vmHost{},
-		served: map[string]vmdisk.Payload{}, catalogSHA: map[string]string{}}
+		served: map[string]diskimage.Payload{}, catalogSHA: map[string]string{}}
 	defer func() {
 		if err != nil {
 			b.Close()
@@ -149,7 +152,7 @@ func (b *qemuBackend) servePayload(w http.ResponseWriter, r *http.Request) {
 // vmPayload is the VM form of a catalog image (its manifest on Debian's
 // kernel and the guest), served to the guests; catalogSHA is the catalog
 // payload's checksum the caller verified, which the host reports for it.
-func (b *qemuBackend) vmPayload(ctx context.Context, m imagev1.Manifest, catalogSHA string) (vmdisk.Payload, string, error) {
+func (b *qemuBackend) vmPayload(ctx context.Context, m imagev1.Manifest, catalogSHA string) (diskimage.Payload, string, error) {
 	p, err := b.builder.Payload(ctx, m)
 	if err != nil {
 		return p, "", err
@@ -184,7 +187,7 @@ func (b *qemuBackend) vmXML(spec DomainSpec) (string, error) {
 		}
 		envOff = off
 	} else {
-		d, err := vmdisk.Build(context.Background(), diskPath, filepath.Join(dir, "build"), b.builder.Layout, mustScript(b.builder), nil, b.recovery)
+		d, err := diskimage.Build(context.Background(), diskPath, filepath.Join(dir, "build"), b.builder.Layout, mustScript(b.builder), nil, b.recovery)
 		if err != nil {
 			return "", fmt.Errorf("host %s: %w", spec.Name, err)
 		}
@@ -206,7 +209,7 @@ func (b *qemuBackend) vmXML(spec DomainSpec) (string, error) {
 		return "", err
 	}
 	b.mu.Lock()
-	b.vms[spec.Name] = &vmHost{backend: b, spec: vs, disk: diskPath, env: envOff, guest: vm.NewGuest(fmt.Sprintf("http://127.0.0.1:%d", vs.AgentPort))}
+	b.vms[spec.Name] = &vmHost{backend: b, spec: vs, disk: diskPath, env: envOff, api: vm.NewGuest(fmt.Sprintf("http://127.0.0.1:%d", vs.AgentPort))}
 	b.mu.Unlock()
 	return xml, nil
 }
@@ -257,7 +260,8 @@ func (b *qemuBackend) redefine(v *vmHost, cdrom string, fromCD bool) error {
 // first): a Once override is used up as on the test backend, the inserted
 // virtual medium becomes the VM's CD, and it boots first when the plan
 // reaches the CD before the disk.
-func (h *Host) prepareVMBoot(ctx context.Context) error {
+func (v *vmHost) prepareBoot(ctx context.Context) error {
+	h := v.host
 	h.mu.Lock()
 	plan := h.bootPlanLocked()
 	media := h.media
@@ -276,12 +280,12 @@ func (h *Host) prepareVMBoot(ctx context.Context) error {
 	iso := ""
 	if media != "" {
 		var err error
-		if iso, err = h.vm.backend.mediaISO(ctx, media); err != nil {
+		if iso, err = v.backend.mediaISO(ctx, media); err != nil {
 			h.emit(EventBoot, "BootDeviceFailed", fmt.Sprintf("%s: %v", BootCd, err), map[string]string{"target": string(BootCd)})
 			iso, fromCD = "", false
 		}
 	}
-	return h.vm.backend.redefine(h.vm, iso, fromCD)
+	return v.backend.redefine(v, iso, fromCD)
 }
 
 func mustScript(b *vm.Builder) string {
@@ -298,22 +302,25 @@ func findEnvInFile(path string) (int64, error) {
 		return 0, err
 	}
 	defer f.Close()
-	parts, err := vmdisk.ReadGPT(f)
+	parts, err := diskimage.ReadGPT(f)
 	if err != nil {
 		return 0, err
 	}
-	esp, err := vmdisk.Find(parts, vmdisk.PartESP)
+	esp, err := diskimage.Find(parts, diskimage.PartESP)
 	if err != nil {
 		return 0, err
 	}
-	off, _, err := vmdisk.FindEnv(f, esp.Offset, esp.Size)
+	off, _, err := diskimage.FindEnv(f, esp.Offset, esp.Size)
 	return off, err
 }
 
-func (b *qemuBackend) vm(name string) *vmHost {
+// machine is the VM that Define made for the host's domain.
+func (b *qemuBackend) machine(h *Host) machine {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.vms[name]
+	v := b.vms[h.spec.Name]
+	v.host = h
+	return v
 }
 
 // Close stops every VM and the daemon.
@@ -336,11 +343,11 @@ func (b *qemuBackend) Close() error {
 // (QEMU writes it back through the host's page cache, so a running VM's
 // writes are seen).
 func (v *vmHost) readDisk() (*disk.Disk, error) {
-	env, err := vmdisk.ReadEnv(v.disk, v.env)
+	env, err := diskimage.ReadEnv(v.disk, v.env)
 	if err != nil {
 		return nil, err
 	}
-	return vmdisk.DiskState(env)
+	return diskimage.DiskState(env)
 }
 
 // followGuest is a qemu host's power cycle in place of boot: the VM boots
@@ -348,7 +355,8 @@ func (v *vmHost) readDisk() (*disk.Disk, error) {
 // boot (after a power-on, a reset, or the guest's own reboot, which
 // libvirt does not report as a power change); a guest that stops
 // answering is booting again. The A/B state is read from the disk.
-func (h *Host) followGuest(ctx context.Context) {
+func (v *vmHost) run(ctx context.Context) {
+	h := v.host
 	h.mu.Lock()
 	h.phase = PhaseBooting
 	h.saveLocked()
@@ -357,17 +365,17 @@ func (h *Host) followGuest(ctx context.Context) {
 	lastAnswer := time.Now()
 	diskOK := true
 	for ctx.Err() == nil {
-		st, err := h.vm.guest.Status(ctx, time.Second)
-		if ok := h.refreshVMDisk(); ok != diskOK {
+		st, err := v.api.Status(ctx, time.Second)
+		if ok := v.refreshDisk(); ok != diskOK {
 			diskOK = ok
 			if !ok {
-				h.emit(EventDisk, "DiskUnreadable", "the bootloader's environment block on "+h.vm.disk+" does not parse", nil)
+				h.emit(EventDisk, "DiskUnreadable", "the bootloader's environment block on "+v.disk+" does not parse", nil)
 			}
 		}
 		switch {
 		case err == nil && st.OS != nil && st.OS.BootID != bootID:
 			bootID, lastAnswer = st.OS.BootID, time.Now()
-			h.guestUp(ctx, st)
+			v.guestUp(ctx, st)
 		case err == nil:
 			lastAnswer = time.Now()
 		case bootID != "" && time.Since(lastAnswer) > 3*time.Second:
@@ -388,7 +396,8 @@ func (h *Host) followGuest(ctx context.Context) {
 }
 
 // guestUp records the OS the guest reports.
-func (h *Host) guestUp(ctx context.Context, st agentv1.Status) {
+func (v *vmHost) guestUp(ctx context.Context, st agentv1.Status) {
+	h := v.host
 	running := &RunningOS{Source: OSSource(st.OS.Source), Root: disk.RootID(st.OS.Root), Trial: st.OS.Trial,
 		Image: st.OS.Image, Media: st.OS.Media, BootID: st.OS.BootID}
 	h.mu.Lock()
@@ -402,13 +411,14 @@ func (h *Host) guestUp(ctx context.Context, st agentv1.Status) {
 // refreshVMDisk mirrors the real disk's A/B state into the host's disk
 // model, which Status reports; the host's state is written only when it
 // changed. It answers whether the disk could be read.
-func (h *Host) refreshVMDisk() bool {
-	d, err := h.vm.readDisk()
+func (v *vmHost) refreshDisk() bool {
+	h := v.host
+	d, err := v.readDisk()
 	if err != nil {
 		return false
 	}
 	for _, s := range d.Slots {
-		s.Checksum = h.vm.backend.catalogChecksum(s.Checksum)
+		s.Checksum = v.backend.catalogChecksum(s.Checksum)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -432,7 +442,8 @@ func (h *Host) refreshVMDisk() bool {
 // written; the guest then writes the image's VM form into the slot its
 // disk stages into, for real. The host reports the catalog's checksum for
 // the slot.
-func (h *Host) vmWriteImage(ctx context.Context, url, wantSHA256 string) (disk.RootID, error) {
+func (v *vmHost) writeImage(ctx context.Context, url, wantSHA256 string) (disk.RootID, error) {
+	h := v.host
 	if h.Status().Phase != PhaseRunning {
 		return "", fmt.Errorf("host %s: stage %s: %w", h.spec.Name, url, ErrNotRunning)
 	}
@@ -440,18 +451,18 @@ func (h *Host) vmWriteImage(ctx context.Context, url, wantSHA256 string) (disk.R
 	if err != nil {
 		return "", err
 	}
-	p, guestURL, err := h.vm.backend.vmPayload(ctx, m, wantSHA256)
+	p, guestURL, err := v.backend.vmPayload(ctx, m, wantSHA256)
 	if err != nil {
 		return "", fmt.Errorf("host %s: stage %s: %w", h.spec.Name, m.Name, err)
 	}
 	h.emit(EventDisk, "WriteStarted", fmt.Sprintf("writing %s (%d MiB as the VM's payload) into the staging slot", m.Name, p.Size>>20), map[string]string{"image": m.Name})
 	var res agentv1.StageResult
-	if err := h.vm.guest.Call(ctx, agentv1.PathStage, agentv1.StageRequest{URL: guestURL, SHA256: p.SHA256}, &res); err != nil {
-		h.refreshVMDisk()
+	if err := v.api.Call(ctx, agentv1.PathStage, agentv1.StageRequest{URL: guestURL, SHA256: p.SHA256}, &res); err != nil {
+		v.refreshDisk()
 		h.emit(EventDisk, "WriteRefused", err.Error(), map[string]string{"url": url, "image": m.Name})
 		return "", fmt.Errorf("host %s: stage %s: %w", h.spec.Name, m.Name, guestErr(err))
 	}
-	h.refreshVMDisk()
+	v.refreshDisk()
 	h.emit(EventDisk, "WriteFinished", fmt.Sprintf("%s written to slot %s", m.Name, res.Root), map[string]string{"root": string(res.Root), "image": m.Name})
 	return disk.RootID(res.Root), nil
 }
@@ -459,14 +470,15 @@ func (h *Host) vmWriteImage(ctx context.Context, url, wantSHA256 string) (disk.R
 // vmDiskOp forwards one update-contract operation to the guest, which
 // applies it to the real disk, then mirrors the disk and records it as the
 // test backend's diskOp does.
-func (h *Host) vmDiskOp(reason, msg, path string, body any) error {
+func (v *vmHost) diskOp(reason, msg, path string, body any) error {
+	h := v.host
 	if h.Status().Phase != PhaseRunning {
 		return fmt.Errorf("host %s: %s: %w", h.spec.Name, reason, ErrNotRunning)
 	}
-	if err := h.vm.guest.Call(context.Background(), path, body, nil); err != nil {
+	if err := v.api.Call(context.Background(), path, body, nil); err != nil {
 		return fmt.Errorf("host %s: %s: %w", h.spec.Name, reason, guestErr(err))
 	}
-	h.refreshVMDisk()
+	v.refreshDisk()
 	h.emit(EventDisk, reason, msg, nil)
 	return nil
 }
@@ -487,37 +499,56 @@ func guestErr(err error) error {
 	return err
 }
 
-// vmShutdown is a graceful shutdown of a VM: the guest is asked to power
+// shutdown is a graceful shutdown of a VM: the guest is asked to power
 // off (the lab's stand-in for ACPI) and the power goes when the guest
 // cuts it.
-func (h *Host) vmShutdown(ctx context.Context) error {
-	if err := h.vm.guest.Call(ctx, guest.PathPowerOff, nil, nil); err != nil {
+func (v *vmHost) shutdown(ctx context.Context) error {
+	h := v.host
+	if err := v.api.Call(ctx, guest.PathPowerOff, nil, nil); err != nil {
 		return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, err)
 	}
 	return h.waitPower(PoweredOff)
 }
 
-// notOnQEMU refuses, on a qemu-backend host, what only the modelled
-// hardware does yet: network boot, HTTP boot, the firmware setup screen
-// and hangs are not wired to the VM.
-func (h *Host) notOnQEMU(op string) error {
-	if h.vm == nil {
-		return nil
-	}
-	return fmt.Errorf("host %s: %s: %w", h.spec.Name, op, ErrNotOnQEMU)
+// lacks refuses what only the modelled hardware does yet: network boot,
+// HTTP boot, the firmware setup screen and hangs are not wired to the VM.
+func (v *vmHost) lacks(op string) error {
+	return fmt.Errorf("host %s: %s: %w", v.host.spec.Name, op, ErrNotOnQEMU)
 }
 
-// vmClean erases a VM's disk for real (the guest zeroes its slots and data
+// erase erases a VM's disk for real (the guest zeroes its slots and data
 // partitions and empties its slots in the bootloader's block) before the
-// test backend's bookkeeping erases the rest (persistent files, config
-// drive). The guest refuses from a disk boot, as the lab does.
-func (h *Host) vmClean() error {
-	if h.vm == nil {
-		return nil
+// host's bookkeeping erases the rest (persistent files, config drive).
+// The guest refuses from a disk boot, as the lab does.
+func (v *vmHost) erase() error {
+	if err := v.api.Call(context.Background(), agentv1.PathClean, nil, nil); err != nil {
+		return fmt.Errorf("host %s: erase: %w", v.host.spec.Name, guestErr(err))
 	}
-	if err := h.vm.guest.Call(context.Background(), agentv1.PathClean, nil, nil); err != nil {
-		return fmt.Errorf("host %s: erase: %w", h.spec.Name, guestErr(err))
-	}
-	h.refreshVMDisk()
+	v.refreshDisk()
 	return nil
 }
+
+// recoveryOnce asks the guest to set the bootloader's one-time recovery
+// flag on the real disk.
+func (v *vmHost) recoveryOnce() error {
+	if err := v.api.Call(context.Background(), guest.PathRecoveryOnce, nil, nil); err != nil {
+		return fmt.Errorf("host %s: recovery boot: %w", v.host.spec.Name, err)
+	}
+	v.refreshDisk()
+	return nil
+}
+
+func (v *vmHost) activate(root disk.RootID, tries int) error {
+	return v.diskOp(reasonActivated, activatedMsg(root, tries), agentv1.PathActivate,
+		agentv1.ActivateRequest{Root: agentv1.RootID(root), Tries: tries})
+}
+
+func (v *vmHost) commit() error {
+	return v.diskOp(reasonCommitted, committedMsg, agentv1.PathHealth, nil)
+}
+
+func (v *vmHost) rollback() error {
+	return v.diskOp(reasonRolledBack, rolledBackMsg, agentv1.PathRollback, nil)
+}
+
+func (v *vmHost) guest() (url, console string, ok bool) { return v.api.URL, v.spec.ConsoleLog(), true }

@@ -12,7 +12,7 @@ import (
 	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/abcases"
-	"github.com/upgradelab/upgradelab/sim/vmdisk"
+	"github.com/upgradelab/upgradelab/sim/vm/diskimage"
 )
 
 // abVM plays the A/B table on a real VM: GRUB picks the slot, the guest
@@ -20,7 +20,7 @@ import (
 type abVM struct {
 	m        *Machine
 	images   *imageServer
-	payloads map[string]vmdisk.Payload
+	payloads map[string]diskimage.Payload
 	bootID   string
 	running  bool
 }
@@ -120,7 +120,7 @@ func TestRealDiskAgreesWithTheModel(t *testing.T) {
 	}
 	lab := newTestLab(t)
 	ctx := context.Background()
-	payloads := map[string]vmdisk.Payload{}
+	payloads := map[string]diskimage.Payload{}
 	for _, name := range []string{"os-a", "os-b", abcases.RecoveryImage} {
 		p, err := lab.builder.Payload(ctx, imagev1.Manifest{Name: name, Kernel: lab.builder.Kernel().Package})
 		if err != nil {
@@ -139,7 +139,7 @@ func TestRealDiskAgreesWithTheModel(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the model: %v", err)
 			}
-			var slotA *vmdisk.Payload
+			var slotA *diskimage.Payload
 			if c.Factory != "" {
 				p := payloads[c.Factory]
 				slotA = &p
@@ -174,8 +174,8 @@ func TestRealDiskCatchesABootloaderThatDoesNotCountTries(t *testing.T) {
 		}
 	}
 	lab := newTestLab(t)
-	lab.builder.BootScript = func(l vmdisk.Layout, args string) (string, error) {
-		s, err := vmdisk.GrubConfig(l, args)
+	lab.builder.BootScript = func(l diskimage.Layout, args string) (string, error) {
+		s, err := diskimage.GrubConfig(l, args)
 		var kept []string
 		for _, line := range strings.Split(s, "\n") {
 			if !strings.Contains(line, "save_env --file $prefix/grubenv A_TRIES") && !strings.Contains(line, "save_env --file $prefix/grubenv B_TRIES") {
@@ -188,7 +188,7 @@ func TestRealDiskCatchesABootloaderThatDoesNotCountTries(t *testing.T) {
 		return strings.Join(kept, "\n"), err
 	}
 	ctx := context.Background()
-	payloads := map[string]vmdisk.Payload{}
+	payloads := map[string]diskimage.Payload{}
 	for _, name := range []string{"os-a", "os-b", abcases.RecoveryImage} {
 		p, err := lab.builder.Payload(ctx, imagev1.Manifest{Name: name})
 		if err != nil {

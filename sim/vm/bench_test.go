@@ -16,7 +16,7 @@ import (
 
 	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
-	"github.com/upgradelab/upgradelab/sim/vmdisk"
+	"github.com/upgradelab/upgradelab/sim/vm/diskimage"
 )
 
 // rssMiB is a process's resident memory.
@@ -31,9 +31,9 @@ func rssMiB(pid int) float64 {
 	return 0
 }
 
-func benchLab(b *testing.B) (*testLab, map[string]vmdisk.Payload) {
+func benchLab(b *testing.B) (*testLab, map[string]diskimage.Payload) {
 	lab := newTestLab(b)
-	payloads := map[string]vmdisk.Payload{}
+	payloads := map[string]diskimage.Payload{}
 	for _, name := range []string{"os-a", "recovery"} {
 		p, err := lab.builder.Payload(context.Background(), imagev1.Manifest{Name: name})
 		if err != nil {
@@ -146,7 +146,7 @@ func BenchmarkSlotWrite(b *testing.B) {
 			b.Fatal(err)
 		}
 		sum := sha256.Sum256(data)
-		lab.images.payloads[name] = vmdisk.Payload{Path: path, Image: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}
+		lab.images.payloads[name] = diskimage.Payload{Path: path, Image: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}
 		b.Run(fmt.Sprintf("size=%dMiB", mib), func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			for i := 0; i < b.N; i++ {

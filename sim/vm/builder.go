@@ -14,8 +14,8 @@ import (
 	"sync"
 
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
-	"github.com/upgradelab/upgradelab/sim/vmboot"
-	"github.com/upgradelab/upgradelab/sim/vmdisk"
+	"github.com/upgradelab/upgradelab/sim/vm/boot"
+	"github.com/upgradelab/upgradelab/sim/vm/diskimage"
 )
 
 // KernelArgs are the command line GRUB gives every payload's kernel:
@@ -49,31 +49,31 @@ type Builder struct {
 	// with the go command (the module's source must be at hand).
 	Guest string
 	// Layout is the disks' partition table.
-	Layout vmdisk.Layout
-	// BootScript makes the disks' grub.cfg: vmdisk.GrubConfig, unless a
+	Layout diskimage.Layout
+	// BootScript makes the disks' grub.cfg: diskimage.GrubConfig, unless a
 	// test breaks the bootloader on purpose.
-	BootScript func(vmdisk.Layout, string) (string, error)
+	BootScript func(diskimage.Layout, string) (string, error)
 
 	mu       sync.Mutex
-	kernel   *vmboot.Kernel
-	modules  []vmboot.Module
-	payloads map[string]vmdisk.Payload
+	kernel   *boot.Kernel
+	modules  []boot.Module
+	payloads map[string]diskimage.Payload
 }
 
 // NewBuilder fetches the kernel and builds the guest if needed.
 func NewBuilder(ctx context.Context, dir, kernelCache, guest string) (*Builder, error) {
-	if err := vmdisk.CheckTools(); err != nil {
+	if err := diskimage.CheckTools(); err != nil {
 		return nil, err
 	}
-	b := &Builder{Dir: dir, KernelCache: kernelCache, Guest: guest, Layout: vmdisk.DefaultLayout(48), BootScript: vmdisk.GrubConfig, payloads: map[string]vmdisk.Payload{}}
+	b := &Builder{Dir: dir, KernelCache: kernelCache, Guest: guest, Layout: diskimage.DefaultLayout(48), BootScript: diskimage.GrubConfig, payloads: map[string]diskimage.Payload{}}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	k, err := vmboot.FetchKernel(ctx, kernelCache, vmboot.KernelMeta)
+	k, err := boot.FetchKernel(ctx, kernelCache, boot.KernelMeta)
 	if err != nil {
 		return nil, err
 	}
-	if b.modules, err = vmboot.GuestModulesOf(k); err != nil {
+	if b.modules, err = boot.GuestModulesOf(k); err != nil {
 		return nil, err
 	}
 	b.kernel = k
@@ -91,11 +91,11 @@ func NewBuilder(ctx context.Context, dir, kernelCache, guest string) (*Builder, 
 }
 
 // Kernel is the kernel package the payloads carry.
-func (b *Builder) Kernel() *vmboot.Kernel { return b.kernel }
+func (b *Builder) Kernel() *boot.Kernel { return b.kernel }
 
 // Payload is the slot image of one OS image: the kernel, an initramfs
 // with the guest and m, and m itself.
-func (b *Builder) Payload(ctx context.Context, m imagev1.Manifest) (vmdisk.Payload, error) {
+func (b *Builder) Payload(ctx context.Context, m imagev1.Manifest) (diskimage.Payload, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if p, ok := b.payloads[m.Name]; ok {
@@ -103,27 +103,27 @@ func (b *Builder) Payload(ctx context.Context, m imagev1.Manifest) (vmdisk.Paylo
 	}
 	manifest, err := json.Marshal(m)
 	if err != nil {
-		return vmdisk.Payload{}, err
+		return diskimage.Payload{}, err
 	}
 	dir := filepath.Join(b.Dir, "payloads", m.Name)
 	_ = os.RemoveAll(dir)
 	if err := os.MkdirAll(filepath.Join(dir, "boot"), 0o755); err != nil {
-		return vmdisk.Payload{}, err
+		return diskimage.Payload{}, err
 	}
-	if err := os.Link(b.kernel.Image, filepath.Join(dir, vmdisk.PayloadKernel)); err != nil {
-		if err := copyFile(b.kernel.Image, filepath.Join(dir, vmdisk.PayloadKernel)); err != nil {
-			return vmdisk.Payload{}, err
+	if err := os.Link(b.kernel.Image, filepath.Join(dir, diskimage.PayloadKernel)); err != nil {
+		if err := copyFile(b.kernel.Image, filepath.Join(dir, diskimage.PayloadKernel)); err != nil {
+			return diskimage.Payload{}, err
 		}
 	}
-	if err := vmboot.Initramfs(filepath.Join(dir, vmdisk.PayloadInitrd), b.Guest, b.modules, manifest); err != nil {
-		return vmdisk.Payload{}, err
+	if err := boot.Initramfs(filepath.Join(dir, diskimage.PayloadInitrd), b.Guest, b.modules, manifest); err != nil {
+		return diskimage.Payload{}, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, vmdisk.PayloadManifest), manifest, 0o644); err != nil {
-		return vmdisk.Payload{}, err
+	if err := os.WriteFile(filepath.Join(dir, diskimage.PayloadManifest), manifest, 0o644); err != nil {
+		return diskimage.Payload{}, err
 	}
-	p, err := vmdisk.MakePayload(ctx, dir, m.Name, filepath.Join(b.Dir, "payloads", m.Name+".img"))
+	p, err := diskimage.MakePayload(ctx, dir, m.Name, filepath.Join(b.Dir, "payloads", m.Name+".img"))
 	if err != nil {
-		return vmdisk.Payload{}, err
+		return diskimage.Payload{}, err
 	}
 	b.payloads[m.Name] = p
 	return p, nil
@@ -131,13 +131,13 @@ func (b *Builder) Payload(ctx context.Context, m imagev1.Manifest) (vmdisk.Paylo
 
 // Disk builds a factory disk for one host: slotA (nil: none) committed in
 // slot A, recovery on the recovery partition.
-func (b *Builder) Disk(ctx context.Context, host string, slotA *vmdisk.Payload, recovery vmdisk.Payload) (*vmdisk.Disk, error) {
+func (b *Builder) Disk(ctx context.Context, host string, slotA *diskimage.Payload, recovery diskimage.Payload) (*diskimage.Disk, error) {
 	dir := filepath.Join(b.Dir, "disks", host)
 	script, err := b.BootScript(b.Layout, KernelArgs)
 	if err != nil {
 		return nil, err
 	}
-	return vmdisk.Build(ctx, filepath.Join(dir, "system.img"), filepath.Join(dir, "work"), b.Layout, script, slotA, recovery)
+	return diskimage.Build(ctx, filepath.Join(dir, "system.img"), filepath.Join(dir, "work"), b.Layout, script, slotA, recovery)
 }
 
 func copyFile(src, dst string) error {
@@ -166,7 +166,7 @@ func (b *Builder) ISO(ctx context.Context, m imagev1.Manifest, mediaURL string) 
 	}
 	work := out + ".work"
 	defer os.RemoveAll(work)
-	if err := vmdisk.BuildISO(ctx, out, work, filepath.Join(b.Dir, "payloads", m.Name), KernelArgs, mediaURL); err != nil {
+	if err := diskimage.BuildISO(ctx, out, work, filepath.Join(b.Dir, "payloads", m.Name), KernelArgs, mediaURL); err != nil {
 		return "", fmt.Errorf("virtual media for %s: %w", m.Name, err)
 	}
 	return out, nil

@@ -2,10 +2,10 @@
 // what they boot and drives one VM as a lab host is driven.
 //
 // [Builder] builds the guest (cmd/upgradelab-guest, with CGO_ENABLED=0,
-// unless given a binary), fetches Debian's cloud kernel (sim/vmboot) and
+// unless given a binary), fetches Debian's cloud kernel (sim/vm/boot) and
 // makes, once per image name, an OS image's slot payload
 // ([Builder.Payload]: the kernel, an initramfs holding the guest and the
-// image's manifest, and the manifest); factory disks on sim/vmdisk's
+// image's manifest, and the manifest); factory disks on sim/vm/diskimage's
 // layout and boot script ([Builder.Disk]); and a virtual-media ISO per
 // image and URL ([Builder.ISO]). BootScript is a field so a test can break
 // the bootloader on purpose. The lab's qemu backend (sim/lab) keeps one
@@ -24,7 +24,7 @@
 // [Guest] is a guest's agent API through QEMU's forwarded loopback port;
 // [Guest.Call] turns a refusal into an [AgentError] with the HTTP status,
 // which the lab maps back to sim/disk's errors. [Machine] is one VM on a
-// sim/qemu Hypervisor: [Machine.PowerOn], [Machine.PowerCut] (QEMU
+// sim/vm/qemu Hypervisor: [Machine.PowerOn], [Machine.PowerCut] (QEMU
 // killed), [Machine.Remove] and its Guest. QEMU's user network accepts a
 // forwarded connection before the guest listens, so a connection says
 // nothing: [Machine.WaitBoot] waits for an answer from a boot ID other

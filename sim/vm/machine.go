@@ -11,7 +11,7 @@ import (
 	"time"
 
 	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
-	"github.com/upgradelab/upgradelab/sim/qemu"
+	"github.com/upgradelab/upgradelab/sim/vm/qemu"
 )
 
 // Guest is a VM guest's agent API, reached through QEMU's forwarded port.

@@ -15,8 +15,8 @@ import (
 
 	"github.com/upgradelab/upgradelab/internal/cachedir"
 	"github.com/upgradelab/upgradelab/internal/loopback"
-	"github.com/upgradelab/upgradelab/sim/qemu"
-	"github.com/upgradelab/upgradelab/sim/vmdisk"
+	"github.com/upgradelab/upgradelab/sim/vm/diskimage"
+	"github.com/upgradelab/upgradelab/sim/vm/qemu"
 )
 
 // testLab is one libvirt daemon, a builder and an image server for a test.
@@ -76,7 +76,7 @@ func newTestLab(t testing.TB) *testLab {
 
 // machine builds a factory disk and defines a VM on it, removed at the
 // end of the test.
-func (l *testLab) machine(t testing.TB, name string, slotA *vmdisk.Payload, recovery vmdisk.Payload) *Machine {
+func (l *testLab) machine(t testing.TB, name string, slotA *diskimage.Payload, recovery diskimage.Payload) *Machine {
 	t.Helper()
 	disk, err := l.builder.Disk(context.Background(), name, slotA, recovery)
 	if err != nil {
@@ -109,7 +109,7 @@ func (l *testLab) machine(t testing.TB, name string, slotA *vmdisk.Payload, reco
 // sends at 4 MiB/s, so a write lasts long enough to cut.
 type imageServer struct {
 	port     int
-	payloads map[string]vmdisk.Payload
+	payloads map[string]diskimage.Payload
 }
 
 func (s *imageServer) guestURL(image string, slow bool) string {

@@ -4,7 +4,7 @@
 // TLS at the Path* endpoints; a deploy ramdisk and a recovery OS also
 // call their provisioner with a [Heartbeat] or a [Registration].
 //
-// The simulator implements it (sim/agent for every host, sim/guest
+// The simulator implements it (sim/agent for every host, sim/vm/guest
 // inside a real VM); providers consume it (the reference provider's
 // hostagent client and callback endpoint, the in-place extension). It
 // imports only the standard library and api/image/v1, so a provider built

@@ -1,4 +1,4 @@
-package vmboot
+package boot
 
 import (
 	"bytes"

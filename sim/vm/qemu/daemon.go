@@ -118,7 +118,7 @@ func writeDaemonFiles(dir string) error {
 			return err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "libvirtd.conf"), []byte(fmt.Sprintf(`# written by upgradelab (sim/qemu): a private daemon for one lab
+	if err := os.WriteFile(filepath.Join(dir, "libvirtd.conf"), []byte(fmt.Sprintf(`# written by upgradelab (sim/vm/qemu): a private daemon for one lab
 unix_sock_dir = %q
 unix_sock_rw_perms = "0700"
 auth_unix_rw = "none"
@@ -127,7 +127,7 @@ log_outputs = "3:file:%s"
 `, filepath.Join(dir, "run"), filepath.Join(dir, "libvirtd.log"))), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "qemu.conf"), []byte(`# written by upgradelab (sim/qemu)
+	if err := os.WriteFile(filepath.Join(dir, "qemu.conf"), []byte(`# written by upgradelab (sim/vm/qemu)
 user = "root"
 group = "root"
 dynamic_ownership = 0

@@ -16,7 +16,7 @@ import (
 	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/disk"
-	"github.com/upgradelab/upgradelab/sim/vmdisk"
+	"github.com/upgradelab/upgradelab/sim/vm/diskimage"
 )
 
 // Port is where the guest serves the agent API; QEMU forwards a host
@@ -88,14 +88,14 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) runningOS() *agentv1.RunningOS {
 	os := &agentv1.RunningOS{Source: agentv1.FromDisk, Image: s.Manifest, BootID: readTrim("/proc/sys/kernel/random/boot_id")}
-	switch s.Params[vmdisk.ParamSource] {
+	switch s.Params[diskimage.ParamSource] {
 	case "recovery":
 		os.Source = agentv1.FromRecovery
-	case vmdisk.SourceVirtualMedia:
-		os.Source, os.Media = agentv1.FromVirtualMedia, s.Params[vmdisk.ParamMedia]
+	case diskimage.SourceVirtualMedia:
+		os.Source, os.Media = agentv1.FromVirtualMedia, s.Params[diskimage.ParamMedia]
 	default:
-		os.Root = agentv1.RootID(s.Params[vmdisk.ParamSlot])
-		os.Trial = s.Params[vmdisk.ParamTrial] == "1"
+		os.Root = agentv1.RootID(s.Params[diskimage.ParamSlot])
+		os.Trial = s.Params[diskimage.ParamTrial] == "1"
 	}
 	if f := strings.Fields(readTrim("/proc/uptime")); len(f) > 0 {
 		os.UptimeSeconds, _ = strconv.ParseFloat(f[0], 64)

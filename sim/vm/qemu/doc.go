@@ -1,5 +1,5 @@
 // Package qemu runs the lab's real virtual machines: a private libvirt
-// daemon per lab (daemon.go), QEMU domains that boot a sim/vmdisk disk
+// daemon per lab (daemon.go), QEMU domains that boot a sim/vm/diskimage disk
 // under UEFI (domain.go), and the reaper that ends what a dead harness
 // left running (reap.go).
 //

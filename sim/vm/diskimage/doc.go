@@ -1,7 +1,7 @@
-// Package vmdisk is the real system disk of a qemu-backend host: a raw GPT
+// Package diskimage is the real system disk of a qemu-backend host: a raw GPT
 // image whose bootloader, GRUB under UEFI, makes the A/B choice itself, as
 // RAUC- and Flatcar-style systems do, and the code the host and the guest
-// (sim/guest) share to read and change it.
+// (sim/vm/guest) share to read and change it.
 //
 // The layout ([DefaultLayout]) is sim/disk's, by GPT partition label: esp
 // (16 MiB of FAT: GRUB's EFI loader, grub.cfg and grubenv), slot-a and
@@ -47,4 +47,4 @@
 //
 // The package has no cgo, so the guest's static init links it; only
 // build.go and media.go run host tools, and the guest never calls them.
-package vmdisk
+package diskimage

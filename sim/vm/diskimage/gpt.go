@@ -1,4 +1,4 @@
-package vmdisk
+package diskimage
 
 import (
 	"bytes"

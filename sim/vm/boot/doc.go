@@ -1,8 +1,8 @@
-// Package vmboot makes what a qemu-backend host boots from a slot:
+// Package boot makes what a qemu-backend host boots from a slot:
 // Debian's cloud kernel, taken from its package without installing it, and
 // an initramfs whose /init is the guest (cmd/upgradelab-guest) with the
 // few kernel modules a virtio machine needs. With an image's manifest they
-// make one slot payload (sim/vm's Builder.Payload, sim/vmdisk's
+// make one slot payload (sim/vm's Builder.Payload, sim/vm/diskimage's
 // MakePayload).
 //
 // [FetchKernel] resolves the metapackage [KernelMeta]
@@ -23,4 +23,4 @@
 // .modinfo depends= as depmod does, since the unpacked package has no
 // modules.dep (depmod runs at installation). A dependency built into the
 // kernel needs no loading.
-package vmboot
+package boot

@@ -9,7 +9,7 @@
 // 10.0.2.15/24 by ioctl: QEMU's user network gives every guest that
 // address and shows the host's loopback as 10.0.2.2, so no DHCP client is
 // needed. [KernelParams] reads
-// what GRUB chose from /proc/cmdline (sim/vmdisk's upgradelab.*
+// what GRUB chose from /proc/cmdline (sim/vm/diskimage's upgradelab.*
 // parameters). [OpenDisk] finds the partitions and GRUB's environment
 // block on /dev/vda, and [Disk.RecoverInterruptedWrites] marks a slot
 // still "writing" from the last boot corrupt: a power cut ended that
@@ -27,7 +27,7 @@
 // without a fallback, 507 for no space, as sim/agent answers.
 //
 // Each operation is sim/disk's update contract applied to the environment
-// block: read it, apply the method to the model sim/vmdisk makes of it,
+// block: read it, apply the method to the model sim/vm/diskimage makes of it,
 // write it back and fsync before answering, since the bootloader reads it
 // at the next boot however that boot comes. Go keeps the books; GRUB
 // decides. [Disk.Stage] checks the download's size against the slot

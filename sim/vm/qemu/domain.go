@@ -26,12 +26,12 @@ type VMSpec struct {
 	Name      string
 	CPUs      int
 	MemoryMiB int
-	// Disk is a raw sim/vmdisk image.
+	// Disk is a raw sim/vm/diskimage image.
 	Disk string
 	// Dir holds the VM's own files: its UEFI variables and console log.
 	Dir string
 	// AgentPort is the host loopback port QEMU forwards to the guest's
-	// agent API (sim/guest.Port).
+	// agent API (sim/vm/guest.Port).
 	AgentPort, GuestPort int
 	MAC                  string
 	Accel                Accel

@@ -14,33 +14,33 @@ import (
 	"testing"
 
 	"github.com/upgradelab/upgradelab/sim/disk"
-	"github.com/upgradelab/upgradelab/sim/vmdisk"
+	"github.com/upgradelab/upgradelab/sim/vm/diskimage"
 )
 
 func TestKernelParams(t *testing.T) {
 	got := KernelParams("BOOT_IMAGE=/boot/vmlinuz console=ttyS0 upgradelab.source=disk upgradelab.slot=B upgradelab.trial=1 quiet")
-	if len(got) != 3 || got[vmdisk.ParamSlot] != "B" || got[vmdisk.ParamTrial] != "1" {
+	if len(got) != 3 || got[diskimage.ParamSlot] != "B" || got[diskimage.ParamTrial] != "1" {
 		t.Fatalf("%v", got)
 	}
 }
 
 // builtDisk is a factory disk file, which the guest's Disk opens as it
 // opens /dev/vda.
-func builtDisk(t *testing.T) (string, vmdisk.Payload) {
+func builtDisk(t *testing.T) (string, diskimage.Payload) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	src := filepath.Join(dir, "os-a")
 	os.MkdirAll(filepath.Join(src, "boot"), 0o755)
-	for _, f := range []string{vmdisk.PayloadKernel, vmdisk.PayloadInitrd, vmdisk.PayloadManifest} {
+	for _, f := range []string{diskimage.PayloadKernel, diskimage.PayloadInitrd, diskimage.PayloadManifest} {
 		os.WriteFile(filepath.Join(src, f), []byte(f), 0o644)
 	}
-	a, err := vmdisk.MakePayload(ctx, src, "os-a", filepath.Join(dir, "os-a.img"))
+	a, err := diskimage.MakePayload(ctx, src, "os-a", filepath.Join(dir, "os-a.img"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := vmdisk.DefaultLayout(8)
-	script, _ := vmdisk.GrubConfig(l, "")
-	d, err := vmdisk.Build(ctx, filepath.Join(dir, "disk.img"), filepath.Join(dir, "work"), l, script, &a, a)
+	l := diskimage.DefaultLayout(8)
+	script, _ := diskimage.GrubConfig(l, "")
+	d, err := diskimage.Build(ctx, filepath.Join(dir, "disk.img"), filepath.Join(dir, "work"), l, script, &a, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,22 +72,22 @@ func TestStageWritesTheInactiveSlotAndRecordsItForGRUB(t *testing.T) {
 	if err := d.Activate(disk.SlotB, 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Activate(disk.SlotB, vmdisk.MaxTries+1); err == nil {
+	if err := d.Activate(disk.SlotB, diskimage.MaxTries+1); err == nil {
 		t.Error("more tries than GRUB counts were accepted")
 	}
 	// What GRUB will read: the block on the disk, not the guest's memory.
 	f, _ := os.Open(path)
 	defer f.Close()
-	parts, _ := vmdisk.ReadGPT(f)
-	esp, _ := vmdisk.Find(parts, vmdisk.PartESP)
-	_, env, err := vmdisk.FindEnv(f, esp.Offset, esp.Size)
+	parts, _ := diskimage.ReadGPT(f)
+	esp, _ := diskimage.Find(parts, diskimage.PartESP)
+	_, env, err := diskimage.FindEnv(f, esp.Offset, esp.Size)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if env.Get("B_STATE") != "written" || env.Get("B_TRIES") != "2" || env.Get("B_PRIO") != "2" || env.Get("B_GOOD") != "0" || env.Get("B_IMAGE") != "os-b" {
 		t.Fatalf("block after stage and activate: B=%s/%s/%s/%s/%s", env.Get("B_STATE"), env.Get("B_TRIES"), env.Get("B_PRIO"), env.Get("B_GOOD"), env.Get("B_IMAGE"))
 	}
-	slotB, _ := vmdisk.Find(parts, vmdisk.PartSlotB)
+	slotB, _ := diskimage.Find(parts, diskimage.PartSlotB)
 	got := make([]byte, len(image))
 	f.ReadAt(got, slotB.Offset)
 	if string(got) != string(image) {
@@ -155,8 +155,8 @@ func TestEraseZeroesTheSlotsOnlyFromOutsideThem(t *testing.T) {
 	}
 	f, _ := os.Open(path)
 	defer f.Close()
-	parts, _ := vmdisk.ReadGPT(f)
-	a, _ := vmdisk.Find(parts, vmdisk.PartSlotA)
+	parts, _ := diskimage.ReadGPT(f)
+	a, _ := diskimage.Find(parts, diskimage.PartSlotA)
 	head := make([]byte, 4096)
 	f.ReadAt(head, a.Offset)
 	if strings.Trim(string(head), "\x00") != "" {

@@ -14,14 +14,14 @@ import (
 	"sync"
 
 	"github.com/upgradelab/upgradelab/sim/disk"
-	"github.com/upgradelab/upgradelab/sim/vmdisk"
+	"github.com/upgradelab/upgradelab/sim/vm/diskimage"
 )
 
 // Disk is the guest's system disk: the block device, its partitions and
 // the offset of GRUB's environment block on the ESP.
 type Disk struct {
 	dev    *os.File
-	parts  []vmdisk.Partition
+	parts  []diskimage.Partition
 	envOff int64
 	// Booted is the slot the kernel came from ("" when it came from the
 	// recovery partition).
@@ -37,17 +37,17 @@ func OpenDisk(device string, booted disk.SlotName) (*Disk, error) {
 	if err != nil {
 		return nil, err
 	}
-	parts, err := vmdisk.ReadGPT(f)
+	parts, err := diskimage.ReadGPT(f)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", device, err)
 	}
-	esp, err := vmdisk.Find(parts, vmdisk.PartESP)
+	esp, err := diskimage.Find(parts, diskimage.PartESP)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", device, err)
 	}
-	off, _, err := vmdisk.FindEnv(f, esp.Offset, esp.Size)
+	off, _, err := diskimage.FindEnv(f, esp.Offset, esp.Size)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", device, err)
@@ -56,16 +56,16 @@ func OpenDisk(device string, booted disk.SlotName) (*Disk, error) {
 }
 
 // model reads the block into sim/disk's model.
-func (d *Disk) model() (*disk.Disk, *vmdisk.Env, error) {
+func (d *Disk) model() (*disk.Disk, *diskimage.Env, error) {
 	b := make([]byte, 1024)
 	if _, err := d.dev.ReadAt(b, d.envOff); err != nil {
 		return nil, nil, err
 	}
-	env, err := vmdisk.ParseEnv(b)
+	env, err := diskimage.ParseEnv(b)
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := vmdisk.DiskState(env)
+	m, err := diskimage.DiskState(env)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -75,8 +75,8 @@ func (d *Disk) model() (*disk.Disk, *vmdisk.Env, error) {
 
 // save writes the model back and makes it durable before returning: the
 // bootloader reads it at the next boot, however that boot comes.
-func (d *Disk) save(m *disk.Disk, env *vmdisk.Env) error {
-	if err := vmdisk.SetDiskState(env, m); err != nil {
+func (d *Disk) save(m *disk.Disk, env *diskimage.Env) error {
+	if err := diskimage.SetDiskState(env, m); err != nil {
 		return err
 	}
 	b, err := env.Encode()
@@ -116,8 +116,8 @@ func (d *Disk) Images() (disk.Images, error) {
 
 // Activate, Commit and Rollback are the contract's.
 func (d *Disk) Activate(id disk.RootID, tries int) error {
-	if tries > vmdisk.MaxTries {
-		return fmt.Errorf("activate %s: %d tries, the bootloader counts at most %d: %w", id, tries, vmdisk.MaxTries, jsonhttp.ErrBadRequest)
+	if tries > diskimage.MaxTries {
+		return fmt.Errorf("activate %s: %d tries, the bootloader counts at most %d: %w", id, tries, diskimage.MaxTries, jsonhttp.ErrBadRequest)
 	}
 	return d.update(func(m *disk.Disk) error { return m.Activate(id, tries) })
 }
@@ -158,8 +158,8 @@ func (d *Disk) Erase() error {
 		return fmt.Errorf("erase: the OS runs from slot %s: %w", d.Booted, disk.ErrNotBooted)
 	}
 	zero := make([]byte, 1<<20)
-	for _, name := range []string{vmdisk.PartSlotA, vmdisk.PartSlotB, vmdisk.PartPersistent, vmdisk.PartOEM} {
-		p, err := vmdisk.Find(d.parts, name)
+	for _, name := range []string{diskimage.PartSlotA, diskimage.PartSlotB, diskimage.PartPersistent, diskimage.PartOEM} {
+		p, err := diskimage.Find(d.parts, name)
 		if err != nil {
 			return err
 		}
@@ -239,14 +239,14 @@ func (d *Disk) Stage(ctx context.Context, client *http.Client, url, sha string, 
 	return target, d.update(func(m *disk.Disk) error { return m.FinishStage(target) })
 }
 
-func (d *Disk) slotPartition(id disk.RootID) (vmdisk.Partition, error) {
+func (d *Disk) slotPartition(id disk.RootID) (diskimage.Partition, error) {
 	switch id {
 	case disk.SlotA:
-		return vmdisk.Find(d.parts, vmdisk.PartSlotA)
+		return diskimage.Find(d.parts, diskimage.PartSlotA)
 	case disk.SlotB:
-		return vmdisk.Find(d.parts, vmdisk.PartSlotB)
+		return diskimage.Find(d.parts, diskimage.PartSlotB)
 	}
-	return vmdisk.Partition{}, fmt.Errorf("slot %q: %w", id, disk.ErrNoSuchRoot)
+	return diskimage.Partition{}, fmt.Errorf("slot %q: %w", id, disk.ErrNoSuchRoot)
 }
 
 type progressWriter struct {
