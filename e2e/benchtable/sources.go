@@ -139,7 +139,8 @@ func figure(v float64, unit string) string {
 	case strings.HasPrefix(unit, "s-") || strings.HasPrefix(unit, "s/") || strings.HasSuffix(unit, "-s"):
 		seconds = v
 	case strings.HasSuffix(unit, "/s"):
-		return number(v) + unit[strings.Index(unit, "/"):]
+		_, per, _ := strings.Cut(unit, "/")
+		return number(v) + "/" + per
 	case strings.Contains(unit, "MiB"):
 		return number(v) + " MiB"
 	default:

@@ -2,13 +2,14 @@ package check
 
 import (
 	"fmt"
-	"k8s.io/utils/ptr"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/utils/ptr"
 
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"

@@ -317,11 +317,9 @@ func (s *State) afterPoll() {
 			// whether CAPI's nodeDrainTimeout let them go.
 			if excused {
 				s.excusedBudgets = append(s.excusedBudgets, b+" ("+strings.Join(lost, ", ")+")")
-			} else {
-				if s.upgrading() {
-					t.breach = &Violation{Time: s.Now, Objects: append(objs(vocab.KindPod, lost), vocab.KindBudget+"/"+b),
-						Message: fmt.Sprintf("budget %s has %d healthy pods, it needs %d (lost %s)", b, len(now), desired, strings.Join(lost, ", "))}
-				}
+			} else if s.upgrading() {
+				t.breach = &Violation{Time: s.Now, Objects: append(objs(vocab.KindPod, lost), vocab.KindBudget+"/"+b),
+					Message: fmt.Sprintf("budget %s has %d healthy pods, it needs %d (lost %s)", b, len(now), desired, strings.Join(lost, ", "))}
 			}
 			t.low = true
 		}

@@ -69,7 +69,7 @@ func (p *Plane) RestartAPIServer(ctx context.Context) error {
 		case <-ctx.Done():
 			return fmt.Errorf("kube-apiserver did not answer after its restart: %w (log %s)", ctx.Err(), restarted.logPath)
 		case <-restarted.exited:
-			return fmt.Errorf("the restarted kube-apiserver exited: %v (log %s)", restarted.waitErr, restarted.logPath)
+			return fmt.Errorf("the restarted kube-apiserver exited: %w (log %s)", restarted.waitErr, restarted.logPath)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -3,12 +3,13 @@ package mgmt
 import (
 	"errors"
 	"fmt"
-	"github.com/upgradelab/upgradelab/internal/cachedir"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+
+	"github.com/upgradelab/upgradelab/internal/cachedir"
 )
 
 // Versions of the management plane's own API server and etcd. The Makefile
@@ -113,7 +114,7 @@ func capiVersion() (string, error) {
 	if v := strings.TrimSpace(string(out)); err == nil && v != "" {
 		return v, nil
 	}
-	return "", fmt.Errorf("cannot tell which %s version this binary was built with (no build info, and `go list -m` outside the module: %v)", capiModule, err)
+	return "", fmt.Errorf("cannot tell which %s version this binary was built with (no build info, and `go list -m` outside the module: %w)", capiModule, err)
 }
 
 // moduleDir finds a module's source in the module cache, downloading it

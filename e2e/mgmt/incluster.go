@@ -373,7 +373,7 @@ func (p *Plane) waitServiceReachable(ctx context.Context, pm *podManager) error 
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("manager %s: Service %s/%s (%s:443) takes no connection from the node: %w (last: %v)",
+			return fmt.Errorf("manager %s: Service %s/%s (%s:443) takes no connection from the node: %w (last: %w)",
 				pm.spec.name, pm.namespace, svc.Name, svc.Spec.ClusterIP, ctx.Err(), last)
 		case <-time.After(200 * time.Millisecond):
 		}

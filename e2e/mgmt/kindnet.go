@@ -163,7 +163,7 @@ func inspectKindNetwork(node string) (kindNetwork, error) {
 		Containers map[string]struct{ Name, IPv4Address string }
 	}
 	if err := json.Unmarshal(out, &nets); err != nil || len(nets) != 1 {
-		return kindNetwork{}, fmt.Errorf("docker network inspect kind: %v (%d networks)", err, len(nets))
+		return kindNetwork{}, fmt.Errorf("docker network inspect kind: %w (%d networks)", err, len(nets))
 	}
 	n := kindNetwork{bridge: nets[0].Options["com.docker.network.bridge.name"]}
 	if n.bridge == "" {

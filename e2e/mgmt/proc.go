@@ -83,7 +83,7 @@ func waitBindable(ctx context.Context, addr string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s still taken: %v (%w)", addr, err, ctx.Err())
+			return fmt.Errorf("%s still taken: %w (%w)", addr, err, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

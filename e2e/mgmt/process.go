@@ -89,7 +89,7 @@ func (p *process) waitHealthyWith(ctx context.Context, client *http.Client, url 
 		}
 		select {
 		case <-p.exited:
-			return fmt.Errorf("%s exited before %s answered (%v); last log lines:\n%s", p.name, url, p.waitErr, tailFile(p.logPath, 20))
+			return fmt.Errorf("%s exited before %s answered (%w); last log lines:\n%s", p.name, url, p.waitErr, tailFile(p.logPath, 20))
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %s not ready: %w; last log lines:\n%s", p.name, url, ctx.Err(), tailFile(p.logPath, 20))
 		case <-tick.C:

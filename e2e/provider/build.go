@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -210,8 +211,9 @@ func wrapperModule(ctx context.Context, cacheDir, module, version, pkg string) (
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
 		out, err := cmd.Output()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return out, fmt.Errorf("go %s in %s: %v\n%s", strings.Join(args, " "), dir, err, ee.Stderr)
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return out, fmt.Errorf("go %s in %s: %w\n%s", strings.Join(args, " "), dir, err, ee.Stderr)
 		}
 		return out, err
 	}
@@ -225,7 +227,7 @@ func wrapperModule(ctx context.Context, cacheDir, module, version, pkg string) (
 	}
 	var dl struct{ GoMod string }
 	if err := json.Unmarshal(out, &dl); err != nil || dl.GoMod == "" {
-		return "", fmt.Errorf("go mod download %s@%s: no go.mod in %q: %v", module, version, out, err)
+		return "", fmt.Errorf("go mod download %s@%s: no go.mod in %q: %w", module, version, out, err)
 	}
 	data, err := os.ReadFile(dl.GoMod)
 	if err != nil {
@@ -323,7 +325,7 @@ func build(ctx context.Context, b buildSpec) error {
 	// GOWORK=off: no workspace of the user's mixes in.
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building %s in %s: %v\n%s", b.pkg, b.dir, err, msg)
+		return fmt.Errorf("building %s in %s: %w\n%s", b.pkg, b.dir, err, msg)
 	}
 	return os.Rename(tmp, b.out)
 }

@@ -80,7 +80,7 @@ func Build(ctx context.Context, dir, name string) (string, error) {
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building %s: %v\n%s", name, err, msg)
+		return "", fmt.Errorf("building %s: %w\n%s", name, err, msg)
 	}
 	return out, nil
 }

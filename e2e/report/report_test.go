@@ -65,8 +65,7 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 	if ours < 0 || other < ours || ostree < other {
 		t.Fatalf("want the baremetal row, the inmemory row, then the baremetal run on OSTree hosts: %d, %d, %d", ours, other, ostree)
 	}
-	row := page[other:]
-	row = row[:strings.Index(row, "</tr>")]
+	row, _, _ := strings.Cut(page[other:], "</tr>")
 	if !strings.Contains(row, `class="m na" title="host-bound-once: n/a">·</td>`) || strings.Count(row, `class="m pass"`) != 2 {
 		t.Errorf("inmemory row should show host-bound-once n/a and two passes: %s", row)
 	}

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/upgradelab/upgradelab/e2e/mgmt"
-	"github.com/upgradelab/upgradelab/internal/vocab"
 	"io"
 	"maps"
 	"os"
@@ -17,6 +15,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/upgradelab/upgradelab/e2e/mgmt"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -320,7 +321,7 @@ func (r *run) execute(parent context.Context) (err error) {
 	defer limit.stop()
 	defer func() {
 		if cause := context.Cause(ctx); err != nil && errors.Is(cause, context.DeadlineExceeded) && !errors.Is(err, cause) {
-			err = fmt.Errorf("%w (%v)", err, cause)
+			err = fmt.Errorf("%w (%w)", err, cause)
 		}
 	}()
 	if r.tl, err = timeline.Create(filepath.Join(r.opts.Dir, result.TimelineFile)); err != nil {

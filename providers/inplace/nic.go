@@ -197,7 +197,7 @@ func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, w
 		// reset that applies it never reached the host. Ask again.
 		bmc, err := u.dialBMC(ctx, bmm)
 		if err != nil || bmc == nil {
-			return progress{}, fmt.Errorf("resetting %s to apply NVM %s: %v", node.Name, f.nvm.Firmware, err)
+			return progress{}, fmt.Errorf("resetting %s to apply NVM %s: %w", node.Name, f.nvm.Firmware, err)
 		}
 		defer bmc.Close()
 		if err := bmc.PowerOn(); err != nil {

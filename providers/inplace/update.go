@@ -318,28 +318,42 @@ func (u *Updater) next(ctx context.Context, desired *clusterv1.Machine, desiredB
 	case failure != "":
 		return progress{failed: true, message: failure}, nil
 	}
-	machine, wl, node, ag := h.machine, h.wl, h.node, h.agent
-	st, err := ag.Status(ctx)
+	st, err := h.agent.Status(ctx)
 	if err != nil {
-		return running("host agent of %s not answering (rebooting?)", node.Name), nil
+		return running("host agent of %s not answering (rebooting?)", h.node.Name), nil
 	}
 	booted := st.Images.Booted
 	if st.OS == nil || st.OS.Source != agentv1.FromDisk || booted == nil {
-		return running("host of %s is booting", node.Name), nil
+		return running("host of %s is booting", h.node.Name), nil
 	}
 	onNewImage := booted.Checksum == want.Checksum
 	flash, refusal, err := u.nicWork(ctx, st, want, fw, onNewImage)
+	f := &inFlight{machineHost: h, bmm: bmm, kc: desiredKC, st: st, want: want, flash: flash, key: key}
 	switch {
 	case err != nil:
 		return progress{}, err
 	case refusal != "":
 		return u.recordFailure(ctx, bmm, key, refusal)
 	case flash != nil && flash.plan.order == nicFirst:
-		return u.flashNIC(ctx, bmm, wl, node, flash, key)
+		return u.flashNIC(ctx, bmm, h.wl, h.node, flash, key)
 	case onNewImage:
-		return u.afterReboot(ctx, machine, bmm, desiredKC, wl, node, ag, st, flash, key)
+		return u.afterReboot(ctx, f)
 	}
-	return u.beforeReboot(ctx, machine, bmm, wl, node, ag, st, want, key)
+	return u.beforeReboot(ctx, f)
+}
+
+// inFlight is an update as next found it on one pass: the Machine, its
+// host (Node, workload client, agent) and the host's status, the
+// BareMetalMachine as stored, the KubeadmConfig asked for, the image and
+// NIC flash it brings and the key its failures are remembered under.
+type inFlight struct {
+	machineHost
+	bmm   *infrav1.BareMetalMachine
+	kc    *bootstrapv1.KubeadmConfig
+	st    agentv1.Status
+	want  infrav1.Image
+	flash *nicFlash
+	key   string
 }
 
 // abandon ends a failed update whose owner no longer asks for its image
@@ -432,7 +446,8 @@ const rebootRetry = 30 * time.Second
 // disk no longer holds the new image never got to boot it (a power cut
 // while an OSTree host finalised the staged deployment loses it): the
 // image is staged again, as an updater starts over.
-func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agentv1.Status, want infrav1.Image, key string) (progress, error) {
+func (u *Updater) beforeReboot(ctx context.Context, f *inFlight) (progress, error) {
+	bmm, node, ag, st, want, key := f.bmm, f.node, f.agent, f.st, f.want, f.key
 	if m, ok := readMark(bmm, RebootAnnotation, want.Checksum); ok && st.OS.BootID != m.bootID {
 		if !holds(st, want.Checksum) {
 			if err := u.unannotate(ctx, bmm, RebootAnnotation); err != nil {
@@ -458,14 +473,14 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 		}
 		return running("rebooting %s into the new image", node.Name), nil
 	}
-	if p, ok, err := u.drain(ctx, bmm, wl, node, key); err != nil || !ok {
+	if p, ok, err := u.drain(ctx, bmm, f.wl, node, key); err != nil || !ok {
 		return p, err
 	}
 	var root agentv1.RootID
 	if s := st.Images.Staged; s != nil && s.State == agentv1.RootWritten && s.Checksum == want.Checksum {
 		root = s.ID
 	} else {
-		staged, done, err := u.stage(machine, ag, st, want)
+		staged, done, err := u.stage(f.machine, ag, st, want)
 		if err != nil {
 			return u.recordFailure(ctx, bmm, key, fmt.Sprintf("staging %s: %v", want.URL, err))
 		}
@@ -491,7 +506,8 @@ func (u *Updater) beforeReboot(ctx context.Context, machine *clusterv1.Machine, 
 // afterReboot runs on the new image: health check (commit), the NIC
 // flash when it comes after the image, uncordon, wait for the Node to
 // report the new kubelet.
-func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, bmm *infrav1.BareMetalMachine, desiredKC *bootstrapv1.KubeadmConfig, wl client.Client, node *corev1.Node, ag *hostagent.Client, st agentv1.Status, flash *nicFlash, key string) (progress, error) {
+func (u *Updater) afterReboot(ctx context.Context, f *inFlight) (progress, error) {
+	machine, bmm, desiredKC, wl, node, ag, st, key := f.machine, f.bmm, f.kc, f.wl, f.node, f.agent, f.st, f.key
 	if !st.Images.Booted.Committed {
 		h, err := ag.Health(ctx)
 		if err != nil {
@@ -509,8 +525,8 @@ func (u *Updater) afterReboot(ctx context.Context, machine *clusterv1.Machine, b
 			return p, err
 		}
 	}
-	if flash != nil {
-		return u.flashNIC(ctx, bmm, wl, node, flash, key)
+	if f.flash != nil {
+		return u.flashNIC(ctx, bmm, wl, node, f.flash, key)
 	}
 	if msg := linksDown(st.OS.Links); msg != "" && bmm.Spec.NICFirmware != nil {
 		return u.recordFailure(ctx, bmm, key, fmt.Sprintf("after the NVM update of %s: %s", node.Name, msg))

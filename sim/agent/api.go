@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/upgradelab/upgradelab/internal/jsonhttp"
 	"io"
 	"maps"
 	"net"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/upgradelab/upgradelab/internal/jsonhttp"
 
 	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	"github.com/upgradelab/upgradelab/sim/disk"

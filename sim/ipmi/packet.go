@@ -233,7 +233,7 @@ func parseMessage(b []byte) (message, error) {
 // reply frames the response to m with completion code cc.
 func (m message) reply(cc byte, data []byte) []byte {
 	h := []byte{m.rqAddr, (m.netFn|1)<<2 | m.rqLUN}
-	out := append(h, checksum(h))
+	out := append(append([]byte{}, h...), checksum(h))
 	body := append([]byte{m.rsAddr, m.rqSeq<<2 | m.rsLUN, m.cmd, cc}, data...)
 	out = append(out, body...)
 	return append(out, checksum(body))

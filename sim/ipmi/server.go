@@ -224,7 +224,7 @@ func (b *BMC) handle(dgram []byte) []byte {
 		return nil
 	}
 	if p.v15 {
-		return b.sessionless(p, func(msg []byte) []byte { return v15Packet(msg) })
+		return b.sessionless(p, v15Packet)
 	}
 	if p.sessionID == 0 {
 		switch p.payloadType {

@@ -2,10 +2,11 @@ package lab
 
 import (
 	"encoding/json"
-	"github.com/upgradelab/upgradelab/internal/queue"
 	"os"
 	"sync"
 	"time"
+
+	"github.com/upgradelab/upgradelab/internal/queue"
 )
 
 // EventKind groups what happened to a host.

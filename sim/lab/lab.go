@@ -5,10 +5,11 @@ import (
 	"context"
 	"encoding/xml"
 	"fmt"
-	"github.com/upgradelab/upgradelab/internal/loopback"
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/upgradelab/upgradelab/internal/loopback"
 
 	"github.com/upgradelab/upgradelab/internal/statefile"
 	"github.com/upgradelab/upgradelab/internal/timescale"

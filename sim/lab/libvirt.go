@@ -2,10 +2,11 @@ package lab
 
 import (
 	"fmt"
-	"github.com/upgradelab/upgradelab/internal/queue"
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/upgradelab/upgradelab/internal/queue"
 
 	"libvirt.org/go/libvirt"
 	"libvirt.org/go/libvirtxml"

@@ -492,9 +492,9 @@ func guestErr(err error) error {
 	}
 	switch ae.Status {
 	case http.StatusInsufficientStorage:
-		return fmt.Errorf("%w: %v", disk.ErrNoSpace, err)
+		return fmt.Errorf("%w: %w", disk.ErrNoSpace, err)
 	case http.StatusConflict:
-		return fmt.Errorf("%w: %v", disk.ErrNotWritten, err)
+		return fmt.Errorf("%w: %w", disk.ErrNotWritten, err)
 	}
 	return err
 }

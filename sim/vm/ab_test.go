@@ -77,7 +77,7 @@ func (v *abVM) Stage(ctx context.Context, image string, cut bool) (string, error
 		}
 		select {
 		case err := <-done:
-			return "", fmt.Errorf("the write ended (%v) before the power could be cut: the image server's throttle is too fast", err)
+			return "", fmt.Errorf("the write ended (%w) before the power could be cut: the image server's throttle is too fast", err)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -214,7 +214,8 @@ func consoleOf(m *Machine) string {
 	for _, l := range strings.Split(strings.ReplaceAll(string(b), "\r", "\n"), "\n") {
 		switch {
 		case strings.Contains(l, "upgradelab-"):
-			keep = append(keep, strings.TrimSpace(l[strings.Index(l, "upgradelab-"):]))
+			_, rest, _ := strings.Cut(l, "upgradelab-")
+			keep = append(keep, "upgradelab-"+strings.TrimSpace(rest))
 		case strings.HasPrefix(l, "["):
 			keep = append(keep, strings.TrimSpace(l))
 		}

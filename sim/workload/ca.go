@@ -14,7 +14,7 @@ import (
 func CAFromSecretData(data map[string][]byte) (CA, error) {
 	cert, err := certs.DecodeCertPEM(data[secret.TLSCrtDataName])
 	if err != nil || cert == nil {
-		return CA{}, fmt.Errorf("CA secret: %s: %v", secret.TLSCrtDataName, err)
+		return CA{}, fmt.Errorf("CA secret: %s: %w", secret.TLSCrtDataName, err)
 	}
 	key, err := certs.DecodePrivateKeyPEM(data[secret.TLSKeyDataName])
 	if err != nil {

@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"fmt"
+
 	"k8s.io/utils/ptr"
 
 	appsv1 "k8s.io/api/apps/v1"

@@ -76,7 +76,7 @@ func ReadManifest(payload []byte) (Manifest, error) {
 	}
 	var m Manifest
 	if err := json.Unmarshal(rest[:end], &m); err != nil {
-		return Manifest{}, fmt.Errorf("%w: manifest: %v", ErrNotAnImage, err)
+		return Manifest{}, fmt.Errorf("%w: manifest: %w", ErrNotAnImage, err)
 	}
 	return m, nil
 }

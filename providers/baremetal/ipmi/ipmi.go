@@ -154,7 +154,7 @@ func (c *Client) runOnce(ctx context.Context, args ...string) (stdoutText string
 		if strings.Contains(out, "Unable to establish IPMI v2 / RMCP+ session") {
 			return "", retry, fmt.Errorf("BMC %s: ipmitool %s: %w", endpoint, strings.Join(args, " "), ErrCredentials)
 		}
-		return "", retry, fmt.Errorf("BMC %s: ipmitool %s: %v: %s", endpoint, strings.Join(args, " "), err, out)
+		return "", retry, fmt.Errorf("BMC %s: ipmitool %s: %w: %s", endpoint, strings.Join(args, " "), err, out)
 	}
 	return stdout.String(), false, nil
 }

@@ -3,7 +3,6 @@ package guest
 import (
 	"errors"
 	"fmt"
-	"github.com/upgradelab/upgradelab/internal/jsonhttp"
 	"io"
 	"log"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/upgradelab/upgradelab/internal/jsonhttp"
 
 	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"

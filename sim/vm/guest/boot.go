@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -50,7 +51,7 @@ func LoadModules(orderFile string) ([]string, error) {
 		}
 		err = unix.FinitModule(int(f.Fd()), "", 0)
 		f.Close()
-		if err != nil && err != unix.EEXIST {
+		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return loaded, fmt.Errorf("load module %s: %w", name, err)
 		}
 		loaded = append(loaded, strings.TrimSuffix(name, ".ko"))

@@ -5,13 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"github.com/upgradelab/upgradelab/internal/jsonhttp"
 	"io"
 	"net/http"
 	"os"
 	"path"
 	"strings"
 	"sync"
+
+	"github.com/upgradelab/upgradelab/internal/jsonhttp"
 
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/vm/diskimage"
@@ -184,7 +185,7 @@ type Progress struct {
 func (d *Disk) Stage(ctx context.Context, client *http.Client, url, sha string, progress func(Progress)) (disk.RootID, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", jsonhttp.ErrBadRequest, err)
+		return "", fmt.Errorf("%w: %w", jsonhttp.ErrBadRequest, err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
