@@ -56,7 +56,7 @@
 // # Measuring
 //
 // The meter reads at three marks (plane up, wave start, end) each plane
-// process's CPU and memory and the harness's own (mgmt.ReadUsage; the peak
+// process's CPU and memory and the harness's own (proc.ReadUsage; the peak
 // is the kernel's VmHWM, which no sample misses), the API server's
 // apiserver_request_total by verb, resource and code, and each manager's
 // controller-runtime metrics from the diagnostics address it is started

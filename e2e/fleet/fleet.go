@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/upgradelab/upgradelab/internal/proc"
+
 	"k8s.io/client-go/rest"
 
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
@@ -335,7 +337,7 @@ type meter struct {
 // reading is the plane at one mark.
 type reading struct {
 	at       time.Time
-	usage    map[string]mgmt.Usage
+	usage    map[string]proc.Usage
 	requests float64
 	// kinds are the API server's request counts by kind (requestKind).
 	kinds    map[string]float64
@@ -358,11 +360,11 @@ func newMeter(p *mgmt.Plane, every time.Duration) (*meter, error) {
 const harness = "harness"
 
 // usage reads every process's Usage.
-func (m *meter) usage() map[string]mgmt.Usage {
-	out := map[string]mgmt.Usage{}
+func (m *meter) usage() map[string]proc.Usage {
+	out := map[string]proc.Usage{}
 	procs := append(m.plane.Processes(), mgmt.Process{Name: harness, PID: os.Getpid()})
 	for _, p := range procs {
-		if u, ok := mgmt.ReadUsage(p.PID); ok {
+		if u, ok := proc.ReadUsage(p.PID); ok {
 			out[p.Name] = u
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/upgradelab/upgradelab/internal/proc"
+
 	"k8s.io/client-go/discovery"
 )
 
@@ -37,17 +39,16 @@ func (p *Plane) RestartAPIServer(ctx context.Context) error {
 	}
 	pid := st.pid
 	if p.apiServer != nil {
-		_ = p.apiServer.cmd.Process.Kill()
-		<-p.apiServer.exited // our child: Wait returned, so every thread has ended
+		p.apiServer.Kill() // our child: Wait returned, so every thread has ended
 	} else if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		p.apiMu.Unlock()
 		return fmt.Errorf("killing kube-apiserver (pid %d): %w", pid, err)
 	}
 	// envtest's child is not ours to Wait for: wait until all of its
-	// threads have ended (proc.go says why a zombie leader is no proof);
+	// threads have ended (internal/proc says why a zombie leader is no proof);
 	// startAPIServer then waits until its port binds.
 	gone, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err := waitExited(gone, pid)
+	err := proc.WaitExited(gone, pid)
 	cancel()
 	if err == nil {
 		err = p.startAPIServer()
@@ -57,7 +58,7 @@ func (p *Plane) RestartAPIServer(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("restarting kube-apiserver: %w", err)
 	}
-	fmt.Fprintf(p.progress, "mgmt: kube-apiserver killed (pid %d) and restarted (pid %d)\n", pid, restarted.pid())
+	fmt.Fprintf(p.progress, "mgmt: kube-apiserver killed (pid %d) and restarted (pid %d)\n", pid, restarted.PID())
 	ctx, cancelAnswer := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelAnswer()
 	dc := p.discovery()
@@ -67,9 +68,9 @@ func (p *Plane) RestartAPIServer(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kube-apiserver did not answer after its restart: %w (log %s)", ctx.Err(), restarted.logPath)
-		case <-restarted.exited:
-			return fmt.Errorf("the restarted kube-apiserver exited: %w (log %s)", restarted.waitErr, restarted.logPath)
+			return fmt.Errorf("kube-apiserver did not answer after its restart: %w (log %s)", ctx.Err(), restarted.LogPath)
+		case <-restarted.Exited():
+			return fmt.Errorf("the restarted kube-apiserver exited: %w (log %s)", restarted.Err(), restarted.LogPath)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -149,10 +150,10 @@ func (p *Plane) envtestPID(comm string) int {
 	}
 	switch comm {
 	case "kube-apiserver":
-		return childNamed(comm, "--secure-port="+strconv.Itoa(p.env.ControlPlane.GetAPIServer().SecurePort))
+		return proc.ChildNamed(comm, "--secure-port="+strconv.Itoa(p.env.ControlPlane.GetAPIServer().SecurePort))
 	case "etcd":
 		if u := p.env.ControlPlane.Etcd.URL; u != nil {
-			return childNamed(comm, u.Host)
+			return proc.ChildNamed(comm, u.Host)
 		}
 	}
 	return 0
@@ -170,9 +171,9 @@ type ProcessCPU struct {
 // RestartAPIServer or after a crash) counts from its restart.
 func (p *Plane) CPU() []ProcessCPU {
 	var out []ProcessCPU
-	for _, proc := range p.Processes() {
-		if d, ok := cpuTime(proc.PID); ok {
-			out = append(out, ProcessCPU{Name: proc.Name, CPU: d})
+	for _, child := range p.Processes() {
+		if d, ok := proc.CPUTime(child.PID); ok {
+			out = append(out, ProcessCPU{Name: child.Name, CPU: d})
 		}
 	}
 	return out
@@ -197,11 +198,11 @@ func (p *Plane) Processes() []Process {
 	add("kube-apiserver", p.apiServerPID())
 	add("etcd", p.envtestPID("etcd"))
 	if p.controllerManager != nil {
-		add("kube-controller-manager", p.controllerManager.pid())
+		add("kube-controller-manager", p.controllerManager.PID())
 	}
 	for i, m := range p.managers {
 		if i < len(p.procs) {
-			add(m.name, p.procs[i].pid())
+			add(m.name, p.procs[i].PID())
 		}
 	}
 	return out

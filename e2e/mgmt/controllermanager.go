@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/upgradelab/upgradelab/internal/proc"
+
 	"github.com/upgradelab/upgradelab/internal/loopback"
 )
 
@@ -35,7 +37,7 @@ const aggregationController = "clusterrole-aggregation"
 // startControllerManager runs kube-controller-manager (built with
 // kube-apiserver into KubeDir) against the plane, and waits for its
 // /healthz.
-func startControllerManager(ctx context.Context, a Assets, kubeconfig, dir, controllers string, timeout time.Duration) (*process, error) {
+func startControllerManager(ctx context.Context, a Assets, kubeconfig, dir, controllers string, timeout time.Duration) (*proc.Process, error) {
 	binary := filepath.Join(a.KubeDir, "kube-controller-manager")
 	if _, err := os.Stat(binary); err != nil {
 		return nil, fmt.Errorf("kube-controller-manager: %w (scripts/build-kube-binaries.sh builds it)", err)
@@ -58,7 +60,7 @@ func startControllerManager(ctx context.Context, a Assets, kubeconfig, dir, cont
 		"--secure-port=" + strconv.Itoa(ports[0]),
 		"--cert-dir=" + certDir,
 	}
-	proc, err := startProcess("kube-controller-manager", binary, args, nil, dir)
+	child, err := proc.Start("kube-controller-manager", binary, args, nil, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -66,9 +68,9 @@ func startControllerManager(ctx context.Context, a Assets, kubeconfig, dir, cont
 	defer cancel()
 	// Its serving certificate is self-signed on loopback.
 	insecure := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback health check
-	if err := proc.waitHealthyWith(ctx, insecure, "https://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz"); err != nil {
-		proc.stop(5 * time.Second)
+	if err := child.WaitHealthyWith(ctx, insecure, "https://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz"); err != nil {
+		child.Stop(5 * time.Second)
 		return nil, err
 	}
-	return proc, nil
+	return child, nil
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/upgradelab/upgradelab/internal/proc"
 )
 
 // APIServerCrash is one end of the embedded kube-apiserver that nobody
@@ -137,7 +139,7 @@ func (p *Plane) superviseAPIServer(logPath string) error {
 // apiServerGone says whether the API server process pid has ended: every
 // thread gone, or the pid now someone else's.
 func (p *Plane) apiServerGone(pid int) bool {
-	return exited(pid) || !cmdlineHas(pid, "--secure-port=")
+	return proc.Exited(pid) || !proc.CmdlineHas(pid, "--secure-port=")
 }
 
 // restartCrashed records the crash of the current process and starts a
@@ -146,9 +148,9 @@ func (p *Plane) restartCrashed() APIServerCrash {
 	st := p.api
 	c := APIServerCrash{Time: time.Now(), PID: st.pid, Reason: crashReason(st.log, st.logFrom), Log: st.log}
 	if p.apiServer != nil {
-		<-p.apiServer.exited // /proc says it is gone; Wait returns at once
-		if c.Reason == "exited" && p.apiServer.waitErr != nil {
-			c.Reason = "exited: " + p.apiServer.waitErr.Error()
+		<-p.apiServer.Exited() // /proc says it is gone; Wait returns at once
+		if c.Reason == "exited" && p.apiServer.Err() != nil {
+			c.Reason = "exited: " + p.apiServer.Err().Error()
 		}
 	}
 	if err := p.startAPIServer(); err != nil {
@@ -166,7 +168,7 @@ func (p *Plane) startAPIServer() error {
 	st := p.api
 	gone, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := waitBindable(gone, hostPort(p.RESTConfig.Host)); err != nil {
+	if err := proc.WaitBindable(gone, hostPort(p.RESTConfig.Host)); err != nil {
 		return fmt.Errorf("its port: %w", err)
 	}
 	const name = "kube-apiserver-restarted"
@@ -175,13 +177,13 @@ func (p *Plane) startAPIServer() error {
 	if fi, err := os.Stat(logPath); err == nil {
 		from = fi.Size()
 	}
-	proc, err := startProcess(name, st.argv[0], st.argv[1:], nil, p.LogDir)
+	child, err := proc.Start(name, st.argv[0], st.argv[1:], nil, p.LogDir)
 	if err != nil {
 		return err
 	}
-	p.apiServer = proc
-	st.pid, st.log, st.logFrom = proc.pid(), logPath, from
-	_ = p.reaper.record(proc.pid())
+	p.apiServer = child
+	st.pid, st.log, st.logFrom = child.PID(), logPath, from
+	_ = p.reaper.Record(child.PID())
 	return nil
 }
 

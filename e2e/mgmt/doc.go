@@ -77,7 +77,7 @@
 // kube-apiserver (same command line, certificates, etcd and port) once
 // every thread of the old process has ended and the port binds: a zombie
 // thread-group leader is no proof, its other threads can still hold its
-// sockets (proc.go). The plane also supervises that kube-apiserver
+// sockets (internal/proc). The plane also supervises that kube-apiserver
 // (crash.go): as the kubelet starts a crashed static Pod again, with its
 // back-off (at once, then 10 s doubling to 5 min, forgotten after 10 quiet
 // minutes), so a kube-apiserver bug (v1.36.3 panics in kube-openapi's

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/upgradelab/upgradelab/internal/proc"
 )
 
 // FeatureGates are the CAPI gates every manager runs with: ClusterClass
@@ -135,10 +137,10 @@ func (m managerSpec) args(certDir string, ports managerPorts) []string {
 
 // startManagers starts every manager and waits until each answers /readyz,
 // which in CAPI's managers includes its webhook server having started.
-func startManagers(ctx context.Context, managers []managerSpec, certs *webhookCerts, logDir string, ports map[string]managerPorts, timeout time.Duration) ([]*process, error) {
-	var procs []*process
+func startManagers(ctx context.Context, managers []managerSpec, certs *webhookCerts, logDir string, ports map[string]managerPorts, timeout time.Duration) ([]*proc.Process, error) {
+	var procs []*proc.Process
 	for _, m := range managers {
-		p, err := startProcess(m.name, m.binary, m.args(certs.dir, ports[m.name]), m.env, logDir)
+		p, err := proc.Start(m.name, m.binary, m.args(certs.dir, ports[m.name]), m.env, logDir)
 		if err != nil {
 			return procs, err
 		}
@@ -147,7 +149,7 @@ func startManagers(ctx context.Context, managers []managerSpec, certs *webhookCe
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for i, m := range managers {
-		if err := procs[i].waitHealthy(ctx, ports[m.name].healthURL()); err != nil {
+		if err := procs[i].WaitHealthy(ctx, ports[m.name].healthURL()); err != nil {
 			return procs, err
 		}
 	}

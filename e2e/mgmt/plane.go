@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/upgradelab/upgradelab/internal/proc"
+
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -99,13 +101,13 @@ type Plane struct {
 	LogDir string
 
 	env   *envtest.Environment
-	procs []*process
+	procs []*proc.Process
 	// controllerManager is kube-controller-manager (Options.ControllerManager).
-	controllerManager *process
+	controllerManager *proc.Process
 	managers          []managerSpec
 	ports             map[string]managerPorts
 	certDir           string
-	reaper            *reaper
+	reaper            *proc.Reaper
 	// installed are the objects removed from an existing cluster at Stop:
 	// webhook configurations (nothing would answer them), ExtensionConfigs
 	// and the managers' RBAC.
@@ -115,7 +117,7 @@ type Plane struct {
 	// started (nil while envtest's first one runs); api is what both know
 	// of the running one (crash.go). apiMu guards both.
 	apiMu     sync.Mutex
-	apiServer *process
+	apiServer *proc.Process
 	api       *apiServerState
 	// refusals reads the managers' logs for Forbidden (rbac.go).
 	refusals refusalLogs
@@ -246,11 +248,11 @@ func newPlane(opts Options) (*Plane, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	r, err := newReaper(filepath.Join(CacheDir(), "run"))
+	r, err := proc.NewReaper(filepath.Join(CacheDir(), "run"))
 	if err != nil {
 		return nil, err
 	}
-	if n := r.reapOrphans(); n > 0 {
+	if n := r.ReapOrphans(); n > 0 {
 		fmt.Fprintf(opts.Progress, "mgmt: ended %d process(es) left by a harness that was killed\n", n)
 	}
 	return &Plane{Target: opts.Target, LogDir: dir, reaper: r, progress: opts.Progress}, nil
@@ -273,10 +275,10 @@ func (p *Plane) startControllerManager(ctx context.Context, kcm *controllerManag
 		controllers += "," + controllerManagerControllers
 	}
 	kcm.Go(func() {
-		proc, err := startControllerManager(ctx, assets, p.Kubeconfig, p.LogDir, controllers, opts.StartTimeout)
+		child, err := startControllerManager(ctx, assets, p.Kubeconfig, p.LogDir, controllers, opts.StartTimeout)
 		if err == nil {
-			_ = p.reaper.record(proc.pid())
-			p.controllerManager, kcm.up = proc, time.Since(begin)
+			_ = p.reaper.Record(child.PID())
+			p.controllerManager, kcm.up = child, time.Since(begin)
 		}
 		kcm.err = err
 	})
@@ -334,8 +336,8 @@ func (p *Plane) installManagers(ctx context.Context, managers []managerSpec, web
 func (p *Plane) runManagersHere(ctx context.Context, opts Options, certs *webhookCerts) error {
 	procs, err := startManagers(ctx, p.managers, certs, p.LogDir, p.ports, opts.StartTimeout)
 	p.procs = procs
-	for _, proc := range procs {
-		_ = p.reaper.record(proc.pid())
+	for _, child := range procs {
+		_ = p.reaper.Record(child.PID())
 	}
 	if err != nil {
 		return err
@@ -400,7 +402,7 @@ func (p *Plane) connect(a Assets, dir, kindImage string) error {
 		cfg, err := env.Start()
 		// Record envtest's children at once: they run in their own process
 		// group and would outlive a killed harness.
-		_ = p.reaper.record(childrenOf(os.Getpid())...)
+		_ = p.reaper.Record(proc.ChildrenOf(os.Getpid())...)
 		if err != nil {
 			return fmt.Errorf("starting kube-apiserver and etcd from %s: %w (log: %s)", a.KubeDir, err, logFile.Name())
 		}
@@ -546,18 +548,17 @@ func (p *Plane) KillAndRestart(ctx context.Context, name string) error {
 			continue
 		}
 		old := p.procs[i]
-		_ = old.cmd.Process.Kill()
-		<-old.exited
-		proc, err := startProcess(m.name, m.binary, m.args(p.certDir, p.ports[m.name]), m.env, p.LogDir)
+		old.Kill()
+		child, err := proc.Start(m.name, m.binary, m.args(p.certDir, p.ports[m.name]), m.env, p.LogDir)
 		if err != nil {
 			return err
 		}
-		p.procs[i] = proc
-		_ = p.reaper.record(proc.pid())
-		fmt.Fprintf(p.progress, "mgmt: %s killed (pid %d) and restarted (pid %d)\n", name, old.pid(), proc.pid())
+		p.procs[i] = child
+		_ = p.reaper.Record(child.PID())
+		fmt.Fprintf(p.progress, "mgmt: %s killed (pid %d) and restarted (pid %d)\n", name, old.PID(), child.PID())
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		return proc.waitHealthy(ctx, p.ports[m.name].healthURL())
+		return child.WaitHealthy(ctx, p.ports[m.name].healthURL())
 	}
 	return fmt.Errorf("mgmt: no manager %q", name)
 }
@@ -571,13 +572,13 @@ func (p *Plane) Stop() {
 	// Each manager shuts down on its own (about a second each: its
 	// servers, then its controllers), so all at once rather than in turn.
 	var stopping sync.WaitGroup
-	for _, proc := range p.procs {
-		stopping.Go(func() { proc.stop(10 * time.Second) })
+	for _, child := range p.procs {
+		stopping.Go(func() { child.Stop(10 * time.Second) })
 	}
 	stopping.Wait()
 	p.procs = nil
 	if p.controllerManager != nil {
-		p.controllerManager.stop(10 * time.Second)
+		p.controllerManager.Stop(10 * time.Second)
 		p.controllerManager = nil
 	}
 	if p.stopLogs != nil {
@@ -599,7 +600,7 @@ func (p *Plane) Stop() {
 		p.kind.disconnectLab()
 	}
 	if p.apiServer != nil {
-		p.apiServer.stop(10 * time.Second)
+		p.apiServer.Stop(10 * time.Second)
 		p.apiServer = nil
 	}
 	if p.env != nil {
@@ -609,6 +610,6 @@ func (p *Plane) Stop() {
 		p.env = nil
 	}
 	if p.reaper != nil {
-		p.reaper.forget()
+		p.reaper.Forget()
 	}
 }

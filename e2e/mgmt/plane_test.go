@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/upgradelab/upgradelab/internal/proc"
+
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -57,13 +59,13 @@ func TestPlaneRunsCAPIWebhooksAndControllers(t *testing.T) {
 	}
 
 	t.Run("CAPI's managers run without their reconcile rate limit unless asked", func(t *testing.T) {
-		for _, proc := range p.procs[:3] { // capi, kcp, cabpk
-			cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", proc.pid()))
+		for _, child := range p.procs[:3] { // capi, kcp, cabpk
+			cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", child.PID()))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !strings.Contains(string(cmdline), "ReconcilerRateLimiting=false") {
-				t.Errorf("%s runs with %q; want ReconcilerRateLimiting=false among its --feature-gates", proc.name, strings.ReplaceAll(string(cmdline), "\x00", " "))
+				t.Errorf("%s runs with %q; want ReconcilerRateLimiting=false among its --feature-gates", child.Name, strings.ReplaceAll(string(cmdline), "\x00", " "))
 			}
 		}
 	})
@@ -247,14 +249,14 @@ func callWithin5s(ctx context.Context, call func(context.Context) error) error {
 func TestPlaneStopLeavesNoProcessAndRestarts(t *testing.T) {
 	for round := 1; round <= 2; round++ {
 		p := startPlane(t)
-		pids := childrenOf(os.Getpid())
+		pids := proc.ChildrenOf(os.Getpid())
 		if len(pids) < 5 {
 			t.Fatalf("round %d: expected kube-apiserver, etcd and three managers as children, found pids %v", round, pids)
 		}
 		p.Stop()
 		for _, pid := range pids {
-			if alive(pid) {
-				t.Errorf("round %d: pid %d (%s) still running after Stop", round, pid, exeOf(pid))
+			if proc.Alive(pid) {
+				t.Errorf("round %d: pid %d (%s) still running after Stop", round, pid, proc.Exe(pid))
 			}
 		}
 	}
@@ -325,7 +327,7 @@ func TestPlaneOnAnExistingCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { kcm.stop(10 * time.Second) })
+	t.Cleanup(func() { kcm.Stop(10 * time.Second) })
 	target, err := ParseTarget("kubeconfig=" + kubeconfig)
 	if err != nil {
 		t.Fatal(err)

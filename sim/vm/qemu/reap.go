@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/upgradelab/upgradelab/internal/proc"
 )
 
 // A record says which harness process started the daemon of a lab folder.
@@ -35,26 +37,11 @@ func recordDaemon(registry, dir string) error {
 	if err := os.MkdirAll(registry, 0o755); err != nil {
 		return err
 	}
-	b, _ := json.Marshal(record{Pid: os.Getpid(), Start: startTime(os.Getpid()), Dir: dir})
+	b, _ := json.Marshal(record{Pid: os.Getpid(), Start: proc.StartTime(os.Getpid()), Dir: dir})
 	return os.WriteFile(recordFile(registry, dir), b, 0o644)
 }
 
 func forgetDaemon(registry, dir string) { _ = os.Remove(recordFile(registry, dir)) }
-
-// startTime is field 22 of /proc/PID/stat ("" when the process is gone).
-func startTime(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	// The command name (field 2) may hold spaces; it ends at the last ')'.
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
-}
 
 // ReapOrphans ends the daemons and VMs of harnesses that died without
 // stopping them, and answers how many processes it ended.
@@ -71,7 +58,7 @@ func ReapOrphans(registry string) int {
 			_ = os.Remove(f)
 			continue
 		}
-		if startTime(r.Pid) == r.Start && r.Start != "" {
+		if proc.StartTime(r.Pid) == r.Start && r.Start != "" {
 			continue // its harness still runs
 		}
 		n += killQEMU(r.Dir)
@@ -107,8 +94,8 @@ func killPidFile(path, exe string) bool {
 	if err != nil || pid <= 1 {
 		return false
 	}
-	target, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
-	if err != nil || !strings.HasPrefix(filepath.Base(target), exe) {
+	target := proc.Exe(pid)
+	if target == "" || !strings.HasPrefix(filepath.Base(target), exe) {
 		return false
 	}
 	return syscall.Kill(pid, syscall.SIGKILL) == nil

@@ -1,4 +1,4 @@
-package mgmt
+package proc
 
 import (
 	"encoding/json"
@@ -34,7 +34,7 @@ func TestReaperEndsWhatADeadHarnessLeft(t *testing.T) {
 	write := func(owner int, pids ...int) {
 		var entries []reapEntry
 		for _, pid := range pids {
-			entries = append(entries, reapEntry{PID: pid, Exe: exeOf(pid)})
+			entries = append(entries, reapEntry{PID: pid, Exe: Exe(pid)})
 		}
 		data, _ := json.Marshal(entries)
 		if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(owner)+".json"), data, 0o644); err != nil {
@@ -44,11 +44,11 @@ func TestReaperEndsWhatADeadHarnessLeft(t *testing.T) {
 	write(gone.Process.Pid, orphan.Process.Pid)
 	write(1, bystander.Process.Pid) // pid 1 never exits
 
-	r, err := newReaper(dir)
+	r, err := NewReaper(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := r.reapOrphans(); n != 1 {
+	if n := r.ReapOrphans(); n != 1 {
 		t.Fatalf("reapOrphans() = %d, want 1 (the dead harness's orphan)", n)
 	}
 	select {
@@ -56,7 +56,7 @@ func TestReaperEndsWhatADeadHarnessLeft(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the orphan is still running")
 	}
-	if !alive(bystander.Process.Pid) {
+	if !Alive(bystander.Process.Pid) {
 		t.Fatal("a process of a live harness was ended")
 	}
 	if _, err := os.Stat(filepath.Join(dir, strconv.Itoa(gone.Process.Pid)+".json")); !os.IsNotExist(err) {
@@ -80,8 +80,8 @@ func TestReaperSparesAReusedPid(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(gone.Process.Pid)+".json"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, _ := newReaper(dir)
-	if n := r.reapOrphans(); n != 0 || !alive(other.Process.Pid) {
-		t.Fatalf("reapOrphans() = %d and the unrelated process alive=%v; want 0 and alive", n, alive(other.Process.Pid))
+	r, _ := NewReaper(dir)
+	if n := r.ReapOrphans(); n != 0 || !Alive(other.Process.Pid) {
+		t.Fatalf("reapOrphans() = %d and the unrelated process alive=%v; want 0 and alive", n, Alive(other.Process.Pid))
 	}
 }

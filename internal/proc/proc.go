@@ -1,4 +1,4 @@
-package mgmt
+package proc
 
 import (
 	"context"
@@ -10,21 +10,21 @@ import (
 	"time"
 )
 
-// exited reports whether every thread of process pid has ended, so that
+// Exited reports whether every thread of process pid has ended, so that
 // nothing it held (listening sockets, files, locks) is held any more.
 //
 // A zombie thread-group leader is not enough: when a multi-threaded
-// process is killed, or its first thread ends on its own, the leader can
+// Process is killed, or its first thread ends on its own, the leader can
 // turn zombie while its other threads still run, and those threads share
 // the process's file table until the last of them exits. A kube-apiserver
 // restarted on that evidence exited with "bind: address already in use".
 // So the process counts as ended only when /proc no longer has it, or
 // when its leader is a zombie that is its last thread.
-func exited(pid int) bool {
+func Exited(pid int) bool {
 	if pid <= 0 {
 		return true
 	}
-	stat, ok := procStat(pid)
+	stat, ok := Stat(pid)
 	if !ok {
 		return true
 	}
@@ -43,10 +43,10 @@ func exited(pid int) bool {
 	return true
 }
 
-// procStat is /proc/PID/stat's fields after the command (whose name may
+// Stat is /proc/PID/stat's fields after the command (whose name may
 // hold spaces and parentheses): [0] is the state, [1] the parent's pid,
 // [11:15] utime, stime, cutime and cstime. False when the process is gone.
-func procStat(pid int) ([]string, bool) {
+func Stat(pid int) ([]string, bool) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return nil, false
@@ -59,9 +59,20 @@ func procStat(pid int) ([]string, bool) {
 	return fields, len(fields) > 0
 }
 
-// waitExited waits until every thread of pid has ended (see exited).
-func waitExited(ctx context.Context, pid int) error {
-	for !exited(pid) {
+// StartTime is when process pid started, in clock ticks since boot
+// (/proc/PID/stat's field 22), "" when it is gone: with the pid, it names
+// one process, whatever reuses the pid later.
+func StartTime(pid int) string {
+	fields, ok := Stat(pid)
+	if !ok || len(fields) < 20 {
+		return ""
+	}
+	return fields[19]
+}
+
+// WaitExited waits until every thread of pid has ended (see Exited).
+func WaitExited(ctx context.Context, pid int) error {
+	for !Exited(pid) {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("process %d has not ended: %w", pid, ctx.Err())
@@ -71,11 +82,11 @@ func waitExited(ctx context.Context, pid int) error {
 	return nil
 }
 
-// waitBindable waits until a listener can bind addr (host:port) and
+// WaitBindable waits until a listener can bind addr (host:port) and
 // releases it at once: the port a killed server held is free for its
 // successor. It is the condition the restart needs, checked directly,
-// after waitExited has made it likely.
-func waitBindable(ctx context.Context, addr string) error {
+// after WaitExited has made it likely.
+func WaitBindable(ctx context.Context, addr string) error {
 	for {
 		l, err := net.Listen("tcp", addr)
 		if err == nil {
@@ -93,10 +104,10 @@ func waitBindable(ctx context.Context, addr string) error {
 // on every Linux architecture Go runs the plane on.
 const userHZ = 100
 
-// cpuTime is the CPU time (user and system, its reaped children's
+// CPUTime is the CPU time (user and system, its reaped children's
 // included) process pid has used so far; false when it is gone.
-func cpuTime(pid int) (time.Duration, bool) {
-	fields, ok := procStat(pid)
+func CPUTime(pid int) (time.Duration, bool) {
+	fields, ok := Stat(pid)
 	if !ok || len(fields) < 15 {
 		return 0, false
 	}
@@ -111,19 +122,19 @@ func cpuTime(pid int) (time.Duration, bool) {
 	return time.Duration(ticks) * time.Second / userHZ, true
 }
 
-// cmdlineHas says whether process pid's command line contains s.
-func cmdlineHas(pid int, s string) bool {
+// CmdlineHas says whether process pid's command line contains s.
+func CmdlineHas(pid int, s string) bool {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	return err == nil && strings.Contains(string(data), s)
 }
 
-// childNamed is the child of this process whose command is comm and
+// ChildNamed is the child of this process whose command is comm and
 // whose command line contains mark, or 0. Several planes can run in one
-// process (the bench's four scenarios at once), so the command alone
+// Process (the bench's four scenarios at once), so the command alone
 // does not say whose a kube-apiserver is; its port does.
-func childNamed(comm, mark string) int {
-	for _, c := range childrenOf(os.Getpid()) {
-		if got, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c)); strings.TrimSpace(string(got)) == comm && cmdlineHas(c, mark) {
+func ChildNamed(comm, mark string) int {
+	for _, c := range ChildrenOf(os.Getpid()) {
+		if got, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c)); strings.TrimSpace(string(got)) == comm && CmdlineHas(c, mark) {
 			return c
 		}
 	}
@@ -140,7 +151,7 @@ type Usage struct {
 
 // ReadUsage reads pid's Usage from /proc; false when it is gone.
 func ReadUsage(pid int) (Usage, bool) {
-	cpu, ok := cpuTime(pid)
+	cpu, ok := CPUTime(pid)
 	if !ok {
 		return Usage{}, false
 	}

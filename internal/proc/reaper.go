@@ -1,4 +1,4 @@
-package mgmt
+package proc
 
 import (
 	"encoding/json"
@@ -10,12 +10,12 @@ import (
 	"syscall"
 )
 
-// reaper remembers the processes a plane started, in a file named after the
+// Reaper remembers the processes a plane started, in a file named after the
 // harness's pid. Envtest starts kube-apiserver and etcd in their own process
 // group without a parent-death signal, so a harness killed with SIGKILL
 // would leave them running; the next plane to start finds the file of a
 // dead harness and ends what it lists.
-type reaper struct {
+type Reaper struct {
 	dir  string
 	file string
 }
@@ -25,25 +25,27 @@ type reapEntry struct {
 	Exe string `json:"exe"`
 }
 
-func newReaper(dir string) (*reaper, error) {
+// NewReaper keeps this harness's record in dir, shared by every harness
+// on the machine.
+func NewReaper(dir string) (*Reaper, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("reaper folder: %w", err)
 	}
-	return &reaper{dir: dir, file: filepath.Join(dir, strconv.Itoa(os.Getpid())+".json")}, nil
+	return &Reaper{dir: dir, file: filepath.Join(dir, strconv.Itoa(os.Getpid())+".json")}, nil
 }
 
-// reapOrphans ends the processes of harnesses that are no longer running and
+// ReapOrphans ends the processes of harnesses that are no longer running and
 // returns how many it ended.
-func (r *reaper) reapOrphans() int {
+func (r *Reaper) ReapOrphans() int {
 	files, _ := filepath.Glob(filepath.Join(r.dir, "*.json"))
 	ended := 0
 	for _, f := range files {
 		owner, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(f), ".json"))
-		if err != nil || owner == os.Getpid() || alive(owner) {
+		if err != nil || owner == os.Getpid() || Alive(owner) {
 			continue
 		}
 		for _, e := range readEntries(f) {
-			if alive(e.PID) && exeOf(e.PID) == e.Exe {
+			if Alive(e.PID) && Exe(e.PID) == e.Exe {
 				_ = syscall.Kill(e.PID, syscall.SIGKILL)
 				ended++
 			}
@@ -53,11 +55,11 @@ func (r *reaper) reapOrphans() int {
 	return ended
 }
 
-// record adds pids to this harness's file.
-func (r *reaper) record(pids ...int) error {
+// Record adds pids to this harness's file.
+func (r *Reaper) Record(pids ...int) error {
 	entries := readEntries(r.file)
 	for _, pid := range pids {
-		entries = append(entries, reapEntry{PID: pid, Exe: exeOf(pid)})
+		entries = append(entries, reapEntry{PID: pid, Exe: Exe(pid)})
 	}
 	data, err := json.Marshal(entries)
 	if err != nil {
@@ -70,8 +72,8 @@ func (r *reaper) record(pids ...int) error {
 	return os.Rename(tmp, r.file)
 }
 
-// forget removes this harness's file once its processes have stopped.
-func (r *reaper) forget() { _ = os.Remove(r.file) }
+// Forget removes this harness's file once its processes have stopped.
+func (r *Reaper) Forget() { _ = os.Remove(r.file) }
 
 func readEntries(path string) []reapEntry {
 	data, err := os.ReadFile(path)
@@ -83,18 +85,19 @@ func readEntries(path string) []reapEntry {
 	return entries
 }
 
-// alive reports whether any thread of pid still runs (see exited: a
+// Alive reports whether any thread of pid still runs (see Exited: a
 // zombie leader whose other threads run still holds what it held, and a
-// reaper that spared it would leave its ports taken).
-func alive(pid int) bool { return pid > 0 && !exited(pid) }
+// Reaper that spared it would leave its ports taken).
+func Alive(pid int) bool { return pid > 0 && !Exited(pid) }
 
-func exeOf(pid int) string {
+// Exe is the executable process pid runs ("" when it is gone).
+func Exe(pid int) string {
 	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	return exe
 }
 
-// childrenOf lists the pids whose parent is ppid.
-func childrenOf(ppid int) []int {
+// ChildrenOf lists the pids whose parent is ppid.
+func ChildrenOf(ppid int) []int {
 	dirs, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, d := range dirs {
@@ -102,7 +105,7 @@ func childrenOf(ppid int) []int {
 		if err != nil {
 			continue
 		}
-		if fields, ok := procStat(pid); ok && len(fields) > 1 && fields[1] == strconv.Itoa(ppid) {
+		if fields, ok := Stat(pid); ok && len(fields) > 1 && fields[1] == strconv.Itoa(ppid) {
 			pids = append(pids, pid)
 		}
 	}

@@ -1,4 +1,4 @@
-package mgmt
+package proc
 
 import (
 	"bufio"
@@ -19,7 +19,7 @@ import (
 // the state a killed multi-threaded server can be seen in for a moment
 // (its leader a zombie, its port still bound), held here for as long as
 // the test needs it.
-const zombieLeaderEnv = "MGMT_TEST_ZOMBIE_LEADER"
+const zombieLeaderEnv = "PROC_TEST_ZOMBIE_LEADER"
 
 func init() {
 	if os.Getenv(zombieLeaderEnv) != "" {
@@ -101,18 +101,18 @@ func TestAZombieLeaderWithLiveThreadsHasNotExited(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if exited(pid) {
-		t.Fatalf("exited(%d) = true for a zombie leader whose other threads still run", pid)
+	if Exited(pid) {
+		t.Fatalf("Exited(%d) = true for a zombie leader whose other threads still run", pid)
 	}
-	if !alive(pid) {
-		t.Fatalf("alive(%d) = false: the reaper would spare a process that still holds its ports", pid)
+	if !Alive(pid) {
+		t.Fatalf("Alive(%d) = false: the reaper would spare a process that still holds its ports", pid)
 	}
 	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if err := waitExited(short, pid); err == nil {
+	if err := WaitExited(short, pid); err == nil {
 		t.Fatal("waitExited returned while a thread of the process still ran")
 	}
-	if err := waitBindable(short, addr); err == nil {
+	if err := WaitBindable(short, addr); err == nil {
 		t.Fatalf("%s bound while the zombie's thread still held it", addr)
 	}
 
@@ -123,16 +123,16 @@ func TestAZombieLeaderWithLiveThreadsHasNotExited(t *testing.T) {
 	}
 	ctx, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel2()
-	if err := waitExited(ctx, pid); err != nil {
+	if err := WaitExited(ctx, pid); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitBindable(ctx, addr); err != nil {
+	if err := WaitBindable(ctx, addr); err != nil {
 		t.Fatalf("after every thread ended: %v", err)
 	}
 }
 
 func leaderIsZombie(pid int) bool {
-	fields, ok := procStat(pid)
+	fields, ok := Stat(pid)
 	return ok && fields[0] == "Z"
 }
 
