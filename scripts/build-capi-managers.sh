@@ -3,7 +3,7 @@
 # bootstrap) from the version of sigs.k8s.io/cluster-api pinned in go.mod,
 # into a cache folder keyed by that version. Prints the folder.
 # Static (CGO_ENABLED=0), as CAPI's release images are: on a kind
-# management cluster each runs alone in a one-file image (e2e/mgmt). A
+# management cluster each runs alone in a one-file image (e2e/mgmt/kind). A
 # binary built with cgo by an earlier version of this script is rebuilt.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/upgradelab/upgradelab/e2e/mgmt/kind"
+
 	"github.com/spf13/cobra"
 
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
@@ -33,7 +35,7 @@ cluster" would.`,
 			if target.Kind != mgmt.KindCluster {
 				return fmt.Errorf("--management %q: only a kind cluster is deleted (an embedded plane stops with its command)", management)
 			}
-			if err := mgmt.DeleteKind(target.Cluster); err != nil {
+			if err := kind.Delete(target.Cluster); err != nil {
 				return fmt.Errorf("deleting kind cluster %s: %w", target.Cluster, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "kind cluster %s deleted\n", target.Cluster)

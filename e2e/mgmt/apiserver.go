@@ -80,29 +80,29 @@ func (p *Plane) RestartAPIServer(ctx context.Context) error {
 // a crash or an OOM kill would) and returns once the kubelet has started
 // it again and it answers.
 func (p *Plane) restartKindAPIServer(ctx context.Context) error {
-	before, err := p.kind.nodeRun("pgrep", "-x", "kube-apiserver")
+	before, err := p.kind.Run("pgrep", "-x", "kube-apiserver")
 	if err != nil {
 		return fmt.Errorf("finding kube-apiserver: %w", err)
 	}
 	before = strings.TrimSpace(before)
-	if _, err := p.kind.nodeRun("pkill", "-KILL", "-x", "kube-apiserver"); err != nil {
+	if _, err := p.kind.Run("pkill", "-KILL", "-x", "kube-apiserver"); err != nil {
 		return fmt.Errorf("killing kube-apiserver: %w", err)
 	}
-	fmt.Fprintf(p.progress, "mgmt: kube-apiserver killed (pid %s in kind node %s); its kubelet starts the static Pod again\n", before, p.kind.node)
+	fmt.Fprintf(p.progress, "mgmt: kube-apiserver killed (pid %s in kind node %s); its kubelet starts the static Pod again\n", before, p.kind.Node())
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	dc := p.discovery()
 	for {
-		now, _ := p.kind.nodeRun("pgrep", "-x", "kube-apiserver")
+		now, _ := p.kind.Run("pgrep", "-x", "kube-apiserver")
 		if now = strings.TrimSpace(now); now != "" && now != before {
 			if _, err := dc.ServerVersion(); err == nil {
-				fmt.Fprintf(p.progress, "mgmt: kube-apiserver answers again (pid %s in kind node %s)\n", now, p.kind.node)
+				fmt.Fprintf(p.progress, "mgmt: kube-apiserver answers again (pid %s in kind node %s)\n", now, p.kind.Node())
 				return nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kube-apiserver in kind node %s did not come back after it was killed: %w (its kubelet's log: docker exec %s journalctl -u kubelet)", p.kind.node, ctx.Err(), p.kind.node)
+			return fmt.Errorf("kube-apiserver in kind node %s did not come back after it was killed: %w (its kubelet's log: docker exec %s journalctl -u kubelet)", p.kind.Node(), ctx.Err(), p.kind.Node())
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

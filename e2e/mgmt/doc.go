@@ -88,7 +88,7 @@
 //
 // Managers die with the harness (a parent-death signal). envtest starts
 // kube-apiserver and etcd in their own process group without one, so every
-// child is recorded in $UPGRADELAB_CACHE/run/PID.json (reaper.go) and the
+// child is recorded in $UPGRADELAB_CACHE/run/PID.json (internal/proc) and the
 // next Start ends what a dead harness left, sparing a reused pid whose
 // executable differs. [Plane.Stop] stops the managers all at once (each
 // takes about a second), then the API server; on an existing or kind
@@ -110,7 +110,7 @@
 // RestartAPIServer kills kube-apiserver in the node and waits for the
 // kubelet, the supervisor there, to start it again.
 //
-// The lab stays on the host's loopback (kindnet.go). In the node, a
+// The lab stays on the host's loopback (e2e/mgmt/kind). In the node, a
 // connection to 127.0.0.1 on a lab port (10300-29999) goes to the host's
 // side of the kind bridge, and the host passes it to its loopback; a
 // provider's lab-facing ports (Provider.LabPorts) go the other way; the

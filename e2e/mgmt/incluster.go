@@ -1,15 +1,8 @@
 package mgmt
 
 import (
-	"archive/tar"
-	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"debug/elf"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/upgradelab/upgradelab/e2e/mgmt/kind"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 )
 
 // On kind, every manager runs as a Deployment in its own namespace, with
@@ -79,112 +73,6 @@ func (m managerSpec) podArgs(ports managerPorts) []string {
 		args = append(args, a)
 	}
 	return args
-}
-
-// managerImage writes the one-layer image of a manager's binary as a
-// docker archive (what `docker save` writes and containerd imports) into
-// cacheDir, once per content, and returns its name and path.
-func managerImage(binary, name, cacheDir string) (image, path string, err error) {
-	data, err := os.ReadFile(binary)
-	if err != nil {
-		return "", "", fmt.Errorf("manager %s image: %w", name, err)
-	}
-	if err := checkStatic(binary); err != nil {
-		return "", "", fmt.Errorf("manager %s image: %w", name, err)
-	}
-	sum := sha256.Sum256(data)
-	tag := hex.EncodeToString(sum[:])[:12]
-	image = "upgradelab.local/" + filepath.Base(binary) + ":" + tag
-	path = filepath.Join(cacheDir, filepath.Base(binary)+"-"+tag+".tar")
-	if _, err := os.Stat(path); err == nil {
-		return image, path, nil
-	}
-	var layer bytes.Buffer
-	lw := tar.NewWriter(&layer)
-	for _, h := range []*tar.Header{
-		{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777},
-		{Name: "manager", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(data))},
-	} {
-		if err := lw.WriteHeader(h); err != nil {
-			return "", "", err
-		}
-	}
-	if _, err := lw.Write(data); err != nil {
-		return "", "", err
-	}
-	if err := lw.Close(); err != nil {
-		return "", "", err
-	}
-	diff := sha256.Sum256(layer.Bytes())
-	config, err := json.Marshal(map[string]any{
-		"architecture": "amd64", "os": "linux",
-		"config": map[string]any{"Entrypoint": []string{"/manager"}, "Env": []string{"PATH=/"}, "WorkingDir": "/"},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diff[:])}},
-	})
-	if err != nil {
-		return "", "", err
-	}
-	manifest, err := json.Marshal([]map[string]any{{"Config": "config.json", "RepoTags": []string{image}, "Layers": []string{"layer.tar"}}})
-	if err != nil {
-		return "", "", err
-	}
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-		return "", "", err
-	}
-	f, err := os.CreateTemp(cacheDir, ".image-*")
-	if err != nil {
-		return "", "", err
-	}
-	defer os.Remove(f.Name())
-	w := tar.NewWriter(f)
-	for _, file := range []struct {
-		name string
-		data []byte
-	}{{"config.json", config}, {"layer.tar", layer.Bytes()}, {"manifest.json", manifest}} {
-		if err := w.WriteHeader(&tar.Header{Name: file.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(file.data))}); err != nil {
-			return "", "", err
-		}
-		if _, err := w.Write(file.data); err != nil {
-			return "", "", err
-		}
-	}
-	if err := errors.Join(w.Close(), f.Close()); err != nil {
-		return "", "", err
-	}
-	return image, path, os.Rename(f.Name(), path)
-}
-
-// checkStatic fails for a dynamically linked binary, which an image that
-// holds nothing else could not run.
-func checkStatic(binary string) error {
-	f, err := elf.Open(binary)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is dynamically linked; a manager's image holds only its binary, so build it with CGO_ENABLED=0", binary)
-		}
-	}
-	return nil
-}
-
-// loadImage puts an image archive into the node's containerd unless it is
-// there already (the tag is the content's hash).
-func (k *kindCluster) loadImage(image, path string) error {
-	if out, err := k.nodeRun("ctr", "--namespace=k8s.io", "images", "ls", "-q", "name=="+image); err == nil && strings.TrimSpace(out) != "" {
-		return nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := nodeutils.LoadImageArchive(k.node, f); err != nil {
-		return fmt.Errorf("loading %s into node %s: %w", image, k.node, err)
-	}
-	return nil
 }
 
 // webhookServiceName is a manager's webhook Service.
@@ -314,11 +202,11 @@ func (p *Plane) deployManagers(ctx context.Context, managers []managerSpec, cert
 	}
 	for _, m := range managers {
 		id := m.id
-		image, path, err := managerImage(m.binary, m.name, filepath.Join(CacheDir(), "images"))
+		image, path, err := kind.BinaryImage(m.binary, m.name, filepath.Join(CacheDir(), "images"))
 		if err != nil {
 			return err
 		}
-		if err := p.kind.loadImage(image, path); err != nil {
+		if err := p.kind.LoadImage(image, path); err != nil {
 			return fmt.Errorf("manager %s: %w", m.name, err)
 		}
 		objs, err := podObjects(m, id.namespace, id.serviceAccount, image, ports[m.name], certs)
@@ -368,7 +256,7 @@ func (p *Plane) waitServiceReachable(ctx context.Context, pm *podManager) error 
 	var last error
 	for {
 		// bash's /dev/tcp: a TCP connection from the node's network.
-		if _, last = p.kind.nodeRun("bash", "-c", "exec 3<>/dev/tcp/"+svc.Spec.ClusterIP+"/443"); last == nil {
+		if _, last = p.kind.Run("bash", "-c", "exec 3<>/dev/tcp/"+svc.Spec.ClusterIP+"/443"); last == nil {
 			return nil
 		}
 		select {

@@ -57,7 +57,7 @@ type Provider struct {
 	// LabPorts are the loopback ports it listens on for the lab (a
 	// callback endpoint hosts post to, a boot server): on kind, where it
 	// runs in the node, the host's loopback forwards them to it
-	// (kindnet.go).
+	// (e2e/mgmt/kind).
 	LabPorts []int
 }
 

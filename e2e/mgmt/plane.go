@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/upgradelab/upgradelab/e2e/mgmt/kind"
+
 	"github.com/upgradelab/upgradelab/internal/proc"
 
 	"golang.org/x/sync/errgroup"
@@ -124,7 +126,7 @@ type Plane struct {
 
 	// kind is a KindCluster target's cluster; the managers then run in it
 	// (pods), their logs followed until stopLogs.
-	kind      *kindCluster
+	kind      *kind.Cluster
 	pods      []*podManager
 	clientset kubernetes.Interface
 	stopLogs  func()
@@ -357,7 +359,7 @@ func (p *Plane) runManagersInKind(ctx context.Context, opts Options, certs *webh
 		own = append(own, mp.webhook, mp.health, mp.diagnostics)
 	}
 	slices.Sort(own)
-	if err := p.kind.connectLab(labPorts, own); err != nil {
+	if err := p.kind.ConnectLab(labPorts, own); err != nil {
 		return err
 	}
 	if err := p.deployManagers(ctx, p.managers, certs.dir, p.ports, opts.StartTimeout); err != nil {
@@ -371,7 +373,7 @@ func (p *Plane) connect(a Assets, dir, kindImage string) error {
 	switch p.Target.Kind {
 	case KindCluster:
 		p.Kubeconfig = filepath.Join(dir, "kubeconfig")
-		k, err := startKind(p.Target, kindImage, p.Kubeconfig, filepath.Join(dir, "kind.log"), p.progress)
+		k, err := kind.Start(p.Target.Cluster, kindImage, p.Kubeconfig, filepath.Join(dir, "kind.log"), p.progress)
 		if err != nil {
 			return err
 		}
@@ -419,8 +421,8 @@ func (p *Plane) connect(a Assets, dir, kindImage string) error {
 		}
 		p.RESTConfig = cfg
 		p.Kubeconfig = p.Target.Kubeconfig
-		if name, ok := kindOf(p.Target.Kubeconfig); ok {
-			if p.kind, err = attachKind(name); err != nil {
+		if name, ok := kind.Of(p.Target.Kubeconfig); ok {
+			if p.kind, err = kind.Attach(name); err != nil {
 				return err
 			}
 			p.Target.Cluster = name
@@ -597,7 +599,7 @@ func (p *Plane) Stop() {
 	}
 	p.installed = nil
 	if p.kind != nil {
-		p.kind.disconnectLab()
+		p.kind.DisconnectLab()
 	}
 	if p.apiServer != nil {
 		p.apiServer.Stop(10 * time.Second)

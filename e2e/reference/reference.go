@@ -69,7 +69,7 @@ const (
 // Build compiles ./cmd/NAME into dir and returns its path (the Go build
 // cache makes a rebuild of unchanged code a link step). Static
 // (CGO_ENABLED=0, which internal/layering requires the providers to
-// build with): on kind each runs alone in a one-file image (e2e/mgmt).
+// build with): on kind each runs alone in a one-file image (e2e/mgmt/kind).
 func Build(ctx context.Context, dir, name string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {

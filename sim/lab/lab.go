@@ -147,7 +147,7 @@ func Up(ctx context.Context, def *Definition, opts Options) (l *Lab, err error) 
 	if addr == "" {
 		// A port of loopback's range, not the kernel's: a management
 		// cluster on kind reaches the lab's ports of that range only
-		// (e2e/mgmt/kindnet.go), and the in-place extension reads image
+		// (e2e/mgmt/kind), and the in-place extension reads image
 		// manifests from here.
 		if addr, err = loopback.Addr(); err != nil {
 			return l, fmt.Errorf("the image server's address: %w", err)

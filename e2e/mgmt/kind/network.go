@@ -1,4 +1,4 @@
-package mgmt
+package kind
 
 import (
 	"bytes"
@@ -52,8 +52,8 @@ type natSide struct {
 	rules []natRule
 }
 
-// kindNetwork is what the rules are made of.
-type kindNetwork struct {
+// network is what the rules are made of.
+type network struct {
 	bridge  string // the host's interface of the kind network
 	gateway string // its address on the host
 	nodeIP  string // the node's address
@@ -67,11 +67,11 @@ type kindNetwork struct {
 	prefix string
 }
 
-func (n kindNetwork) chain(suffix string) string { return n.prefix + "-" + suffix }
+func (n network) chain(suffix string) string { return n.prefix + "-" + suffix }
 
 // nodeRules are the node's: lab ports on loopback to the host, provider
 // ports from the host to loopback.
-func (n kindNetwork) nodeRules() natSide {
+func (n network) nodeRules() natSide {
 	out, pre, post := n.chain("OUT"), n.chain("PRE"), n.chain("POST")
 	s := natSide{hooks: map[string]string{out: "OUTPUT", pre: "PREROUTING", post: "POSTROUTING"}}
 	portRange := strconv.Itoa(labPortLow) + ":" + strconv.Itoa(labPortHigh)
@@ -94,7 +94,7 @@ func (n kindNetwork) nodeRules() natSide {
 
 // hostRules are the host's: what reaches the gateway on a lab port to
 // loopback, provider ports on loopback to the node.
-func (n kindNetwork) hostRules() natSide {
+func (n network) hostRules() natSide {
 	out, pre, post := n.chain("OUT"), n.chain("PRE"), n.chain("POST")
 	s := natSide{hooks: map[string]string{out: "OUTPUT", pre: "PREROUTING", post: "POSTROUTING"}}
 	portRange := strconv.Itoa(labPortLow) + ":" + strconv.Itoa(labPortHigh)
@@ -149,10 +149,10 @@ func (s natSide) removeScript() string {
 
 // inspectKindNetwork reads the kind network's bridge and gateway from the
 // engine, and the node's address on it.
-func inspectKindNetwork(node string) (kindNetwork, error) {
+func inspectNetwork(node string) (network, error) {
 	out, err := exec.Command("docker", "network", "inspect", "kind").Output()
 	if err != nil {
-		return kindNetwork{}, fmt.Errorf("docker network inspect kind: %w", err)
+		return network{}, fmt.Errorf("docker network inspect kind: %w", err)
 	}
 	var nets []struct {
 		ID   string `json:"Id"`
@@ -163,9 +163,9 @@ func inspectKindNetwork(node string) (kindNetwork, error) {
 		Containers map[string]struct{ Name, IPv4Address string }
 	}
 	if err := json.Unmarshal(out, &nets); err != nil || len(nets) != 1 {
-		return kindNetwork{}, fmt.Errorf("docker network inspect kind: %w (%d networks)", err, len(nets))
+		return network{}, fmt.Errorf("docker network inspect kind: %w (%d networks)", err, len(nets))
 	}
-	n := kindNetwork{bridge: nets[0].Options["com.docker.network.bridge.name"]}
+	n := network{bridge: nets[0].Options["com.docker.network.bridge.name"]}
 	if n.bridge == "" {
 		n.bridge = "br-" + nets[0].ID[:12]
 	}
@@ -180,15 +180,15 @@ func inspectKindNetwork(node string) (kindNetwork, error) {
 		}
 	}
 	if n.gateway == "" || n.nodeIP == "" {
-		return kindNetwork{}, fmt.Errorf("kind network: no IPv4 gateway (%q) or node %s address (%q)", n.gateway, node, n.nodeIP)
+		return network{}, fmt.Errorf("kind network: no IPv4 gateway (%q) or node %s address (%q)", n.gateway, node, n.nodeIP)
 	}
 	return n, nil
 }
 
-// connectLab installs both ends' rules for the providers' lab ports and
+// ConnectLab installs both ends' rules for the providers' lab ports and
 // the managers' own.
-func (k *kindCluster) connectLab(labPorts, managerPorts []int) error {
-	n, err := inspectKindNetwork(k.node.String())
+func (k *Cluster) ConnectLab(labPorts, managerPorts []int) error {
+	n, err := inspectNetwork(k.node.String())
 	if err != nil {
 		return err
 	}
@@ -196,7 +196,7 @@ func (k *kindCluster) connectLab(labPorts, managerPorts []int) error {
 	if len(n.prefix) > 24 {
 		n.prefix = n.prefix[:24] // iptables chain names: 28 characters
 	}
-	if _, err := k.nodeRun("sh", "-c", n.nodeRules().script([]string{"all", "eth0"})); err != nil {
+	if _, err := k.Run("sh", "-c", n.nodeRules().script([]string{"all", "eth0"})); err != nil {
 		return fmt.Errorf("connecting the node to the lab: %w", err)
 	}
 	if err := runHostScript(n.hostRules().script([]string{n.bridge})); err != nil {
@@ -206,8 +206,8 @@ func (k *kindCluster) connectLab(labPorts, managerPorts []int) error {
 	return nil
 }
 
-// disconnectLab removes the host's rules (the node's go with it).
-func (k *kindCluster) disconnectLab() {
+// DisconnectLab removes the host's rules (the node's go with it).
+func (k *Cluster) DisconnectLab() {
 	if k.network != nil {
 		_ = runHostScript(k.network.hostRules().removeScript())
 		k.network = nil

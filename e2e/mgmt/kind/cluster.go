@@ -1,4 +1,4 @@
-package mgmt
+package kind
 
 import (
 	"bytes"
@@ -17,12 +17,12 @@ import (
 	kindlog "sigs.k8s.io/kind/pkg/log"
 )
 
-// kindConfig is the cluster every MANAGEMENT=kind run creates: one node,
+// config is the cluster every MANAGEMENT=kind run creates: one node,
 // kind's own CNI off (the node image built by
 // scripts/build-kind-node-image.sh carries a bridge CNI configuration, and
 // one node needs no more), the API server published on the host's
 // loopback only.
-const kindConfig = `kind: Cluster
+const config = `kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
 networking:
   apiServerAddress: 127.0.0.1
@@ -31,26 +31,26 @@ nodes:
 - role: control-plane
 `
 
-// kindCluster is a kind cluster driven through kind's Go library, as
+// Cluster is a kind cluster driven through kind's Go library, as
 // CAPI's own e2e (test/framework/bootstrap) drives it.
-type kindCluster struct {
+type Cluster struct {
 	name     string
 	provider *cluster.Provider
 	node     nodes.Node
 	// network is the lab's address translation, once connected.
-	network *kindNetwork
+	network *network
 }
 
-// startKind creates the cluster named in t with image, or reuses it when
+// Start creates the cluster named name from the node image image, or reuses it when
 // it exists, and writes its kubeconfig to kubeconfig. kind's own output
 // goes to logPath; an error names the step and that log.
-func startKind(t Target, image, kubeconfig, logPath string, progress io.Writer) (*kindCluster, error) {
+func Start(name, image, kubeconfig, logPath string, progress io.Writer) (*Cluster, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer logFile.Close()
-	k := &kindCluster{name: t.Cluster, provider: cluster.NewProvider(cluster.ProviderWithDocker(), cluster.ProviderWithLogger(&kindLogger{w: logFile}))}
+	k := &Cluster{name: name, provider: cluster.NewProvider(cluster.ProviderWithDocker(), cluster.ProviderWithLogger(&logger{w: logFile}))}
 	fail := func(step string, err error) error {
 		return fmt.Errorf("kind cluster %s: step %q failed: %w (log: %s)", k.name, step, err, logPath)
 	}
@@ -66,7 +66,7 @@ func startKind(t Target, image, kubeconfig, logPath string, progress io.Writer) 
 		}
 		fmt.Fprintf(progress, "mgmt: creating kind cluster %s from %s\n", k.name, image)
 		begin := time.Now()
-		if err := k.provider.Create(k.name, cluster.CreateWithNodeImage(image), cluster.CreateWithRawConfig([]byte(kindConfig)),
+		if err := k.provider.Create(k.name, cluster.CreateWithNodeImage(image), cluster.CreateWithRawConfig([]byte(config)),
 			cluster.CreateWithWaitForReady(3*time.Minute), cluster.CreateWithKubeconfigPath(kubeconfig),
 			cluster.CreateWithDisplayUsage(false), cluster.CreateWithDisplaySalutation(false)); err != nil {
 			return nil, fail("create", err)
@@ -88,11 +88,11 @@ func startKind(t Target, image, kubeconfig, logPath string, progress io.Writer) 
 	return k, nil
 }
 
-// kindOf says which kind cluster a kubeconfig's current context is (kind
+// Of says which kind cluster a kubeconfig's current context is (kind
 // names its contexts kind-NAME) when that cluster exists here: a user's
 // own kind cluster given as kubeconfig=PATH, whose API server cannot
 // reach the host's loopback, gets the managers as Pods too.
-func kindOf(kubeconfig string) (string, bool) {
+func Of(kubeconfig string) (string, bool) {
 	cfg, err := clientcmd.LoadFromFile(kubeconfig)
 	if err != nil {
 		return "", false
@@ -108,10 +108,10 @@ func kindOf(kubeconfig string) (string, bool) {
 	return name, true
 }
 
-// attachKind uses an existing kind cluster without touching its
+// Attach uses an existing kind cluster without touching its
 // kubeconfig.
-func attachKind(name string) (*kindCluster, error) {
-	k := &kindCluster{name: name, provider: cluster.NewProvider(cluster.ProviderWithDocker())}
+func Attach(name string) (*Cluster, error) {
+	k := &Cluster{name: name, provider: cluster.NewProvider(cluster.ProviderWithDocker())}
 	ns, err := k.provider.ListInternalNodes(name)
 	if err != nil || len(ns) == 0 {
 		return nil, fmt.Errorf("kind cluster %s: no node: %w", name, err)
@@ -120,8 +120,11 @@ func attachKind(name string) (*kindCluster, error) {
 	return k, nil
 }
 
-// nodeRun runs a command on the node and returns its output.
-func (k *kindCluster) nodeRun(name string, args ...string) (string, error) {
+// Node names the cluster's node (its container).
+func (k *Cluster) Node() string { return k.node.String() }
+
+// Run runs a command on the node and returns its output.
+func (k *Cluster) Run(name string, args ...string) (string, error) {
 	var out bytes.Buffer
 	err := k.node.Command(name, args...).SetStdout(&out).SetStderr(&out).Run()
 	if err != nil {
@@ -130,21 +133,21 @@ func (k *kindCluster) nodeRun(name string, args ...string) (string, error) {
 	return out.String(), nil
 }
 
-// DeleteKind deletes the kind cluster named name (`upgradelab mgmt down`).
-func DeleteKind(name string) error {
+// Delete deletes the kind cluster named name (`upgradelab mgmt down`).
+func Delete(name string) error {
 	return cluster.NewProvider(cluster.ProviderWithDocker()).Delete(name, filepath.Join(os.TempDir(), "upgradelab-kind-delete.kubeconfig"))
 }
 
-// kindLogger writes kind's messages to the plane's kind.log.
-type kindLogger struct{ w io.Writer }
+// logger writes kind's messages to the plane's kind.log.
+type logger struct{ w io.Writer }
 
-func (l *kindLogger) Warn(message string)                      { fmt.Fprintln(l.w, "WARN", message) }
-func (l *kindLogger) Warnf(format string, args ...interface{}) { l.Warn(fmt.Sprintf(format, args...)) }
-func (l *kindLogger) Error(message string)                     { fmt.Fprintln(l.w, "ERROR", message) }
-func (l *kindLogger) Errorf(format string, args ...interface{}) {
+func (l *logger) Warn(message string)                      { fmt.Fprintln(l.w, "WARN", message) }
+func (l *logger) Warnf(format string, args ...interface{}) { l.Warn(fmt.Sprintf(format, args...)) }
+func (l *logger) Error(message string)                     { fmt.Fprintln(l.w, "ERROR", message) }
+func (l *logger) Errorf(format string, args ...interface{}) {
 	l.Error(fmt.Sprintf(format, args...))
 }
-func (l *kindLogger) V(kindlog.Level) kindlog.InfoLogger       { return l }
-func (l *kindLogger) Info(message string)                      { fmt.Fprintln(l.w, message) }
-func (l *kindLogger) Infof(format string, args ...interface{}) { l.Info(fmt.Sprintf(format, args...)) }
-func (l *kindLogger) Enabled() bool                            { return true }
+func (l *logger) V(kindlog.Level) kindlog.InfoLogger       { return l }
+func (l *logger) Info(message string)                      { fmt.Fprintln(l.w, message) }
+func (l *logger) Infof(format string, args ...interface{}) { l.Info(fmt.Sprintf(format, args...)) }
+func (l *logger) Enabled() bool                            { return true }

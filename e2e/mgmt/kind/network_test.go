@@ -1,4 +1,4 @@
-package mgmt
+package kind
 
 import (
 	"slices"
@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-func testNetwork() kindNetwork {
-	return kindNetwork{bridge: "br-0123", gateway: "172.18.0.1", nodeIP: "172.18.0.2", labPorts: []int{12001, 12002}, managerPorts: []int{13001}, prefix: "UPGRADELAB-X"}
+func testNetwork() network {
+	return network{bridge: "br-0123", gateway: "172.18.0.1", nodeIP: "172.18.0.2", labPorts: []int{12001, 12002}, managerPorts: []int{13001}, prefix: "UPGRADELAB-X"}
 }
 
 func rulesText(s natSide) string {

@@ -1,4 +1,4 @@
-package mgmt
+package kind
 
 import (
 	"io"
@@ -15,9 +15,9 @@ func TestKindWithoutAnEngineNamesTheStepAndItsLog(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // no docker to find
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "kind.log")
-	_, err := startKind(Target{Kind: KindCluster, Cluster: "upgradelab-test"}, "", filepath.Join(dir, "kubeconfig"), logPath, io.Discard)
+	_, err := Start("upgradelab-test", "", filepath.Join(dir, "kubeconfig"), logPath, io.Discard)
 	if err == nil {
-		t.Fatal("startKind succeeded without a container engine")
+		t.Fatal("Start succeeded without a container engine")
 	}
 	for _, want := range []string{"kind cluster upgradelab-test", `step "list clusters`, "scripts/container-runtime.sh", "log: " + logPath} {
 		if !strings.Contains(err.Error(), want) {
@@ -31,12 +31,12 @@ func TestKindOfIgnoresOtherContexts(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "kubeconfig")
 	writeKubeconfig(t, path, "admin@prod")
-	if name, ok := kindOf(path); ok {
+	if name, ok := Of(path); ok {
 		t.Errorf("kindOf = %q for context admin@prod", name)
 	}
 	t.Setenv("PATH", t.TempDir())
 	writeKubeconfig(t, path, "kind-gone")
-	if name, ok := kindOf(path); ok {
+	if name, ok := Of(path); ok {
 		t.Errorf("kindOf = %q for a kind context whose cluster kind cannot list", name)
 	}
 }
@@ -71,7 +71,7 @@ func TestNodeImageScriptNamesTheFailedStepAndItsLog(t *testing.T) {
 		}
 	}
 	cache := t.TempDir()
-	cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", "build-kind-node-image.sh"))
+	cmd := exec.Command("bash", filepath.Join("..", "..", "..", "scripts", "build-kind-node-image.sh"))
 	// No /usr/sbin: no dockerd to start, so the script tries apt-get.
 	cmd.Env = append(os.Environ(), "PATH="+fake+":/usr/bin:/bin", "UPGRADELAB_CACHE="+cache)
 	out, err := cmd.CombinedOutput()
