@@ -189,16 +189,18 @@ func TestAGoodRunOnOSTreeHostsKeepsTheAdminsEtc(t *testing.T) {
 	}
 }
 
-// Each rule broken on purpose fails with the moment, the objects and a
-// message that says what happened.
-func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
-	for _, tc := range []struct {
-		name, rule string
-		params     Params
-		breakIt    func(h *history)
-		objects    []string
-		message    string
-	}{
+// brokenRule breaks one rule on purpose in a good history: the rule
+// that must fail, with which objects and message.
+type brokenRule struct {
+	name, rule string
+	params     Params
+	breakIt    func(h *history)
+	objects    []string
+	message    string
+}
+
+func brokenRules() []brokenRule {
+	return []brokenRule{
 		{name: "a host bound twice", rule: "host-bound-once", params: inPlace,
 			breakIt: func(h *history) { h.set(vocab.KindHost, "node-1", host("c-cp-a", "provisioning")) },
 			objects: []string{"BareMetalHost/node-0", "BareMetalHost/node-1"}, message: "bound to 2 hosts"},
@@ -330,7 +332,13 @@ func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
 				h.set(vocab.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
 			},
 			objects: []string{"Machine/c-cp-a"}, message: "ends with UpToDate False"},
-	} {
+	}
+}
+
+// Each rule broken on purpose fails with the moment, the objects and a
+// message that says what happened.
+func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
+	for _, tc := range brokenRules() {
 		t.Run(tc.name, func(t *testing.T) {
 			h := goodInPlace()
 			tc.breakIt(h)

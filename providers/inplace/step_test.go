@@ -51,13 +51,18 @@ type fakeHost struct {
 	boots    int
 }
 
+// reply answers v as JSON with code.
+func reply(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// serve is the host's agent API over TLS: the disk's calls
+// (handleDisk), status, reboot, kubeadm and files.
 func (f *fakeHost) serve(t *testing.T) *httptest.Server {
 	mux := http.NewServeMux()
-	reply := func(w http.ResponseWriter, code int, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		_ = json.NewEncoder(w).Encode(v)
-	}
+	f.handleDisk(mux)
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -67,6 +72,42 @@ func (f *fakeHost) serve(t *testing.T) *httptest.Server {
 		}
 		reply(w, 200, f.st)
 	})
+	mux.HandleFunc("POST /v1/reboot", func(w http.ResponseWriter, _ *http.Request) {
+		f.mu.Lock()
+		f.reboots++
+		f.mu.Unlock()
+		reply(w, 202, map[string]string{"status": "rebooting"})
+	})
+	mux.HandleFunc("POST /v1/kubeadm/upgrade", func(w http.ResponseWriter, _ *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.st.Kubeadm = &agentv1.Kubeadm{KubernetesVersion: f.st.OS.Image.KubernetesVersion, FeatureGates: f.gatesCfg}
+		reply(w, 200, f.st.Kubeadm)
+	})
+	mux.HandleFunc("PUT /v1/files", func(w http.ResponseWriter, r *http.Request) {
+		var req agentv1.FilesRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.writes++
+		if f.st.Files == nil {
+			f.st.Files = map[string]string{}
+		}
+		for path, content := range req.Files {
+			if !f.loseFiles {
+				f.st.Files[path] = agentv1.FileSum(content)
+			}
+		}
+		reply(w, 200, f.st.Files)
+	})
+	srv := httptest.NewTLSServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// handleDisk serves the update contract on the fake's disk model:
+// stage, activate and the health check that commits.
+func (f *fakeHost) handleDisk(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/stage", func(w http.ResponseWriter, r *http.Request) {
 		var req agentv1.StageRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
@@ -94,12 +135,6 @@ func (f *fakeHost) serve(t *testing.T) *httptest.Server {
 		}
 		reply(w, 200, req)
 	})
-	mux.HandleFunc("POST /v1/reboot", func(w http.ResponseWriter, _ *http.Request) {
-		f.mu.Lock()
-		f.reboots++
-		f.mu.Unlock()
-		reply(w, 202, map[string]string{"status": "rebooting"})
-	})
 	mux.HandleFunc("POST /v1/health", func(w http.ResponseWriter, _ *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -113,31 +148,6 @@ func (f *fakeHost) serve(t *testing.T) *httptest.Server {
 		}
 		reply(w, 200, agentv1.Health{Healthy: true})
 	})
-	mux.HandleFunc("POST /v1/kubeadm/upgrade", func(w http.ResponseWriter, _ *http.Request) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.st.Kubeadm = &agentv1.Kubeadm{KubernetesVersion: f.st.OS.Image.KubernetesVersion, FeatureGates: f.gatesCfg}
-		reply(w, 200, f.st.Kubeadm)
-	})
-	mux.HandleFunc("PUT /v1/files", func(w http.ResponseWriter, r *http.Request) {
-		var req agentv1.FilesRequest
-		_ = json.NewDecoder(r.Body).Decode(&req)
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.writes++
-		if f.st.Files == nil {
-			f.st.Files = map[string]string{}
-		}
-		for path, content := range req.Files {
-			if !f.loseFiles {
-				f.st.Files[path] = agentv1.FileSum(content)
-			}
-		}
-		reply(w, 200, f.st.Files)
-	})
-	srv := httptest.NewTLSServer(mux)
-	t.Cleanup(srv.Close)
-	return srv
 }
 
 // imageOf is the image URL of each version (what the fake stages, by
@@ -298,18 +308,21 @@ func (w *stepWorld) annotations() map[string]string {
 	return b.Annotations
 }
 
-// The update's step machine, each case from the host as it reports
-// itself to the end the Updater answers.
-func TestUpdaterSteps(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		run  func(w *stepWorld) progress
-		want string // "done", "running: ...", "failed: ..." (a prefix of the message)
-	}{
+// updaterStep is one case of the update's step machine: what the test does
+// to the host and the world, and what the Updater must answer at the end
+// ("done", or a prefix of "running: ..." or "failed: ...").
+type updaterStep struct {
+	name string
+	run  func(w *stepWorld) progress
+	want string // "done", "running: ...", "failed: ..." (a prefix of the message)
+}
+
+func updaterSteps() []updaterStep {
+	return []updaterStep{
 		{name: "stages, activates and reboots the old OS", want: "running: rebooting cp-1 into http://images/v1.36.3", run: func(w *stepWorld) progress {
 			p := w.step()
 			if w.host.staged != newImage.URL || w.host.reboots != 1 {
-				t.Errorf("staged %q, reboots %d", w.host.staged, w.host.reboots)
+				w.t.Errorf("staged %q, reboots %d", w.host.staged, w.host.reboots)
 			}
 			return p
 		}},
@@ -318,7 +331,7 @@ func TestUpdaterSteps(t *testing.T) {
 			w.host.boot(w.t, "v1.36.3", w.now.Add(time.Second), nil)
 			w.now = w.now.Add(time.Minute)
 			if p := w.step(); !strings.HasPrefix(p.message, "waiting for node cp-1 to be Ready at v1.36.3") {
-				t.Errorf("before the kubelet reports the new version: %+v", p)
+				w.t.Errorf("before the kubelet reports the new version: %+v", p)
 			}
 			w.nodeAt("v1.36.3")
 			return w.step()
@@ -337,10 +350,10 @@ func TestUpdaterSteps(t *testing.T) {
 			w.host.boot(w.t, "v1.36.3", w.now.Add(-40*time.Second), nil)
 			p := w.step()
 			if w.host.reboots != 2 {
-				t.Errorf("reboots %d, want 2 (into B, back to A)", w.host.reboots)
+				w.t.Errorf("reboots %d, want 2 (into B, back to A)", w.host.reboots)
 			}
 			if _, ok := failedFor(&infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{Annotations: w.annotations()}}, updateKey(newImage, nil)); !ok {
-				t.Errorf("the failure is not kept: %v", w.annotations())
+				w.t.Errorf("the failure is not kept: %v", w.annotations())
 			}
 			return p
 		}},
@@ -355,7 +368,7 @@ func TestUpdaterSteps(t *testing.T) {
 			w.now = w.now.Add(31 * time.Second)
 			p := w.step()
 			if w.host.reboots != 2 {
-				t.Errorf("reboots %d, want 2", w.host.reboots)
+				w.t.Errorf("reboots %d, want 2", w.host.reboots)
 			}
 			return p
 		}},
@@ -386,13 +399,13 @@ func TestUpdaterSteps(t *testing.T) {
 			w.filesOnly("third in-place update")
 			p := w.step()
 			if w.host.writes != 1 || w.host.reboots != 0 || w.host.staged != "" {
-				t.Errorf("writes %d, reboots %d, staged %q; want one write and nothing else", w.host.writes, w.host.reboots, w.host.staged)
+				w.t.Errorf("writes %d, reboots %d, staged %q; want one write and nothing else", w.host.writes, w.host.reboots, w.host.staged)
 			}
 			if w.host.st.Files["/tmp/test"] != agentv1.FileSum("third in-place update") {
-				t.Errorf("host files %v", w.host.st.Files)
+				w.t.Errorf("host files %v", w.host.st.Files)
 			}
 			if p2 := w.step(); !p2.done || w.host.writes != 1 {
-				t.Errorf("again: %+v after %d writes; want done without writing again", p2, w.host.writes)
+				w.t.Errorf("again: %+v after %d writes; want done without writing again", p2, w.host.writes)
 			}
 			return p
 		}},
@@ -414,25 +427,31 @@ func TestUpdaterSteps(t *testing.T) {
 			kcp.Spec.MachineTemplate.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "BareMetalMachineTemplate", Name: "c-cp-from"}
 			for _, o := range []client.Object{tmpl, kcp} {
 				if err := w.mgmt.Create(ctx, o); err != nil {
-					t.Fatal(err)
+					w.t.Fatal(err)
 				}
 			}
 			w.step()
 			w.now = w.now.Add(time.Minute)
 			w.host.boot(w.t, "v1.35.3", w.now.Add(-time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
 			if p := w.step(); !p.failed {
-				t.Fatalf("the fallback: %+v; want a failure", p)
+				w.t.Fatalf("the fallback: %+v; want a failure", p)
 			}
 			p := w.step() // the owner asks for the old image: abandoned
 			if !p.abandoned {
-				t.Errorf("not marked abandoned: %+v", p)
+				w.t.Errorf("not marked abandoned: %+v", p)
 			}
 			if a := w.annotations(); a[FailedAnnotation] != "" || a[RebootAnnotation] != "" {
-				t.Errorf("annotations kept after abandoning: %v", a)
+				w.t.Errorf("annotations kept after abandoning: %v", a)
 			}
 			return p
 		}},
-	} {
+	}
+}
+
+// The update's step machine, each case from the host as it reports
+// itself to the end the Updater answers.
+func TestUpdaterSteps(t *testing.T) {
+	for _, tc := range updaterSteps() {
 		for _, kind := range disk.Kinds {
 			t.Run(string(kind)+"/"+tc.name, func(t *testing.T) {
 				w := newStepWorldOS(t, kind)

@@ -74,13 +74,15 @@ func updated(from, to string) []step {
 	)
 }
 
-// TestBothModelsThroughTheUpdateContract drives the A/B and the OSTree
-// model through the same cases with each model's own expectations.
-func TestBothModelsThroughTheUpdateContract(t *testing.T) {
-	tests := []struct {
-		name  string
-		steps []step
-	}{
+// contractCase is one story through the update contract, with each model's
+// own expectations at each step.
+type contractCase struct {
+	name  string
+	steps []step
+}
+
+func contractCases() []contractCase {
+	return []contractCase{
 		{
 			name: "install: a fresh disk boots recovery until an image is staged and activated; never committed, it runs out of tries",
 			steps: []step{
@@ -246,6 +248,12 @@ func TestBothModelsThroughTheUpdateContract(t *testing.T) {
 			),
 		},
 	}
+}
+
+// TestBothModelsThroughTheUpdateContract drives the A/B and the OSTree
+// model through the same cases with each model's own expectations.
+func TestBothModelsThroughTheUpdateContract(t *testing.T) {
+	tests := contractCases()
 	for _, kind := range Kinds {
 		for _, tt := range tests {
 			t.Run(string(kind)+"/"+tt.name, func(t *testing.T) {
@@ -265,9 +273,15 @@ func TestBothModelsThroughTheUpdateContract(t *testing.T) {
 
 func runStep(t *testing.T, d *Disk, kind Kind, i int, s step, last *RootID) {
 	t.Helper()
+	got, err := doStep(t, d, kind, i, s, last)
+	checkStep(t, d, kind, i, s, got, err)
+}
+
+// doStep does what step s says to the disk (last is the root the last
+// stage began) and answers the boot it chose, if it booted.
+func doStep(t *testing.T, d *Disk, kind Kind, i int, s step, last *RootID) (got BootDecision, err error) {
+	t.Helper()
 	verb, arg, _ := strings.Cut(s.do, " ")
-	var err error
-	var got BootDecision
 	switch verb {
 	case "stage", "begin":
 		id, e := d.BeginStage(arg, "sha256:"+arg, sizeOf(arg))
@@ -314,6 +328,13 @@ func runStep(t *testing.T, d *Disk, kind Kind, i int, s step, last *RootID) {
 	default:
 		t.Fatalf("step %d: unknown step %q", i, s.do)
 	}
+	return got, err
+}
+
+// checkStep holds the disk after step s to what the step expects of
+// kind: the error, the boot, the images and roots, /etc.
+func checkStep(t *testing.T, d *Disk, kind Kind, i int, s step, got BootDecision, err error) {
+	t.Helper()
 	wantErr := s.err
 	if e, ok := s.errKind[kind]; ok {
 		wantErr = e
