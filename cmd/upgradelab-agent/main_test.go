@@ -42,6 +42,23 @@ func writePair(t *testing.T, dir, name string, p pki.Pair) (string, string) {
 	return cert, key
 }
 
+// serveHardware serves the lab's side of the hardware channel, mutual TLS
+// with a new lab CA, until the test ends; it answers the CA and address.
+func serveHardware(t *testing.T, h http.Handler) (*pki.CA, string) {
+	t.Helper()
+	ca, _ := pki.NewCA("lab CA")
+	serving, _ := ca.Serving("hardware channel", []string{"127.0.0.1"})
+	servingCert, _ := serving.TLS()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{servingCert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}))
+	t.Cleanup(func() { srv.Close() })
+	return ca, ln.Addr().String()
+}
+
 // The agent binary, started as its own process, joins its host to the
 // workload cluster through the lab's hardware channel, and its update API
 // runs the health check that commits the slot.
@@ -58,17 +75,7 @@ func TestAgentBinaryJoinsTheWorkloadCluster(t *testing.T) {
 	clusters, ep := labtest.Workload(t, "default/wl")
 	host, _ := l.Host("node-0")
 
-	// The lab side of the channel, mutual TLS with the lab CA.
-	ca, _ := pki.NewCA("lab CA")
-	serving, _ := ca.Serving("hardware channel", []string{"127.0.0.1"})
-	servingCert, _ := serving.TLS()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: agent.NewHardwareServer(host, clusters, l.Subscribe), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{servingCert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}))
-	defer srv.Close()
+	ca, hardwareAddr := serveHardware(t, agent.NewHardwareServer(host, clusters, l.Subscribe))
 
 	caFile := filepath.Join(dir, "ca.crt")
 	os.WriteFile(caFile, ca.PEM, 0o600)
@@ -77,7 +84,7 @@ func TestAgentBinaryJoinsTheWorkloadCluster(t *testing.T) {
 	apiPair, _ := ca.Serving("node-0 agent API", []string{"127.0.0.1"})
 	apiCrt, apiKey := writePair(t, dir, "api", apiPair)
 
-	cmd := exec.CommandContext(ctx, bin, "-hardware", "https://"+ln.Addr().String(), "-ca", caFile, "-cert", clientCrt, "-key", clientKey,
+	cmd := exec.CommandContext(ctx, bin, "-hardware", "https://"+hardwareAddr, "-ca", caFile, "-cert", clientCrt, "-key", clientKey,
 		"-api-cert", apiCrt, "-api-key", apiKey, "-time-scale", "0")
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr

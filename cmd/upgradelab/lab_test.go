@@ -51,25 +51,7 @@ func TestLabUpWritesStateAndStatusReadsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	bmcInfo := info.Hosts[1].BMC
-	caPEM, err := os.ReadFile(bmcInfo.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	endpoint := strings.SplitN(bmcInfo.Address, "/redfish", 2)[0]
-	c, err := gofish.Connect(gofish.ClientConfig{Endpoint: endpoint, Username: bmcInfo.Username, Password: bmcInfo.Password,
-		HTTPClient: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}})
-	if err != nil {
-		t.Fatalf("gofish with lab.json's BMC entry: %v", err)
-	}
-	sys, err := redfish.GetComputerSystem(c, strings.TrimPrefix(bmcInfo.Address, endpoint))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sys.Reset(redfish.OnResetType); err != nil {
-		t.Fatal(err)
-	}
+	powerOnWithGofish(t, bmcInfo)
 	// And cp-2 with ipmitool over its IPMI address, as the README shows.
 	ipmiHost, ipmiPort, _ := strings.Cut(info.Hosts[2].BMC.IPMI, ":")
 	ipmitool := func(args ...string) string {
@@ -194,4 +176,29 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// powerOnWithGofish powers a host on through its Redfish BMC with gofish,
+// connecting as lab.json's entry says.
+func powerOnWithGofish(t *testing.T, bmcInfo *lab.BMCInfo) {
+	t.Helper()
+	caPEM, err := os.ReadFile(bmcInfo.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	endpoint := strings.SplitN(bmcInfo.Address, "/redfish", 2)[0]
+	c, err := gofish.Connect(gofish.ClientConfig{Endpoint: endpoint, Username: bmcInfo.Username, Password: bmcInfo.Password,
+		HTTPClient: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}})
+	if err != nil {
+		t.Fatalf("gofish with lab.json's BMC entry: %v", err)
+	}
+	sys, err := redfish.GetComputerSystem(c, strings.TrimPrefix(bmcInfo.Address, endpoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.Reset(redfish.OnResetType); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -157,6 +157,17 @@ func TestInPlaceNICFirmwareKeepsTheLinkUp(t *testing.T) {
 	// updating it in place; the NIC is never flashed.
 	history = recordHost(t, e.site.Lab, id.host)
 	e.upgradeWorkers(t, ctx, "nic", workerVars("ubuntu-24.04-k8s-v1.36.3-i40e-3.0-preview", "preview", "x710-nvm-10.0-next"))
+	e.waitRolledOutNotUpdated(t, ctx, worker)
+	if history.first("FlashStarted", "port", host.Status().Ports[0].Name) >= 0 {
+		t.Fatalf("a refused NVM change was flashed: events %s", history)
+	}
+}
+
+// waitRolledOutNotUpdated waits for the MachineDeployment to delete worker
+// (rolled out, a new Machine replaces it) and fails if an in-place update
+// was started on it meanwhile.
+func (e *providerEnv) waitRolledOutNotUpdated(t *testing.T, ctx context.Context, worker string) {
+	t.Helper()
 	waitFor(t, ctx, "worker "+worker+" rolled out by the MachineDeployment", func() (bool, string) {
 		m := &clusterv1.Machine{}
 		err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: worker}, m)
@@ -172,7 +183,4 @@ func TestInPlaceNICFirmwareKeepsTheLinkUp(t *testing.T) {
 		}
 		return !m.DeletionTimestamp.IsZero(), "deleting=" + fmt.Sprint(!m.DeletionTimestamp.IsZero())
 	})
-	if history.first("FlashStarted", "port", host.Status().Ports[0].Name) >= 0 {
-		t.Fatalf("a refused NVM change was flashed: events %s", history)
-	}
 }

@@ -339,8 +339,14 @@ func TestControlPlaneMachinesLandInTheirFailureDomains(t *testing.T) {
 		t.Errorf("the control plane used failure domains %v; want all three", used)
 	}
 
-	// CAPI's pause: spec.paused on the Cluster turns the Paused
-	// condition of the provider's objects True, and back.
+	e.checkPausePropagates(t, ctx, c)
+
+}
+
+// checkPausePropagates sets spec.paused on cluster c and back: the Paused
+// condition of its BareMetalCluster and every BareMetalMachine follows.
+func (e *providerEnv) checkPausePropagates(t *testing.T, ctx context.Context, c *clusterv1.Cluster) {
+	t.Helper()
 	for _, paused := range []bool{true, false} {
 		patch := client.MergeFrom(c.DeepCopy())
 		c.Spec.Paused = &paused
@@ -354,7 +360,7 @@ func TestControlPlaneMachinesLandInTheirFailureDomains(t *testing.T) {
 		waitFor(t, ctx, fmt.Sprintf("Paused=%s on the BareMetalCluster and every BareMetalMachine", want), func() (bool, string) {
 			var objs []client.Object
 			bmc := &infrav1.BareMetalCluster{}
-			if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "fd"}, bmc); err != nil {
+			if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: c.Name}, bmc); err != nil {
 				return false, err.Error()
 			}
 			objs = append(objs, bmc)

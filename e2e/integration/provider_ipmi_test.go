@@ -56,29 +56,7 @@ func TestIPMIHostsAreInspectedInBandProvisionedAndPowered(t *testing.T) {
 	}
 
 	cp0, _ := e.site.Lab.Host("cp-0")
-	available := e.waitHostState(t, ctx, "cp-0", metal3.StateAvailable)
-	hw, spec := available.Status.HardwareDetails, cp0.Spec()
-	if hw == nil || hw.Hostname != "cp-0" || hw.CPU.Count != spec.CPUs || hw.RAMMebibytes != spec.MemoryMiB ||
-		len(hw.NIC) != 1 || !strings.EqualFold(hw.NIC[0].MAC, spec.NICs[0].MAC) || hw.NIC[0].IP != spec.NICs[0].IP {
-		t.Fatalf("in-band inspection of cp-0: %+v, want the lab file's facts and IP %s", hw, spec.NICs[0].IP)
-	}
-	hfc := &metal3.HostFirmwareComponents{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "cp-0"}, hfc); err != nil {
-		t.Fatal(err)
-	}
-	if len(hfc.Status.Components) != 1 || hfc.Status.Components[0].Component != "nic:eno1" || hfc.Status.Components[0].CurrentVersion == "" {
-		t.Fatalf("firmware seen in band: %+v, want the NIC's only", hfc.Status.Components)
-	}
-	// Inspection booted the deploy ramdisk from the network (the lab's
-	// event log says so), then powered the host off.
-	log, err := os.ReadFile(filepath.Join(e.site.Lab.StateDir(), "events.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(log), `"host":"cp-0","kind":"boot","reason":"NetworkBoot"`) {
-		t.Fatalf("no network boot of cp-0 in the lab's events:\n%s", log)
-	}
-	e.waitPower(t, ctx, cp0, false)
+	e.checkInspectedInBand(t, ctx, cp0)
 
 	good, _ := e.site.Lab.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.35.3")
 	e.patchHost(t, ctx, "cp-0", func(h *metal3.BareMetalHost) {
@@ -122,4 +100,36 @@ func TestIPMIHostsAreInspectedInBandProvisionedAndPowered(t *testing.T) {
 		return h.Status.ErrorType == metal3.RegistrationError && strings.Contains(h.Status.ErrorMessage, "refused the IPMI session") &&
 			strings.Contains(h.Status.ErrorMessage, "cp-1-bmc"), h.Status.ErrorMessage
 	})
+}
+
+// checkInspectedInBand waits for an IPMI-only host to be available and
+// holds its inspection to the lab file: the hardware and the NIC's
+// firmware seen in band, after the deploy ramdisk booted from the
+// network, and the host powered off after.
+func (e *providerEnv) checkInspectedInBand(t *testing.T, ctx context.Context, h *lab.Host) {
+	t.Helper()
+	name := h.Spec().Name
+	available := e.waitHostState(t, ctx, name, metal3.StateAvailable)
+	hw, spec := available.Status.HardwareDetails, h.Spec()
+	if hw == nil || hw.Hostname != name || hw.CPU.Count != spec.CPUs || hw.RAMMebibytes != spec.MemoryMiB ||
+		len(hw.NIC) != 1 || !strings.EqualFold(hw.NIC[0].MAC, spec.NICs[0].MAC) || hw.NIC[0].IP != spec.NICs[0].IP {
+		t.Fatalf("in-band inspection of %s: %+v, want the lab file's facts and IP %s", name, hw, spec.NICs[0].IP)
+	}
+	hfc := &metal3.HostFirmwareComponents{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, hfc); err != nil {
+		t.Fatal(err)
+	}
+	if len(hfc.Status.Components) != 1 || hfc.Status.Components[0].Component != "nic:eno1" || hfc.Status.Components[0].CurrentVersion == "" {
+		t.Fatalf("firmware seen in band: %+v, want the NIC's only", hfc.Status.Components)
+	}
+	// Inspection booted the deploy ramdisk from the network (the lab's
+	// event log says so), then powered the host off.
+	log, err := os.ReadFile(filepath.Join(e.site.Lab.StateDir(), "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), `"host":name,"kind":"boot","reason":"NetworkBoot"`) {
+		t.Fatalf("no network boot of %s in the lab's events:\n%s", name, log)
+	}
+	e.waitPower(t, ctx, h, false)
 }

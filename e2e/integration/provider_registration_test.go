@@ -44,40 +44,13 @@ func TestRegistrationPoolResetsHostsUnderNewIdentities(t *testing.T) {
 	defer cancel()
 	e := startProviderEnv(t, ctx, "reset", 0.01, "--reset-timeout=3s")
 	url := reference.RegistrationURL(e.callback, e.ns, "elemental")
-	for _, h := range e.site.Lab.Hosts() {
-		if err := e.site.JoinRegistrationPool(h.Name(), url); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.PowerOn(); err != nil { // the operator boots the seed media
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, ctx, "4 hosts registered and available", func() (bool, string) {
-		hosts := &metal3.BareMetalHostList{}
-		if err := e.c.List(ctx, hosts, client.InNamespace(e.ns), client.MatchingLabels{callback.PoolLabel: "elemental"}); err != nil {
-			return false, err.Error()
-		}
-		n := 0
-		for _, h := range hosts.Items {
-			if h.Status.Provisioning.State == metal3.StateAvailable {
-				n++
-			}
-		}
-		return n == 4, fmt.Sprintf("%d of %d available", n, len(hosts.Items))
-	})
+	e.joinRegistrationPool(t, ctx, url)
 
 	old, err := e.registeredHost(ctx, "node-0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, _ := e.site.Lab.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.35.3")
-	patch := client.MergeFrom(old.DeepCopy()) // the host controller writes it too
-	old.Spec.ConsumerRef = &corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: e.ns, Name: "test-consumer"}
-	old.Spec.Image = &metal3.Image{URL: e.site.Lab.ImageServer().ImageURL(img.Name), Checksum: img.SHA256, ChecksumType: metal3.SHA256}
-	if err := e.c.Patch(ctx, old, patch); err != nil {
-		t.Fatal(err)
-	}
-	e.waitHostState(t, ctx, old.Name, metal3.StateProvisioned)
+	e.provisionHost(t, ctx, old)
 	node0, _ := e.site.Lab.Host("node-0")
 	waitFor(t, ctx, "node-0 running its installed OS", func() (bool, string) {
 		st := node0.Status()
@@ -111,7 +84,7 @@ func TestRegistrationPoolResetsHostsUnderNewIdentities(t *testing.T) {
 		}
 	}()
 	old = e.host(t, ctx, old.Name)
-	patch = client.MergeFrom(old.DeepCopy())
+	patch := client.MergeFrom(old.DeepCopy())
 	old.Spec.ConsumerRef, old.Spec.Image = nil, nil
 	if err := e.c.Patch(ctx, old, patch); err != nil {
 		t.Fatal(err)
@@ -146,4 +119,45 @@ func TestRegistrationPoolResetsHostsUnderNewIdentities(t *testing.T) {
 	if !strings.HasPrefix(fresh.Name, "elemental-") {
 		t.Fatalf("new object %s: want it named after its pool", fresh.Name)
 	}
+}
+
+// joinRegistrationPool has every host of the lab register itself at url
+// (its seed media booted) and waits for all four available.
+func (e *providerEnv) joinRegistrationPool(t *testing.T, ctx context.Context, url string) {
+	t.Helper()
+	for _, h := range e.site.Lab.Hosts() {
+		if err := e.site.JoinRegistrationPool(h.Name(), url); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.PowerOn(); err != nil { // the operator boots the seed media
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, ctx, "4 hosts registered and available", func() (bool, string) {
+		hosts := &metal3.BareMetalHostList{}
+		if err := e.c.List(ctx, hosts, client.InNamespace(e.ns), client.MatchingLabels{callback.PoolLabel: "elemental"}); err != nil {
+			return false, err.Error()
+		}
+		n := 0
+		for _, h := range hosts.Items {
+			if h.Status.Provisioning.State == metal3.StateAvailable {
+				n++
+			}
+		}
+		return n == 4, fmt.Sprintf("%d of %d available", n, len(hosts.Items))
+	})
+}
+
+// provisionHost gives a registered host a consumer and the v1.35.3 image
+// and waits for it provisioned.
+func (e *providerEnv) provisionHost(t *testing.T, ctx context.Context, old *metal3.BareMetalHost) {
+	t.Helper()
+	img, _ := e.site.Lab.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.35.3")
+	patch := client.MergeFrom(old.DeepCopy()) // the host controller writes it too
+	old.Spec.ConsumerRef = &corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: e.ns, Name: "test-consumer"}
+	old.Spec.Image = &metal3.Image{URL: e.site.Lab.ImageServer().ImageURL(img.Name), Checksum: img.SHA256, ChecksumType: metal3.SHA256}
+	if err := e.c.Patch(ctx, old, patch); err != nil {
+		t.Fatal(err)
+	}
+	e.waitHostState(t, ctx, old.Name, metal3.StateProvisioned)
 }

@@ -100,15 +100,11 @@ func TestSingleNodeControlPlaneUpdatesInPlace(t *testing.T) {
 	}
 }
 
-func singleNodeInPlace(t *testing.T, clusterClass bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	e := startEnv(t, ctx, envOptions{lab: "single-node", scale: 0.01, extension: true})
-	if _, err := reference.Enroll(ctx, e.c, e.site, e.ns, nil); err != nil {
-		t.Fatal(err)
-	}
-	images := map[string]string{"v1.35.3": "ubuntu-24.04-k8s-v1.35.3", "v1.36.3": "ubuntu-24.04-k8s-v1.36.3"}
-	kcp := &controlplanev1.KubeadmControlPlane{}
+// createSingleNode creates cluster "one" at v1.35.3, plain or from the
+// ClusterClass, with its control plane annotated for the single-node
+// in-place update (on the KCP, or through the topology's metadata).
+func (e *providerEnv) createSingleNode(t *testing.T, ctx context.Context, clusterClass bool, images map[string]string) {
+	t.Helper()
 	if clusterClass {
 		vars := e.topologyVars(t, ctx, "one", "v1.35.3", images, 1, 0, 1)
 		e.apply(t, ctx, "clusterclass.yaml", vars)
@@ -127,6 +123,7 @@ func singleNodeInPlace(t *testing.T, clusterClass bool) {
 		vars := e.clusterVars(t, ctx, "one", "v1.35.3", images["v1.35.3"], "v1-35", 1, 0, 1, false)
 		e.apply(t, ctx, "machine-templates.yaml", vars)
 		e.apply(t, ctx, "cluster.yaml", vars)
+		kcp := &controlplanev1.KubeadmControlPlane{}
 		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "one-cp"}, kcp); err != nil {
 			t.Fatal(err)
 		}
@@ -136,6 +133,18 @@ func singleNodeInPlace(t *testing.T, clusterClass bool) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func singleNodeInPlace(t *testing.T, clusterClass bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx, envOptions{lab: "single-node", scale: 0.01, extension: true})
+	if _, err := reference.Enroll(ctx, e.c, e.site, e.ns, nil); err != nil {
+		t.Fatal(err)
+	}
+	images := map[string]string{"v1.35.3": "ubuntu-24.04-k8s-v1.35.3", "v1.36.3": "ubuntu-24.04-k8s-v1.36.3"}
+	e.createSingleNode(t, ctx, clusterClass, images)
+	kcp := &controlplanev1.KubeadmControlPlane{}
 	e.waitRolledOut(t, ctx, "one", 1, 0, "v1.35.3")
 	before := e.machineIdentities(t, ctx, "one")
 	var name string

@@ -103,6 +103,12 @@ func upstreamSpecs(p upstreamProvider) {
 				InfrastructureProvider: infra, PostNamespaceCreated: e.namespaceSetup(false)}
 		})
 	})
+	rolloutSpecs(p, infra, artifacts)
+}
+
+// rolloutSpecs declares CAPI's rollout, ClusterClass, in-place, adoption
+// and remediation specs (upstreamSpecs).
+func rolloutSpecs(p upstreamProvider, infra *string, artifacts func(spec string) string) {
 	Describe("KCPAndMachineDeploymentRollout", specLabel(p, "md-rollout"), func() {
 		capie2e.KCPAndMachineDeploymentRolloutSpec(ctx, func() capie2e.KCPAndMachineDeploymentRolloutSpecInput {
 			e := envFor(p)

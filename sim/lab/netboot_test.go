@@ -38,37 +38,7 @@ func TestNetworkBootRunsTheBootServersScriptForTheMAC(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	pxeOnce := BootOverride{Target: BootPxe, Mode: OverrideOnce}
-	boot := func() Event {
-		t.Helper()
-		if err := h.SetBootOverride(pxeOnce); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Reset(); err != nil {
-			t.Fatal(err)
-		}
-		// The PXE failure if any, else the OS it ran; either way read on
-		// to this boot's OSRunning (a failed PXE goes on to the disk's
-		// recovery partition) so the next boot starts clean.
-		timeout := time.After(10 * time.Second)
-		var failed *Event
-		for {
-			select {
-			case e := <-events:
-				if e.Reason == "BootDeviceFailed" && e.Data["target"] == string(BootPxe) {
-					failed = &e
-				}
-				if e.Reason == "OSRunning" {
-					if failed != nil {
-						return *failed
-					}
-					return e
-				}
-			case <-timeout:
-				t.Fatal("the PXE boot neither ran an OS nor failed")
-			}
-		}
-	}
+	boot := func() Event { return pxeBootOnce(t, h, events) }
 	// No offer: PXE fails (then the boot order goes on).
 	if e := boot(); e.Reason != "BootDeviceFailed" || !strings.Contains(e.Message, "PXE-E16") {
 		t.Fatalf("PXE without a boot server: %s %s", e.Reason, e.Message)
@@ -102,6 +72,38 @@ func TestNetworkBootRunsTheBootServersScriptForTheMAC(t *testing.T) {
 	}
 	if err := l.SetNetworkBoot("storage", srv.URL); err == nil {
 		t.Fatal("network boot on a network the lab lacks was accepted")
+	}
+}
+
+// pxeBootOnce resets h with a one-time PXE override and answers the
+// PXE failure if any, else the OS it ran; either way it reads on to this
+// boot's OSRunning (a failed PXE goes on to the disk's recovery
+// partition) so the next boot starts clean.
+func pxeBootOnce(t *testing.T, h *Host, events <-chan Event) Event {
+	t.Helper()
+	if err := h.SetBootOverride(BootOverride{Target: BootPxe, Mode: OverrideOnce}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(10 * time.Second)
+	var failed *Event
+	for {
+		select {
+		case e := <-events:
+			if e.Reason == "BootDeviceFailed" && e.Data["target"] == string(BootPxe) {
+				failed = &e
+			}
+			if e.Reason == "OSRunning" {
+				if failed != nil {
+					return *failed
+				}
+				return e
+			}
+		case <-timeout:
+			t.Fatal("the PXE boot neither ran an OS nor failed")
+		}
 	}
 }
 

@@ -117,18 +117,23 @@ func TestQEMUHostsAreRealVMs(t *testing.T) {
 		t.Errorf("a network boot on a VM: %v", err)
 	}
 
-	var boots int
-	for drained := false; !drained; {
+	if boots := countEvents(events, "vm-0", "OSRunning", string(FromRecovery)); boots != 3 {
+		t.Errorf("%d OSRunning events from recovery, want 3", boots)
+	}
+}
+
+// countEvents counts the events of host with reason (and, when source is
+// set, that boot source) until none has come for 200 ms.
+func countEvents(events <-chan Event, host, reason, source string) int {
+	n := 0
+	for {
 		select {
 		case e := <-events:
-			if e.Host == "vm-0" && e.Reason == "OSRunning" && e.Data["source"] == string(FromRecovery) {
-				boots++
+			if e.Host == host && e.Reason == reason && (source == "" || e.Data["source"] == source) {
+				n++
 			}
 		case <-time.After(200 * time.Millisecond):
-			drained = true
+			return n
 		}
-	}
-	if boots != 3 {
-		t.Errorf("%d OSRunning events from recovery, want 3", boots)
 	}
 }
