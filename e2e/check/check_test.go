@@ -199,146 +199,146 @@ type brokenRule struct {
 	message    string
 }
 
-func brokenRules() []brokenRule {
-	return []brokenRule{
-		{name: "a host bound twice", rule: "host-bound-once", params: inPlace,
-			breakIt: func(h *history) { h.set(vocab.KindHost, "node-1", host("c-cp-a", "provisioning")) },
-			objects: []string{"BareMetalHost/node-0", "BareMetalHost/node-1"}, message: "bound to 2 hosts"},
-		{name: "KCP above replicas + maxSurge", rule: "kcp-max-machines", params: inPlace,
-			breakIt: func(h *history) {
-				h.set(vocab.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "True"))
-				h.set(vocab.KindMachine, "c-cp-c", machine("v1.36.3", "u3", "c-cp-c", true, "True"))
-			},
-			objects: []string{"KubeadmControlPlane/c-cp", "Machine/c-cp-a", "Machine/c-cp-b", "Machine/c-cp-c"}, message: "3 Machines of the control plane, KCP allows 2"},
-		{name: "a Machine created in place", rule: "same-machines", params: inPlace,
-			breakIt: func(h *history) {
-				h.set(vocab.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "True"))
-			},
-			objects: []string{"Machine/c-cp-b"}, message: "created during an in-place upgrade"},
-		{name: "a Machine deleting in place", rule: "same-machines", params: inPlace,
-			breakIt: func(h *history) {
-				a := machine("v1.36.3", "u1", "c-cp-a", true, "True")
-				a[vocab.FieldDeleting] = "true"
-				h.set(vocab.KindMachine, "c-cp-a", a)
-			},
-			objects: []string{"Machine/c-cp-a"}, message: "being deleted during an in-place upgrade"},
-		{name: "a Machine recreated under its name", rule: "same-machines", params: inPlace,
-			breakIt: func(h *history) {
-				h.set(vocab.KindMachine, "c-cp-a", machine("v1.36.3", "u9", "c-cp-a", true, "True"))
-			},
-			objects: []string{"Machine/c-cp-a"}, message: "has UID u9, had u1"},
-		{name: "a host wiped under its Machine", rule: "no-wipe-under-live-machine", params: inPlace,
-			breakIt: func(h *history) { h.set(vocab.KindHost, "node-0", host("", "deprovisioning")) },
-			objects: []string{"BareMetalHost/node-0", "Machine/c-cp-a"}, message: "alive and not deleting"},
-		{name: "a host wiped before its etcd member was removed", rule: "etcd-member-removed-first", params: inPlace,
-			breakIt: func(h *history) {
-				a := machine("v1.36.3", "u1", "c-cp-a", true, "True")
-				a[vocab.FieldNode], a[vocab.FieldDeleting] = "c-cp-a", "true"
-				h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a"})
-				h.set(vocab.KindMachine, "c-cp-a", a)
-				h.set(vocab.KindHost, "node-0", host("", "deprovisioning"))
-			},
-			objects: []string{"BareMetalHost/node-0", "EtcdMember/etcd-c-cp-a"}, message: "etcd member on node c-cp-a of Machine c-cp-a is still a member"},
-		{name: "two control-plane Machines deleting", rule: "kcp-one-deleting", params: inPlace,
-			breakIt: func(h *history) {
-				a := machine("v1.36.3", "u1", "c-cp-a", true, "True")
-				a[vocab.FieldDeleting] = "true"
-				b := machine("v1.36.3", "u2", "c-cp-b", true, "True")
-				b[vocab.FieldDeleting] = "true"
-				h.set(vocab.KindMachine, "c-cp-a", a).set(vocab.KindMachine, "c-cp-b", b)
-			},
-			objects: []string{"KubeadmControlPlane/c-cp", "Machine/c-cp-a", "Machine/c-cp-b"}, message: "2 Machines of the control plane deleting at once"},
-		{name: "KCP ends short of its replicas", rule: "end-control-plane", params: inPlace,
-			breakIt: func(h *history) { h.set(vocab.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0")) },
-			objects: []string{"KubeadmControlPlane/c-cp"}, message: "KCP ends at v1.36.3 with upToDateReplicas 0"},
-		{name: "a MachineDeployment ends short", rule: "end-workers", params: withWorkers(inPlace),
-			breakIt: func(h *history) {
-				h.set(vocab.KindMachineDeployment, "c-md", map[string]string{vocab.FieldReplicas: "1", vocab.FieldVersion: "v1.36.3", vocab.FieldUpToDateCount: "0", vocab.FieldAvailableCount: "1"})
-			},
-			objects: []string{"MachineDeployment/c-md"}, message: "MachineDeployment ends at v1.36.3 with upToDateReplicas 0"},
-		{name: "workers expected, no MachineDeployment seen", rule: "end-workers", params: withWorkers(inPlace),
-			breakIt: func(h *history) {},
-			objects: []string{"MachineDeployment"}, message: "no MachineDeployment was seen"},
-		{name: "a MachineDeployment above replicas + maxSurge", rule: "md-max-machines", params: withWorkers(inPlace),
-			breakIt: func(h *history) {
-				h.set(vocab.KindMachineDeployment, "c-md", map[string]string{vocab.FieldReplicas: "1", vocab.FieldMaxSurge: "0", vocab.FieldMaxUnavailable: "1", vocab.FieldVersion: "v1.36.3"})
-				for _, w := range []string{"w1", "w2"} {
-					m := machine("v1.36.3", w, w, false, "True")
-					m[vocab.FieldDeployment] = "c-md"
-					h.set(vocab.KindMachine, w, m)
-				}
-			},
-			objects: []string{"Machine/w1", "Machine/w2", "MachineDeployment/c-md"}, message: "2 Machines, the MachineDeployment allows 1"},
-		{name: "the cluster moved to another host", rule: "same-hosts", params: expecting(inPlace, func(e *scenario.Expect) { e.SameHosts = true }),
-			breakIt: func(h *history) {
-				h.set(vocab.KindHost, "node-0", host("", "available"))
-				h.set(vocab.KindHost, "node-1", host("c-cp-a", "provisioned"))
-			},
-			objects: []string{"BareMetalHost/node-1"}, message: "bound hosts before [node-0], after [node-1]"},
-		{name: "no spare left", rule: "spares-left", params: expecting(inPlace, func(e *scenario.Expect) { e.SparesLeft = ptr.To(1) }),
-			breakIt: func(h *history) {
-				spare := host("c-cp-b", "provisioned")
-				spare[vocab.FieldSpare] = "true"
-				h.set(vocab.KindHost, "node-9", spare)
-			},
-			objects: nil, message: "0 free spare hosts at the end [], want 1"},
-		{name: "an OSTree host's /etc edit lost", rule: "etc-merged", params: withOSTree(inPlace),
-			breakIt: func(h *history) { h.set(KindHostEtc, "node-0", map[string]string{FieldMarker: "absent"}) },
-			objects: []string{"HostEtc/node-0"}, message: "the /etc edit made before the upgrade is absent"},
-		{name: "no /etc edit recorded on OSTree hosts", rule: "etc-merged", params: withOSTree(inPlace),
-			breakIt: func(h *history) { h.set(KindHostEtc, "node-0", nil) },
-			objects: []string{"HostEtc"}, message: "no /etc edits were recorded on the OSTree hosts"},
-		{name: "a manager refused for want of RBAC", rule: "rbac-sufficient", params: inPlace,
-			breakIt: func(h *history) {
-				h.set(KindForbidden, "baremetal", map[string]string{FieldCount: "3",
-					FieldFirst: `secrets "bmc-node-0" is forbidden: User "system:serviceaccount:upgradelab-baremetal-system:upgradelab-baremetal-manager" cannot get resource "secrets"`})
-			},
-			objects: []string{"ManagerForbidden/baremetal"}, message: `manager baremetal was refused 3 request(s) for want of RBAC; the first: secrets "bmc-node-0" is forbidden`},
-		{name: "data lost in place", rule: "persistent-data", params: inPlace,
-			breakIt: func(h *history) { h.set(KindHostData, "node-0", map[string]string{FieldMarker: "absent"}) },
-			objects: []string{"HostData/node-0"}, message: "the marker written before the upgrade is absent"},
-		{name: "kubeadm-config left at the old version", rule: "end-kubeadm-config", params: inPlace,
-			breakIt: func(h *history) {
-				h.set(vocab.KindAddon, vocab.AddonKubeadmConfig, map[string]string{vocab.FieldVersion: "v1.35.3", vocab.FieldFeatureGates: "ControlPlaneKubeletLocalMode=true"})
-			},
-			objects: []string{"Addon/kubeadm-config"}, message: `kubernetesVersion "v1.35.3", not v1.36.3 (featureGates ControlPlaneKubeletLocalMode=true)`},
-		{name: "kube-proxy left behind", rule: "end-kube-proxy", params: inPlace,
-			breakIt: func(h *history) {
-				h.set(vocab.KindAddon, "kube-proxy", map[string]string{vocab.FieldImage: "registry.k8s.io/kube-proxy:v1.35.3"})
-			},
-			objects: []string{"Addon/kube-proxy"}, message: "kube-proxy ends on registry.k8s.io/kube-proxy:v1.35.3, not the image of v1.36.3"},
-		{name: "CoreDNS left behind", rule: "end-coredns", params: inPlace,
-			breakIt: func(h *history) {
-				h.set(vocab.KindAddon, "coredns", map[string]string{vocab.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
-			},
-			objects: []string{"Addon/coredns"}, message: "CoreDNS ends on registry.k8s.io/coredns/coredns:v1.12.1, not v1.13.1"},
-		{name: "etcd not upgraded on the node", rule: "end-etcd", params: inPlace,
-			breakIt: func(h *history) {
-				h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a", vocab.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
-			},
-			objects: []string{"EtcdMember/etcd-c-cp-a"}, message: `etcd member on c-cp-a ends on "registry.k8s.io/etcd:3.6.4-0", not etcd 3.6.5-0`},
-		{name: "CAPI says not done", rule: "capi-agrees", params: inPlace,
-			breakIt: func(h *history) {
-				h.set(vocab.KindCluster, "c", map[string]string{vocab.FieldAvailable: "True", vocab.FieldCPUpToDate: "False", vocab.FieldWorkersUpToDate: "True"})
-			},
-			objects: []string{"Cluster/c"}, message: "controlPlaneMachinesUpToDate=False, workerMachinesUpToDate=True, rollingOut=absent, not that the upgrade is done, while every end rule passed"},
-		{name: "the application left short", rule: "end-application", params: inPlace,
-			breakIt: func(h *history) {
-				h.set(vocab.KindApp, "web", map[string]string{vocab.FieldReplicas: "1", vocab.FieldReadyCount: "0"})
-			},
-			objects: []string{"Deployment/web"}, message: "Deployment web ends with 0 of 1 replicas Ready"},
-		{name: "a Machine not up to date at the end", rule: "end-machines-up-to-date", params: inPlace,
-			breakIt: func(h *history) {
-				h.set(vocab.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
-			},
-			objects: []string{"Machine/c-cp-a"}, message: "ends with UpToDate False"},
-	}
+// brokenRules are the rules TestBrokenRulesFailWithTheMomentAndTheObjects
+// breaks, one at a time.
+var brokenRules = []brokenRule{
+	{name: "a host bound twice", rule: "host-bound-once", params: inPlace,
+		breakIt: func(h *history) { h.set(vocab.KindHost, "node-1", host("c-cp-a", "provisioning")) },
+		objects: []string{"BareMetalHost/node-0", "BareMetalHost/node-1"}, message: "bound to 2 hosts"},
+	{name: "KCP above replicas + maxSurge", rule: "kcp-max-machines", params: inPlace,
+		breakIt: func(h *history) {
+			h.set(vocab.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "True"))
+			h.set(vocab.KindMachine, "c-cp-c", machine("v1.36.3", "u3", "c-cp-c", true, "True"))
+		},
+		objects: []string{"KubeadmControlPlane/c-cp", "Machine/c-cp-a", "Machine/c-cp-b", "Machine/c-cp-c"}, message: "3 Machines of the control plane, KCP allows 2"},
+	{name: "a Machine created in place", rule: "same-machines", params: inPlace,
+		breakIt: func(h *history) {
+			h.set(vocab.KindMachine, "c-cp-b", machine("v1.36.3", "u2", "c-cp-b", true, "True"))
+		},
+		objects: []string{"Machine/c-cp-b"}, message: "created during an in-place upgrade"},
+	{name: "a Machine deleting in place", rule: "same-machines", params: inPlace,
+		breakIt: func(h *history) {
+			a := machine("v1.36.3", "u1", "c-cp-a", true, "True")
+			a[vocab.FieldDeleting] = "true"
+			h.set(vocab.KindMachine, "c-cp-a", a)
+		},
+		objects: []string{"Machine/c-cp-a"}, message: "being deleted during an in-place upgrade"},
+	{name: "a Machine recreated under its name", rule: "same-machines", params: inPlace,
+		breakIt: func(h *history) {
+			h.set(vocab.KindMachine, "c-cp-a", machine("v1.36.3", "u9", "c-cp-a", true, "True"))
+		},
+		objects: []string{"Machine/c-cp-a"}, message: "has UID u9, had u1"},
+	{name: "a host wiped under its Machine", rule: "no-wipe-under-live-machine", params: inPlace,
+		breakIt: func(h *history) { h.set(vocab.KindHost, "node-0", host("", "deprovisioning")) },
+		objects: []string{"BareMetalHost/node-0", "Machine/c-cp-a"}, message: "alive and not deleting"},
+	{name: "a host wiped before its etcd member was removed", rule: "etcd-member-removed-first", params: inPlace,
+		breakIt: func(h *history) {
+			a := machine("v1.36.3", "u1", "c-cp-a", true, "True")
+			a[vocab.FieldNode], a[vocab.FieldDeleting] = "c-cp-a", "true"
+			h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a"})
+			h.set(vocab.KindMachine, "c-cp-a", a)
+			h.set(vocab.KindHost, "node-0", host("", "deprovisioning"))
+		},
+		objects: []string{"BareMetalHost/node-0", "EtcdMember/etcd-c-cp-a"}, message: "etcd member on node c-cp-a of Machine c-cp-a is still a member"},
+	{name: "two control-plane Machines deleting", rule: "kcp-one-deleting", params: inPlace,
+		breakIt: func(h *history) {
+			a := machine("v1.36.3", "u1", "c-cp-a", true, "True")
+			a[vocab.FieldDeleting] = "true"
+			b := machine("v1.36.3", "u2", "c-cp-b", true, "True")
+			b[vocab.FieldDeleting] = "true"
+			h.set(vocab.KindMachine, "c-cp-a", a).set(vocab.KindMachine, "c-cp-b", b)
+		},
+		objects: []string{"KubeadmControlPlane/c-cp", "Machine/c-cp-a", "Machine/c-cp-b"}, message: "2 Machines of the control plane deleting at once"},
+	{name: "KCP ends short of its replicas", rule: "end-control-plane", params: inPlace,
+		breakIt: func(h *history) { h.set(vocab.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0")) },
+		objects: []string{"KubeadmControlPlane/c-cp"}, message: "KCP ends at v1.36.3 with upToDateReplicas 0"},
+	{name: "a MachineDeployment ends short", rule: "end-workers", params: withWorkers(inPlace),
+		breakIt: func(h *history) {
+			h.set(vocab.KindMachineDeployment, "c-md", map[string]string{vocab.FieldReplicas: "1", vocab.FieldVersion: "v1.36.3", vocab.FieldUpToDateCount: "0", vocab.FieldAvailableCount: "1"})
+		},
+		objects: []string{"MachineDeployment/c-md"}, message: "MachineDeployment ends at v1.36.3 with upToDateReplicas 0"},
+	{name: "workers expected, no MachineDeployment seen", rule: "end-workers", params: withWorkers(inPlace),
+		breakIt: func(h *history) {},
+		objects: []string{"MachineDeployment"}, message: "no MachineDeployment was seen"},
+	{name: "a MachineDeployment above replicas + maxSurge", rule: "md-max-machines", params: withWorkers(inPlace),
+		breakIt: func(h *history) {
+			h.set(vocab.KindMachineDeployment, "c-md", map[string]string{vocab.FieldReplicas: "1", vocab.FieldMaxSurge: "0", vocab.FieldMaxUnavailable: "1", vocab.FieldVersion: "v1.36.3"})
+			for _, w := range []string{"w1", "w2"} {
+				m := machine("v1.36.3", w, w, false, "True")
+				m[vocab.FieldDeployment] = "c-md"
+				h.set(vocab.KindMachine, w, m)
+			}
+		},
+		objects: []string{"Machine/w1", "Machine/w2", "MachineDeployment/c-md"}, message: "2 Machines, the MachineDeployment allows 1"},
+	{name: "the cluster moved to another host", rule: "same-hosts", params: expecting(inPlace, func(e *scenario.Expect) { e.SameHosts = true }),
+		breakIt: func(h *history) {
+			h.set(vocab.KindHost, "node-0", host("", "available"))
+			h.set(vocab.KindHost, "node-1", host("c-cp-a", "provisioned"))
+		},
+		objects: []string{"BareMetalHost/node-1"}, message: "bound hosts before [node-0], after [node-1]"},
+	{name: "no spare left", rule: "spares-left", params: expecting(inPlace, func(e *scenario.Expect) { e.SparesLeft = ptr.To(1) }),
+		breakIt: func(h *history) {
+			spare := host("c-cp-b", "provisioned")
+			spare[vocab.FieldSpare] = "true"
+			h.set(vocab.KindHost, "node-9", spare)
+		},
+		objects: nil, message: "0 free spare hosts at the end [], want 1"},
+	{name: "an OSTree host's /etc edit lost", rule: "etc-merged", params: withOSTree(inPlace),
+		breakIt: func(h *history) { h.set(KindHostEtc, "node-0", map[string]string{FieldMarker: "absent"}) },
+		objects: []string{"HostEtc/node-0"}, message: "the /etc edit made before the upgrade is absent"},
+	{name: "no /etc edit recorded on OSTree hosts", rule: "etc-merged", params: withOSTree(inPlace),
+		breakIt: func(h *history) { h.set(KindHostEtc, "node-0", nil) },
+		objects: []string{"HostEtc"}, message: "no /etc edits were recorded on the OSTree hosts"},
+	{name: "a manager refused for want of RBAC", rule: "rbac-sufficient", params: inPlace,
+		breakIt: func(h *history) {
+			h.set(KindForbidden, "baremetal", map[string]string{FieldCount: "3",
+				FieldFirst: `secrets "bmc-node-0" is forbidden: User "system:serviceaccount:upgradelab-baremetal-system:upgradelab-baremetal-manager" cannot get resource "secrets"`})
+		},
+		objects: []string{"ManagerForbidden/baremetal"}, message: `manager baremetal was refused 3 request(s) for want of RBAC; the first: secrets "bmc-node-0" is forbidden`},
+	{name: "data lost in place", rule: "persistent-data", params: inPlace,
+		breakIt: func(h *history) { h.set(KindHostData, "node-0", map[string]string{FieldMarker: "absent"}) },
+		objects: []string{"HostData/node-0"}, message: "the marker written before the upgrade is absent"},
+	{name: "kubeadm-config left at the old version", rule: "end-kubeadm-config", params: inPlace,
+		breakIt: func(h *history) {
+			h.set(vocab.KindAddon, vocab.AddonKubeadmConfig, map[string]string{vocab.FieldVersion: "v1.35.3", vocab.FieldFeatureGates: "ControlPlaneKubeletLocalMode=true"})
+		},
+		objects: []string{"Addon/kubeadm-config"}, message: `kubernetesVersion "v1.35.3", not v1.36.3 (featureGates ControlPlaneKubeletLocalMode=true)`},
+	{name: "kube-proxy left behind", rule: "end-kube-proxy", params: inPlace,
+		breakIt: func(h *history) {
+			h.set(vocab.KindAddon, "kube-proxy", map[string]string{vocab.FieldImage: "registry.k8s.io/kube-proxy:v1.35.3"})
+		},
+		objects: []string{"Addon/kube-proxy"}, message: "kube-proxy ends on registry.k8s.io/kube-proxy:v1.35.3, not the image of v1.36.3"},
+	{name: "CoreDNS left behind", rule: "end-coredns", params: inPlace,
+		breakIt: func(h *history) {
+			h.set(vocab.KindAddon, "coredns", map[string]string{vocab.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
+		},
+		objects: []string{"Addon/coredns"}, message: "CoreDNS ends on registry.k8s.io/coredns/coredns:v1.12.1, not v1.13.1"},
+	{name: "etcd not upgraded on the node", rule: "end-etcd", params: inPlace,
+		breakIt: func(h *history) {
+			h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a", vocab.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
+		},
+		objects: []string{"EtcdMember/etcd-c-cp-a"}, message: `etcd member on c-cp-a ends on "registry.k8s.io/etcd:3.6.4-0", not etcd 3.6.5-0`},
+	{name: "CAPI says not done", rule: "capi-agrees", params: inPlace,
+		breakIt: func(h *history) {
+			h.set(vocab.KindCluster, "c", map[string]string{vocab.FieldAvailable: "True", vocab.FieldCPUpToDate: "False", vocab.FieldWorkersUpToDate: "True"})
+		},
+		objects: []string{"Cluster/c"}, message: "controlPlaneMachinesUpToDate=False, workerMachinesUpToDate=True, rollingOut=absent, not that the upgrade is done, while every end rule passed"},
+	{name: "the application left short", rule: "end-application", params: inPlace,
+		breakIt: func(h *history) {
+			h.set(vocab.KindApp, "web", map[string]string{vocab.FieldReplicas: "1", vocab.FieldReadyCount: "0"})
+		},
+		objects: []string{"Deployment/web"}, message: "Deployment web ends with 0 of 1 replicas Ready"},
+	{name: "a Machine not up to date at the end", rule: "end-machines-up-to-date", params: inPlace,
+		breakIt: func(h *history) {
+			h.set(vocab.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
+		},
+		objects: []string{"Machine/c-cp-a"}, message: "ends with UpToDate False"},
 }
 
 // Each rule broken on purpose fails with the moment, the objects and a
 // message that says what happened.
 func TestBrokenRulesFailWithTheMomentAndTheObjects(t *testing.T) {
-	for _, tc := range brokenRules() {
+	for _, tc := range brokenRules {
 		t.Run(tc.name, func(t *testing.T) {
 			h := goodInPlace()
 			tc.breakIt(h)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/upgradelab/upgradelab/e2e/result"
+
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
@@ -52,6 +54,35 @@ func TestAFleetUpgradesInBatchesOnOnePlane(t *testing.T) {
 		}
 		t.Fatalf("%d of 2 clusters passed", rep.Passed)
 	}
+	checkOwnHostsOneAtATime(t, fl, results)
+	if rep.Upgrade.N != 2 || rep.Upgrade.Max <= 0 || rep.Wave < rep.Upgrade.Max {
+		t.Errorf("upgrade spread %+v, wave %s", rep.Upgrade, rep.Wave)
+	}
+	// Each upgraded cluster's settle, bounded by the fleet's default.
+	if rep.Settle.N != 2 || rep.Settle.Max <= 0 || rep.SettleBound != DefaultSettle || rep.Settle.Max > rep.SettleBound+10*time.Second ||
+		!strings.Contains(rep.String(), "settle after done (2, at most 5m0s)") {
+		t.Errorf("settle spread %+v (bound %s); the report says:\n%s", rep.Settle, rep.SettleBound, rep)
+	}
+	// Each cluster's own provisioning, within the fleet's bound and the
+	// fleet's provisioning time (the last cluster's ends it).
+	if rep.ProvisionEach.N != 2 || rep.ProvisionEach.Max <= 0 || rep.ProvisionEach.Max > rep.Provision || rep.ProvisionBound != DefaultProvision ||
+		!strings.Contains(rep.String(), "provisioning per cluster (2, at most 15m0s)") {
+		t.Errorf("provisioning spread %+v (bound %s, the fleet's %s); the report says:\n%s", rep.ProvisionEach, rep.ProvisionBound, rep.Provision, rep)
+	}
+	checkReadThePlane(t, rep, dir)
+	if err := rep.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ReportFile)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkOwnHostsOneAtATime holds each cluster's timeline to its own hosts
+// (none of its neighbour's) and, with batch 1, the second upgrade to
+// start after the first was done.
+func checkOwnHostsOneAtATime(t *testing.T, fl *Fleet, results []result.Result) {
+	t.Helper()
 	var upgrades [][2]int64
 	for i, r := range results {
 		own, other := fl.Clusters[i].Hosts[0], fl.Clusters[1-i].Hosts[0]
@@ -84,20 +115,13 @@ func TestAFleetUpgradesInBatchesOnOnePlane(t *testing.T) {
 	if upgrades[1][0] < upgrades[0][1] {
 		t.Errorf("with batch 1 the second upgrade started before the first was done: %v", upgrades)
 	}
-	if rep.Upgrade.N != 2 || rep.Upgrade.Max <= 0 || rep.Wave < rep.Upgrade.Max {
-		t.Errorf("upgrade spread %+v, wave %s", rep.Upgrade, rep.Wave)
-	}
-	// Each upgraded cluster's settle, bounded by the fleet's default.
-	if rep.Settle.N != 2 || rep.Settle.Max <= 0 || rep.SettleBound != DefaultSettle || rep.Settle.Max > rep.SettleBound+10*time.Second ||
-		!strings.Contains(rep.String(), "settle after done (2, at most 5m0s)") {
-		t.Errorf("settle spread %+v (bound %s); the report says:\n%s", rep.Settle, rep.SettleBound, rep)
-	}
-	// Each cluster's own provisioning, within the fleet's bound and the
-	// fleet's provisioning time (the last cluster's ends it).
-	if rep.ProvisionEach.N != 2 || rep.ProvisionEach.Max <= 0 || rep.ProvisionEach.Max > rep.Provision || rep.ProvisionBound != DefaultProvision ||
-		!strings.Contains(rep.String(), "provisioning per cluster (2, at most 15m0s)") {
-		t.Errorf("provisioning spread %+v (bound %s, the fleet's %s); the report says:\n%s", rep.ProvisionEach, rep.ProvisionBound, rep.Provision, rep)
-	}
+}
+
+// checkReadThePlane holds the report to what it read of the plane: each
+// process's CPU and peak memory, the metrics, the API server's two
+// profiles and its requests, CAPI's reconciles.
+func checkReadThePlane(t *testing.T, rep *Report, dir string) {
+	t.Helper()
 	seen := map[string]bool{}
 	for _, p := range rep.Processes {
 		if p.PeakRSS > 0 && p.CPU > 0 {
@@ -145,11 +169,5 @@ func TestAFleetUpgradesInBatchesOnOnePlane(t *testing.T) {
 	}
 	if !reconciled {
 		t.Errorf("no reconciles of CAPI's core manager in the wave: %+v", rep.Managers)
-	}
-	if err := rep.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, ReportFile)); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -68,38 +68,8 @@ func TestBareMetalHostLifecycleOverRedfish(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	available := e.waitHostState(t, ctx, "cp-0", metal3.StateAvailable)
-	hw := available.Status.HardwareDetails
-	if hw == nil || hw.Hostname != "cp-0" || len(hw.NIC) == 0 || !strings.EqualFold(hw.NIC[0].MAC, e.site.Lab.Info().Hosts[0].MACs[0]) || hw.CPU.Count == 0 {
-		t.Fatalf("inspection of cp-0: %+v", hw)
-	}
-	hfc := &metal3.HostFirmwareComponents{}
-	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "cp-0"}, hfc); err != nil {
-		t.Fatal(err)
-	}
-	versions := map[string]string{}
-	for _, c := range hfc.Status.Components {
-		versions[c.Component] = c.CurrentVersion
-	}
-	if versions["bios"] == "" || versions["bmc"] == "" || versions["nic:eno1"] == "" {
-		t.Fatalf("firmware components of cp-0: %v; want bios, bmc and nic:eno1", versions)
-	}
-
-	waitFor(t, ctx, "cp-2 in registration error", func() (bool, string) {
-		h := e.host(t, ctx, "cp-2")
-		return h.Status.ErrorType == metal3.RegistrationError && strings.Contains(h.Status.ErrorMessage, "refused the credentials") &&
-			strings.Contains(h.Status.ErrorMessage, e.ns+"/cp-2-bmc"), fmt.Sprintf("%s %q %q", h.Status.Provisioning.State, h.Status.ErrorType, h.Status.ErrorMessage)
-	})
-	if h := e.host(t, ctx, "cp-2"); h.Status.Provisioning.State != metal3.StateRegistering || h.Status.OperationalStatus != metal3.OperationalStatusError {
-		t.Fatalf("cp-2 with wrong credentials: state %q, operational %q", h.Status.Provisioning.State, h.Status.OperationalStatus)
-	}
-	wrong.Data["password"] = []byte(info.BMC.Password)
-	if err := e.c.Update(ctx, wrong); err != nil {
-		t.Fatal(err)
-	}
-	if h := e.waitHostState(t, ctx, "cp-2", metal3.StateAvailable); h.Status.ErrorType != "" {
-		t.Fatalf("cp-2 available but still shows %q", h.Status.ErrorMessage)
-	}
+	e.checkInspectedOverRedfish(t, ctx, "cp-0")
+	e.checkCredentialsFixed(t, ctx, "cp-2", wrong, info.BMC.Password)
 
 	catalog := e.site.Lab.Definition().Catalog
 	good, _ := catalog.Get("ubuntu-24.04-k8s-v1.35.3")
@@ -181,5 +151,52 @@ func checkWebhooks(t *testing.T, ctx context.Context, e *providerEnv) {
 	tmpl.Spec.Template.Spec.Image.URL = "http://images/other.img"
 	if err := e.c.Update(ctx, tmpl); err == nil || !strings.Contains(err.Error(), "immutable") {
 		t.Fatalf("changing a BareMetalMachineTemplate: %v; want it refused as immutable", err)
+	}
+}
+
+// checkInspectedOverRedfish waits for host name to be available and
+// holds its inspection to the lab: hostname, the boot NIC's MAC, CPUs,
+// and the BIOS, BMC and NIC firmware components.
+func (e *providerEnv) checkInspectedOverRedfish(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	lh, _ := e.site.Lab.Host(name)
+	mac := lh.Spec().NICs[0].MAC
+	available := e.waitHostState(t, ctx, name, metal3.StateAvailable)
+	hw := available.Status.HardwareDetails
+	if hw == nil || hw.Hostname != name || len(hw.NIC) == 0 || !strings.EqualFold(hw.NIC[0].MAC, mac) || hw.CPU.Count == 0 {
+		t.Fatalf("inspection of %s: %+v", name, hw)
+	}
+	hfc := &metal3.HostFirmwareComponents{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, hfc); err != nil {
+		t.Fatal(err)
+	}
+	versions := map[string]string{}
+	for _, c := range hfc.Status.Components {
+		versions[c.Component] = c.CurrentVersion
+	}
+	if versions["bios"] == "" || versions["bmc"] == "" || versions["nic:eno1"] == "" {
+		t.Fatalf("firmware components of %s: %v; want bios, bmc and nic:eno1", name, versions)
+	}
+}
+
+// checkCredentialsFixed waits for host name, enrolled with the wrong
+// password in secret wrong, to stay in registration error naming the
+// secret; then fixes the secret and waits for the host available.
+func (e *providerEnv) checkCredentialsFixed(t *testing.T, ctx context.Context, name string, wrong *corev1.Secret, password string) {
+	t.Helper()
+	waitFor(t, ctx, name+" in registration error", func() (bool, string) {
+		h := e.host(t, ctx, name)
+		return h.Status.ErrorType == metal3.RegistrationError && strings.Contains(h.Status.ErrorMessage, "refused the credentials") &&
+			strings.Contains(h.Status.ErrorMessage, e.ns+"/"+wrong.Name), fmt.Sprintf("%s %q %q", h.Status.Provisioning.State, h.Status.ErrorType, h.Status.ErrorMessage)
+	})
+	if h := e.host(t, ctx, name); h.Status.Provisioning.State != metal3.StateRegistering || h.Status.OperationalStatus != metal3.OperationalStatusError {
+		t.Fatalf("%s with wrong credentials: state %q, operational %q", name, h.Status.Provisioning.State, h.Status.OperationalStatus)
+	}
+	wrong.Data["password"] = []byte(password)
+	if err := e.c.Update(ctx, wrong); err != nil {
+		t.Fatal(err)
+	}
+	if h := e.waitHostState(t, ctx, name, metal3.StateAvailable); h.Status.ErrorType != "" {
+		t.Fatalf("%s available but still shows %q", name, h.Status.ErrorMessage)
 	}
 }

@@ -52,6 +52,29 @@ func TestBareMetalHostPowerAsBaremetalOperatorDoes(t *testing.T) {
 		return hw != nil && len(hw.NIC) > 0 && hw.NIC[0].IP == ip, fmt.Sprintf("%+v, want IP %s", hw.NIC, ip)
 	})
 
+	p := powerStory{t: t, ctx: ctx, e: e, cp0: cp0, events: events}
+	p.powerRestored()
+	p.rebootAnnotations()
+	p.hungSoftPowerOff()
+	p.detachedAndPaused()
+	p.detachedDeleteDelayed()
+
+}
+
+// powerStory is TestBareMetalHostPowerAsBaremetalOperatorDoes's world: its
+// env, provisioned cp-0 and the lab's events.
+type powerStory struct {
+	t      *testing.T
+	ctx    context.Context
+	e      *providerEnv
+	cp0    *lab.Host
+	events <-chan lab.Event
+}
+
+// powerRestored: power lost behind the controller's back comes back at
+// the next power check; spec.online false is a soft power-off.
+func (p powerStory) powerRestored() {
+	t, ctx, e, cp0, events := p.t, p.ctx, p.e, p.cp0, p.events
 	// Power lost behind the controller's back is found at the next power
 	// check (1 s here, DefaultPowerCheck's 10 s unless told), and the
 	// host is powered on again. Twice: the second loss comes right after
@@ -74,7 +97,12 @@ func TestBareMetalHostPowerAsBaremetalOperatorDoes(t *testing.T) {
 	expectEvent(t, events, "cp-0", "OSShutdown")
 	e.patchHost(t, ctx, "cp-0", func(h *metal3.BareMetalHost) { h.Spec.Online = true })
 	e.waitPower(t, ctx, cp0, true)
+}
 
+// rebootAnnotations: the plain reboot annotation, and a suffixed one
+// with mode hard that keeps the host off until it goes.
+func (p powerStory) rebootAnnotations() {
+	t, ctx, e, cp0, events := p.t, p.ctx, p.e, p.cp0, p.events
 	// The plain reboot annotation: off, then on again, and it is removed.
 	boots := cp0.Status().BootCount
 	e.patchHost(t, ctx, "cp-0", func(h *metal3.BareMetalHost) { h.Annotations[metal3.RebootAnnotationPrefix] = "" })
@@ -100,7 +128,12 @@ func TestBareMetalHostPowerAsBaremetalOperatorDoes(t *testing.T) {
 	}
 	e.patchHost(t, ctx, "cp-0", func(h *metal3.BareMetalHost) { delete(h.Annotations, key) })
 	e.waitPower(t, ctx, cp0, true)
+}
 
+// hungSoftPowerOff: a hung OS never finishes a soft power-off; the
+// controller reports it and powers off hard.
+func (p powerStory) hungSoftPowerOff() {
+	t, ctx, e, cp0 := p.t, p.ctx, p.e, p.cp0
 	// A hung OS never finishes a soft power-off: after the timeout the
 	// host shows a PowerManagementError, and the next attempt is hard.
 	waitFor(t, ctx, "cp-0 running", func() (bool, string) { st := cp0.Status(); return st.Phase == lab.PhaseRunning, string(st.Phase) })
@@ -129,7 +162,12 @@ func TestBareMetalHostPowerAsBaremetalOperatorDoes(t *testing.T) {
 		h := e.host(t, ctx, "cp-0")
 		return h.Status.ErrorType == "" && !h.Status.PoweredOn, fmt.Sprintf("%q poweredOn %v", h.Status.ErrorType, h.Status.PoweredOn)
 	})
+}
 
+// detachedAndPaused: detached and paused hosts are left alone, and a
+// detached one is deleted without being touched.
+func (p powerStory) detachedAndPaused() {
+	t, ctx, e, cp0 := p.t, p.ctx, p.e, p.cp0
 	// Detached: the host is left alone (online true powers nothing on)
 	// until the annotation goes; deleted while detached, it is let go
 	// without being touched.
@@ -165,7 +203,7 @@ func TestBareMetalHostPowerAsBaremetalOperatorDoes(t *testing.T) {
 	e.patchHost(t, ctx, "cp-0", func(h *metal3.BareMetalHost) { h.Spec.Online = true })
 	e.waitPower(t, ctx, cp0, true)
 	waitFor(t, ctx, "cp-0 running", func() (bool, string) { st := cp0.Status(); return st.Phase == lab.PhaseRunning, string(st.Phase) })
-	boots = cp0.Status().BootCount
+	boots := cp0.Status().BootCount
 	e.patchHost(t, ctx, "cp-0", func(h *metal3.BareMetalHost) { h.Annotations[metal3.DetachedAnnotation] = "" })
 	waitFor(t, ctx, "cp-0 detached", func() (bool, string) {
 		s := e.host(t, ctx, "cp-0").Status.OperationalStatus
@@ -182,7 +220,12 @@ func TestBareMetalHostPowerAsBaremetalOperatorDoes(t *testing.T) {
 	if st := cp0.Status(); st.Phase != lab.PhaseRunning || st.BootCount != boots || st.OS.Source != lab.FromDisk {
 		t.Fatalf("deleting detached cp-0 touched it: %s after %d boots (were %d), OS %+v", st.Phase, st.BootCount, boots, st.OS)
 	}
+}
 
+// detachedDeleteDelayed: a host detached with deleteAction delay is
+// deleted only once attached again.
+func (p powerStory) detachedDeleteDelayed() {
+	t, ctx, e := p.t, p.ctx, p.e
 	// Detached with {"deleteAction": "delay"}: a deletion waits until the
 	// host is attached again.
 	e.patchHost(t, ctx, "cp-1", func(h *metal3.BareMetalHost) { h.Annotations[metal3.DetachedAnnotation] = `{"deleteAction": "delay"}` })

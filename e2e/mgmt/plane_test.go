@@ -59,15 +59,7 @@ func TestPlaneRunsCAPIWebhooksAndControllers(t *testing.T) {
 	}
 
 	t.Run("CAPI's managers run without their reconcile rate limit unless asked", func(t *testing.T) {
-		for _, child := range p.procs[:3] { // capi, kcp, cabpk
-			cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", child.PID()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(string(cmdline), "ReconcilerRateLimiting=false") {
-				t.Errorf("%s runs with %q; want ReconcilerRateLimiting=false among its --feature-gates", child.Name, strings.ReplaceAll(string(cmdline), "\x00", " "))
-			}
-		}
+		checkNoRateLimit(t, p)
 	})
 
 	t.Run("KCP validation refuses maxSurge 0 with one replica", func(t *testing.T) {
@@ -95,44 +87,11 @@ func TestPlaneRunsCAPIWebhooksAndControllers(t *testing.T) {
 	kcp.Spec.Version = "1.36.0" // KCP's defaulting adds the "v"
 
 	t.Run("a Cluster with a KubeadmControlPlane is accepted and defaulted", func(t *testing.T) {
-		if err := c.Create(ctx, kcp); err != nil {
-			t.Fatalf("create KCP: %v", err)
-		}
-		if err := c.Create(ctx, cluster); err != nil {
-			t.Fatalf("create Cluster: %v", err)
-		}
-		got := &controlplanev1.KubeadmControlPlane{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(kcp), got); err != nil {
-			t.Fatal(err)
-		}
-		if got.Spec.Version != "v1.36.0" {
-			t.Errorf("spec.version = %q, want KCP's defaulting to make it v1.36.0", got.Spec.Version)
-		}
-		if ms := got.Spec.Rollout.Strategy.RollingUpdate.MaxSurge; ms == nil || ms.IntValue() != 1 {
-			t.Errorf("spec.rollout.strategy.rollingUpdate.maxSurge = %v, want the default 1", ms)
-		}
-		if got.Spec.Rollout.Strategy.Type != controlplanev1.RollingUpdateStrategyType {
-			t.Errorf("spec.rollout.strategy.type = %q, want RollingUpdate", got.Spec.Rollout.Strategy.Type)
-		}
+		checkKCPDefaulted(t, ctx, c, kcp, cluster)
 	})
 
 	t.Run("the core controller reconciles the Cluster", func(t *testing.T) {
-		var got clusterv1.Cluster
-		waitFor(t, ctx, "Cluster finalizer and v1beta2 conditions", func() (bool, string) {
-			if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), &got); err != nil {
-				return false, err.Error()
-			}
-			hasFinalizer := false
-			for _, f := range got.Finalizers {
-				hasFinalizer = hasFinalizer || f == clusterv1.ClusterFinalizer
-			}
-			types := map[string]bool{}
-			for _, cond := range got.Status.Conditions {
-				types[cond.Type] = cond.Reason != ""
-			}
-			ok := hasFinalizer && types[clusterv1.AvailableCondition] && types[clusterv1.ClusterControlPlaneAvailableCondition]
-			return ok, "finalizers " + strings.Join(got.Finalizers, ",") + ", conditions " + conditionSummary(got.Status.Conditions)
-		})
+		checkClusterReconciled(t, ctx, c, cluster)
 	})
 
 	t.Run("the conversion webhook serves v1beta1", func(t *testing.T) {
@@ -161,81 +120,160 @@ func TestPlaneRunsCAPIWebhooksAndControllers(t *testing.T) {
 	})
 
 	t.Run("after a kube-apiserver crash and restart, objects stay and the managers work on", func(t *testing.T) {
-		// The restarted server binds the same port again: one outside the
-		// ephemeral range, which a connection's source port cannot take.
-		u, err := url.Parse(p.RESTConfig.Host)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if port, _ := strconv.Atoi(u.Port()); port >= 32768 {
-			t.Fatalf("kube-apiserver listens on %s, in the ephemeral range", u.Host)
-		}
-		before := p.apiServerPID()
-		if err := p.RestartAPIServer(ctx); err != nil {
-			t.Fatal(err)
-		}
-		after := p.apiServerPID()
-		if after == before {
-			t.Fatalf("kube-apiserver pid %d before and after the restart", before)
-		}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{}); err != nil {
-			t.Fatalf("the Cluster after the restart: %v", err)
-		}
-		second := cluster.DeepCopy()
-		second.ResourceVersion, second.UID, second.Name = "", "", "plane-2"
-		second.Spec.ControlPlaneRef.Name = "plane-2-cp"
-		kcp2 := newKCP(ns.Name, "plane-2-cp", 3)
-		kcp2.Spec.Version = "v1.36.0"
-		if err := c.Create(ctx, kcp2); err != nil {
-			t.Fatalf("create KCP after the restart (KCP's webhooks): %v", err)
-		}
-		if err := c.Create(ctx, second); err != nil {
-			t.Fatalf("create Cluster after the restart: %v", err)
-		}
-		waitFor(t, ctx, "the core controller's finalizer on a Cluster created after the restart", func() (bool, string) {
-			got := &clusterv1.Cluster{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(second), got); err != nil {
-				return false, err.Error()
-			}
-			return slices.Contains(got.Finalizers, clusterv1.ClusterFinalizer), strings.Join(got.Finalizers, ",")
-		})
-		if got := p.APIServerCrashes(); len(got) != 0 {
-			t.Errorf("the restart the harness asked for counted as a crash: %v", got)
-		}
+		checkRestartKeepsObjects(t, ctx, p, cluster)
 	})
 
 	t.Run("a kube-apiserver that crashes on its own is started again, as the kubelet restarts a static Pod", func(t *testing.T) {
-		seen := make(chan APIServerCrash, 1)
-		defer p.OnAPIServerCrash(func(c APIServerCrash) { seen <- c })()
-		pid := p.apiServerPID()
-		// SIGABRT: the Go runtime prints "SIGABRT: abort" and every
-		// goroutine, and exits 2, as it does on a panic; nobody in the
-		// plane asked for it.
-		if err := syscall.Kill(pid, syscall.SIGABRT); err != nil {
+		checkCrashRestarted(t, ctx, p, ns.Name)
+	})
+}
+
+// checkNoRateLimit reads CAPI's managers' command lines: each runs with
+// ReconcilerRateLimiting=false, as the plane was started.
+func checkNoRateLimit(t *testing.T, p *Plane) {
+	t.Helper()
+	for _, child := range p.procs[:3] { // capi, kcp, cabpk
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", child.PID()))
+		if err != nil {
 			t.Fatal(err)
 		}
-		var c APIServerCrash
-		select {
-		case c = <-seen:
-		case <-ctx.Done():
-			t.Fatalf("no crash reported after kube-apiserver (pid %d) aborted: %v", pid, ctx.Err())
+		if !strings.Contains(string(cmdline), "ReconcilerRateLimiting=false") {
+			t.Errorf("%s runs with %q; want ReconcilerRateLimiting=false among its --feature-gates", child.Name, strings.ReplaceAll(string(cmdline), "\x00", " "))
 		}
-		if c.PID != pid || c.RestartedPID == 0 || c.RestartedPID == pid || c.Err != "" || !strings.HasPrefix(c.Reason, "SIGABRT: abort") {
-			t.Fatalf("crash of pid %d reported as %+v", pid, c)
+	}
+}
+
+// checkKCPDefaulted creates kcp and cluster: accepted, and KCP's
+// defaulting fills the version's "v" and the rollout strategy.
+func checkKCPDefaulted(t *testing.T, ctx context.Context, c client.Client, kcp *controlplanev1.KubeadmControlPlane, cluster *clusterv1.Cluster) {
+	t.Helper()
+	if err := c.Create(ctx, kcp); err != nil {
+		t.Fatalf("create KCP: %v", err)
+	}
+	if err := c.Create(ctx, cluster); err != nil {
+		t.Fatalf("create Cluster: %v", err)
+	}
+	got := &controlplanev1.KubeadmControlPlane{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(kcp), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Version != "v1.36.0" {
+		t.Errorf("spec.version = %q, want KCP's defaulting to make it v1.36.0", got.Spec.Version)
+	}
+	if ms := got.Spec.Rollout.Strategy.RollingUpdate.MaxSurge; ms == nil || ms.IntValue() != 1 {
+		t.Errorf("spec.rollout.strategy.rollingUpdate.maxSurge = %v, want the default 1", ms)
+	}
+	if got.Spec.Rollout.Strategy.Type != controlplanev1.RollingUpdateStrategyType {
+		t.Errorf("spec.rollout.strategy.type = %q, want RollingUpdate", got.Spec.Rollout.Strategy.Type)
+	}
+}
+
+// checkClusterReconciled waits for the core controller's finalizer and
+// v1beta2 conditions on cluster.
+func checkClusterReconciled(t *testing.T, ctx context.Context, c client.Client, cluster *clusterv1.Cluster) {
+	t.Helper()
+	var got clusterv1.Cluster
+	waitFor(t, ctx, "Cluster finalizer and v1beta2 conditions", func() (bool, string) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), &got); err != nil {
+			return false, err.Error()
 		}
-		if got := p.APIServerCrashes(); len(got) != 1 || got[0].PID != pid {
-			t.Fatalf("crashes recorded: %+v", got)
+		hasFinalizer := false
+		for _, f := range got.Finalizers {
+			hasFinalizer = hasFinalizer || f == clusterv1.ClusterFinalizer
 		}
-		kcp3 := newKCP(ns.Name, "plane-3-cp", 3)
-		kcp3.Spec.Version = "v1.36.0"
-		waitFor(t, ctx, "a KCP created through the restarted API server and KCP's webhooks", func() (bool, string) {
-			err := callWithin5s(ctx, func(ctx context.Context) error { return p.Client.Create(ctx, kcp3) })
-			return err == nil || apierrors.IsAlreadyExists(err), fmt.Sprint(err)
-		})
-		if got := p.Processes(); len(got) == 0 || got[0].Name != "kube-apiserver" || got[0].PID != c.RestartedPID {
-			t.Errorf("the plane's processes after the restart: %+v (want kube-apiserver pid %d first)", got, c.RestartedPID)
+		types := map[string]bool{}
+		for _, cond := range got.Status.Conditions {
+			types[cond.Type] = cond.Reason != ""
 		}
+		ok := hasFinalizer && types[clusterv1.AvailableCondition] && types[clusterv1.ClusterControlPlaneAvailableCondition]
+		return ok, "finalizers " + strings.Join(got.Finalizers, ",") + ", conditions " + conditionSummary(got.Status.Conditions)
 	})
+}
+
+// checkRestartKeepsObjects restarts kube-apiserver on its port: cluster
+// is still there, and a new Cluster and KCP go through the webhooks and
+// get reconciled; the restart asked for is no crash.
+func checkRestartKeepsObjects(t *testing.T, ctx context.Context, p *Plane, cluster *clusterv1.Cluster) {
+	t.Helper()
+	c := p.Client
+	// The restarted server binds the same port again: one outside the
+	// ephemeral range, which a connection's source port cannot take.
+	u, err := url.Parse(p.RESTConfig.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if port, _ := strconv.Atoi(u.Port()); port >= 32768 {
+		t.Fatalf("kube-apiserver listens on %s, in the ephemeral range", u.Host)
+	}
+	before := p.apiServerPID()
+	if err := p.RestartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := p.apiServerPID()
+	if after == before {
+		t.Fatalf("kube-apiserver pid %d before and after the restart", before)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{}); err != nil {
+		t.Fatalf("the Cluster after the restart: %v", err)
+	}
+	second := cluster.DeepCopy()
+	second.ResourceVersion, second.UID, second.Name = "", "", "plane-2"
+	second.Spec.ControlPlaneRef.Name = "plane-2-cp"
+	kcp2 := newKCP(cluster.Namespace, "plane-2-cp", 3)
+	kcp2.Spec.Version = "v1.36.0"
+	if err := c.Create(ctx, kcp2); err != nil {
+		t.Fatalf("create KCP after the restart (KCP's webhooks): %v", err)
+	}
+	if err := c.Create(ctx, second); err != nil {
+		t.Fatalf("create Cluster after the restart: %v", err)
+	}
+	waitFor(t, ctx, "the core controller's finalizer on a Cluster created after the restart", func() (bool, string) {
+		got := &clusterv1.Cluster{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(second), got); err != nil {
+			return false, err.Error()
+		}
+		return slices.Contains(got.Finalizers, clusterv1.ClusterFinalizer), strings.Join(got.Finalizers, ",")
+	})
+	if got := p.APIServerCrashes(); len(got) != 0 {
+		t.Errorf("the restart the harness asked for counted as a crash: %v", got)
+	}
+}
+
+// checkCrashRestarted aborts kube-apiserver: the crash is reported with
+// the runtime's line, the server is started again and serves KCP's
+// webhooks.
+func checkCrashRestarted(t *testing.T, ctx context.Context, p *Plane, ns string) {
+	t.Helper()
+	seen := make(chan APIServerCrash, 1)
+	defer p.OnAPIServerCrash(func(c APIServerCrash) { seen <- c })()
+	pid := p.apiServerPID()
+	// SIGABRT: the Go runtime prints "SIGABRT: abort" and every
+	// goroutine, and exits 2, as it does on a panic; nobody in the
+	// plane asked for it.
+	if err := syscall.Kill(pid, syscall.SIGABRT); err != nil {
+		t.Fatal(err)
+	}
+	var c APIServerCrash
+	select {
+	case c = <-seen:
+	case <-ctx.Done():
+		t.Fatalf("no crash reported after kube-apiserver (pid %d) aborted: %v", pid, ctx.Err())
+	}
+	if c.PID != pid || c.RestartedPID == 0 || c.RestartedPID == pid || c.Err != "" || !strings.HasPrefix(c.Reason, "SIGABRT: abort") {
+		t.Fatalf("crash of pid %d reported as %+v", pid, c)
+	}
+	if got := p.APIServerCrashes(); len(got) != 1 || got[0].PID != pid {
+		t.Fatalf("crashes recorded: %+v", got)
+	}
+	kcp3 := newKCP(ns, "plane-3-cp", 3)
+	kcp3.Spec.Version = "v1.36.0"
+	waitFor(t, ctx, "a KCP created through the restarted API server and KCP's webhooks", func() (bool, string) {
+		err := callWithin5s(ctx, func(ctx context.Context) error { return p.Client.Create(ctx, kcp3) })
+		return err == nil || apierrors.IsAlreadyExists(err), fmt.Sprint(err)
+	})
+	if got := p.Processes(); len(got) == 0 || got[0].Name != "kube-apiserver" || got[0].PID != c.RestartedPID {
+		t.Errorf("the plane's processes after the restart: %+v (want kube-apiserver pid %d first)", got, c.RestartedPID)
+	}
 }
 
 // callWithin5s is one call with its own short deadline, so a wait loop goes on

@@ -317,141 +317,140 @@ type updaterStep struct {
 	want string // "done", "running: ...", "failed: ..." (a prefix of the message)
 }
 
-func updaterSteps() []updaterStep {
-	return []updaterStep{
-		{name: "stages, activates and reboots the old OS", want: "running: rebooting cp-1 into http://images/v1.36.3", run: func(w *stepWorld) progress {
-			p := w.step()
-			if w.host.staged != newImage.URL || w.host.reboots != 1 {
-				w.t.Errorf("staged %q, reboots %d", w.host.staged, w.host.reboots)
+// updaterSteps are TestUpdaterSteps's cases.
+var updaterSteps = []updaterStep{
+	{name: "stages, activates and reboots the old OS", want: "running: rebooting cp-1 into http://images/v1.36.3", run: func(w *stepWorld) progress {
+		p := w.step()
+		if w.host.staged != newImage.URL || w.host.reboots != 1 {
+			w.t.Errorf("staged %q, reboots %d", w.host.staged, w.host.reboots)
+		}
+		return p
+	}},
+	{name: "the new image booted and is healthy: done at the new version", want: "done", run: func(w *stepWorld) progress {
+		w.step()
+		w.host.boot(w.t, "v1.36.3", w.now.Add(time.Second), nil)
+		w.now = w.now.Add(time.Minute)
+		if p := w.step(); !strings.HasPrefix(p.message, "waiting for node cp-1 to be Ready at v1.36.3") {
+			w.t.Errorf("before the kubelet reports the new version: %+v", p)
+		}
+		w.nodeAt("v1.36.3")
+		return w.step()
+	}},
+	{name: "unhealthy within the grace: waits", want: "running: health check of img-v1.36.3: link down", run: func(w *stepWorld) progress {
+		w.step()
+		w.host.healthy = false
+		w.now = w.now.Add(time.Minute)
+		w.host.boot(w.t, "v1.36.3", w.now.Add(-10*time.Second), nil)
+		return w.step()
+	}},
+	{name: "unhealthy past the grace: fails and reboots to fall back", want: "failed: health check of img-v1.36.3 failed: link down on eno1; rebooting to fall back to http://images/v1.35.3", run: func(w *stepWorld) progress {
+		w.step()
+		w.host.healthy = false
+		w.now = w.now.Add(time.Minute)
+		w.host.boot(w.t, "v1.36.3", w.now.Add(-40*time.Second), nil)
+		p := w.step()
+		if w.host.reboots != 2 {
+			w.t.Errorf("reboots %d, want 2 (into B, back to A)", w.host.reboots)
+		}
+		if _, ok := failedFor(&infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{Annotations: w.annotations()}}, updateKey(newImage, nil)); !ok {
+			w.t.Errorf("the failure is not kept: %v", w.annotations())
+		}
+		return p
+	}},
+	{name: "back on the old image after the reboot: the new one did not boot", want: "failed: http://images/v1.36.3 did not boot: the host fell back to img-v1.35.3", run: func(w *stepWorld) progress {
+		w.step()
+		w.now = w.now.Add(time.Minute)
+		w.host.boot(w.t, "v1.35.3", w.now.Add(-time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+		return w.step()
+	}},
+	{name: "the old OS still up 30 s after the reboot: asks again", want: "running: rebooting cp-1 into the new image", run: func(w *stepWorld) progress {
+		w.step()
+		w.now = w.now.Add(31 * time.Second)
+		p := w.step()
+		if w.host.reboots != 2 {
+			w.t.Errorf("reboots %d, want 2", w.host.reboots)
+		}
+		return p
+	}},
+	{name: "kubeadm applied other feature gates: runs kubeadm upgrade node once, then fails", want: "failed: kubeadm upgrade node on node-0 applied feature gates map[ControlPlaneKubeletLocalMode:true]", run: func(w *stepWorld) progress {
+		w.step()
+		// The cluster's kubeadm-config was never updated (KCP's work
+		// skipped): the host keeps the old version's gate.
+		w.host.gatesCfg = map[string]bool{"ControlPlaneKubeletLocalMode": true}
+		w.host.boot(w.t, "v1.36.3", w.now.Add(time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+		w.now = w.now.Add(time.Minute)
+		return w.step()
+	}},
+	{name: "kubeadm behind the cluster's kubeadm-config: kubeadm upgrade node brings it", want: "running: waiting for node cp-1", run: func(w *stepWorld) progress {
+		w.step()
+		w.host.gatesCfg = nil
+		w.host.boot(w.t, "v1.36.3", w.now.Add(time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+		w.now = w.now.Add(time.Minute)
+		return w.step()
+	}},
+	{name: "kubeadm reports nothing applied (its agent restarted): kubeadm upgrade node runs", want: "running: waiting for node cp-1", run: func(w *stepWorld) progress {
+		w.step()
+		w.host.boot(w.t, "v1.36.3", w.now.Add(time.Second), nil)
+		w.host.st.Kubeadm = nil
+		w.now = w.now.Add(time.Minute)
+		return w.step()
+	}},
+	{name: "a files change on the image it runs: written, no drain or reboot, done", want: "done", run: func(w *stepWorld) progress {
+		w.filesOnly("third in-place update")
+		p := w.step()
+		if w.host.writes != 1 || w.host.reboots != 0 || w.host.staged != "" {
+			w.t.Errorf("writes %d, reboots %d, staged %q; want one write and nothing else", w.host.writes, w.host.reboots, w.host.staged)
+		}
+		if w.host.st.Files["/tmp/test"] != agentv1.FileSum("third in-place update") {
+			w.t.Errorf("host files %v", w.host.st.Files)
+		}
+		if p2 := w.step(); !p2.done || w.host.writes != 1 {
+			w.t.Errorf("again: %+v after %d writes; want done without writing again", p2, w.host.writes)
+		}
+		return p
+	}},
+	{name: "a host that does not keep the files: fails naming them", want: "failed: host of cp-1 does not report the files written: /tmp/test", run: func(w *stepWorld) progress {
+		w.filesOnly("x")
+		w.host.loseFiles = true
+		return w.step()
+	}},
+	{name: "past the deadline: fails wherever it is", want: "failed: the update to http://images/v1.36.3 did not finish within 1h0m0s", run: func(w *stepWorld) progress {
+		w.step()
+		w.now = w.now.Add(2 * time.Hour)
+		return w.step()
+	}},
+	{name: "a failure whose owner was reverted is abandoned on a committed image", want: "done: the update to http://images/v1.36.3 failed", run: func(w *stepWorld) progress {
+		ctx := context.Background()
+		tmpl := &infrav1.BareMetalMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-cp-from"},
+			Spec: infrav1.BareMetalMachineTemplateSpec{Template: infrav1.BareMetalMachineTemplateResource{Spec: infrav1.BareMetalMachineSpec{Image: oldImage}}}}
+		kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-cp"}}
+		kcp.Spec.MachineTemplate.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "BareMetalMachineTemplate", Name: "c-cp-from"}
+		for _, o := range []client.Object{tmpl, kcp} {
+			if err := w.mgmt.Create(ctx, o); err != nil {
+				w.t.Fatal(err)
 			}
-			return p
-		}},
-		{name: "the new image booted and is healthy: done at the new version", want: "done", run: func(w *stepWorld) progress {
-			w.step()
-			w.host.boot(w.t, "v1.36.3", w.now.Add(time.Second), nil)
-			w.now = w.now.Add(time.Minute)
-			if p := w.step(); !strings.HasPrefix(p.message, "waiting for node cp-1 to be Ready at v1.36.3") {
-				w.t.Errorf("before the kubelet reports the new version: %+v", p)
-			}
-			w.nodeAt("v1.36.3")
-			return w.step()
-		}},
-		{name: "unhealthy within the grace: waits", want: "running: health check of img-v1.36.3: link down", run: func(w *stepWorld) progress {
-			w.step()
-			w.host.healthy = false
-			w.now = w.now.Add(time.Minute)
-			w.host.boot(w.t, "v1.36.3", w.now.Add(-10*time.Second), nil)
-			return w.step()
-		}},
-		{name: "unhealthy past the grace: fails and reboots to fall back", want: "failed: health check of img-v1.36.3 failed: link down on eno1; rebooting to fall back to http://images/v1.35.3", run: func(w *stepWorld) progress {
-			w.step()
-			w.host.healthy = false
-			w.now = w.now.Add(time.Minute)
-			w.host.boot(w.t, "v1.36.3", w.now.Add(-40*time.Second), nil)
-			p := w.step()
-			if w.host.reboots != 2 {
-				w.t.Errorf("reboots %d, want 2 (into B, back to A)", w.host.reboots)
-			}
-			if _, ok := failedFor(&infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{Annotations: w.annotations()}}, updateKey(newImage, nil)); !ok {
-				w.t.Errorf("the failure is not kept: %v", w.annotations())
-			}
-			return p
-		}},
-		{name: "back on the old image after the reboot: the new one did not boot", want: "failed: http://images/v1.36.3 did not boot: the host fell back to img-v1.35.3", run: func(w *stepWorld) progress {
-			w.step()
-			w.now = w.now.Add(time.Minute)
-			w.host.boot(w.t, "v1.35.3", w.now.Add(-time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
-			return w.step()
-		}},
-		{name: "the old OS still up 30 s after the reboot: asks again", want: "running: rebooting cp-1 into the new image", run: func(w *stepWorld) progress {
-			w.step()
-			w.now = w.now.Add(31 * time.Second)
-			p := w.step()
-			if w.host.reboots != 2 {
-				w.t.Errorf("reboots %d, want 2", w.host.reboots)
-			}
-			return p
-		}},
-		{name: "kubeadm applied other feature gates: runs kubeadm upgrade node once, then fails", want: "failed: kubeadm upgrade node on node-0 applied feature gates map[ControlPlaneKubeletLocalMode:true]", run: func(w *stepWorld) progress {
-			w.step()
-			// The cluster's kubeadm-config was never updated (KCP's work
-			// skipped): the host keeps the old version's gate.
-			w.host.gatesCfg = map[string]bool{"ControlPlaneKubeletLocalMode": true}
-			w.host.boot(w.t, "v1.36.3", w.now.Add(time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
-			w.now = w.now.Add(time.Minute)
-			return w.step()
-		}},
-		{name: "kubeadm behind the cluster's kubeadm-config: kubeadm upgrade node brings it", want: "running: waiting for node cp-1", run: func(w *stepWorld) progress {
-			w.step()
-			w.host.gatesCfg = nil
-			w.host.boot(w.t, "v1.36.3", w.now.Add(time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
-			w.now = w.now.Add(time.Minute)
-			return w.step()
-		}},
-		{name: "kubeadm reports nothing applied (its agent restarted): kubeadm upgrade node runs", want: "running: waiting for node cp-1", run: func(w *stepWorld) progress {
-			w.step()
-			w.host.boot(w.t, "v1.36.3", w.now.Add(time.Second), nil)
-			w.host.st.Kubeadm = nil
-			w.now = w.now.Add(time.Minute)
-			return w.step()
-		}},
-		{name: "a files change on the image it runs: written, no drain or reboot, done", want: "done", run: func(w *stepWorld) progress {
-			w.filesOnly("third in-place update")
-			p := w.step()
-			if w.host.writes != 1 || w.host.reboots != 0 || w.host.staged != "" {
-				w.t.Errorf("writes %d, reboots %d, staged %q; want one write and nothing else", w.host.writes, w.host.reboots, w.host.staged)
-			}
-			if w.host.st.Files["/tmp/test"] != agentv1.FileSum("third in-place update") {
-				w.t.Errorf("host files %v", w.host.st.Files)
-			}
-			if p2 := w.step(); !p2.done || w.host.writes != 1 {
-				w.t.Errorf("again: %+v after %d writes; want done without writing again", p2, w.host.writes)
-			}
-			return p
-		}},
-		{name: "a host that does not keep the files: fails naming them", want: "failed: host of cp-1 does not report the files written: /tmp/test", run: func(w *stepWorld) progress {
-			w.filesOnly("x")
-			w.host.loseFiles = true
-			return w.step()
-		}},
-		{name: "past the deadline: fails wherever it is", want: "failed: the update to http://images/v1.36.3 did not finish within 1h0m0s", run: func(w *stepWorld) progress {
-			w.step()
-			w.now = w.now.Add(2 * time.Hour)
-			return w.step()
-		}},
-		{name: "a failure whose owner was reverted is abandoned on a committed image", want: "done: the update to http://images/v1.36.3 failed", run: func(w *stepWorld) progress {
-			ctx := context.Background()
-			tmpl := &infrav1.BareMetalMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-cp-from"},
-				Spec: infrav1.BareMetalMachineTemplateSpec{Template: infrav1.BareMetalMachineTemplateResource{Spec: infrav1.BareMetalMachineSpec{Image: oldImage}}}}
-			kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-cp"}}
-			kcp.Spec.MachineTemplate.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "BareMetalMachineTemplate", Name: "c-cp-from"}
-			for _, o := range []client.Object{tmpl, kcp} {
-				if err := w.mgmt.Create(ctx, o); err != nil {
-					w.t.Fatal(err)
-				}
-			}
-			w.step()
-			w.now = w.now.Add(time.Minute)
-			w.host.boot(w.t, "v1.35.3", w.now.Add(-time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
-			if p := w.step(); !p.failed {
-				w.t.Fatalf("the fallback: %+v; want a failure", p)
-			}
-			p := w.step() // the owner asks for the old image: abandoned
-			if !p.abandoned {
-				w.t.Errorf("not marked abandoned: %+v", p)
-			}
-			if a := w.annotations(); a[FailedAnnotation] != "" || a[RebootAnnotation] != "" {
-				w.t.Errorf("annotations kept after abandoning: %v", a)
-			}
-			return p
-		}},
-	}
+		}
+		w.step()
+		w.now = w.now.Add(time.Minute)
+		w.host.boot(w.t, "v1.35.3", w.now.Add(-time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+		if p := w.step(); !p.failed {
+			w.t.Fatalf("the fallback: %+v; want a failure", p)
+		}
+		p := w.step() // the owner asks for the old image: abandoned
+		if !p.abandoned {
+			w.t.Errorf("not marked abandoned: %+v", p)
+		}
+		if a := w.annotations(); a[FailedAnnotation] != "" || a[RebootAnnotation] != "" {
+			w.t.Errorf("annotations kept after abandoning: %v", a)
+		}
+		return p
+	}},
 }
 
 // The update's step machine, each case from the host as it reports
 // itself to the end the Updater answers.
 func TestUpdaterSteps(t *testing.T) {
-	for _, tc := range updaterSteps() {
+	for _, tc := range updaterSteps {
 		for _, kind := range disk.Kinds {
 			t.Run(string(kind)+"/"+tc.name, func(t *testing.T) {
 				w := newStepWorldOS(t, kind)

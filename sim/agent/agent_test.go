@@ -149,16 +149,7 @@ func testKubeadmInitUpdateAndNICMismatch(t *testing.T, kind disk.Kind) {
 	w.install(t)
 	w.expect(t, "KubeletRunning")
 	cs := w.client(t)
-	node, err := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the node is not in the workload cluster: %v", err)
-	}
-	if node.Status.NodeInfo.KubeletVersion != "v1.35.3" || node.Spec.ProviderID != "upgradelab://single-node/node-0" {
-		t.Fatalf("node %+v %s", node.Status.NodeInfo, node.Spec.ProviderID)
-	}
-	if cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubeadm-config", metav1.GetOptions{}); err != nil || !strings.Contains(cm.Data["ClusterConfiguration"], "clusterName: wl") {
-		t.Fatalf("kubeadm-config: %v %v", cm, err)
-	}
+	checkJoined(t, cs)
 
 	api := w.apiClient(t)
 	if code, h := post(t, api, w.api.URL()+"/v1/health", nil); code != 200 || h["healthy"] != true {
@@ -170,23 +161,7 @@ func testKubeadmInitUpdateAndNICMismatch(t *testing.T, kind disk.Kind) {
 	if code, out := post(t, api, w.api.URL()+"/v1/rollback", nil); code != http.StatusConflict || !strings.Contains(fmt.Sprint(out["error"]), "no committed fallback") {
 		t.Fatalf("rollback with nothing to roll back to: %d %v; want 409", code, out)
 	}
-	// The admin's edit of /etc before the update.
-	body, _ := json.Marshal(agentv1.EtcEdit{Path: "/etc/marker", Content: "set by the admin"})
-	req, _ := http.NewRequest(http.MethodPut, w.api.URL()+"/v1/etc", bytes.NewReader(body))
-	if resp, err := api.Do(req); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("edit /etc: %v %v", resp, err)
-	}
-	body, _ = json.Marshal(agentv1.EtcEdit{Path: "/var/lib/x", Content: "not etc"})
-	req, _ = http.NewRequest(http.MethodPut, w.api.URL()+"/v1/etc", bytes.NewReader(body))
-	if resp, err := api.Do(req); err != nil || resp.StatusCode != 400 {
-		t.Fatalf("edit outside /etc: %v %v; want 400", resp, err)
-	}
-
-	// Mark data that an in-place update must keep.
-	req, _ = http.NewRequest(http.MethodPut, w.api.URL()+"/v1/persistent/marker", strings.NewReader("keep me"))
-	if resp, err := api.Do(req); err != nil || resp.StatusCode != 204 {
-		t.Fatalf("write marker: %v %v", resp, err)
-	}
+	w.editEtcAndMarkData(t, api)
 
 	if k := w.kubeadmStatus(t, api); k == nil || k.KubernetesVersion != "v1.35.3" {
 		t.Fatalf("kubeadm after init: %+v; want v1.35.3", k)
@@ -198,25 +173,7 @@ func testKubeadmInitUpdateAndNICMismatch(t *testing.T, kind disk.Kind) {
 	if _, err := cs.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	next, _ := w.lab.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.36.3")
-	if code, out := post(t, api, w.api.URL()+"/v1/stage", agentv1.StageRequest{URL: w.lab.ImageServer().ImageURL(next.Name), SHA256: next.SHA256}); code != 200 || out["root"] != string(second) {
-		t.Fatalf("stage: %d %v; want root %s", code, out, second)
-	}
-	if im := w.status(t, api).Images; im.Staged == nil || im.Staged.Image != next.Name || im.Booted.ID != first {
-		t.Fatalf("after staging: %+v", im)
-	}
-	if code, out := post(t, api, w.api.URL()+"/v1/activate", agentv1.ActivateRequest{Root: second, Tries: 2}); code != 200 {
-		t.Fatalf("activate: %d %v", code, out)
-	}
-	w.host.Reboot(ctx) // graceful: an OSTree host finalises the staged deployment
-	w.expect(t, "KubeletRunning")
-	node, _ = cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
-	if node.Status.NodeInfo.KubeletVersion != "v1.36.3" {
-		t.Fatalf("after rebooting into root %s the node reports %s", second, node.Status.NodeInfo.KubeletVersion)
-	}
-	if im := w.status(t, api).Images; im.Booted.ID != second || im.Booted.Committed || im.Fallback == nil || im.Fallback.ID != first {
-		t.Fatalf("on trial: %+v; want root %s uncommitted, falling back to %s", im, second, first)
-	}
+	w.updateOnTrial(t, api, cs, first, second)
 	resp, err := api.Get(w.api.URL() + "/v1/etc")
 	if err != nil {
 		t.Fatal(err)
@@ -243,15 +200,7 @@ func testKubeadmInitUpdateAndNICMismatch(t *testing.T, kind disk.Kind) {
 	if sums := w.filesStatus(t, api); sums["/run/kubeadm/kubeadm.yaml"] == "" {
 		t.Fatalf("files after init: %v; want the bootstrap's write_files", sums)
 	}
-	body, _ = json.Marshal(agentv1.FilesRequest{Files: map[string]string{"/tmp/test": "first in-place update"}})
-	req, _ = http.NewRequest(http.MethodPut, w.api.URL()+"/v1/files", bytes.NewReader(body))
-	if resp, err := api.Do(req); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("write files: %v %v", resp, err)
-	}
-	req, _ = http.NewRequest(http.MethodPut, w.api.URL()+"/v1/files", strings.NewReader(`{"files":{"relative":"x"}}`))
-	if resp, err := api.Do(req); err != nil || resp.StatusCode != 400 {
-		t.Fatalf("a relative path: %v %v; want 400", resp, err)
-	}
+	w.writeFilesInPlace(t, api)
 
 	// An NVM the driver cannot run: the port stays down, the node goes
 	// NotReady and the health check fails.
@@ -260,19 +209,7 @@ func testKubeadmInitUpdateAndNICMismatch(t *testing.T, kind disk.Kind) {
 	}
 	w.host.Reset()
 	w.expect(t, "KubeletRunning")
-	node, _ = cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
-	notReady := false
-	for _, c := range node.Status.Conditions {
-		if c.Type == "Ready" {
-			notReady = c.Status == "False" && strings.Contains(c.Message, "newer than expected")
-			if !notReady {
-				t.Fatalf("node Ready=%s (%s) with a newer NVM major", c.Status, c.Message)
-			}
-		}
-	}
-	if !notReady {
-		t.Fatal("the node has no Ready condition")
-	}
+	checkNotReadyOnNewerNVM(t, cs)
 	if got := w.filesStatus(t, api)["/tmp/test"]; got != agentv1.FileSum("first in-place update") {
 		t.Fatalf("/tmp/test after a reboot: %q", got)
 	}
@@ -289,6 +226,108 @@ func testKubeadmInitUpdateAndNICMismatch(t *testing.T, kind disk.Kind) {
 	w.expect(t, "KubeletRunning")
 	if s := w.status(t, api); s.OS.Image.Name != "ubuntu-24.04-k8s-v1.35.3" || s.Images.Booted.ID != first || s.Images.Fallback == nil || s.Images.Fallback.ID != second {
 		t.Fatalf("after the rollback: %s from %+v", s.OS.Image.Name, s.Images)
+	}
+}
+
+// checkJoined holds the workload cluster to what kubeadm init made:
+// node-0 at v1.35.3 with the lab's provider ID, and kubeadm-config.
+func checkJoined(t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	node, err := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the node is not in the workload cluster: %v", err)
+	}
+	if node.Status.NodeInfo.KubeletVersion != "v1.35.3" || node.Spec.ProviderID != "upgradelab://single-node/node-0" {
+		t.Fatalf("node %+v %s", node.Status.NodeInfo, node.Spec.ProviderID)
+	}
+	if cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubeadm-config", metav1.GetOptions{}); err != nil || !strings.Contains(cm.Data["ClusterConfiguration"], "clusterName: wl") {
+		t.Fatalf("kubeadm-config: %v %v", cm, err)
+	}
+}
+
+// updateOnTrial stages the v1.36.3 image into root second, activates it
+// and reboots: the node reports the new kubelet from second, on trial,
+// falling back to first.
+func (w *world) updateOnTrial(t *testing.T, api *http.Client, cs kubernetes.Interface, first, second agentv1.RootID) {
+	t.Helper()
+	ctx := context.Background()
+	next, _ := w.lab.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.36.3")
+	if code, out := post(t, api, w.api.URL()+"/v1/stage", agentv1.StageRequest{URL: w.lab.ImageServer().ImageURL(next.Name), SHA256: next.SHA256}); code != 200 || out["root"] != string(second) {
+		t.Fatalf("stage: %d %v; want root %s", code, out, second)
+	}
+	if im := w.status(t, api).Images; im.Staged == nil || im.Staged.Image != next.Name || im.Booted.ID != first {
+		t.Fatalf("after staging: %+v", im)
+	}
+	if code, out := post(t, api, w.api.URL()+"/v1/activate", agentv1.ActivateRequest{Root: second, Tries: 2}); code != 200 {
+		t.Fatalf("activate: %d %v", code, out)
+	}
+	w.host.Reboot(ctx) // graceful: an OSTree host finalises the staged deployment
+	w.expect(t, "KubeletRunning")
+	node, _ := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
+	if node.Status.NodeInfo.KubeletVersion != "v1.36.3" {
+		t.Fatalf("after rebooting into root %s the node reports %s", second, node.Status.NodeInfo.KubeletVersion)
+	}
+	if im := w.status(t, api).Images; im.Booted.ID != second || im.Booted.Committed || im.Fallback == nil || im.Fallback.ID != first {
+		t.Fatalf("on trial: %+v; want root %s uncommitted, falling back to %s", im, second, first)
+	}
+}
+
+// editEtcAndMarkData is the admin's edit of /etc before an update (and
+// one outside /etc, refused) and data on the persistent partition that an
+// in-place update must keep.
+func (w *world) editEtcAndMarkData(t *testing.T, api *http.Client) {
+	t.Helper()
+	body, _ := json.Marshal(agentv1.EtcEdit{Path: "/etc/marker", Content: "set by the admin"})
+	req, _ := http.NewRequest(http.MethodPut, w.api.URL()+"/v1/etc", bytes.NewReader(body))
+	if resp, err := api.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("edit /etc: %v %v", resp, err)
+	}
+	body, _ = json.Marshal(agentv1.EtcEdit{Path: "/var/lib/x", Content: "not etc"})
+	req, _ = http.NewRequest(http.MethodPut, w.api.URL()+"/v1/etc", bytes.NewReader(body))
+	if resp, err := api.Do(req); err != nil || resp.StatusCode != 400 {
+		t.Fatalf("edit outside /etc: %v %v; want 400", resp, err)
+	}
+
+	// Mark data that an in-place update must keep.
+	req, _ = http.NewRequest(http.MethodPut, w.api.URL()+"/v1/persistent/marker", strings.NewReader("keep me"))
+	if resp, err := api.Do(req); err != nil || resp.StatusCode != 204 {
+		t.Fatalf("write marker: %v %v", resp, err)
+	}
+}
+
+// writeFilesInPlace writes a file as a KubeadmConfig files change does,
+// and a relative path, refused.
+func (w *world) writeFilesInPlace(t *testing.T, api *http.Client) {
+	t.Helper()
+	body, _ := json.Marshal(agentv1.FilesRequest{Files: map[string]string{"/tmp/test": "first in-place update"}})
+	req, _ := http.NewRequest(http.MethodPut, w.api.URL()+"/v1/files", bytes.NewReader(body))
+	if resp, err := api.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("write files: %v %v", resp, err)
+	}
+	req, _ = http.NewRequest(http.MethodPut, w.api.URL()+"/v1/files", strings.NewReader(`{"files":{"relative":"x"}}`))
+	if resp, err := api.Do(req); err != nil || resp.StatusCode != 400 {
+		t.Fatalf("a relative path: %v %v; want 400", resp, err)
+	}
+}
+
+// checkNotReadyOnNewerNVM holds node-0 NotReady for an NVM newer than its
+// driver expects.
+func checkNotReadyOnNewerNVM(t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	node, _ := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
+	notReady := false
+	for _, c := range node.Status.Conditions {
+		if c.Type == "Ready" {
+			notReady = c.Status == "False" && strings.Contains(c.Message, "newer than expected")
+			if !notReady {
+				t.Fatalf("node Ready=%s (%s) with a newer NVM major", c.Status, c.Message)
+			}
+		}
+	}
+	if !notReady {
+		t.Fatal("the node has no Ready condition")
 	}
 }
 

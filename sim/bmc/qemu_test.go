@@ -44,66 +44,99 @@ func TestBMCsDriveRealVMs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Logout()
-	system := func() *redfish.ComputerSystem {
-		systems, err := c.Service.Systems()
-		if err != nil || len(systems) != 1 {
-			t.Fatalf("systems: %v %v", systems, err)
-		}
-		return systems[0]
-	}
 	h, _ := l.Host("vm-0")
-	waitBoot := func(what, notBootID string) string {
-		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			st := h.Status()
-			if st.Phase == lab.PhaseRunning && st.OS != nil && st.OS.BootID != notBootID {
-				return st.OS.BootID
-			}
-			if time.Now().After(deadline) {
-				_, console, _ := h.Guest()
-				b, _ := os.ReadFile(console)
-				t.Fatalf("%s: the VM did not boot (phase %s); console:\n%s", what, st.Phase, string(b))
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	// A QEMU process of this lab's domain: its command line names the
-	// domain's disk in this test's state folder (another test may run a
-	// domain of the same name).
-	running := func(domain string) bool {
-		b, err := exec.Command("ps", "-eo", "args").Output()
-		return err == nil && strings.Contains(string(b), filepath.Join(state, "hosts", domain, "vm", "system.img"))
-	}
+	v := &vmBMCs{t: t, lab: l, state: state, c: c, host: h}
 
-	if s := system(); s.PowerState != redfish.OffPowerState {
+	v.powerCycleOverRedfish()
+	v.bootVirtualMedia()
+	v.powerOverIPMI(fleet.IPMI["vm-1"].Addr(), "vm-1")
+}
+
+// vmBMCs is TestBMCsDriveRealVMs's world: a qemu lab, a gofish client of
+// vm-0's BMC, and vm-0.
+type vmBMCs struct {
+	t     *testing.T
+	lab   *lab.Lab
+	state string
+	c     *gofish.APIClient
+	host  *lab.Host
+}
+
+// system is the BMC's one ComputerSystem, read anew.
+func (v *vmBMCs) system() *redfish.ComputerSystem {
+	v.t.Helper()
+	systems, err := v.c.Service.Systems()
+	if err != nil || len(systems) != 1 {
+		v.t.Fatalf("systems: %v %v", systems, err)
+	}
+	return systems[0]
+}
+
+// waitBoot waits for vm-0 running with a boot ID other than notBootID and
+// answers it.
+func (v *vmBMCs) waitBoot(what, notBootID string) string {
+	v.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		st := v.host.Status()
+		if st.Phase == lab.PhaseRunning && st.OS != nil && st.OS.BootID != notBootID {
+			return st.OS.BootID
+		}
+		if time.Now().After(deadline) {
+			_, console, _ := v.host.Guest()
+			b, _ := os.ReadFile(console)
+			v.t.Fatalf("%s: the VM did not boot (phase %s); console:\n%s", what, st.Phase, string(b))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// running says whether a QEMU process of this lab's domain runs: its
+// command line names the domain's disk in this test's state folder
+// (another test may run a domain of the same name).
+func (v *vmBMCs) running(domain string) bool {
+	b, err := exec.Command("ps", "-eo", "args").Output()
+	return err == nil && strings.Contains(string(b), filepath.Join(v.state, "hosts", domain, "vm", "system.img"))
+}
+
+// reset asks vm-0's BMC for a reset of type rt.
+func (v *vmBMCs) reset(rt redfish.ResetType) {
+	v.t.Helper()
+	if err := v.system().Reset(rt); err != nil {
+		v.t.Fatal(err)
+	}
+}
+
+// powerCycleOverRedfish: Reset On boots the VM, ForceRestart boots it
+// again, GracefulShutdown ends QEMU.
+func (v *vmBMCs) powerCycleOverRedfish() {
+	t := v.t
+	if s := v.system(); s.PowerState != redfish.OffPowerState {
 		t.Fatalf("power %s before anything", s.PowerState)
 	}
-	if err := system().Reset(redfish.OnResetType); err != nil {
-		t.Fatal(err)
+	v.reset(redfish.OnResetType)
+	first := v.waitBoot("Reset On", "")
+	if !v.running("vm-0") || v.system().PowerState != redfish.OnPowerState {
+		t.Fatalf("after Reset On: QEMU running %v, Redfish %s", v.running("vm-0"), v.system().PowerState)
 	}
-	first := waitBoot("Reset On", "")
-	if !running("vm-0") || system().PowerState != redfish.OnPowerState {
-		t.Fatalf("after Reset On: QEMU running %v, Redfish %s", running("vm-0"), system().PowerState)
-	}
-	if err := system().Reset(redfish.ForceRestartResetType); err != nil {
-		t.Fatal(err)
-	}
-	waitBoot("ForceRestart", first)
-	if err := system().Reset(redfish.GracefulShutdownResetType); err != nil {
-		t.Fatal(err)
-	}
+	v.reset(redfish.ForceRestartResetType)
+	v.waitBoot("ForceRestart", first)
+	v.reset(redfish.GracefulShutdownResetType)
 	deadline := time.Now().Add(30 * time.Second)
-	for running("vm-0") || system().PowerState != redfish.OffPowerState {
+	for v.running("vm-0") || v.system().PowerState != redfish.OffPowerState {
 		if time.Now().After(deadline) {
-			t.Fatalf("after GracefulShutdown: QEMU running %v, Redfish %s", running("vm-0"), system().PowerState)
+			t.Fatalf("after GracefulShutdown: QEMU running %v, Redfish %s", v.running("vm-0"), v.system().PowerState)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
 
-	// Virtual media, as Ironic's redfish-virtual-media driver boots a
-	// deploy ramdisk: insert, boot once from the CD, then the disk again.
-	managers, err := c.Service.Managers()
+// bootVirtualMedia boots a deploy ramdisk as Ironic's
+// redfish-virtual-media driver does: insert, boot once from the CD, then
+// the disk again.
+func (v *vmBMCs) bootVirtualMedia() {
+	t := v.t
+	managers, err := v.c.Service.Managers()
 	if err != nil || len(managers) != 1 {
 		t.Fatalf("managers %v %v", managers, err)
 	}
@@ -111,37 +144,34 @@ func TestBMCsDriveRealVMs(t *testing.T) {
 	if err != nil || len(media) != 1 {
 		t.Fatalf("virtual media %v %v", media, err)
 	}
-	deploy := l.ImageServer().ImageURL("deploy-ramdisk-2026.10") + "?provisioner=https://127.0.0.1:1/x"
+	deploy := v.lab.ImageServer().ImageURL("deploy-ramdisk-2026.10") + "?provisioner=https://127.0.0.1:1/x"
 	if err := media[0].InsertMedia(deploy, true, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := system().SetBoot(redfish.Boot{BootSourceOverrideTarget: redfish.CdBootSourceOverrideTarget, BootSourceOverrideEnabled: redfish.OnceBootSourceOverrideEnabled}); err != nil {
+	if err := v.system().SetBoot(redfish.Boot{BootSourceOverrideTarget: redfish.CdBootSourceOverrideTarget, BootSourceOverrideEnabled: redfish.OnceBootSourceOverrideEnabled}); err != nil {
 		t.Fatal(err)
 	}
-	if err := system().Reset(redfish.OnResetType); err != nil {
-		t.Fatal(err)
-	}
-	fromCD := waitBoot("virtual media boot", "")
-	if st := h.Status(); st.OS.Source != lab.FromVirtualMedia || st.OS.Media != deploy || st.OS.Image.Name != "deploy-ramdisk-2026.10" || !st.OS.DeployRamdisk() {
+	v.reset(redfish.OnResetType)
+	fromCD := v.waitBoot("virtual media boot", "")
+	if st := v.host.Status(); st.OS.Source != lab.FromVirtualMedia || st.OS.Media != deploy || st.OS.Image.Name != "deploy-ramdisk-2026.10" || !st.OS.DeployRamdisk() {
 		t.Fatalf("the CD booted %+v", st.OS)
 	}
-	_, console, _ := h.Guest()
+	_, console, _ := v.host.Guest()
 	if b, _ := os.ReadFile(console); !strings.Contains(string(b), "upgradelab-grub: booting virtual media") {
 		t.Error("the console shows no boot from the CD's GRUB")
 	}
-	if err := system().Reset(redfish.ForceRestartResetType); err != nil {
-		t.Fatal(err)
-	}
-	waitBoot("the boot after the Once override", fromCD)
-	if st := h.Status(); st.OS.Source != lab.FromRecovery {
+	v.reset(redfish.ForceRestartResetType)
+	v.waitBoot("the boot after the Once override", fromCD)
+	if st := v.host.Status(); st.OS.Source != lab.FromRecovery {
 		t.Fatalf("the second boot came from %s, want the disk's recovery (the override was Once)", st.OS.Source)
 	}
-	if err := system().Reset(redfish.ForceOffResetType); err != nil {
-		t.Fatal(err)
-	}
+	v.reset(redfish.ForceOffResetType)
+}
 
-	// The other host through ipmitool, as Ironic's ipmi driver would.
-	addr := fleet.IPMI["vm-1"].Addr()
+// powerOverIPMI powers domain on and off through the BMC at addr with
+// ipmitool, as Ironic's ipmi driver would.
+func (v *vmBMCs) powerOverIPMI(addr, domain string) {
+	t := v.t
 	host, port, _ := strings.Cut(addr, ":")
 	ipmitool := func(args ...string) string {
 		t.Helper()
@@ -152,15 +182,15 @@ func TestBMCsDriveRealVMs(t *testing.T) {
 		return strings.TrimSpace(string(out))
 	}
 	ipmitool("chassis", "power", "on")
-	if !running("vm-1") {
+	if !v.running(domain) {
 		t.Fatal("ipmitool chassis power on started no VM")
 	}
 	if got := ipmitool("chassis", "power", "status"); got != "Chassis Power is on" {
 		t.Errorf("power status %q", got)
 	}
 	ipmitool("chassis", "power", "off")
-	deadline = time.Now().Add(10 * time.Second)
-	for running("vm-1") {
+	deadline := time.Now().Add(10 * time.Second)
+	for v.running(domain) {
 		if time.Now().After(deadline) {
 			t.Fatal("ipmitool chassis power off left the VM running")
 		}

@@ -81,179 +81,178 @@ type contractCase struct {
 	steps []step
 }
 
-func contractCases() []contractCase {
-	return []contractCase{
-		{
-			name: "install: a fresh disk boots recovery until an image is staged and activated; never committed, it runs out of tries",
-			steps: []step{
-				{do: "boot", boots: "recovery", reason: map[Kind]string{AB: "no bootable slot", OSTree: "no deployment"}},
-				{do: "stage os-1", images: "booted= staged=os-1 fallback="},
-				// An installer (nothing runs from the disk) writes the
-				// OSTree bootloader entry at once: a hard reset keeps it.
-				{do: "activate 3"},
-				{do: "hard-reset", boots: "os-1", trial: true},
-				{do: "boot", boots: "os-1", trial: true},
-				{do: "boot", boots: "os-1", trial: true, images: "booted=os-1 staged= fallback="},
-				{do: "boot", boots: "recovery", reason: map[Kind]string{AB: "slot A (os-1) has no tries left", OSTree: "deployment 1 (os-1) has no tries left"}},
-			},
+// contractCases are TestBothModelsThroughTheUpdateContract's stories.
+var contractCases = []contractCase{
+	{
+		name: "install: a fresh disk boots recovery until an image is staged and activated; never committed, it runs out of tries",
+		steps: []step{
+			{do: "boot", boots: "recovery", reason: map[Kind]string{AB: "no bootable slot", OSTree: "no deployment"}},
+			{do: "stage os-1", images: "booted= staged=os-1 fallback="},
+			// An installer (nothing runs from the disk) writes the
+			// OSTree bootloader entry at once: a hard reset keeps it.
+			{do: "activate 3"},
+			{do: "hard-reset", boots: "os-1", trial: true},
+			{do: "boot", boots: "os-1", trial: true},
+			{do: "boot", boots: "os-1", trial: true, images: "booted=os-1 staged= fallback="},
+			{do: "boot", boots: "recovery", reason: map[Kind]string{AB: "slot A (os-1) has no tries left", OSTree: "deployment 1 (os-1) has no tries left"}},
 		},
-		{
-			name: "install: committed on its first good boot",
-			steps: []step{
-				{do: "stage os-1"},
-				{do: "activate 3"},
-				{do: "boot", boots: "os-1", trial: true, images: "booted=os-1 staged= fallback="},
-				{do: "commit"},
-				{do: "boot", boots: "os-1"},
-			},
+	},
+	{
+		name: "install: committed on its first good boot",
+		steps: []step{
+			{do: "stage os-1"},
+			{do: "activate 3"},
+			{do: "boot", boots: "os-1", trial: true, images: "booted=os-1 staged= fallback="},
+			{do: "commit"},
+			{do: "boot", boots: "os-1"},
 		},
-		{
-			name: "update: the new image is tried, committed, and the old one stays as the fallback",
-			steps: append(installed("os-1"),
-				step{do: "stage os-2", images: "booted=os-1 staged=os-2 fallback="},
-				step{do: "activate 2"},
-				step{do: "boot", boots: "os-2", trial: true, images: "booted=os-2 staged= fallback=os-1"},
-				step{do: "commit"},
-				step{do: "boot", boots: "os-2", images: "booted=os-2 staged= fallback=os-1"},
-			),
+	},
+	{
+		name: "update: the new image is tried, committed, and the old one stays as the fallback",
+		steps: append(installed("os-1"),
+			step{do: "stage os-2", images: "booted=os-1 staged=os-2 fallback="},
+			step{do: "activate 2"},
+			step{do: "boot", boots: "os-2", trial: true, images: "booted=os-2 staged= fallback=os-1"},
+			step{do: "commit"},
+			step{do: "boot", boots: "os-2", images: "booted=os-2 staged= fallback=os-1"},
+		),
+	},
+	{
+		name: "fallback: an image that never commits uses its tries, then the old committed one boots",
+		steps: append(installed("os-1"),
+			step{do: "stage os-bad"},
+			step{do: "activate 2"},
+			step{do: "boot", boots: "os-bad", trial: true},
+			step{do: "boot", boots: "os-bad", trial: true},
+			step{do: "boot", boots: "os-1", reason: map[Kind]string{AB: "slot B (os-bad) has no tries left", OSTree: "deployment 2 (os-bad) has no tries left"},
+				// A/B: the failed image stays in its slot, written and
+				// uncommitted; OSTree: greenboot's rollback made the
+				// old deployment the default again.
+				imagesKind: map[Kind]string{AB: "booted=os-1 staged=os-bad fallback=", OSTree: "booted=os-1 staged= fallback="}},
+			step{do: "boot", boots: "os-1", reason: map[Kind]string{AB: "slot B (os-bad) has no tries left"}},
+		),
+	},
+	{
+		name: "a power cut while staging leaves the running image intact and nothing to activate",
+		steps: append(installed("os-1"),
+			step{do: "begin os-2", images: "booted=os-1 staged=os-2 fallback="},
+			step{do: "powerloss", imagesKind: map[Kind]string{AB: "booted= staged= fallback=os-1", OSTree: "booted= staged= fallback="}},
+			step{do: "activate 3", errKind: map[Kind]error{AB: ErrNotWritten, OSTree: ErrNoSuchRoot}},
+			step{do: "boot", boots: "os-1", reason: map[Kind]string{AB: "slot B is corrupt"}},
+		),
+	},
+	{
+		name: "a staged image never activated: an A/B slot keeps it, OSTree drops it at the next power-off",
+		steps: append(installed("os-1"),
+			step{do: "stage os-2", images: "booted=os-1 staged=os-2 fallback="},
+			step{do: "boot", boots: "os-1", imagesKind: map[Kind]string{AB: "booted=os-1 staged=os-2 fallback=", OSTree: "booted=os-1 staged= fallback="}},
+		),
+	},
+	{
+		name: "a hard reset after activation: OSTree never finalised the staged deployment and boots the old one, A/B boots the new slot",
+		steps: append(installed("os-1"),
+			step{do: "stage os-2"},
+			step{do: "activate 1"},
+			step{do: "hard-reset", bootsKind: map[Kind]string{AB: "os-2 trial", OSTree: "os-1"}, roots: map[Kind]string{AB: "os-1,os-2", OSTree: "os-1"}},
+		),
+	},
+	{
+		name: "a power cut while the shutdown finalises: OSTree loses the staged deployment, A/B has nothing to finalise",
+		steps: append(installed("os-1"),
+			step{do: "stage os-2"},
+			step{do: "activate 1"},
+			step{do: "cut-finalise"},
+			// An A/B activation is one write of bootloader variables:
+			// the new slot boots.
+			step{do: "boot", roots: map[Kind]string{AB: "os-1,os-2", OSTree: "os-1"},
+				bootsKind: map[Kind]string{AB: "os-2 trial", OSTree: "os-1"}},
+		),
+	},
+	{
+		name: "rollback: the committed fallback boots again and stays the default",
+		steps: append(updated("os-1", "os-2"),
+			step{do: "rollback"},
+			step{do: "boot", boots: "os-1", images: "booted=os-1 staged= fallback=os-2"},
+			step{do: "boot", boots: "os-1"},
+		),
+	},
+	{
+		name: "rollback needs a committed fallback",
+		steps: append(installed("os-1"),
+			step{do: "rollback", err: ErrNoFallback},
+		),
+	},
+	{
+		name: "recovery: no root can boot",
+		steps: []step{
+			{do: "stage os-bad"},
+			{do: "activate 1"},
+			{do: "boot", boots: "os-bad", trial: true},
+			{do: "begin os-2"},
+			{do: "powerloss"},
+			{do: "boot", boots: "recovery", reason: map[Kind]string{AB: "slot A (os-bad) has no tries left; slot B is corrupt", OSTree: "deployment 1 (os-bad) has no tries left"}},
 		},
-		{
-			name: "fallback: an image that never commits uses its tries, then the old committed one boots",
-			steps: append(installed("os-1"),
-				step{do: "stage os-bad"},
-				step{do: "activate 2"},
-				step{do: "boot", boots: "os-bad", trial: true},
-				step{do: "boot", boots: "os-bad", trial: true},
-				step{do: "boot", boots: "os-1", reason: map[Kind]string{AB: "slot B (os-bad) has no tries left", OSTree: "deployment 2 (os-bad) has no tries left"},
-					// A/B: the failed image stays in its slot, written and
-					// uncommitted; OSTree: greenboot's rollback made the
-					// old deployment the default again.
-					imagesKind: map[Kind]string{AB: "booted=os-1 staged=os-bad fallback=", OSTree: "booted=os-1 staged= fallback="}},
-				step{do: "boot", boots: "os-1", reason: map[Kind]string{AB: "slot B (os-bad) has no tries left"}},
-			),
+	},
+	{
+		name: "reset: a requested recovery boot, then an erase leaves only the recovery partition",
+		steps: append(updated("os-1", "os-2"),
+			step{do: "recovery-once"},
+			step{do: "boot", boots: "recovery", reason: both("a recovery boot was requested")},
+			step{do: "erase", images: "booted= staged= fallback=", roots: both("")},
+			step{do: "boot", boots: "recovery", reason: map[Kind]string{AB: "no bootable slot", OSTree: "no deployment"}},
+			step{do: "stage os-3"},
+			step{do: "activate 1"},
+			step{do: "boot", boots: "os-3", trial: true},
+		),
+	},
+	{
+		name: "old images are pruned: two are kept",
+		steps: append(updated("os-1", "os-2"),
+			step{do: "stage os-3"},
+			step{do: "activate 1"},
+			step{do: "boot", boots: "os-3", trial: true, roots: both("os-2,os-3")},
+		),
+	},
+	{
+		name: "disk space: an image the root has no room for is refused before anything changes",
+		steps: append(updated("os-1", "os-2"),
+			step{do: "stage os-huge", err: ErrNoSpace, images: "booted=os-2 staged= fallback=os-1", roots: both("os-1,os-2")},
+			step{do: "boot", boots: "os-2"},
+		),
+	},
+	{
+		name: "disk space: OSTree's deployments share one root, an A/B slot is its own",
+		steps: append(installed("os-1"),
+			step{do: "stage os-huge", errKind: map[Kind]error{AB: ErrNoSpace, OSTree: nil},
+				imagesKind: map[Kind]string{AB: "booted=os-1 staged= fallback=", OSTree: "booted=os-1 staged=os-huge fallback="}},
+		),
+	},
+	{
+		name: "commit needs a booted root",
+		steps: []step{
+			{do: "commit", err: ErrNotBooted},
 		},
-		{
-			name: "a power cut while staging leaves the running image intact and nothing to activate",
-			steps: append(installed("os-1"),
-				step{do: "begin os-2", images: "booted=os-1 staged=os-2 fallback="},
-				step{do: "powerloss", imagesKind: map[Kind]string{AB: "booted= staged= fallback=os-1", OSTree: "booted= staged= fallback="}},
-				step{do: "activate 3", errKind: map[Kind]error{AB: ErrNotWritten, OSTree: ErrNoSuchRoot}},
-				step{do: "boot", boots: "os-1", reason: map[Kind]string{AB: "slot B is corrupt"}},
-			),
-		},
-		{
-			name: "a staged image never activated: an A/B slot keeps it, OSTree drops it at the next power-off",
-			steps: append(installed("os-1"),
-				step{do: "stage os-2", images: "booted=os-1 staged=os-2 fallback="},
-				step{do: "boot", boots: "os-1", imagesKind: map[Kind]string{AB: "booted=os-1 staged=os-2 fallback=", OSTree: "booted=os-1 staged= fallback="}},
-			),
-		},
-		{
-			name: "a hard reset after activation: OSTree never finalised the staged deployment and boots the old one, A/B boots the new slot",
-			steps: append(installed("os-1"),
-				step{do: "stage os-2"},
-				step{do: "activate 1"},
-				step{do: "hard-reset", bootsKind: map[Kind]string{AB: "os-2 trial", OSTree: "os-1"}, roots: map[Kind]string{AB: "os-1,os-2", OSTree: "os-1"}},
-			),
-		},
-		{
-			name: "a power cut while the shutdown finalises: OSTree loses the staged deployment, A/B has nothing to finalise",
-			steps: append(installed("os-1"),
-				step{do: "stage os-2"},
-				step{do: "activate 1"},
-				step{do: "cut-finalise"},
-				// An A/B activation is one write of bootloader variables:
-				// the new slot boots.
-				step{do: "boot", roots: map[Kind]string{AB: "os-1,os-2", OSTree: "os-1"},
-					bootsKind: map[Kind]string{AB: "os-2 trial", OSTree: "os-1"}},
-			),
-		},
-		{
-			name: "rollback: the committed fallback boots again and stays the default",
-			steps: append(updated("os-1", "os-2"),
-				step{do: "rollback"},
-				step{do: "boot", boots: "os-1", images: "booted=os-1 staged= fallback=os-2"},
-				step{do: "boot", boots: "os-1"},
-			),
-		},
-		{
-			name: "rollback needs a committed fallback",
-			steps: append(installed("os-1"),
-				step{do: "rollback", err: ErrNoFallback},
-			),
-		},
-		{
-			name: "recovery: no root can boot",
-			steps: []step{
-				{do: "stage os-bad"},
-				{do: "activate 1"},
-				{do: "boot", boots: "os-bad", trial: true},
-				{do: "begin os-2"},
-				{do: "powerloss"},
-				{do: "boot", boots: "recovery", reason: map[Kind]string{AB: "slot A (os-bad) has no tries left; slot B is corrupt", OSTree: "deployment 1 (os-bad) has no tries left"}},
-			},
-		},
-		{
-			name: "reset: a requested recovery boot, then an erase leaves only the recovery partition",
-			steps: append(updated("os-1", "os-2"),
-				step{do: "recovery-once"},
-				step{do: "boot", boots: "recovery", reason: both("a recovery boot was requested")},
-				step{do: "erase", images: "booted= staged= fallback=", roots: both("")},
-				step{do: "boot", boots: "recovery", reason: map[Kind]string{AB: "no bootable slot", OSTree: "no deployment"}},
-				step{do: "stage os-3"},
-				step{do: "activate 1"},
-				step{do: "boot", boots: "os-3", trial: true},
-			),
-		},
-		{
-			name: "old images are pruned: two are kept",
-			steps: append(updated("os-1", "os-2"),
-				step{do: "stage os-3"},
-				step{do: "activate 1"},
-				step{do: "boot", boots: "os-3", trial: true, roots: both("os-2,os-3")},
-			),
-		},
-		{
-			name: "disk space: an image the root has no room for is refused before anything changes",
-			steps: append(updated("os-1", "os-2"),
-				step{do: "stage os-huge", err: ErrNoSpace, images: "booted=os-2 staged= fallback=os-1", roots: both("os-1,os-2")},
-				step{do: "boot", boots: "os-2"},
-			),
-		},
-		{
-			name: "disk space: OSTree's deployments share one root, an A/B slot is its own",
-			steps: append(installed("os-1"),
-				step{do: "stage os-huge", errKind: map[Kind]error{AB: ErrNoSpace, OSTree: nil},
-					imagesKind: map[Kind]string{AB: "booted=os-1 staged= fallback=", OSTree: "booted=os-1 staged=os-huge fallback="}},
-			),
-		},
-		{
-			name: "commit needs a booted root",
-			steps: []step{
-				{do: "commit", err: ErrNotBooted},
-			},
-		},
-		{
-			name: "/etc: OSTree carries the admin's edits into the new deployment; an A/B slot starts from its image's",
-			steps: append(installed("os-1"),
-				step{do: "edit /etc/marker=admin"},
-				step{do: "edit /etc/upgradelab/release=pinned"},
-				step{do: "edit /etc/os-release="},
-				step{do: "stage os-2"},
-				step{do: "activate 1"},
-				step{do: "boot", boots: "os-2", trial: true, etc: map[Kind]map[string]string{
-					AB:     {"/etc/marker": "", "/etc/upgradelab/release": "os-2\n", "/etc/os-release": "PRETTY_NAME=\"os-2\"\n"},
-					OSTree: {"/etc/marker": "admin", "/etc/upgradelab/release": "pinned", "/etc/os-release": ""},
-				}},
-			),
-		},
-	}
+	},
+	{
+		name: "/etc: OSTree carries the admin's edits into the new deployment; an A/B slot starts from its image's",
+		steps: append(installed("os-1"),
+			step{do: "edit /etc/marker=admin"},
+			step{do: "edit /etc/upgradelab/release=pinned"},
+			step{do: "edit /etc/os-release="},
+			step{do: "stage os-2"},
+			step{do: "activate 1"},
+			step{do: "boot", boots: "os-2", trial: true, etc: map[Kind]map[string]string{
+				AB:     {"/etc/marker": "", "/etc/upgradelab/release": "os-2\n", "/etc/os-release": "PRETTY_NAME=\"os-2\"\n"},
+				OSTree: {"/etc/marker": "admin", "/etc/upgradelab/release": "pinned", "/etc/os-release": ""},
+			}},
+		),
+	},
 }
 
 // TestBothModelsThroughTheUpdateContract drives the A/B and the OSTree
 // model through the same cases with each model's own expectations.
 func TestBothModelsThroughTheUpdateContract(t *testing.T) {
-	tests := contractCases()
+	tests := contractCases
 	for _, kind := range Kinds {
 		for _, tt := range tests {
 			t.Run(string(kind)+"/"+tt.name, func(t *testing.T) {
