@@ -169,7 +169,9 @@ func below(list map[string][]string) []string {
 	return bad
 }
 
-func TestNoPackageImportsOneAboveIt(t *testing.T) {
+// moduleImports maps each of the module's packages to its own imports.
+func moduleImports(t *testing.T) map[string][]string {
+	t.Helper()
 	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "./...")
 	cmd.Dir = "../.."
 	out, err := cmd.Output()
@@ -181,7 +183,11 @@ func TestNoPackageImportsOneAboveIt(t *testing.T) {
 		f := strings.Fields(line)
 		list[f[0]] = f[1:]
 	}
-	if bad := below(list); len(bad) > 0 {
+	return list
+}
+
+func TestNoPackageImportsOneAboveIt(t *testing.T) {
+	if bad := below(moduleImports(t)); len(bad) > 0 {
 		t.Errorf("imports above their tier:\n  %s", strings.Join(bad, "\n  "))
 	}
 	// The check itself: a simulator package importing the harness is

@@ -2,7 +2,6 @@ package layering
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -41,18 +40,7 @@ func vmTreeProblems(list map[string][]string) []string {
 }
 
 func TestRealVMsAreOneTree(t *testing.T) {
-	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "./...")
-	cmd.Dir = "../.."
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	list := map[string][]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		list[f[0]] = f[1:]
-	}
-	if bad := vmTreeProblems(list); len(bad) > 0 {
+	if bad := vmTreeProblems(moduleImports(t)); len(bad) > 0 {
 		t.Errorf("the real VMs are not one tree:\n  %s", strings.Join(bad, "\n  "))
 	}
 	// The check itself: a VM package beside the tree, and the harness
