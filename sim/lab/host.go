@@ -333,11 +333,15 @@ func (h *Host) PowerOff() error {
 	return h.waitPower(PoweredOff)
 }
 
+// powerEventTimeout bounds the wait for the hypervisor's event of a power
+// change the lab asked for (wall time: libvirt answers in real time).
+const powerEventTimeout = 30 * time.Second
+
 // waitPower waits until the hypervisor's events have brought the host to
 // want. Power changes only through events, so a late event can never undo
 // a newer change.
 func (h *Host) waitPower(want PowerState) error {
-	timeout := time.After(30 * time.Second)
+	timeout := time.After(powerEventTimeout)
 	for {
 		h.mu.Lock()
 		now, changed := h.power, h.powerChanged
@@ -348,7 +352,7 @@ func (h *Host) waitPower(want PowerState) error {
 		select {
 		case <-changed:
 		case <-timeout:
-			return fmt.Errorf("host %s: the hypervisor did not report power %s within 30s", h.spec.Name, want)
+			return fmt.Errorf("host %s: the hypervisor did not report power %s within %s", h.spec.Name, want, powerEventTimeout)
 		}
 	}
 }

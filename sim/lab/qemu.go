@@ -365,7 +365,7 @@ func (v *vmHost) run(ctx context.Context) {
 	lastAnswer := time.Now()
 	diskOK := true
 	for ctx.Err() == nil {
-		st, err := v.api.Status(ctx, time.Second)
+		st, err := v.api.Status(ctx, guestAnswerTimeout)
 		if ok := v.refreshDisk(); ok != diskOK {
 			diskOK = ok
 			if !ok {
@@ -378,7 +378,7 @@ func (v *vmHost) run(ctx context.Context) {
 			v.guestUp(ctx, st)
 		case err == nil:
 			lastAnswer = time.Now()
-		case bootID != "" && time.Since(lastAnswer) > 3*time.Second:
+		case bootID != "" && time.Since(lastAnswer) > guestSilentIsRebooting:
 			bootID = ""
 			h.mu.Lock()
 			if ctx.Err() == nil {
@@ -390,10 +390,22 @@ func (v *vmHost) run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(guestPoll):
 		}
 	}
 }
+
+// How the lab follows a VM's guest, in wall time: the guest runs in real
+// time under QEMU, whatever the lab's time scale.
+const (
+	// guestPoll is how often the guest's status is asked for.
+	guestPoll = 250 * time.Millisecond
+	// guestAnswerTimeout bounds one status call.
+	guestAnswerTimeout = time.Second
+	// guestSilentIsRebooting is how long a guest that answered before may
+	// stay silent before the host counts it as booting again.
+	guestSilentIsRebooting = 3 * time.Second
+)
 
 // guestUp records the OS the guest reports.
 func (v *vmHost) guestUp(ctx context.Context, st agentv1.Status) {
