@@ -1,6 +1,6 @@
 // Command upgradelab-guest is the init of a qemu-backend VM's initramfs:
 // built static with CGO_ENABLED=0 by sim/vm and packed as /init by
-// sim/boot. As pid 1 it mounts the kernel's filesystems and loads the
+// sim/vm/boot. As pid 1 it mounts the kernel's filesystems and loads the
 // virtio modules; then it reads GRUB's choice from the kernel command
 // line and the image's manifest from the initramfs, waits up to 20 s each
 // for /dev/vda and eth0, configures QEMU's user network, opens the disk,

@@ -128,7 +128,7 @@ func (e *providerEnv) checkInspectedInBand(t *testing.T, ctx context.Context, h 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(log), `"host":name,"kind":"boot","reason":"NetworkBoot"`) {
+	if !strings.Contains(string(log), `"host":"`+name+`","kind":"boot","reason":"NetworkBoot"`) {
 		t.Fatalf("no network boot of %s in the lab's events:\n%s", name, log)
 	}
 	e.waitPower(t, ctx, h, false)

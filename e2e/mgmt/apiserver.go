@@ -70,7 +70,7 @@ func (p *Plane) RestartAPIServer(ctx context.Context) error {
 		case <-ctx.Done():
 			return fmt.Errorf("kube-apiserver did not answer after its restart: %w (log %s)", ctx.Err(), restarted.LogPath)
 		case <-restarted.Exited():
-			return fmt.Errorf("the restarted kube-apiserver exited: %w (log %s)", restarted.Err(), restarted.LogPath)
+			return fmt.Errorf("the restarted kube-apiserver exited: %s (log %s)", fmt.Sprint(restarted.Err()), restarted.LogPath)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

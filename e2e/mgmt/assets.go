@@ -114,7 +114,7 @@ func capiVersion() (string, error) {
 	if v := strings.TrimSpace(string(out)); err == nil && v != "" {
 		return v, nil
 	}
-	return "", fmt.Errorf("cannot tell which %s version this binary was built with (no build info, and `go list -m` outside the module: %w)", capiModule, err)
+	return "", fmt.Errorf("cannot tell which %s version this binary was built with (no build info, and `go list -m` outside the module: %s)", capiModule, fmt.Sprint(err))
 }
 
 // moduleDir finds a module's source in the module cache, downloading it

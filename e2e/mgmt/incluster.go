@@ -47,7 +47,7 @@ import (
 //     client certificate) are copied into a Secret and mounted at the
 //     same path, so the flags stay as they are.
 //
-// The Pods run in the node's network (hostNetwork), where kindnet.go
+// The Pods run in the node's network (hostNetwork), where e2e/mgmt/kind
 // routes the lab's loopback addresses to the host; their ports are the
 // ones the plane picked for them, distinct as on the host.
 

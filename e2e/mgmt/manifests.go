@@ -300,7 +300,7 @@ func waitEstablished(ctx context.Context, c client.Client, crds []*apiextensions
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("CRD %s not established: %w (last error: %w)", crd.Name, ctx.Err(), err)
+				return fmt.Errorf("CRD %s not established: %w (last error: %s)", crd.Name, ctx.Err(), fmt.Sprint(err))
 			case <-time.After(50 * time.Millisecond):
 			}
 		}

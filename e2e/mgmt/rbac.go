@@ -349,7 +349,7 @@ func waitAggregated(ctx context.Context, c client.Client, names []string) error 
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("ClusterRole %s: still no rules after its aggregation (kube-controller-manager's %s controller): %w", name, aggregationController, err)
+				return fmt.Errorf("ClusterRole %s: still no rules after its aggregation (kube-controller-manager's %s controller): %s", name, aggregationController, fmt.Sprint(err))
 			case <-time.After(100 * time.Millisecond):
 			}
 		}

@@ -23,7 +23,7 @@ const (
 	ExistingCluster TargetKind = "kubeconfig"
 	// KindCluster creates (or reuses) a kind cluster through kind's Go
 	// library and runs the managers in it as Deployments (incluster.go);
-	// the lab stays on the host (kindnet.go).
+	// the lab stays on the host (e2e/mgmt/kind).
 	KindCluster TargetKind = "kind"
 )
 

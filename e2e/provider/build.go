@@ -227,7 +227,7 @@ func wrapperModule(ctx context.Context, cacheDir, module, version, pkg string) (
 	}
 	var dl struct{ GoMod string }
 	if err := json.Unmarshal(out, &dl); err != nil || dl.GoMod == "" {
-		return "", fmt.Errorf("go mod download %s@%s: no go.mod in %q: %w", module, version, out, err)
+		return "", fmt.Errorf("go mod download %s@%s: no go.mod in %q: %s", module, version, out, fmt.Sprint(err))
 	}
 	data, err := os.ReadFile(dl.GoMod)
 	if err != nil {

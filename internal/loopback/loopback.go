@@ -34,7 +34,7 @@ const (
 )
 
 // FirstPort is the lowest port this package hands out (a kind management
-// cluster forwards lab ports from it up: e2e/mgmt/kindnet.go).
+// cluster forwards lab ports from it up: e2e/mgmt/kind).
 const FirstPort = 10300
 
 // registry hands out ports no other live registry on the machine holds.

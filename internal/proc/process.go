@@ -107,7 +107,7 @@ func (p *Process) WaitHealthyWith(ctx context.Context, client *http.Client, url 
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s exited before %s answered (%w); last log lines:\n%s", p.Name, url, p.err, TailFile(p.LogPath, 20))
+			return fmt.Errorf("%s exited before %s answered (%s); last log lines:\n%s", p.Name, url, fmt.Sprint(p.err), TailFile(p.LogPath, 20))
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %s not ready: %w; last log lines:\n%s", p.Name, url, ctx.Err(), TailFile(p.LogPath, 20))
 		case <-tick.C:

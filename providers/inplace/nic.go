@@ -196,8 +196,11 @@ func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, w
 		// The OS that ran when the flash was staged is still up: the
 		// reset that applies it never reached the host. Ask again.
 		bmc, err := u.dialBMC(ctx, bmm)
-		if err != nil || bmc == nil {
+		if err != nil {
 			return progress{}, fmt.Errorf("resetting %s to apply NVM %s: %w", node.Name, f.nvm.Firmware, err)
+		}
+		if bmc == nil {
+			return progress{}, fmt.Errorf("resetting %s to apply NVM %s: its host has no BMC", node.Name, f.nvm.Firmware)
 		}
 		defer bmc.Close()
 		if err := bmc.PowerOn(); err != nil {

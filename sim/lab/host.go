@@ -368,15 +368,14 @@ func (h *Host) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, ErrHung)
 	}
 	if running {
-		if err := h.machine.shutdown(ctx); err != nil {
-			return err
-		}
+		return h.machine.shutdown(ctx)
 	}
 	return h.PowerOff()
 }
 
-// modelShutdown is the modelled OS's shutdown: it takes the modelled time
-// and an OSTree host finalises its staged deployment last.
+// modelShutdown is the modelled OS's shutdown: it takes the modelled time,
+// an OSTree host finalises its staged deployment last, then the power
+// goes off.
 func (h *Host) modelShutdown(ctx context.Context) error {
 	if err := h.lab.scale.Sleep(ctx, timescale.Seconds(h.lab.def.Spec.Timing.ShutdownSeconds)); err != nil {
 		return err
@@ -385,7 +384,7 @@ func (h *Host) modelShutdown(ctx context.Context) error {
 		return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, ErrPowerLost)
 	}
 	h.emit(EventBoot, "OSShutdown", "the OS shut down", nil)
-	return nil
+	return h.PowerOff()
 }
 
 // Reboot is a graceful restart (what `systemctl reboot` and a BMC's

@@ -17,8 +17,8 @@ type machine interface {
 	// run is one power cycle's boot and what follows, until ctx (the
 	// cycle) ends.
 	run(ctx context.Context)
-	// shutdown stops the running OS gracefully; Host.Shutdown cuts the
-	// power after it if it is still on.
+	// shutdown stops the running OS gracefully and returns once the power
+	// is off.
 	shutdown(ctx context.Context) error
 	// writeImage stages an image into the root the disk stages into.
 	writeImage(ctx context.Context, url, wantSHA256 string) (disk.RootID, error)

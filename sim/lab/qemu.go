@@ -44,7 +44,7 @@ const vmMemoryMiB = 256
 // qemuBackend runs each host as a real VM (sim/vm/qemu) on a private libvirt
 // daemon: power is the domain's, as on the test backend, but the boot is
 // the VM's own (OVMF, GRUB's A/B choice, the kernel, the guest as init),
-// and the host follows what its guest reports (followGuest) instead of
+// and the host follows what its guest reports (vmHost.run) instead of
 // modelling it.
 //
 // Disks are built at first Define into the host's state folder and kept:
@@ -61,7 +61,7 @@ type qemuBackend struct {
 	accel    qemu.Accel
 
 	// payloads serves the VM form of each image the lab's hosts stage
-	// (vmWriteImage) to the guests, at the host's address on QEMU's user
+	// (vmHost.writeImage) to the guests, at the host's address on QEMU's user
 	// network.
 	payloads     *http.Server
 	payloadsPort int
@@ -255,7 +255,7 @@ func (b *qemuBackend) redefine(v *vmHost, cdrom string, fromCD bool) error {
 	return nd.Free()
 }
 
-// prepareVMBoot is the firmware's boot plan of a qemu host, made before
+// prepareBoot is the firmware's boot plan of a qemu host, made before
 // the power goes on (the VM's OVMF then boots the device libvirt puts
 // first): a Once override is used up as on the test backend, the inserted
 // virtual medium becomes the VM's CD, and it boots first when the plan
@@ -350,7 +350,7 @@ func (v *vmHost) readDisk() (*disk.Disk, error) {
 	return diskimage.DiskState(env)
 }
 
-// followGuest is a qemu host's power cycle in place of boot: the VM boots
+// run is a qemu host's power cycle in place of boot: the VM boots
 // itself, and the host reports what its guest says. A new boot ID is a
 // boot (after a power-on, a reset, or the guest's own reboot, which
 // libvirt does not report as a power change); a guest that stops
@@ -420,7 +420,7 @@ func (v *vmHost) guestUp(ctx context.Context, st agentv1.Status) {
 	h.osUp(ctx, BootHdd, running)
 }
 
-// refreshVMDisk mirrors the real disk's A/B state into the host's disk
+// refreshDisk mirrors the real disk's A/B state into the host's disk
 // model, which Status reports; the host's state is written only when it
 // changed. It answers whether the disk could be read.
 func (v *vmHost) refreshDisk() bool {
@@ -449,7 +449,7 @@ func (v *vmHost) refreshDisk() bool {
 	return true
 }
 
-// vmWriteImage is WriteImage on a VM: the catalog image is fetched and
+// writeImage is WriteImage on a VM: the catalog image is fetched and
 // verified against wantSHA256 as on the test backend, before anything is
 // written; the guest then writes the image's VM form into the slot its
 // disk stages into, for real. The host reports the catalog's checksum for
@@ -479,7 +479,7 @@ func (v *vmHost) writeImage(ctx context.Context, url, wantSHA256 string) (disk.R
 	return disk.RootID(res.Root), nil
 }
 
-// vmDiskOp forwards one update-contract operation to the guest, which
+// diskOp forwards one update-contract operation to the guest, which
 // applies it to the real disk, then mirrors the disk and records it as the
 // test backend's diskOp does.
 func (v *vmHost) diskOp(reason, msg, path string, body any) error {

@@ -77,7 +77,7 @@ func (v *abVM) Stage(ctx context.Context, image string, cut bool) (string, error
 		}
 		select {
 		case err := <-done:
-			return "", fmt.Errorf("the write ended (%w) before the power could be cut: the image server's throttle is too fast", err)
+			return "", fmt.Errorf("the write ended (%s) before the power could be cut: the image server's throttle is too fast", fmt.Sprint(err))
 		default:
 		}
 		if time.Now().After(deadline) {

@@ -85,7 +85,7 @@ func (m *Machine) WaitBoot(ctx context.Context, previousBootID string) (agentv1.
 			return st, ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			return st, fmt.Errorf("vm %s: no boot within %s (last answer: %w); console:\n%s", m.Spec.Name, m.BootTimeout, err, qemu.ConsoleTail(m.Spec, 15))
+			return st, fmt.Errorf("vm %s: no boot within %s (last answer: %s); console:\n%s", m.Spec.Name, m.BootTimeout, fmt.Sprint(err), qemu.ConsoleTail(m.Spec, 15))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -114,7 +114,7 @@ func Attach(name string) (*Cluster, error) {
 	k := &Cluster{name: name, provider: cluster.NewProvider(cluster.ProviderWithDocker())}
 	ns, err := k.provider.ListInternalNodes(name)
 	if err != nil || len(ns) == 0 {
-		return nil, fmt.Errorf("kind cluster %s: no node: %w", name, err)
+		return nil, fmt.Errorf("kind cluster %s: no node: %s", name, fmt.Sprint(err))
 	}
 	k.node = ns[0]
 	return k, nil

@@ -163,7 +163,7 @@ func inspectNetwork(node string) (network, error) {
 		Containers map[string]struct{ Name, IPv4Address string }
 	}
 	if err := json.Unmarshal(out, &nets); err != nil || len(nets) != 1 {
-		return network{}, fmt.Errorf("docker network inspect kind: %w (%d networks)", err, len(nets))
+		return network{}, fmt.Errorf("docker network inspect kind: %s (%d networks)", fmt.Sprint(err), len(nets))
 	}
 	n := network{bridge: nets[0].Options["com.docker.network.bridge.name"]}
 	if n.bridge == "" {

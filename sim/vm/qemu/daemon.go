@@ -177,7 +177,7 @@ func (d *Daemon) waitSocket(ctx context.Context, sock string) error {
 		case <-d.exited:
 			forgetDaemon(d.registry, d.Dir)
 			b, _ := os.ReadFile(filepath.Join(d.Dir, "libvirtd.out"))
-			return fmt.Errorf("libvirtd exited before its socket answered (%w): %s; its log: %s", d.err, strings.TrimSpace(string(b)), logFile)
+			return fmt.Errorf("libvirtd exited before its socket answered (%s): %s; its log: %s", fmt.Sprint(d.err), strings.TrimSpace(string(b)), logFile)
 		case <-deadline.C:
 			d.Stop()
 			return fmt.Errorf("libvirtd's socket %s did not answer within %s; its log: %s", sock, daemonStartTimeout, logFile)
