@@ -175,8 +175,8 @@ func (api *API) stage(w http.ResponseWriter, r *http.Request) {
 		replyErr(w, err)
 		return
 	}
-	if req.URL == "" || req.SHA256 == "" {
-		replyErr(w, fmt.Errorf("%w: url and sha256 are required", jsonhttp.ErrBadRequest))
+	if err := req.Check(); err != nil {
+		replyErr(w, fmt.Errorf("%w: %w", jsonhttp.ErrBadRequest, err))
 		return
 	}
 	root, err := api.agent.host.WriteImage(r.Context(), req.URL, req.SHA256)

@@ -3,6 +3,7 @@ package v1
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 )
@@ -214,6 +215,15 @@ func (im Images) Holds(checksum string) bool {
 type StageRequest struct {
 	URL    string `json:"url"`
 	SHA256 string `json:"sha256"`
+}
+
+// Check refuses a StageRequest without its URL or its checksum: an image
+// is never written unverified.
+func (r StageRequest) Check() error {
+	if r.URL == "" || r.SHA256 == "" {
+		return errors.New("url and sha256 are required")
+	}
+	return nil
 }
 
 // StageResult names the root the image went into.
