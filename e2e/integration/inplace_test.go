@@ -112,12 +112,13 @@ func TestInPlaceUpgradeKeepsEveryMachine(t *testing.T) {
 		if got := h.Persistent()["app/marker"]; !strings.Contains(got, id.host) {
 			t.Errorf("host %s lost its persistent data: %q", id.host, got)
 		}
-		// The BareMetalHost tells what the host runs now, as its
-		// inventory: the image in status.provisioning, the NVM in its
-		// HostFirmwareComponents.
+		// The machine tells what the host runs now, the host's
+		// HostFirmwareComponents its NVM; the BareMetalHost stays
+		// provisioned with the image it was provisioned with, which
+		// baremetal-operator would otherwise wipe it for.
 		img, _ := e.site.Lab.Definition().Catalog.Get(newImage)
-		waitFor(t, ctx, "BareMetalHost "+id.host+" naming the new image and NVM", func() (bool, string) {
-			bmh := e.host(t, ctx, id.host)
+		waitFor(t, ctx, "BareMetalMachine of "+id.host+" naming the new image, its host the NVM", func() (bool, string) {
+			bmm := e.machineOn(t, ctx, "ip", id.host)
 			hfc := &metal3.HostFirmwareComponents{}
 			if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: id.host}, hfc); err != nil {
 				return false, err.Error()
@@ -128,10 +129,30 @@ func TestInPlaceUpgradeKeepsEveryMachine(t *testing.T) {
 					nvm = c.CurrentVersion
 				}
 			}
-			return bmh.Status.Provisioning.Image.Checksum == img.SHA256 && strings.Contains(nvm, "9.50"),
-				fmt.Sprintf("status.provisioning.image %s, nic:eno1 %q", bmh.Status.Provisioning.Image.URL, nvm)
+			return bmm.Status.Image != nil && bmm.Status.Image.Checksum == img.SHA256 && strings.Contains(nvm, "9.50"),
+				fmt.Sprintf("status.image %+v, nic:eno1 %q", bmm.Status.Image, nvm)
 		})
+		if bmh := e.host(t, ctx, id.host); bmh.Status.Provisioning.State != metal3.StateProvisioned || bmh.Spec.Image.URL != bmh.Status.Provisioning.Image.URL {
+			t.Errorf("BareMetalHost %s after the update: %s, spec.image %s, provisioned %s; want its provisioned image left alone",
+				id.host, bmh.Status.Provisioning.State, bmh.Spec.Image.URL, bmh.Status.Provisioning.Image.URL)
+		}
 	})
+}
+
+// machineOn is the BareMetalMachine of cluster bound to host.
+func (e *providerEnv) machineOn(t *testing.T, ctx context.Context, cluster, host string) *infrav1.BareMetalMachine {
+	t.Helper()
+	list := &infrav1.BareMetalMachineList{}
+	if err := e.c.List(ctx, list, client.InNamespace(e.ns), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		if list.Items[i].Status.Host == host {
+			return &list.Items[i]
+		}
+	}
+	t.Fatalf("no BareMetalMachine of %s is bound to %s", cluster, host)
+	return nil
 }
 
 // checkSameMachines fails unless the cluster's Machines are the ones of

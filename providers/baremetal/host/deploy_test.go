@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -98,5 +99,36 @@ func TestAHeartbeatWakesTheHostAwaitingIt(t *testing.T) {
 	}
 	if got := (<-r.wakes).Object; got.Namespace != "ns" || got.Name != "cp-0" {
 		t.Fatalf("woke %s/%s, want ns/cp-0", got.Namespace, got.Name)
+	}
+}
+
+// A provisioned host is deprovisioned when its spec.image is removed,
+// emptied or names another URL than the one it was provisioned with, and
+// kept when only the checksum differs, as baremetal-operator decides.
+func TestAProvisionedHostIsWipedWhenItsImageChanges(t *testing.T) {
+	provisioned := metal3.Image{URL: "http://images/ubuntu-v1.35.img", Checksum: "old"}
+	for _, c := range []struct {
+		name string
+		spec *metal3.Image
+		wipe bool
+	}{
+		{"same image", &metal3.Image{URL: provisioned.URL, Checksum: "old"}, false},
+		{"same URL, new checksum", &metal3.Image{URL: provisioned.URL, Checksum: "new"}, false},
+		{"new URL (an in-place update written into spec.image)", &metal3.Image{URL: "http://images/ubuntu-v1.36.img", Checksum: "new"}, true},
+		{"empty URL", &metal3.Image{}, true},
+		{"no image", nil, true},
+	} {
+		host := &metal3.BareMetalHost{Spec: metal3.BareMetalHostSpec{Image: c.spec, ConsumerRef: &corev1.ObjectReference{Name: "m"}}}
+		host.Status.Provisioning.State, host.Status.Provisioning.Image = metal3.StateProvisioned, provisioned
+		if got := imageChanged(host); got != c.wipe {
+			t.Errorf("%s: imageChanged = %v, want %v", c.name, got, c.wipe)
+		}
+		if !c.wipe {
+			continue
+		}
+		r := &Reconciler{}
+		if _, err := r.provisioned(context.Background(), host); err != nil || host.Status.Provisioning.State != metal3.StateDeprovisioning {
+			t.Errorf("%s: provisioned left the host %s (%v), want deprovisioning", c.name, host.Status.Provisioning.State, err)
+		}
 	}
 }

@@ -89,13 +89,14 @@
 // annotation goes. Deleted while detached, a host is let go untouched, or
 // with {"deleteAction": "delay"} kept until attached again.
 //
-// # Beyond BMO
+// # The image
 //
-// A provisioned host whose spec.image changes with
-// infrav1.UpdatedInPlaceAnnotation naming the new checksum gets that image
-// as status.provisioning.image (recordInPlaceImage). BMO ignores such a
-// change (it has no in-place update), and its status would name an image
-// the host no longer runs.
+// As in BMO, a provisioned host whose spec.image is removed or names
+// another URL than status.provisioning.image is deprovisioned
+// (imageChanged): there is no in-place update of a host's image through
+// its BareMetalHost, so a provider that updates hosts in place records
+// the new image elsewhere (the reference provider: its machine's
+// status.image).
 //
 // # Errors and concurrency
 //

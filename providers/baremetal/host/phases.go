@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/providers/baremetal/callback"
 )
 
@@ -186,27 +185,28 @@ func (r *Reconciler) available(ctx context.Context, host *metal3.BareMetalHost) 
 	return r.managePower(ctx, host)
 }
 
-// provisioned watches for the consumer to let go, managing power
-// meanwhile.
+// provisioned watches for the consumer to let go or the image to change,
+// managing power meanwhile.
 func (r *Reconciler) provisioned(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
-	if host.Spec.ConsumerRef == nil || host.Spec.Image == nil {
+	if host.Spec.ConsumerRef == nil || imageChanged(host) {
 		setState(host, metal3.StateDeprovisioning)
 		host.Status.OperationHistory.Deprovision = metal3.OperationMetric{Start: metav1.Now()}
 		return ctrl.Result{Requeue: true}, nil
 	}
-	recordInPlaceImage(host)
 	return r.managePower(ctx, host)
 }
 
-// recordInPlaceImage makes status.provisioning.image the image
-// infrav1.UpdatedInPlaceAnnotation vouches the host runs (see there why
-// this goes beyond baremetal-operator).
-func recordInPlaceImage(host *metal3.BareMetalHost) {
-	img := host.Spec.Image
-	if img.Checksum == host.Status.Provisioning.Image.Checksum || host.Annotations[infrav1.UpdatedInPlaceAnnotation] != img.Checksum {
-		return
+// imageChanged says whether spec.image no longer names the image the host
+// was (or is being) provisioned with, by URL, as baremetal-operator
+// decides it: a provisioned host whose spec.image is removed, emptied or
+// pointed elsewhere is deprovisioned, so an in-place update must never be
+// recorded there.
+func imageChanged(host *metal3.BareMetalHost) bool {
+	if host.Spec.Image == nil || host.Spec.Image.URL == "" {
+		return true
 	}
-	host.Status.Provisioning.Image = *img
+	was := host.Status.Provisioning.Image.URL
+	return was != "" && host.Spec.Image.URL != was
 }
 
 // powerOff is the end of cleaning: no deploy boot left behind, power off.

@@ -220,9 +220,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, bmm *infrav1.BareMetal
 	if err := r.setProviderID(ctx, bmm, host); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.recordInPlaceImage(ctx, bmm, host); err != nil {
-		return ctrl.Result{}, err
-	}
+	recordImage(bmm, host)
 	return r.reportProvisioning(bmm, host), nil
 }
 
@@ -284,26 +282,22 @@ func addresses(host *metal3.BareMetalHost) []clusterv1.MachineAddress {
 	return out
 }
 
-// recordInPlaceImage moves a provisioned host's spec.image to the image
-// its machine was updated to in place, once the in-place extension
-// reports the update done for the machine's current spec (its
-// InPlaceUpdated condition True at the machine's generation), and
-// vouches for it with infrav1.UpdatedInPlaceAnnotation, so the host's
-// status.provisioning.image names what the host runs. The host is
-// never reprovisioned for it.
-func (r *Reconciler) recordInPlaceImage(ctx context.Context, bmm *infrav1.BareMetalMachine, host *metal3.BareMetalHost) error {
+// recordImage keeps in the machine's status the image its host runs: the
+// one the host was provisioned with, then, once the in-place extension
+// reports an update done for the machine's current spec (InPlaceUpdated
+// True at its generation), the spec's. The host itself is not touched:
+// its spec.image keeps the image it was provisioned with, since
+// baremetal-operator deprovisions a provisioned host whose spec.image
+// changes.
+func recordImage(bmm *infrav1.BareMetalMachine, host *metal3.BareMetalHost) {
 	c := meta.FindStatusCondition(bmm.Status.Conditions, infrav1.InPlaceUpdatedCondition)
-	if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != bmm.Generation ||
-		host.Status.Provisioning.State != metal3.StateProvisioned || host.Spec.Image == nil || host.Spec.Image.Checksum == bmm.Spec.Image.Checksum {
-		return nil
+	switch {
+	case c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == bmm.Generation:
+		bmm.Status.Image = bmm.Spec.Image.DeepCopy()
+	case bmm.Status.Image == nil && host.Status.Provisioning.State == metal3.StateProvisioned:
+		img := host.Status.Provisioning.Image
+		bmm.Status.Image = &infrav1.Image{URL: img.URL, Checksum: img.Checksum}
 	}
-	patch := client.MergeFromWithOptions(host.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	host.Spec.Image = &metal3.Image{URL: bmm.Spec.Image.URL, Checksum: bmm.Spec.Image.Checksum, ChecksumType: metal3.SHA256}
-	if host.Annotations == nil {
-		host.Annotations = map[string]string{}
-	}
-	host.Annotations[infrav1.UpdatedInPlaceAnnotation] = bmm.Spec.Image.Checksum
-	return r.Client.Patch(ctx, host, patch)
 }
 
 func orNone(s metal3.ProvisioningState) string {

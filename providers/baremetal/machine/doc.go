@@ -47,11 +47,11 @@
 // until the host is deprovisioned, so the Machine's deletion completes
 // only once nothing of it runs on the host. The controller keeps CAPI's
 // Paused condition (util/paused) and is woken when its Cluster is paused
-// or unpaused. Once the in-place extension reports a machine's update done
-// for its current spec (InPlaceUpdated True at its generation),
-// recordInPlaceImage moves the host's spec.image to the new image with
-// infrav1.UpdatedInPlaceAnnotation, so the host's status names what it
-// runs; the host is never reprovisioned for it. The status is patched
-// with an optimistic lock, since the extension writes a condition of the
-// same list.
+// or unpaused. The machine's status.image names the image its host runs:
+// the one provisioned, then, once the in-place extension reports a
+// machine's update done for its current spec (InPlaceUpdated True at its
+// generation), the spec's (recordImage). The host's spec.image is never
+// changed after provisioning: baremetal-operator would deprovision the
+// host for it. The status is patched with an optimistic lock, since the
+// extension writes a condition of the same list.
 package machine

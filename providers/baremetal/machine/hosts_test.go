@@ -252,3 +252,33 @@ func TestAMachineWithoutAHostWaitsLongerThanOneThatLostARace(t *testing.T) {
 		})
 	}
 }
+
+// The machine's status names the image its host runs: the provisioned
+// one, then the spec's once the in-place extension reports the update
+// of the current spec done. The host's spec.image, which
+// baremetal-operator would answer by wiping a provisioned host, is left
+// as provisioned.
+func TestTheImageAHostRunsIsRecordedOnItsMachine(t *testing.T) {
+	old := metal3.Image{URL: "http://images/v1.35.img", Checksum: "aa"}
+	host := &metal3.BareMetalHost{Spec: metal3.BareMetalHostSpec{Image: old.DeepCopy()}}
+	host.Status.Provisioning.State, host.Status.Provisioning.Image = metal3.StateProvisioned, old
+	bmm := &infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{Generation: 2},
+		Spec: infrav1.BareMetalMachineSpec{Image: infrav1.Image{URL: "http://images/v1.36.img", Checksum: "bb"}}}
+
+	recordImage(bmm, host)
+	if bmm.Status.Image == nil || bmm.Status.Image.URL != old.URL {
+		t.Fatalf("before any in-place update: status.image %+v, want the provisioned %s", bmm.Status.Image, old.URL)
+	}
+	updated := metav1.Condition{Type: infrav1.InPlaceUpdatedCondition, Status: metav1.ConditionTrue, ObservedGeneration: 1}
+	bmm.Status.Conditions = []metav1.Condition{updated}
+	if recordImage(bmm, host); bmm.Status.Image.URL != old.URL {
+		t.Errorf("an update done for an older spec moved status.image to %s", bmm.Status.Image.URL)
+	}
+	bmm.Status.Conditions[0].ObservedGeneration = 2
+	if recordImage(bmm, host); bmm.Status.Image.URL != bmm.Spec.Image.URL {
+		t.Errorf("after the update of the current spec: status.image %s, want %s", bmm.Status.Image.URL, bmm.Spec.Image.URL)
+	}
+	if *host.Spec.Image != old || host.Status.Provisioning.Image != old {
+		t.Errorf("the host was changed: spec.image %+v, status %+v", host.Spec.Image, host.Status.Provisioning.Image)
+	}
+}

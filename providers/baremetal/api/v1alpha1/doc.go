@@ -13,8 +13,8 @@
 //   - [BareMetalMachine]: one host's worth of a Machine: the image (URL
 //     and sha256), the host selector and, optionally, the NIC firmware
 //     package the in-place extension flashes. Its status names the bound
-//     host and its addresses, with the conditions Ready, HostAssociated
-//     and HostProvisioned; InPlaceUpdated is written by the in-place
+//     host, the image it runs and its addresses, with the conditions
+//     Ready, HostAssociated and HostProvisioned; InPlaceUpdated is written by the in-place
 //     extension (providers/inplace), never by the provider.
 //   - [BareMetalMachineTemplate]: what KubeadmControlPlanes, MachineSets and
 //     ClusterClasses clone, with NodeReuse (CAPM3's nodeReuse); immutable,
@@ -25,11 +25,11 @@
 // (github.com/metal3-io/baremetal-operator/apis), unchanged, so the
 // inventory can be served and consumed by either half of the provider or
 // by another BareMetalHost-based provider. What the provider puts on those
-// hosts is named here: [SpareLabel], [NodeReuseLabel], [FailureDomainLabel]
-// (CAPM3's label) and [UpdatedInPlaceAnnotation]. The last is the one place
-// the provider goes beyond baremetal-operator: it vouches that a
-// provisioned host runs a new image it received in place, so the host
-// controller may name that image in the host's status. Provider IDs start
+// hosts is named here: [SpareLabel], [NodeReuseLabel] and
+// [FailureDomainLabel] (CAPM3's label). A provisioned host's spec.image is
+// never changed: baremetal-operator deprovisions a host whose spec.image
+// no longer names the image it provisioned, so an image received in place
+// is recorded in the machine's status.image instead. Provider IDs start
 // with [ProviderIDScheme] (upgradelab://HOST/MACHINE).
 //
 // The generated deep copies (zz_generated.deepcopy.go) and the CRDs

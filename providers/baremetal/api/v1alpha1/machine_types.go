@@ -20,18 +20,6 @@ const (
 	// ClonedFromAnnotation is set by CAPI on machines cloned from a
 	// template (the template's name).
 	ClonedFromAnnotation = "cluster.x-k8s.io/cloned-from-name"
-	// UpdatedInPlaceAnnotation is set on a provisioned host, with the
-	// image's checksum, by whoever moved its spec.image to an image the
-	// host already runs because it was updated in place (the machine
-	// controller, once the in-place extension reports the update done).
-	// baremetal-operator never changes status.provisioning.image of a
-	// provisioned host: it has no in-place update, and a new spec.image
-	// there means nothing to it. Here one has happened, and a status that
-	// still named the old image would be false, so the host controller
-	// makes the image this annotation vouches for its
-	// status.provisioning.image. Without it a changed spec.image is
-	// ignored, as in BMO.
-	UpdatedInPlaceAnnotation = "infrastructure.upgradelab.dev/image-updated-in-place"
 )
 
 // ProviderIDScheme starts every provider ID the provider gives.
@@ -84,6 +72,14 @@ type BareMetalMachineStatus struct {
 	// Host is the BareMetalHost bound to this machine (same namespace).
 	// +optional
 	Host string `json:"host,omitempty"`
+	// Image is the image the host runs: the one it was provisioned with,
+	// then each one the in-place extension reported the host updated to.
+	// It is kept here and not in the host's spec.image, which
+	// baremetal-operator answers by deprovisioning a provisioned host
+	// when it changes; the host's status.provisioning.image keeps naming
+	// the image it was provisioned with.
+	// +optional
+	Image *Image `json:"image,omitempty"`
 	// Conditions: Ready, HostAssociated, HostProvisioned; InPlaceUpdated
 	// (written by the in-place update extension).
 	// +optional

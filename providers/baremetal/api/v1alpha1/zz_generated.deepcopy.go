@@ -303,6 +303,11 @@ func (in *BareMetalMachineStatus) DeepCopyInto(out *BareMetalMachineStatus) {
 		*out = make([]v1beta2.MachineAddress, len(*in))
 		copy(*out, *in)
 	}
+	if in.Image != nil {
+		in, out := &in.Image, &out.Image
+		*out = new(Image)
+		**out = **in
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))
