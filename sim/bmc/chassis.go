@@ -102,9 +102,14 @@ func (b *BMC) getEthernetInterface(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	linkStatus, state := "NoLink", "Disabled"
+	// The interface is Enabled whenever the port exists, host on or off,
+	// as shipping BMCs report it: Disabled would mean switched off by an
+	// administrator, and Ironic's out-of-band inspection makes ports of
+	// Enabled interfaces only. The link tells whether a driver brought it
+	// up.
+	linkStatus := "NoLink"
 	if link != nil && link.Up {
-		linkStatus, state = "LinkUp", "Enabled"
+		linkStatus = "LinkUp"
 	} else if link != nil {
 		linkStatus = "LinkDown"
 	}
@@ -119,16 +124,17 @@ func (b *BMC) getEthernetInterface(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"@odata.id":     b.systemPath() + "/EthernetInterfaces/" + p.Name,
-		"@odata.type":   "#EthernetInterface.v1_12_0.EthernetInterface",
-		"Id":            p.Name,
-		"Name":          p.Name,
-		"MACAddress":    p.MAC,
-		"LinkStatus":    linkStatus,
-		"SpeedMbps":     nicMbps,
-		"FullDuplex":    true,
-		"IPv4Addresses": addresses,
-		"Status":        map[string]string{"State": state, "Health": "OK"},
+		"@odata.id":        b.systemPath() + "/EthernetInterfaces/" + p.Name,
+		"@odata.type":      "#EthernetInterface.v1_12_0.EthernetInterface",
+		"Id":               p.Name,
+		"Name":             p.Name,
+		"MACAddress":       p.MAC,
+		"LinkStatus":       linkStatus,
+		"SpeedMbps":        nicMbps,
+		"FullDuplex":       true,
+		"IPv4Addresses":    addresses,
+		"InterfaceEnabled": true,
+		"Status":           map[string]string{"State": "Enabled", "Health": "OK"},
 	})
 }
 

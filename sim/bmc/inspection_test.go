@@ -239,6 +239,7 @@ func TestSushyInspectsAndPowersAHost(t *testing.T) {
 		}
 		SimpleStorageMaxBytes, StorageMaxDriveBytes int64
 		BootTargets, ResetTypes                     []string
+		EnabledMACsWhileOff                         []string
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("sushy's output: %v\n%s", err, out)
@@ -257,6 +258,9 @@ func TestSushyInspectsAndPowersAHost(t *testing.T) {
 	nic, ok := got.NICs[spec.NICs[0].Name]
 	if !ok || !strings.EqualFold(nic.MAC, spec.NICs[0].MAC) || nic.Speed != nicMbps {
 		t.Errorf("sushy read NICs %+v; want %s with %s at %d Mb/s", got.NICs, spec.NICs[0].Name, spec.NICs[0].MAC, nicMbps)
+	}
+	if want := strings.ToLower(spec.NICs[0].MAC); len(got.EnabledMACsWhileOff) != len(spec.NICs) || got.EnabledMACsWhileOff[0] != want {
+		t.Errorf("enabled NICs of the powered-off host: %v; want all %d, %s first (Ironic makes its ports of them)", got.EnabledMACsWhileOff, len(spec.NICs), want)
 	}
 	if len(got.BootTargets) == 0 || len(got.ResetTypes) == 0 {
 		t.Errorf("sushy found no allowed boot targets (%v) or reset types (%v)", got.BootTargets, got.ResetTypes)

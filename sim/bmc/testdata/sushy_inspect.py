@@ -12,10 +12,16 @@ endpoint, cafile, user, password = sys.argv[1:5]
 root = sushy.Sushy(endpoint + "/redfish/v1", username=user, password=password, verify=cafile)
 system = root.get_system(root.get_system_collection().members_identities[0])
 before = system.power_state
+# What Ironic's out-of-band inspection makes ports of: the MACs whose
+# interface is Enabled (ironic/drivers/modules/redfish/utils.py,
+# get_enabled_macs), read while the host is off, as when it is enrolled.
+enabled_while_off = sorted(mac.lower() for mac, state in system.ethernet_interfaces.summary.items()
+                           if state == sushy.STATE_ENABLED)
 system.reset_system(sushy.RESET_ON)
 system.refresh()
 out = {
     "powerBefore": before.value,
+    "enabledMACsWhileOff": enabled_while_off,
     "powerAfter": system.power_state.value,
     "logicalCPUs": system.processors.summary.count,
     "architecture": system.processors.summary.architecture.value,
