@@ -31,12 +31,16 @@ GO_TEST ?= go test
 
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: all deps tools test test-vm bench-report bench-vm bench-fleet bench-fleet-curve e2e e2e-vm e2e-kind e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
+.PHONY: all deps deps-metal3 tools test test-vm bench-report bench-vm bench-fleet bench-fleet-curve e2e e2e-vm e2e-kind e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
+
+# deps and Ironic (e2e/ironic), for the tests and targets that run it.
+deps-metal3:
+	@scripts/install-deps.sh metal3
 
 # The two builds overlap (each waits on downloads and links while the
 # other compiles); either failing fails the target.
@@ -78,7 +82,7 @@ lint: deps
 # Unit and integration tests (real kube-apiserver, etcd and CAPI managers).
 # The integration tests each run their own plane and site; two at a time
 # keep the 2-core machine busy while CAPI's controllers pace each one.
-test: tools lint
+test: tools lint deps-metal3
 	$(GO_TEST) -count=1 -timeout 25m -parallel 2 ./...
 	$(GO_TEST) -count=1 -race -timeout 20m $(RACE_PKGS)
 	$(GO_TEST) -count=1 -race -run 'TestWave|TestMetrics' ./e2e/fleet/

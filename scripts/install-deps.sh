@@ -18,6 +18,13 @@ set -euo pipefail
 # tests with apt-get download.
 PACKAGES=(libvirt-dev pkg-config openssl python3-sushy ipmitool
   qemu-system-x86 libvirt-daemon-system ovmf grub-efi-amd64-bin mtools dosfstools e2fsprogs fdisk xorriso)
+# `install-deps.sh metal3` adds the Metal3 stack's own service: Debian's
+# OpenStack Ironic (API and conductor, run as one process by e2e/ironic),
+# which the real-Ironic tests and the Metal3 provider configs run the lab
+# under. genisoimage: the mkisofs Ironic builds virtual-media ISOs with.
+if [[ " $* " == *" metal3 "* ]]; then
+  PACKAGES+=(ironic-api ironic-conductor genisoimage)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

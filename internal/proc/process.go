@@ -29,6 +29,15 @@ type Process struct {
 // Start starts binary as a child named name, its output appended to
 // logDir/NAME.log, env added to the harness's environment.
 func Start(name, binary string, args, env []string, logDir string) (*Process, error) {
+	if len(env) > 0 {
+		env = append(os.Environ(), env...)
+	}
+	return StartIn(name, binary, args, env, logDir)
+}
+
+// StartIn is Start with env the child's whole environment (nil: the
+// harness's).
+func StartIn(name, binary string, args, env []string, logDir string) (*Process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -37,9 +46,7 @@ func Start(name, binary string, args, env []string, logDir string) (*Process, er
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	if len(env) > 0 {
-		cmd.Env = append(os.Environ(), env...)
-	}
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()

@@ -1,0 +1,61 @@
+package ironic
+
+import (
+	"fmt"
+	"os/exec"
+	"text/template"
+)
+
+// configTemplate is ironic.conf. Interfaces are enabled, not defaulted,
+// where a default would break a hardware type (a default redfish inspect
+// interface stops the conductor for ipmi nodes): nodes name theirs.
+var configTemplate = template.Must(template.New("ironic.conf").Parse(`[DEFAULT]
+auth_strategy = noauth
+rpc_transport = none
+host = upgradelab
+tempdir = {{.Dir}}/tmp
+enabled_hardware_types = redfish,ipmi
+enabled_boot_interfaces = redfish-virtual-media,ipxe,pxe
+enabled_deploy_interfaces = direct,ramdisk,custom-agent
+enabled_inspect_interfaces = redfish,inspector,no-inspect
+enabled_management_interfaces = redfish,ipmitool
+enabled_power_interfaces = redfish,ipmitool
+enabled_bios_interfaces = redfish,no-bios
+enabled_raid_interfaces = no-raid,agent,redfish
+enabled_vendor_interfaces = no-vendor,ipmitool,redfish
+enabled_network_interfaces = noop
+default_network_interface = noop
+default_deploy_interface = direct
+
+[api]
+host_ip = 127.0.0.1
+port = {{.APIPort}}
+
+[database]
+connection = sqlite:///{{.Dir}}/ironic.db
+
+[conductor]
+automated_clean = true
+bootloader = file://{{.Bootloader}}
+file_url_allowed_paths = {{.Allowed}}
+
+[deploy]
+http_url = {{.HTTPURL}}
+http_root = {{.Dir}}/http
+
+[dhcp]
+dhcp_provider = none
+
+[service_catalog]
+endpoint_override = {{.URL}}
+`))
+
+// writeESP makes the small FAT image Ironic puts on UEFI virtual media as
+// its EFI system partition (the lab's firmware boots what the ISO names,
+// not the partition's loader).
+func writeESP(path string) error {
+	if out, err := exec.Command("mkfs.fat", "-C", path, "1024").CombinedOutput(); err != nil {
+		return fmt.Errorf("making Ironic's bootloader image %s: %w\n%s", path, err, out)
+	}
+	return nil
+}

@@ -1,0 +1,20 @@
+// Package ironic runs OpenStack Ironic, as Debian 12 ships it, for a lab:
+// the bare-metal provisioning service baremetal-operator drives, here
+// driving the lab's BMCs and the deploy ramdisk the lab's hosts boot.
+//
+// [Start] runs one `ironic` process (API and conductor in one, no message
+// bus: rpc_transport none, no Keystone: noauth, a sqlite database) on
+// loopback ports of the harness's range, with the redfish and ipmi
+// hardware types, automated cleaning, and its HTTP boot root (where it
+// puts the virtual-media ISOs it builds) served by the harness. The
+// process starts without REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE, which
+// would make Python's requests ignore the CA sushy is given for each BMC.
+// Its log, its configuration and the database stay in the folder given.
+//
+// [Client] is the little of Ironic's REST API the harness itself needs:
+// nodes, their states and a dump for the artifacts. It speaks one
+// microversion, [APIVersion], the highest this Ironic offers.
+//
+// Ironic is installed by `scripts/install-deps.sh metal3` (make
+// deps-metal3); [Start] says so when it is missing.
+package ironic

@@ -1,0 +1,181 @@
+package ironic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/upgradelab/upgradelab/internal/loopback"
+	"github.com/upgradelab/upgradelab/internal/proc"
+)
+
+// Binaries are the programs of Debian's Ironic packages Start runs.
+var binaries = []string{"/usr/bin/ironic", "/usr/bin/ironic-dbsync"}
+
+// ErrNotInstalled is returned by Start when Ironic's programs are missing.
+var ErrNotInstalled = errors.New("Ironic is not installed: run scripts/install-deps.sh metal3 (Debian packages ironic-api, ironic-conductor and genisoimage)")
+
+// Options say where Ironic keeps its files and what it boots hosts with.
+type Options struct {
+	// Dir holds ironic.conf, the database, ironic.log and the HTTP boot
+	// root (http/).
+	Dir string
+	// DeployKernel and DeployRamdisk are the deploy ramdisk's files, as
+	// local paths; nodes name them with DeployImages.
+	DeployKernel, DeployRamdisk string
+	// Bootloader is the EFI system partition image Ironic puts on the
+	// virtual-media ISOs it builds for UEFI hosts; empty makes one.
+	Bootloader string
+	// Ready bounds the wait for the API to answer (default 60 s).
+	Ready time.Duration
+}
+
+// Ironic is a running Ironic with its HTTP boot root served.
+type Ironic struct {
+	// URL is the API's root, http://127.0.0.1:PORT.
+	URL string
+	// HTTPURL serves the boot root (the ISOs Ironic builds).
+	HTTPURL string
+	// Dir is Options.Dir.
+	Dir string
+
+	proc *proc.Process
+	http *http.Server
+}
+
+// Start configures Ironic in o.Dir, creates its database and starts it,
+// returning once its API answers.
+func Start(ctx context.Context, o Options) (*Ironic, error) {
+	for _, b := range binaries {
+		if _, err := os.Stat(b); err != nil {
+			return nil, fmt.Errorf("%w (%s: %v)", ErrNotInstalled, b, err)
+		}
+	}
+	ports, err := loopback.Ports(2)
+	if err != nil {
+		return nil, err
+	}
+	ir := &Ironic{Dir: o.Dir, URL: fmt.Sprintf("http://127.0.0.1:%d", ports[0]), HTTPURL: fmt.Sprintf("http://127.0.0.1:%d", ports[1])}
+	conf, err := ir.writeConfig(o, ports[0])
+	if err != nil {
+		return nil, err
+	}
+	if out, err := exec.CommandContext(ctx, "/usr/bin/ironic-dbsync", "--config-file", conf, "create_schema").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("ironic-dbsync create_schema: %w\n%s", err, out)
+	}
+	if err := ir.serveHTTP(ports[1]); err != nil {
+		return nil, err
+	}
+	ir.proc, err = proc.StartIn("ironic", "/usr/bin/ironic", []string{"--config-file", conf}, cleanEnv(os.Environ()), o.Dir)
+	if err != nil {
+		ir.http.Close()
+		return nil, err
+	}
+	ready := o.Ready
+	if ready == 0 {
+		ready = time.Minute
+	}
+	wctx, cancel := context.WithTimeout(ctx, ready)
+	defer cancel()
+	if err := ir.proc.WaitHealthy(wctx, ir.URL+"/v1"); err != nil {
+		ir.Stop()
+		return nil, err
+	}
+	return ir, nil
+}
+
+// Stop ends Ironic and its HTTP server.
+func (ir *Ironic) Stop() {
+	if ir.proc != nil {
+		ir.proc.Stop(10 * time.Second)
+	}
+	if ir.http != nil {
+		ir.http.Close()
+	}
+}
+
+// LogPath is Ironic's log file.
+func (ir *Ironic) LogPath() string { return filepath.Join(ir.Dir, "ironic.log") }
+
+// DeployImages are the driver_info a node names the deploy ramdisk with.
+func DeployImages(o Options) map[string]string {
+	return map[string]string{"deploy_kernel": "file://" + o.DeployKernel, "deploy_ramdisk": "file://" + o.DeployRamdisk}
+}
+
+// cleanEnv is env without the CA bundle variables Python's requests
+// prefers to the CA sushy passes for a BMC.
+func cleanEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "REQUESTS_CA_BUNDLE=") || strings.HasPrefix(kv, "CURL_CA_BUNDLE=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// serveHTTP serves the boot root on port.
+func (ir *Ironic) serveHTTP(port int) error {
+	root := filepath.Join(ir.Dir, "http")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return fmt.Errorf("ironic's HTTP boot root: %w", err)
+	}
+	ir.http = &http.Server{Handler: http.FileServer(http.Dir(root)), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = ir.http.Serve(ln) }()
+	return nil
+}
+
+// writeConfig writes ironic.conf (and a bootloader image when none is
+// given) and returns its path.
+func (ir *Ironic) writeConfig(o Options, apiPort int) (string, error) {
+	for _, d := range []string{o.Dir, filepath.Join(o.Dir, "tmp"), filepath.Join(o.Dir, "http")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return "", err
+		}
+	}
+	bootloader := o.Bootloader
+	if bootloader == "" {
+		bootloader = filepath.Join(o.Dir, "esp.img")
+		if err := writeESP(bootloader); err != nil {
+			return "", err
+		}
+	}
+	var b strings.Builder
+	err := configTemplate.Execute(&b, map[string]any{
+		"Dir": o.Dir, "APIPort": apiPort, "URL": ir.URL, "HTTPURL": ir.HTTPURL, "Bootloader": bootloader,
+		"Allowed": strings.Join(uniqueDirs(o.Dir, o.DeployKernel, o.DeployRamdisk, bootloader), ","),
+	})
+	if err != nil {
+		return "", err
+	}
+	conf := filepath.Join(o.Dir, "ironic.conf")
+	return conf, os.WriteFile(conf, []byte(b.String()), 0o644)
+}
+
+// uniqueDirs are dir and the folders of files, once each: the paths
+// Ironic may read file:// images from.
+func uniqueDirs(dir string, files ...string) []string {
+	out := []string{dir}
+	for _, f := range files {
+		if f == "" {
+			continue
+		}
+		d := filepath.Dir(f)
+		if !strings.Contains(strings.Join(out, "\n")+"\n", d+"\n") {
+			out = append(out, d)
+		}
+	}
+	return out
+}
