@@ -150,15 +150,15 @@ func (h *Host) loadOS(ctx context.Context, target BootTarget, plan bootPlan) (*R
 		if url == "" {
 			return nil, ErrNoMedia
 		}
-		payload, err := readMedia(ctx, url)
+		payload, err := readMedia(ctx, url, mediaBytes)
 		if err != nil {
 			return nil, err
 		}
-		m, err := imagev1.ReadManifest(payload)
+		m, args, err := bootMedium(payload)
 		if err != nil {
 			return nil, fmt.Errorf("virtual media %s: %w", url, err)
 		}
-		return &RunningOS{Source: FromVirtualMedia, Image: m, Media: url}, nil
+		return &RunningOS{Source: FromVirtualMedia, Image: m, Media: url, KernelArgs: args}, nil
 	case BootPxe:
 		if plan.pxeOff {
 			return nil, fmt.Errorf("PXE boot is disabled in the firmware settings (PxeBoot)")
@@ -168,7 +168,7 @@ func (h *Host) loadOS(ctx context.Context, target BootTarget, plan bootPlan) (*R
 		if plan.httpURI == "" {
 			return nil, fmt.Errorf("HTTP boot: no boot URI offered by DHCP")
 		}
-		payload, err := readMedia(ctx, plan.httpURI)
+		payload, err := readMedia(ctx, plan.httpURI, image.PayloadBytes)
 		if err != nil {
 			return nil, fmt.Errorf("HTTP boot: %w", err)
 		}
@@ -181,7 +181,12 @@ func (h *Host) loadOS(ctx context.Context, target BootTarget, plan bootPlan) (*R
 	return nil, fmt.Errorf("unknown boot device %q", target)
 }
 
-func readMedia(ctx context.Context, url string) ([]byte, error) {
+// mediaBytes bounds what a virtual CD may hold: an image's payload, or
+// an ISO such as Ironic builds (its boot loader's EFI partition, the
+// deploy kernel and initramfs).
+const mediaBytes = 64 << 20
+
+func readMedia(ctx context.Context, url string, limit int64) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -194,7 +199,7 @@ func readMedia(ctx context.Context, url string) ([]byte, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("virtual media %s: %s", url, resp.Status)
 	}
-	return io.ReadAll(io.LimitReader(resp.Body, image.PayloadBytes))
+	return io.ReadAll(io.LimitReader(resp.Body, limit))
 }
 
 // osUp records the running OS and how its driver found each port.

@@ -87,8 +87,12 @@ type RunningOS struct {
 	// Media is the image URL a FromVirtualMedia or FromNetwork OS booted
 	// from; its query is what a kernel command line carries (a deploy
 	// ramdisk finds its provisioner there).
-	Media string     `json:"media,omitempty"`
-	Links []PortLink `json:"links"`
+	Media string `json:"media,omitempty"`
+	// KernelArgs is the kernel command line a boot loader on the medium
+	// gave (an ISO's GRUB configuration); empty when the medium is the
+	// image itself.
+	KernelArgs string     `json:"kernelArgs,omitempty"`
+	Links      []PortLink `json:"links"`
 	// BootID is new on every boot, as the kernel's boot_id is; BootedAt is
 	// when the OS came up (the lab's clock: an agent reports the uptime).
 	BootID   string    `json:"bootID"`

@@ -66,7 +66,7 @@ func (h *Host) netboot(ctx context.Context) (*RunningOS, error) {
 			tried = append(tried, n.Name+": the boot script exits")
 			continue
 		}
-		payload, err := readMedia(ctx, script.Chain)
+		payload, err := readMedia(ctx, script.Chain, imagev1.PayloadBytes)
 		if err != nil {
 			return nil, err
 		}

@@ -219,7 +219,7 @@ func (b *qemuBackend) vmXML(spec DomainSpec) (string, error) {
 // builder makes that image's boot ISO, with the URL on its kernel command
 // line as the lab's media boot has it.
 func (b *qemuBackend) mediaISO(ctx context.Context, url string) (string, error) {
-	payload, err := readMedia(ctx, url)
+	payload, err := readMedia(ctx, url, image.PayloadBytes)
 	if err != nil {
 		return "", err
 	}
