@@ -38,15 +38,33 @@ connection = sqlite:///{{.Dir}}/ironic.db
 automated_clean = true
 bootloader = file://{{.Bootloader}}
 file_url_allowed_paths = {{.Allowed}}
+power_state_change_timeout = 30
 
 [deploy]
 http_url = {{.HTTPURL}}
 http_root = {{.Dir}}/http
+# Automated cleaning erases metadata only (the agent's priority 99).
+erase_devices_priority = 0
+
+[agent]
+# The agent heartbeats as soon as a command is done; these bound how long
+# Ironic waits between its own polls of the agent and of the power state.
+command_wait_interval = 1
+post_deploy_get_power_state_retry_interval = 1
+post_deploy_get_power_state_retries = 30
+deploy_logs_collect = never
+
+[api]
+ramdisk_heartbeat_timeout = 10
+
+[redfish]
+use_swift = false
 
 [dhcp]
 dhcp_provider = none
 
 [service_catalog]
+auth_type = none
 endpoint_override = {{.URL}}
 `))
 

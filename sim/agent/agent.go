@@ -49,8 +49,10 @@ type Machine interface {
 	Etc() map[string]string
 	WriteEtc(path, content string) error
 	RequestRecoveryBoot() error
-	// Reboot is a graceful restart, as the OS's own reboot is.
+	// Reboot is a graceful restart, as the OS's own reboot is; Shutdown
+	// the OS's own poweroff.
 	Reboot(ctx context.Context) error
+	Shutdown(ctx context.Context) error
 	WipeData() error
 	EraseDisk() error
 	SetPersistent(name, content string) error

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
+	"github.com/upgradelab/upgradelab/sim/ipa"
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
@@ -96,8 +97,15 @@ func (a *Agent) announce(ctx context.Context, boot int, once bool, post func(con
 	}
 }
 
-// deployRamdisk heartbeats to the provisioner named on the media URL.
+// deployRamdisk runs Ironic's agent when the kernel command line names
+// Ironic (sim/ipa), and otherwise heartbeats to the provisioner named on
+// the media URL.
 func (a *Agent) deployRamdisk(ctx context.Context, boot int, running *lab.RunningOS) {
+	if p, ok := ipa.ParseKernelArgs(running.KernelArgs); ok {
+		a.record("DeployRamdiskRunning", "Ironic's agent, for "+p.APIURL)
+		ipa.Run(ctx, a.host, p, a.record, func() bool { return a.current(boot) })
+		return
+	}
 	u, err := url.Parse(running.Media)
 	if err != nil {
 		return

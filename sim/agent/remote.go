@@ -146,6 +146,7 @@ var (
 	callWriteEtc         = hwCall[hwEtc, none]{"write-etc"}
 	callRecoveryBoot     = hwCall[none, none]{"recovery-boot"}
 	callReboot           = hwCall[none, none]{"reboot"}
+	callShutdown         = hwCall[none, none]{"shutdown"}
 	callWipe             = hwCall[none, none]{"wipe"}
 	callErase            = hwCall[none, none]{"erase"}
 	callWriteConfigDrive = hwCall[agentv1.ConfigDrive, none]{"write-configdrive"}
@@ -217,6 +218,7 @@ var hwHandlers = handlers(
 		return do(s.machine.RequestRecoveryBoot())
 	}),
 	handle(callReboot, func(ctx context.Context, s *HardwareServer, _ none) (none, error) { return do(s.machine.Reboot(ctx)) }),
+	handle(callShutdown, func(ctx context.Context, s *HardwareServer, _ none) (none, error) { return do(s.machine.Shutdown(ctx)) }),
 	handle(callWipe, func(_ context.Context, s *HardwareServer, _ none) (none, error) { return do(s.machine.WipeData()) }),
 	handle(callErase, func(_ context.Context, s *HardwareServer, _ none) (none, error) { return do(s.machine.EraseDisk()) }),
 	handle(callWriteConfigDrive, func(_ context.Context, s *HardwareServer, d agentv1.ConfigDrive) (none, error) {
@@ -459,6 +461,9 @@ func (r *Remote) RequestRecoveryBoot() error {
 
 // Reboot implements Machine.
 func (r *Remote) Reboot(ctx context.Context) error { return failed(invoke(ctx, r, callReboot, none{})) }
+
+// Shutdown implements Machine.
+func (r *Remote) Shutdown(ctx context.Context) error { return failed(invoke(ctx, r, callShutdown, none{})) }
 
 // WipeData implements Machine.
 func (r *Remote) WipeData() error { return failed(invoke(r.bg(), r, callWipe, none{})) }

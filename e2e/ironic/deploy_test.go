@@ -1,0 +1,158 @@
+package ironic
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/site"
+)
+
+// deployImage is the image every deploy of these tests writes.
+const deployImage = "ubuntu-24.04-k8s-v1.35.3"
+
+// enroll makes host a node with the lab's deploy ramdisk and brings it
+// to manageable, inspected out of band.
+func enroll(t *testing.T, ctx context.Context, s *site.Site, c *Client, host string) {
+	t.Helper()
+	var info *lab.HostInfo
+	for _, h := range s.Lab.Info().Hosts {
+		if h.Name == host {
+			info = &h
+		}
+	}
+	node := redfishNode(host, info.BMC)
+	ramdisk := s.Lab.ImageServer().ImageURL("deploy-ramdisk-2026.10")
+	di := node["driver_info"].(map[string]any)
+	di["deploy_kernel"], di["deploy_ramdisk"] = ramdisk, ramdisk
+	if err := c.Do(ctx, http.MethodPost, "/v1/nodes", node, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"manage", "inspect"} {
+		provision(t, ctx, c, host, map[string]any{"target": target}, "manageable")
+	}
+}
+
+// provision asks for a provision state change and waits for want.
+func provision(t *testing.T, ctx context.Context, c *Client, node string, body map[string]any, want string) *Node {
+	t.Helper()
+	if err := c.Do(ctx, http.MethodPut, "/v1/nodes/"+node+"/states/provision", body, nil); err != nil {
+		t.Fatal(err)
+	}
+	return waitState(t, ctx, c, node, want)
+}
+
+// setImage points the node's instance_info at the lab's image, with the
+// given sha256.
+func setImage(t *testing.T, ctx context.Context, s *site.Site, c *Client, node, sha256 string) {
+	t.Helper()
+	patch := []map[string]any{
+		{"op": "add", "path": "/instance_info/image_source", "value": s.Lab.ImageServer().ImageURL(deployImage)},
+		{"op": "add", "path": "/instance_info/image_os_hash_algo", "value": "sha256"},
+		{"op": "add", "path": "/instance_info/image_os_hash_value", "value": sha256},
+		{"op": "add", "path": "/instance_info/image_disk_format", "value": "raw"},
+	}
+	if err := c.Do(ctx, http.MethodPatch, "/v1/nodes/"+node, patch, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Ironic cleans and deploys lab hosts through the lab's deploy ramdisk,
+// which speaks its agent protocol: cleaning really erases the disk, the
+// image is written through the disk contract of an A/B host and of an
+// OSTree host, with Ironic's config drive, and each host then boots it
+// from disk; a wrong checksum fails the deploy as Ironic reports it.
+func TestIronicCleansAndDeploysLabHostsThroughTheDeployRamdisk(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s, _, c := startSite(t, ctx, "cold-spare.yaml")
+	img, err := s.Lab.Definition().Catalog.Get(deployImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, host := range []string{"worker-0", "worker-1"} { // A/B, OSTree
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			deployAndBoot(t, ctx, s, c, host, img.SHA256)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		enroll(t, ctx, s, c, "cp-0")
+		provision(t, ctx, c, "cp-0", map[string]any{"target": "provide"}, "available")
+		setImage(t, ctx, s, c, "cp-0", strings.Repeat("0", 64))
+		if err := c.Do(ctx, http.MethodPut, "/v1/nodes/cp-0/states/provision", map[string]any{"target": "active"}, nil); err != nil {
+			t.Error(err)
+			return
+		}
+		n := waitFailed(t, ctx, c, "cp-0", "deploy failed")
+		if !strings.Contains(deref(n.LastError), "sha256") {
+			t.Errorf("a deploy with a wrong checksum failed with %q; want the host's checksum error", deref(n.LastError))
+		}
+	}()
+	wg.Wait()
+}
+
+// deployAndBoot cleans host, deploys the image with a config drive and
+// checks what the host then runs.
+func deployAndBoot(t *testing.T, ctx context.Context, s *site.Site, c *Client, host, sha256 string) {
+	h, err := s.Lab.Host(host)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	enroll(t, ctx, s, c, host)
+	provision(t, ctx, c, host, map[string]any{"target": "provide"}, "available")
+	setImage(t, ctx, s, c, host, sha256)
+	provision(t, ctx, c, host, map[string]any{"target": "active",
+		"configdrive": map[string]any{"meta_data": map[string]any{"local-hostname": host + "-node", "uuid": "u-" + host}}}, "active")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st := h.Status()
+		if st.OS != nil && st.OS.Source == lab.FromDisk && st.OS.Image.Name == deployImage {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s after the deploy runs %+v; want %s from disk", host, st.OS, deployImage)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := h.MetaData()["local-hostname"]; got != host+"-node" {
+		t.Errorf("%s: config drive meta data local-hostname %q, want %s-node", host, got, host)
+	}
+	// Undeployed, the host is cleaned: nothing of it is left on the disk.
+	if err := h.SetPersistent("app/marker", "data of the deployed OS"); err != nil {
+		t.Errorf("%s: %v", host, err)
+	}
+	provision(t, ctx, c, host, map[string]any{"target": "deleted"}, "available")
+	if st := h.Status(); st.Disk.Images().Booted != nil || len(h.Persistent()) != 0 || len(h.MetaData()) != 0 || st.Power != lab.PoweredOff {
+		t.Errorf("%s after cleaning: booted root %+v, persistent %v, meta data %v, power %s; want a blank disk, powered off",
+			host, st.Disk.Images().Booted, h.Persistent(), h.MetaData(), st.Power)
+	}
+}
+
+// waitFailed waits for node to reach a failed state.
+func waitFailed(t *testing.T, ctx context.Context, c *Client, node, state string) *Node {
+	t.Helper()
+	for {
+		n, err := c.Node(ctx, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.ProvisionState == state {
+			return n
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("node %s: %s, want %s", node, n.ProvisionState, state)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
