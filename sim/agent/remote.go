@@ -463,7 +463,9 @@ func (r *Remote) RequestRecoveryBoot() error {
 func (r *Remote) Reboot(ctx context.Context) error { return failed(invoke(ctx, r, callReboot, none{})) }
 
 // Shutdown implements Machine.
-func (r *Remote) Shutdown(ctx context.Context) error { return failed(invoke(ctx, r, callShutdown, none{})) }
+func (r *Remote) Shutdown(ctx context.Context) error {
+	return failed(invoke(ctx, r, callShutdown, none{}))
+}
 
 // WipeData implements Machine.
 func (r *Remote) WipeData() error { return failed(invoke(r.bg(), r, callWipe, none{})) }
