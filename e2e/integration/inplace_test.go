@@ -112,31 +112,36 @@ func TestInPlaceUpgradeKeepsEveryMachine(t *testing.T) {
 		if got := h.Persistent()["app/marker"]; !strings.Contains(got, id.host) {
 			t.Errorf("host %s lost its persistent data: %q", id.host, got)
 		}
-		// The machine tells what the host runs now, the host's
-		// HostFirmwareComponents its NVM; the BareMetalHost stays
-		// provisioned with the image it was provisioned with, which
-		// baremetal-operator would otherwise wipe it for.
-		img, _ := e.site.Lab.Definition().Catalog.Get(newImage)
-		waitFor(t, ctx, "BareMetalMachine of "+id.host+" naming the new image, its host the NVM", func() (bool, string) {
-			bmm := e.machineOn(t, ctx, "ip", id.host)
-			hfc := &metal3.HostFirmwareComponents{}
-			if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: id.host}, hfc); err != nil {
-				return false, err.Error()
-			}
-			nvm := ""
-			for _, c := range hfc.Status.Components {
-				if c.Component == "nic:eno1" {
-					nvm = c.CurrentVersion
-				}
-			}
-			return bmm.Status.Image != nil && bmm.Status.Image.Checksum == img.SHA256 && strings.Contains(nvm, "9.50"),
-				fmt.Sprintf("status.image %+v, nic:eno1 %q", bmm.Status.Image, nvm)
-		})
-		if bmh := e.host(t, ctx, id.host); bmh.Status.Provisioning.State != metal3.StateProvisioned || bmh.Spec.Image.URL != bmh.Status.Provisioning.Image.URL {
-			t.Errorf("BareMetalHost %s after the update: %s, spec.image %s, provisioned %s; want its provisioned image left alone",
-				id.host, bmh.Status.Provisioning.State, bmh.Spec.Image.URL, bmh.Status.Provisioning.Image.URL)
-		}
+		e.checkInventoryAfterUpdate(t, ctx, id.host, newImage)
 	})
+}
+
+// checkInventoryAfterUpdate: the machine tells what host runs now, the
+// host's HostFirmwareComponents its NVM; the BareMetalHost stays
+// provisioned with the image it was provisioned with, which
+// baremetal-operator would otherwise wipe it for.
+func (e *providerEnv) checkInventoryAfterUpdate(t *testing.T, ctx context.Context, host, newImage string) {
+	t.Helper()
+	img, _ := e.site.Lab.Definition().Catalog.Get(newImage)
+	waitFor(t, ctx, "BareMetalMachine of "+host+" naming the new image, its host the NVM", func() (bool, string) {
+		bmm := e.machineOn(t, ctx, "ip", host)
+		hfc := &metal3.HostFirmwareComponents{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: host}, hfc); err != nil {
+			return false, err.Error()
+		}
+		nvm := ""
+		for _, c := range hfc.Status.Components {
+			if c.Component == "nic:eno1" {
+				nvm = c.CurrentVersion
+			}
+		}
+		return bmm.Status.Image != nil && bmm.Status.Image.Checksum == img.SHA256 && strings.Contains(nvm, "9.50"),
+			fmt.Sprintf("status.image %+v, nic:eno1 %q", bmm.Status.Image, nvm)
+	})
+	if bmh := e.host(t, ctx, host); bmh.Status.Provisioning.State != metal3.StateProvisioned || bmh.Spec.Image.URL != bmh.Status.Provisioning.Image.URL {
+		t.Errorf("BareMetalHost %s after the update: %s, spec.image %s, provisioned %s; want its provisioned image left alone",
+			host, bmh.Status.Provisioning.State, bmh.Spec.Image.URL, bmh.Status.Provisioning.Image.URL)
+	}
 }
 
 // machineOn is the BareMetalMachine of cluster bound to host.

@@ -55,7 +55,7 @@ type Ironic struct {
 func Start(ctx context.Context, o Options) (*Ironic, error) {
 	for _, b := range binaries {
 		if _, err := os.Stat(b); err != nil {
-			return nil, fmt.Errorf("%w (%s: %v)", ErrNotInstalled, b, err)
+			return nil, fmt.Errorf("%w (%s: %w)", ErrNotInstalled, b, err)
 		}
 	}
 	ports, err := loopback.Ports(2)
