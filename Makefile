@@ -31,7 +31,7 @@ GO_TEST ?= go test
 
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: all deps deps-metal3 tools test test-vm bench-report bench-vm bench-fleet bench-fleet-curve e2e e2e-vm e2e-kind e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
+.PHONY: all deps deps-metal3 tools test test-vm test-metal3 bench-report bench-vm bench-fleet bench-fleet-curve e2e e2e-vm e2e-kind e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
 
 all: build
 
@@ -86,6 +86,13 @@ test: tools lint deps-metal3
 	$(GO_TEST) -count=1 -timeout 25m -parallel 2 ./...
 	$(GO_TEST) -count=1 -race -timeout 20m $(RACE_PKGS)
 	$(GO_TEST) -count=1 -race -run 'TestWave|TestMetrics' ./e2e/fleet/
+
+# The Metal3 stack on the lab: real Ironic (e2e/ironic, also in `make
+# test`) and baremetal-operator built from its upstream release source
+# (e2e/bmo; METAL3_SOURCES names the folder of release archives, default
+# ../shared/third_party).
+test-metal3: tools deps-metal3
+	$(GO_TEST) -tags metal3 -count=1 -timeout 20m ./e2e/ironic/ ./e2e/bmo/
 
 # The qemu backend's tests alone: the A/B table on sim/disk's model and on
 # real VMs (GRUB, Debian's cloud kernel, the guest as init; TCG), the

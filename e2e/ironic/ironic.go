@@ -35,6 +35,11 @@ type Options struct {
 	Bootloader string
 	// Ready bounds the wait for the API to answer (default 60 s).
 	Ready time.Duration
+	// TrustedCA is a CA file Ironic trusts for every BMC, as a site's
+	// trust store would hold its BMCs' CA (baremetal-operator names no CA
+	// per host); empty trusts only what each node's redfish_verify_ca
+	// names.
+	TrustedCA string
 }
 
 // Ironic is a running Ironic with its HTTP boot root served.
@@ -43,11 +48,15 @@ type Ironic struct {
 	URL string
 	// HTTPURL serves the boot root (the ISOs Ironic builds).
 	HTTPURL string
+	// BMOURL is the API as baremetal-operator v0.11 reaches it (see
+	// compat).
+	BMOURL string
 	// Dir is Options.Dir.
 	Dir string
 
-	proc *proc.Process
-	http *http.Server
+	proc   *proc.Process
+	http   *http.Server
+	compat *http.Server
 }
 
 // Start configures Ironic in o.Dir, creates its database and starts it,
@@ -58,11 +67,12 @@ func Start(ctx context.Context, o Options) (*Ironic, error) {
 			return nil, fmt.Errorf("%w (%s: %w)", ErrNotInstalled, b, err)
 		}
 	}
-	ports, err := loopback.Ports(2)
+	ports, err := loopback.Ports(3)
 	if err != nil {
 		return nil, err
 	}
-	ir := &Ironic{Dir: o.Dir, URL: fmt.Sprintf("http://127.0.0.1:%d", ports[0]), HTTPURL: fmt.Sprintf("http://127.0.0.1:%d", ports[1])}
+	ir := &Ironic{Dir: o.Dir, URL: fmt.Sprintf("http://127.0.0.1:%d", ports[0]), HTTPURL: fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+		BMOURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2])}
 	conf, err := ir.writeConfig(o, ports[0])
 	if err != nil {
 		return nil, err
@@ -73,9 +83,17 @@ func Start(ctx context.Context, o Options) (*Ironic, error) {
 	if err := ir.serveHTTP(ports[1]); err != nil {
 		return nil, err
 	}
-	ir.proc, err = proc.StartIn("ironic", "/usr/bin/ironic", []string{"--config-file", conf}, cleanEnv(os.Environ()), o.Dir)
+	if err := ir.serveCompat(ports[2], ir.URL); err != nil {
+		ir.Stop()
+		return nil, err
+	}
+	env := cleanEnv(os.Environ())
+	if o.TrustedCA != "" {
+		env = append(env, "REQUESTS_CA_BUNDLE="+o.TrustedCA)
+	}
+	ir.proc, err = proc.StartIn("ironic", "/usr/bin/ironic", []string{"--config-file", conf}, env, o.Dir)
 	if err != nil {
-		ir.http.Close()
+		ir.Stop()
 		return nil, err
 	}
 	ready := o.Ready
@@ -98,6 +116,9 @@ func (ir *Ironic) Stop() {
 	}
 	if ir.http != nil {
 		ir.http.Close()
+	}
+	if ir.compat != nil {
+		ir.compat.Close()
 	}
 }
 
