@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds baremetal-operator (BMO) from its upstream release source, with
 # its own go.mod (its dependencies come from the Go module proxy), into a
-# cache folder keyed by version; its CRDs are kept beside the binary.
-# Prints the folder (manager, crds/).
+# cache folder keyed by version; its CRDs and RBAC are kept beside the
+# binary. Prints the folder (manager, crds/, config/rbac/).
 #
 # METAL3_SOURCES is the folder of upstream release archives (default
 # ../shared/third_party beside this checkout); BMO_VERSION the release.
@@ -14,7 +14,7 @@ VERSION=${BMO_VERSION:-v0.11.7}
 SOURCES=${METAL3_SOURCES:-$(cd .. && pwd)/shared/third_party}
 NAME=baremetal-operator-$VERSION
 OUT="$CACHE/bin/bmo-$VERSION"
-[[ -x "$OUT/manager" && -d "$OUT/crds" ]] && { echo "$OUT"; exit 0; }
+[[ -x "$OUT/manager" && -d "$OUT/crds" && -d "$OUT/config/rbac" ]] && { echo "$OUT"; exit 0; }
 
 ARCHIVE="$SOURCES/$NAME.tar.gz"
 if [[ ! -f "$ARCHIVE" ]]; then
@@ -35,9 +35,12 @@ if [[ "$MODULE" != "github.com/metal3-io/baremetal-operator" || ! -f "$SRC/main.
   echo "build-bmo: $ARCHIVE (METAL3_SOURCES) is not baremetal-operator $VERSION: module '$MODULE' in $SRC; want github.com/metal3-io/baremetal-operator at tag $VERSION" >&2
   exit 1
 fi
-echo "build-bmo: building baremetal-operator $VERSION (METAL3_SOURCES=$SOURCES)" >&2
 mkdir -p "$OUT"
-(cd "$SRC" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$OUT/manager.tmp" .)
-rm -rf "$OUT/crds" && cp -r "$SRC/config/base/crds/bases" "$OUT/crds"
-mv "$OUT/manager.tmp" "$OUT/manager"
+if [[ ! -x "$OUT/manager" ]]; then
+  echo "build-bmo: building baremetal-operator $VERSION (METAL3_SOURCES=$SOURCES)" >&2
+  (cd "$SRC" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$OUT/manager.tmp" .)
+  mv "$OUT/manager.tmp" "$OUT/manager"
+fi
+rm -rf "$OUT/crds" "$OUT/config" && cp -r "$SRC/config/base/crds/bases" "$OUT/crds"
+mkdir -p "$OUT/config" && cp -r "$SRC/config/base/rbac" "$OUT/config/rbac"
 echo "$OUT"

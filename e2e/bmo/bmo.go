@@ -1,7 +1,8 @@
 // Package bmo runs baremetal-operator (BMO), Metal3's BareMetalHost
 // controller, unmodified: built from its upstream release source by
-// scripts/build-bmo.sh (METAL3_SOURCES) and run as a process against a
-// lab's Ironic (e2e/ironic), with its own CRDs.
+// scripts/build-bmo.sh (METAL3_SOURCES) and run against a lab's Ironic
+// (e2e/ironic) with its own CRDs, as a manager of the plane ([Provider],
+// with its release's RBAC) or alone ([Start]).
 //
 // BMO reaches Ironic through e2e/ironic's BMOURL, which lets BMO v0.11's
 // node creation through to Ironic 21.4 (see there), and the lab's deploy
@@ -13,6 +14,7 @@ package bmo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -21,8 +23,12 @@ import (
 	"strings"
 	"time"
 
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+
+	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/internal/loopback"
 	"github.com/upgradelab/upgradelab/internal/proc"
+	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
 // Version is the release of BMO the harness builds: the newest line whose
@@ -41,6 +47,25 @@ func Build(ctx context.Context, repoRoot string) (string, error) {
 		return "", fmt.Errorf("building baremetal-operator %s: %w\n%s", Version, err, stderr.String())
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// Provider describes BMO to the plane (e2e/mgmt) as a manager named
+// name: dir is what Build returned; it reaches Ironic at ironicURL
+// (ironic.Ironic.BMOURL) and deploys with the image at deployRamdisk. It
+// runs as its own ServiceAccount with the RBAC of its release, watching
+// every namespace.
+func Provider(dir, name, ironicURL, deployRamdisk string) mgmt.Provider {
+	return mgmt.Provider{Name: name, Binary: filepath.Join(dir, "manager"), ConfigDir: filepath.Join(dir, "config"),
+		ExtraCRDDirs: []string{filepath.Join(dir, "crds")}, PlaneFlags: []string{"kubeconfig", "health-addr"},
+		Args: []string{"--webhook-port=0", "--metrics-addr=0"}, Env: env(ironicURL, deployRamdisk, filepath.Join(dir, "no-auth"))}
+}
+
+// env is what BMO reads of its environment: Ironic's endpoint, the
+// deploy images, and an auth folder that does not exist (Ironic runs
+// noauth).
+func env(ironicURL, deployRamdisk, noAuth string) []string {
+	return []string{"IRONIC_ENDPOINT=" + strings.TrimRight(ironicURL, "/") + "/v1/",
+		"DEPLOY_KERNEL_URL=" + deployRamdisk, "DEPLOY_RAMDISK_URL=" + deployRamdisk, "METAL3_AUTH_ROOT_DIR=" + noAuth}
 }
 
 // Options say where BMO runs and what it drives.
@@ -75,12 +100,7 @@ func Start(ctx context.Context, o Options) (*BMO, error) {
 	}
 	args := []string{"--kubeconfig=" + o.Kubeconfig, "--namespace=" + o.Namespace, "--health-addr=" + health,
 		"--metrics-addr=0", "--webhook-port=0"}
-	env := append(os.Environ(),
-		"IRONIC_ENDPOINT="+strings.TrimRight(o.IronicURL, "/")+"/v1/",
-		"DEPLOY_KERNEL_URL="+o.DeployRamdisk, "DEPLOY_RAMDISK_URL="+o.DeployRamdisk,
-		// No Ironic credentials: its API runs with noauth.
-		"METAL3_AUTH_ROOT_DIR="+filepath.Join(o.LogDir, "no-auth"))
-	p, err := proc.StartIn("bmo", filepath.Join(o.Dir, "manager"), args, env, o.LogDir)
+	p, err := proc.Start("bmo", filepath.Join(o.Dir, "manager"), args, env(o.IronicURL, o.DeployRamdisk, filepath.Join(o.LogDir, "no-auth")), o.LogDir)
 	if err != nil {
 		return nil, err
 	}
@@ -95,3 +115,34 @@ func Start(ctx context.Context, o Options) (*BMO, error) {
 
 // Stop ends BMO.
 func (b *BMO) Stop() { b.proc.Stop(10 * time.Second) }
+
+// Annotations for BareMetalHosts BMO enrolls from the lab: in-band
+// inspection off (it needs ironic-inspector, which the lab's Ironic does
+// not run) and the hardware details an operator knows from the rack's
+// inventory instead, which BMO copies into status.hardware.
+func Annotations(l *lab.Lab) func(lab.HostInfo) (map[string]string, error) {
+	return func(info lab.HostInfo) (map[string]string, error) {
+		h, err := l.Host(info.Name)
+		if err != nil {
+			return nil, err
+		}
+		spec := h.Spec()
+		hw := metal3.HardwareDetails{Hostname: info.Name, RAMMebibytes: spec.MemoryMiB,
+			CPU:     metal3.CPU{Arch: "x86_64", Count: spec.CPUs},
+			Storage: []metal3.Storage{{Name: "/dev/sda", SizeBytes: metal3.Capacity(int64(spec.DiskGiB) << 30)}}}
+		for _, n := range spec.NICs {
+			hw.NIC = append(hw.NIC, metal3.NIC{Name: n.Name, MAC: strings.ToLower(n.MAC)})
+		}
+		b, err := json.Marshal(hw)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]string{inspectAnnotation: "disabled", hardwareDetailsAnnotation: string(b)}, nil
+	}
+}
+
+// BMO's annotations for inspection (apis/metal3.io/v1alpha1).
+const (
+	inspectAnnotation         = "inspect.metal3.io"
+	hardwareDetailsAnnotation = "inspect.metal3.io/hardwaredetails"
+)

@@ -3,6 +3,7 @@ package mgmt
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +55,11 @@ type Provider struct {
 	// Env is added to the harness's environment (KEY=VALUE), e.g. CAPD's
 	// POD_IP, where its in-memory backend listens.
 	Env []string
+	// PlaneFlags, when set, are the only flags of the plane's own it takes
+	// (by name, e.g. kubeconfig and health-addr for baremetal-operator,
+	// which is not built on CAPI's manager scaffolding); its Args give
+	// the rest.
+	PlaneFlags []string
 	// LabPorts are the loopback ports it listens on for the lab (a
 	// callback endpoint hosts post to, a boot server): on kind, where it
 	// runs in the node, the host's loopback forwards them to it
@@ -70,10 +76,12 @@ type managerSpec struct {
 	extraCRDs []string
 	gates     []string // its --feature-gates, for a manager that takes them
 	extraArgs []string
-	extension bool
-	settings  map[string]string // the ExtensionConfig's, for an extension
-	nsLabels  map[string]string // the ExtensionConfig's namespaceSelector
-	env       []string
+	// planeFlags: the plane's flags it takes (nil: all of them).
+	planeFlags []string
+	extension  bool
+	settings   map[string]string // the ExtensionConfig's, for an extension
+	nsLabels   map[string]string // the ExtensionConfig's namespaceSelector
+	env        []string
 	// id is the manager's ServiceAccount, namespace and RBAC from its
 	// config/rbac and config/default, read once at Start (loadIdentity).
 	id *managerIdentity
@@ -100,7 +108,7 @@ func capiManagers(a Assets, gates []string) []managerSpec {
 }
 
 func (p Provider) spec(gates []string) managerSpec {
-	s := managerSpec{name: p.Name, binary: p.Binary, configDir: p.ConfigDir, extraCRDs: p.ExtraCRDDirs, extraArgs: p.Args,
+	s := managerSpec{name: p.Name, binary: p.Binary, configDir: p.ConfigDir, extraCRDs: p.ExtraCRDDirs, extraArgs: p.Args, planeFlags: p.PlaneFlags,
 		extension: p.RuntimeExtension, settings: p.ExtensionSettings, nsLabels: p.ExtensionNamespaceLabels, env: p.Env}
 	if p.FeatureGates {
 		s.gates = gates
@@ -123,7 +131,7 @@ func (m managerSpec) args(certDir string, ports managerPorts) []string {
 	if len(m.gates) > 0 {
 		args = append(args, "--feature-gates="+strings.Join(m.gates, ","))
 	}
-	return append(append(args,
+	args = append(args,
 		"--webhook-port="+strconv.Itoa(ports.webhook),
 		"--webhook-cert-dir="+certDir,
 		"--health-addr=127.0.0.1:"+strconv.Itoa(ports.health),
@@ -132,7 +140,14 @@ func (m managerSpec) args(certDir string, ports managerPorts) []string {
 		"--leader-elect=false",
 		// Short resyncs keep a simulated rollout moving in seconds.
 		"--sync-period=1m",
-	), m.extraArgs...)
+	)
+	if m.planeFlags != nil {
+		args = slices.DeleteFunc(args, func(a string) bool {
+			name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+			return !slices.Contains(m.planeFlags, name)
+		})
+	}
+	return append(args, m.extraArgs...)
 }
 
 // startManagers starts every manager and waits until each answers /readyz,

@@ -17,7 +17,8 @@
 //     monitors and checks hard-code none of them.
 //   - [Manager]s: one of upgradelab's own by Reference (baremetal,
 //     inventory, inplace, which the runner wires to the lab through
-//     e2e/reference), a prebuilt Binary, or a main Package built from a
+//     e2e/reference; metal3, Metal3's own inventory, through e2e/bmo and
+//     e2e/ironic), a prebuilt Binary, or a main Package built from a
 //     Module (at the version this repository's go.mod pins, or at its own
 //     Version in a wrapper module whose go.mod restates the module's own,
 //     so its dependency choices hold and ours play no part) or from a

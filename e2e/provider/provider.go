@@ -77,7 +77,9 @@ type Manager struct {
 	// Reference is one of upgradelab's own, wired to the lab by the
 	// harness: "baremetal" (the provider), "inventory" (its
 	// BareMetalHost inventory alone, beside a provider of the config's
-	// own that consumes it) or "inplace" (the extension).
+	// own that consumes it), "metal3" (Metal3's own inventory instead:
+	// baremetal-operator on the lab's Ironic, e2e/bmo and e2e/ironic) or
+	// "inplace" (the extension).
 	Reference string `yaml:"reference"`
 	// Package is a main package, built from one of:
 	//   - Module alone: the version this repository's go.mod pins;
@@ -132,8 +134,9 @@ var moduleVersion = regexp.MustCompile(`^v\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9
 // upgradelab's provider (baremetal), its BareMetalHost inventory alone
 // (inventory: the host controller and callback endpoint, for a provider
 // of the config's own that consumes the lab's BareMetalHosts, as CAPM3
-// does), and the in-place extension (inplace).
-var References = []string{"baremetal", "inventory", "inplace"}
+// does), Metal3's inventory (metal3: baremetal-operator and Ironic, for
+// the same kind of provider), and the in-place extension (inplace).
+var References = []string{"baremetal", "inventory", "metal3", "inplace"}
 
 // capiProcesses are the processes of every plane whatever the provider:
 // names a provider's manager cannot take and faults can always restart.
@@ -254,8 +257,11 @@ func (c *Config) validateManagerIdentity(p *specfile.Problems, field string, m M
 	if m.Reference != "" && !c.Lab {
 		p.Add(field+".reference", "upgradelab's own managers drive the lab: set lab: true")
 	}
-	if m.Reference == "baremetal" && refs["inventory"] || m.Reference == "inventory" && refs["baremetal"] {
-		p.Add(field+".reference", "baremetal runs the inventory already: give baremetal or inventory, not both")
+	inventories := map[string]bool{"baremetal": true, "inventory": true, "metal3": true}
+	for other := range refs {
+		if inventories[m.Reference] && inventories[other] && other != m.Reference {
+			p.Add(field+".reference", "%s and %s both keep the lab's BareMetalHosts: give one of baremetal, inventory and metal3", other, m.Reference)
+		}
 	}
 	refs[m.Reference] = true
 }

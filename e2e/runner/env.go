@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/upgradelab/upgradelab/e2e/bmo"
+	"github.com/upgradelab/upgradelab/e2e/ironic"
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/provider"
@@ -77,7 +79,10 @@ type Env struct {
 	Namespace string
 	// Callback is the provider's callback URL (registration pools).
 	Callback string
-	stops    []func()
+	// Ironic is the lab's Ironic when Metal3's inventory keeps the hosts
+	// (a manager with reference metal3), nil otherwise.
+	Ironic *ironic.Ironic
+	stops  []func()
 	// nsLabels are the labels of the Env's own namespace: those of every
 	// extension it runs. labelsOf are each manager's (by name), and cfg
 	// says which managers serve a strategy, for InNamespace.
@@ -206,6 +211,9 @@ func (o *EnvOptions) Build(ctx context.Context, progress io.Writer) error {
 			o.ProviderBinary, err = builtOr(ctx, o.ProviderBinary, o.Dir, reference.ProviderCommand, progress)
 		case "inplace":
 			o.ExtensionBinary, err = builtOr(ctx, o.ExtensionBinary, o.Dir, reference.ExtensionCommand, progress)
+		case "metal3":
+			fmt.Fprintf(progress, "building baremetal-operator %s (cached once built)\n", bmo.Version)
+			_, err = bmo.Build(ctx, o.RepoRoot)
 		default:
 			if !built(ctx, cfg, m, o.RepoRoot) {
 				err = cfg.Build(ctx, m, o.RepoRoot, mgmt.CacheDir(), progress)
@@ -260,6 +268,8 @@ func (e *Env) managers(ctx context.Context, o EnvOptions) (_ []mgmt.Provider, er
 			p, err = e.referenceProvider(o, m.Name, m.Reference == "inventory")
 		case "inplace":
 			p, err = e.referenceExtension(o)
+		case "metal3":
+			p, err = e.metal3Inventory(ctx, o, m.Name)
 		default:
 			p, err = cfg.Process(ctx, m, o.RepoRoot, mgmt.CacheDir())
 		}
@@ -286,6 +296,21 @@ func managersFor(cfg *provider.Config, o EnvOptions) []provider.Manager {
 		}
 	}
 	return out
+}
+
+// metal3Inventory starts the lab's Ironic, trusting the site's BMC CA as
+// a site's trust store would, and describes baremetal-operator, pointed
+// at it with the lab's deploy ramdisk, to the plane.
+func (e *Env) metal3Inventory(ctx context.Context, o EnvOptions, name string) (mgmt.Provider, error) {
+	dir, err := bmo.Build(ctx, o.RepoRoot)
+	if err != nil {
+		return mgmt.Provider{}, err
+	}
+	if e.Ironic, err = ironic.Start(ctx, ironic.Options{Dir: filepath.Join(o.Dir, "ironic"), TrustedCA: e.Site.CAFile}); err != nil {
+		return mgmt.Provider{}, err
+	}
+	e.stops = append(e.stops, e.Ironic.Stop)
+	return bmo.Provider(dir, name, e.Ironic.BMOURL, e.Site.Lab.ImageServer().ImageURL(reference.DeployImage)), nil
 }
 
 // referenceProvider is upgradelab's provider, whole or (inventory) its

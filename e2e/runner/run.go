@@ -27,6 +27,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/upgradelab/upgradelab/e2e/bmo"
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/provider"
@@ -749,7 +750,11 @@ func (r *run) addonsMoved(ctx context.Context) bool {
 // a pool, as Elemental's seed image does.
 func (r *run) enroll(ctx context.Context) error {
 	if r.scenario.Strategy != scenario.Reset {
-		_, err := reference.Enroll(ctx, r.env.Client, r.env.Site, r.env.Namespace, func(h lab.HostInfo) bool { return r.ownHost(h.Name) })
+		var annotate func(lab.HostInfo) (map[string]string, error)
+		if r.env.Ironic != nil {
+			annotate = bmo.Annotations(r.env.Site.Lab)
+		}
+		_, err := reference.EnrollWith(ctx, r.env.Client, r.env.Site, r.env.Namespace, func(h lab.HostInfo) bool { return r.ownHost(h.Name) }, annotate)
 		return err
 	}
 	url := reference.RegistrationURL(r.env.Callback, r.env.Namespace, resetPool)
