@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,30 @@ import (
 // Version is the release of BMO the harness builds: the newest line whose
 // Ironic API floor (1.81) Debian 12's Ironic meets.
 const Version = "v0.11.7"
+
+// IronicFloor is the lowest Ironic API microversion BMO v0.11 works with
+// (its clients/features.go).
+const IronicFloor = "1.81"
+
+// CheckIronic says why BMO cannot use an Ironic whose highest API
+// microversion is api, or nil.
+func CheckIronic(version, api string) error {
+	major, minor, ok := microversion(api)
+	floorMajor, floorMinor, _ := microversion(IronicFloor)
+	if !ok || major < floorMajor || major == floorMajor && minor < floorMinor {
+		return fmt.Errorf("ironic %s offers API %q; baremetal-operator %s needs %s or later: install Debian 12's Ironic (scripts/install-deps.sh metal3) or a newer one",
+			version, api, Version, IronicFloor)
+	}
+	return nil
+}
+
+// microversion parses MAJOR.MINOR.
+func microversion(v string) (major, minor int, ok bool) {
+	a, b, found := strings.Cut(v, ".")
+	x, err1 := strconv.Atoi(a)
+	y, err2 := strconv.Atoi(b)
+	return x, y, found && err1 == nil && err2 == nil
+}
 
 // Build builds BMO (once per version, cached) with scripts/build-bmo.sh
 // and returns the folder holding its manager and crds/.

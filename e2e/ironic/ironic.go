@@ -51,6 +51,9 @@ type Ironic struct {
 	// BMOURL is the API as baremetal-operator v0.11 reaches it (see
 	// compat).
 	BMOURL string
+	// Version is the Ironic release (ironic --version), APIVersion the
+	// highest API microversion it offers.
+	Version, APIVersion string
 	// Dir is Options.Dir.
 	Dir string
 
@@ -106,6 +109,12 @@ func Start(ctx context.Context, o Options) (*Ironic, error) {
 		ir.Stop()
 		return nil, err
 	}
+	if ir.APIVersion, err = NewClient(ir.URL).Version(ctx); err != nil {
+		ir.Stop()
+		return nil, err
+	}
+	out, _ := exec.CommandContext(ctx, "/usr/bin/ironic", "--version").CombinedOutput()
+	ir.Version = strings.TrimSpace(string(out))
 	return ir, nil
 }
 

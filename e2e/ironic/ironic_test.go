@@ -76,7 +76,10 @@ func deref(s *string) string {
 func TestIronicEnrollsInspectsAndPowersALabHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s, _, c := startSite(t, ctx, "single-node.yaml")
+	s, ir, c := startSite(t, ctx, "single-node.yaml")
+	if ir.Version == "" || !strings.HasPrefix(ir.APIVersion, "1.") {
+		t.Errorf("Ironic version %q, API %q", ir.Version, ir.APIVersion)
+	}
 	info := s.Lab.Info().Hosts[0]
 	if err := c.Do(ctx, http.MethodPost, "/v1/nodes", redfishNode(info.Name, info.BMC), nil); err != nil {
 		t.Fatal(err)

@@ -364,7 +364,8 @@ const (
 )
 
 // picture draws Machines (by phase), BareMetalHosts (by provisioning
-// state), the workload API (up or down) and the application's
+// state, each followed by its Ironic node's when Ironic keeps it), the
+// workload API (up or down) and the application's
 // Deployment (ready replicas) between the run's first and last entry.
 func picture(entries []timeline.Entry) *pictureData {
 	if len(entries) == 0 {
@@ -387,7 +388,7 @@ func picture(entries []timeline.Entry) *pictureData {
 		switch e.Kind {
 		case vocab.KindMachine:
 			field = vocab.FieldPhase
-		case vocab.KindHost:
+		case vocab.KindHost, vocab.KindIronicNode:
 			field = vocab.FieldState
 		case vocab.KindWorkloadAPI:
 			field = vocab.FieldAPIAvailable
@@ -402,6 +403,9 @@ func picture(entries []timeline.Entry) *pictureData {
 			continue
 		}
 		key := e.Kind + "/" + e.Name
+		if e.Kind == vocab.KindIronicNode { // its host's row, then its node's
+			key = vocab.KindHost + "/" + e.Name + " · Ironic"
+		}
 		v := ""
 		if e.New != nil {
 			v = e.New[field]
@@ -466,6 +470,9 @@ var fixed = map[string]string{
 	"Running": "#4caf50", "provisioned": "#4caf50", "Provisioning": "#2196f3", "provisioning": "#2196f3",
 	"Provisioned": "#03a9f4", "Updating": "#ff9800", "Deleting": "#f44336", "deprovisioning": "#f44336",
 	"available": "#9e9e9e", "Pending": "#bdbdbd", "registering": "#ce93d8", "inspecting": "#ba68c8",
+	// Ironic's provision states.
+	"active": "#4caf50", "deploying": "#2196f3", "wait call-back": "#64b5f6", "cleaning": "#e57373", "clean wait": "#ef9a9a",
+	"manageable": "#bdbdbd", "enroll": "#ce93d8", "verifying": "#ce93d8", "deploy failed": "#b71c1c", "clean failed": "#b71c1c",
 }
 
 func color(v string) string {

@@ -25,6 +25,7 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 	tl.Add(timeline.Entry{Time: t0.Add(time.Second), Kind: timeline.KindStep, Name: check.StepUpgrade})
 	tl.Add(timeline.Entry{Time: t0.Add(2 * time.Second), Kind: vocab.KindMachine, Name: "sc-cp-a", New: map[string]string{vocab.FieldPhase: "Running", vocab.FieldUpdating: "true"}})
 	tl.Add(timeline.Entry{Time: t0.Add(3 * time.Second), Kind: vocab.KindHost, Name: "node-0", New: map[string]string{vocab.FieldState: "provisioned"}})
+	tl.Add(timeline.Entry{Time: t0.Add(3 * time.Second), Kind: vocab.KindIronicNode, Name: "node-0", New: map[string]string{vocab.FieldState: "active"}})
 	tl.Close()
 	broken := check.Violation{Time: t0, Rule: "host-bound-once", Objects: []string{"BareMetalHost/node-0"}, Message: "bound twice"}
 	res := result.Result{Provider: "baremetal", Scenario: "single-node-in-place", Form: scenario.Plain, HostOS: "ab", Strategy: "in-place", Duration: 90 * time.Second,
@@ -52,7 +53,7 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(html)
-	for _, want := range []string{`<td title="single-node-in-place (plain) on ab hosts">`, `<td title="ostree">ostree</td>`, `class="m fail" title="host-bound-once: fail: `, `class="m unex" title="deletion-order: not exercised">○</td>`, "bound twice", `<rect x=`, "Machine/sc-cp-a", "BareMetalHost/node-0", "stroke-dasharray",
+	for _, want := range []string{`<td title="single-node-in-place (plain) on ab hosts">`, `<td title="ostree">ostree</td>`, `class="m fail" title="host-bound-once: fail: `, `class="m unex" title="deletion-order: not exercised">○</td>`, "bound twice", `<rect x=`, "Machine/sc-cp-a", "BareMetalHost/node-0", "BareMetalHost/node-0 · Ironic: active from 3s", "stroke-dasharray",
 		"2 process(es) ran the runs", "management cluster kind;", "<b>Management</b> kube-apiserver (pid 7) crashed: panic: boom", ">process 1<", ">process 2<", RunAnchor(res) + ": from 0s for 1m30s", "wall: upgrade 40s",
 		`<th class="group" colspan="7">rollout</th>`, `<h2 id="baremetal-single-node-in-place-plain-qemu-r2">single-node-in-place #2 (plain) on ab hosts, qemu VMs on baremetal</h2>`} {
 		if !strings.Contains(page, want) {

@@ -63,8 +63,19 @@ type Result struct {
 	// as a step (StepAPIServerCrashed). Not a rule: the run's verdict
 	// stands, and the report says what the managers rode through.
 	APIServerCrashes []string `json:"apiServerCrashes,omitempty"`
+	// Metal3 names the Metal3 components that kept the hosts, when they
+	// were Metal3's own (a provider with the metal3 inventory).
+	Metal3 *Metal3 `json:"metal3,omitempty"`
 	// Profile is where the run's wall time and CPU went.
 	Profile Profile `json:"profile"`
+}
+
+// Metal3 are the versions of the Metal3 components of a run.
+type Metal3 struct {
+	BMO    string `json:"bmo"`
+	Ironic string `json:"ironic"`
+	// IronicAPI is the highest API microversion the Ironic offered.
+	IronicAPI string `json:"ironicAPI"`
 }
 
 // Failed says whether the run broke a rule or stopped early.

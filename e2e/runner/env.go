@@ -310,6 +310,9 @@ func (e *Env) metal3Inventory(ctx context.Context, o EnvOptions, name string) (m
 		return mgmt.Provider{}, err
 	}
 	e.stops = append(e.stops, e.Ironic.Stop)
+	if err := bmo.CheckIronic(e.Ironic.Version, e.Ironic.APIVersion); err != nil {
+		return mgmt.Provider{}, err
+	}
 	return bmo.Provider(dir, name, e.Ironic.BMOURL, e.Site.Lab.ImageServer().ImageURL(reference.DeployImage)), nil
 }
 

@@ -29,6 +29,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/bmo"
 	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/ironic"
 	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
@@ -194,6 +195,9 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: harnessCPU, CPU: processCPU() - cpuBefore})
 	}
 	res.Duration = time.Since(res.Started)
+	if r.env != nil && r.env.Ironic != nil {
+		res.Metal3 = &result.Metal3{BMO: bmo.Version, Ironic: r.env.Ironic.Version, IronicAPI: r.env.Ironic.APIVersion}
+	}
 	r.crashMu.Lock()
 	res.APIServerCrashes = r.apiServerCrashes
 	r.crashMu.Unlock()
@@ -435,6 +439,9 @@ func (r *run) startRecording(ctx context.Context) (*monitor.Recorder, error) {
 	if r.provider.Lab {
 		go monitor.RecordLab(ctx, r.env.Site.Lab, r.tl, r.ownHost, rec.Wake)
 		go monitor.RecordWorkload(ctx, r.env.Site.Workloads, r.env.Namespace+"/"+clusterName, r.tl, rec.Wake)
+	}
+	if r.env.Ironic != nil {
+		go monitor.RecordIronic(ctx, ironic.NewClient(r.env.Ironic.URL), r.tl, r.ownHost)
 	}
 	return rec, nil
 }

@@ -35,6 +35,10 @@ const (
 	// no object shows (sim/workload.Event): its name is the node, or the
 	// cluster.
 	KindWorkloadEvent = "WorkloadEvent"
+	// KindIronicNode is a host's node in the lab's Ironic, when Metal3's
+	// inventory keeps the hosts: its provision state (FieldState), target
+	// and power state, and its last error. Its name is the host's.
+	KindIronicNode = "IronicNode"
 )
 
 // Fields of the summaries, which the checks read. A boolean is "true" or
