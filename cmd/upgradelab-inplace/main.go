@@ -45,6 +45,7 @@ type options struct {
 	caFile, certDir                     string
 	singleNodeConcurrency, bmcRetries   int
 	bmcRetryDelay                       time.Duration
+	powerThroughHost                    bool
 }
 
 func main() {
@@ -65,6 +66,7 @@ func main() {
 	fs.IntVar(&o.singleNodeConcurrency, "singlenode-concurrency", singlenode.DefaultConcurrency, "how many single-node KubeadmControlPlanes are reconciled at once")
 	fs.IntVar(&o.bmcRetries, "bmc-retries", redfish.DefaultRetries, "how often a Redfish read answered with 5xx is sent again (sushy's server_side_retries); actions are sent once")
 	fs.DurationVar(&o.bmcRetryDelay, "bmc-retry-delay", redfish.DefaultRetryDelay, "the pause before a Redfish read is sent again (sushy's server_side_retries_delay)")
+	fs.BoolVar(&o.powerThroughHost, "power-through-host", false, "reboot hosts through their BareMetalHost (baremetal-operator's reboot annotation), not their BMC: for hosts baremetal-operator and Ironic keep")
 	fs.StringVar(&o.caFile, "ca-file", "", "CA of the BMCs' and host agents' certificates (required)")
 	fs.StringVar(&o.certDir, "cert-dir", "", "folder with tls.crt and tls.key, the client certificate shown to host agents (required)")
 	zapOpts := zap.Options{}
@@ -129,6 +131,7 @@ func run(o options) error {
 			ReadManifest: manifestReader(httpClient), ReadFirmware: firmwareReader(httpClient),
 			Workloads:   workloads,
 			HealthGrace: o.healthGrace, FlashTimeout: o.flashTimeout, DrainTimeout: o.drainTimeout, Retry: o.retry, Deadline: o.deadline,
+			PowerThroughHost: o.powerThroughHost,
 		})
 	for _, h := range []server.ExtensionHandler{
 		{Hook: runtimehooksv1.CanUpdateMachine, Name: "can-update-machine", HandlerFunc: handlers.DoCanUpdateMachine},

@@ -267,7 +267,7 @@ func (e *Env) managers(ctx context.Context, o EnvOptions) (_ []mgmt.Provider, er
 		case "baremetal", "inventory":
 			p, err = e.referenceProvider(o, m.Name, m.Reference == "inventory")
 		case "inplace":
-			p, err = e.referenceExtension(o)
+			p, err = e.referenceExtension(o, m.Args)
 		case "metal3":
 			p, err = e.metal3Inventory(ctx, o, m.Name)
 		default:
@@ -327,8 +327,9 @@ func (e *Env) referenceProvider(o EnvOptions, name string, inventory bool) (mgmt
 	return prov, err
 }
 
-func (e *Env) referenceExtension(o EnvOptions) (mgmt.Provider, error) {
-	return reference.Extension(e.Site, o.ExtensionBinary, filepath.Join(o.Dir, "extension-certs"), append([]string{reference.BMCRetryDelayFlag(o.Scale)}, o.ExtensionArgs...)...)
+func (e *Env) referenceExtension(o EnvOptions, args []string) (mgmt.Provider, error) {
+	args = append(append([]string{reference.BMCRetryDelayFlag(o.Scale)}, args...), o.ExtensionArgs...)
+	return reference.Extension(e.Site, o.ExtensionBinary, filepath.Join(o.Dir, "extension-certs"), args...)
 }
 
 // builtOr is binary when the suite built it already, or command built

@@ -2,6 +2,7 @@ package inplace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -195,16 +196,8 @@ func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, w
 	case wasStaged && !restarted && u.now().Sub(staged.at) > rebootRetry:
 		// The OS that ran when the flash was staged is still up: the
 		// reset that applies it never reached the host. Ask again.
-		bmc, err := u.dialBMC(ctx, bmm)
-		if err != nil {
+		if err := u.resetToApply(ctx, bmm); err != nil {
 			return progress{}, fmt.Errorf("resetting %s to apply NVM %s: %w", node.Name, f.nvm.Firmware, err)
-		}
-		if bmc == nil {
-			return progress{}, fmt.Errorf("resetting %s to apply NVM %s: its host has no BMC", node.Name, f.nvm.Firmware)
-		}
-		defer bmc.Close()
-		if err := bmc.PowerOn(); err != nil {
-			return progress{}, err
 		}
 		if err := u.annotate(ctx, bmm, NICFlashAnnotation, markValue(f.nvm.Firmware, u.now(), f.bootID)); err != nil {
 			return progress{}, err
@@ -263,4 +256,22 @@ func linksDown(links []agentv1.PortLink) string {
 		}
 	}
 	return strings.Join(down, "; ")
+}
+
+// resetToApply hard-resets the machine's host so a staged flash applies:
+// through its BareMetalHost when the extension powers through hosts,
+// otherwise through its BMC.
+func (u *Updater) resetToApply(ctx context.Context, bmm *infrav1.BareMetalMachine) error {
+	if u.PowerThroughHost {
+		return u.askHostReboot(ctx, bmm, true)
+	}
+	bmc, err := u.dialBMC(ctx, bmm)
+	if err != nil {
+		return err
+	}
+	if bmc == nil {
+		return errors.New("its host has no BMC")
+	}
+	defer bmc.Close()
+	return bmc.PowerOn()
 }

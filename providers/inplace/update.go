@@ -62,7 +62,7 @@ type WorkloadClients interface {
 // +kubebuilder:rbac:groups=infrastructure.upgradelab.dev,resources=baremetalmachines;baremetalmachinetemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infrastructure.upgradelab.dev,resources=baremetalmachines,verbs=update;patch
 // +kubebuilder:rbac:groups=infrastructure.upgradelab.dev,resources=baremetalmachines/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=metal3.io,resources=baremetalhosts,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal3.io,resources=baremetalhosts,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // CAPI's contract helpers (the KCP code the extension reuses) read the
 // CRDs' contract labels.
@@ -99,6 +99,11 @@ type Updater struct {
 	// Deadline bounds a whole update, from its first step: one still not
 	// done after it fails, whatever step it is at (0: no deadline).
 	Deadline time.Duration
+	// PowerThroughHost asks the machine's BareMetalHost for reboots
+	// (baremetal-operator's reboot annotation) instead of the host's BMC:
+	// where baremetal-operator and Ironic keep the hosts, Ironic's power
+	// sync would otherwise fight a power change made behind its back.
+	PowerThroughHost bool
 	// Now is the clock (nil: time.Now); the tests move it.
 	Now func() time.Time
 
@@ -652,6 +657,9 @@ func cutShort(s *staging, st agentv1.Status) bool {
 // (an OSTree host finalises its staged deployment then; a hard reset
 // would lose it), or with force a hard restart.
 func (u *Updater) reboot(ctx context.Context, bmm *infrav1.BareMetalMachine, ag *hostagent.Client, force bool) error {
+	if u.PowerThroughHost {
+		return u.askHostReboot(ctx, bmm, force)
+	}
 	bmc, err := u.dialBMC(ctx, bmm)
 	if err != nil {
 		return err
@@ -664,6 +672,27 @@ func (u *Updater) reboot(ctx context.Context, bmm *infrav1.BareMetalMachine, ag 
 		return bmc.PowerOn() // ForceRestart when on
 	}
 	return bmc.Restart()
+}
+
+// askHostReboot asks the machine's BareMetalHost for a reboot with
+// baremetal-operator's annotation: soft (the OS shuts down first), or
+// hard with force. The inventory powers the host off, removes the
+// annotation and powers it on again.
+func (u *Updater) askHostReboot(ctx context.Context, bmm *infrav1.BareMetalMachine, force bool) error {
+	host := &metal3.BareMetalHost{}
+	if err := u.Client.Get(ctx, client.ObjectKey{Namespace: bmm.Namespace, Name: bmm.Status.Host}, host); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(host.DeepCopy())
+	if host.Annotations == nil {
+		host.Annotations = map[string]string{}
+	}
+	mode := metal3.RebootModeSoft
+	if force {
+		mode = metal3.RebootModeHard
+	}
+	host.Annotations[metal3.RebootAnnotationPrefix] = fmt.Sprintf(`{"mode":%q}`, mode)
+	return u.Client.Patch(ctx, host, patch)
 }
 
 // dialBMC connects to the BMC of the machine's host; nil when the host
