@@ -31,7 +31,7 @@ GO_TEST ?= go test
 
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: all deps deps-metal3 tools test test-vm test-metal3 bench-report bench-vm bench-fleet bench-fleet-curve e2e e2e-vm e2e-kind e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
+.PHONY: all deps deps-metal3 tools test test-vm test-metal3 e2e-metal3 bench-report bench-vm bench-fleet bench-fleet-curve e2e e2e-vm e2e-kind e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
 
 all: build
 
@@ -172,6 +172,14 @@ e2e-kind: tools
 e2e-faults: tools
 	@mkdir -p $(ARTIFACTS)
 	UPGRADELAB_SCENARIOS='../scenarios/faults/*.yaml' $(GINKGO_RUN) --label-filter='scenario$(if $(GINKGO_LABELS), && ($(GINKGO_LABELS)))' ./e2e/ -- $(E2E_ARGS)
+
+# The scenarios on Metal3's own inventory: baremetal-operator (built from
+# its release source, METAL3_SOURCES, default ../shared/third_party) on
+# the lab's Ironic, with upgradelab's infrastructure controllers as the
+# provider (fixtures/providers/baremetal-bmo.yaml, docs/PROVIDERS.md).
+METAL3_PROVIDERS ?= fixtures/providers/baremetal-bmo.yaml
+e2e-metal3: tools deps-metal3
+	@$(MAKE) --no-print-directory e2e PROVIDERS='$(METAL3_PROVIDERS)' ARTIFACTS=$(ARTIFACTS) GINKGO_LABELS='$(GINKGO_LABELS)'
 
 # CAPI's own e2e specs (sigs.k8s.io/cluster-api/test/e2e at go.mod's
 # version) against the reference provider on the lab (e2e/upstream,

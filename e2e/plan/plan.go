@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/onsi/ginkgo/v2/types"
@@ -139,7 +140,7 @@ func Runs(scenarios []Loaded, providers []*provider.Config, repeats int) ([]Run,
 	var out []Run
 	for _, prov := range providers {
 		for _, l := range scenarios {
-			if ok, _ := prov.Runs(l.Scenario); !ok {
+			if ok, _ := prov.Runs(l.Scenario); !ok || !drivesBMCs(prov, l.Lab) {
 				continue
 			}
 			variants, err := HostOSVariants(l.Scenario, l.Lab, prov)
@@ -156,6 +157,20 @@ func Runs(scenarios []Loaded, providers []*provider.Config, repeats int) ([]Run,
 		}
 	}
 	return out, nil
+}
+
+// drivesBMCs says whether the provider's inventory drives every host of
+// the lab through a BMC protocol it speaks (hosts.bmcProtocols).
+func drivesBMCs(prov *provider.Config, def *lab.Definition) bool {
+	if !prov.Lab || len(prov.Hosts.BMCProtocols) == 0 {
+		return true
+	}
+	for _, h := range def.Spec.Hosts {
+		if !slices.ContainsFunc(prov.Hosts.BMCProtocols, func(p string) bool { return h.BMC.Serves(lab.BMCProtocol(p)) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // HostOSVariant is one lab a scenario runs on.

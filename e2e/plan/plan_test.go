@@ -148,3 +148,29 @@ func TestRunsOnTheQEMUBackend(t *testing.T) {
 		}
 	}
 }
+
+// A provider whose inventory drives Redfish BMCs only (Metal3's, on the
+// lab's Ironic) gets no run on a lab of IPMI-only hosts, and every other
+// scenario its strategies allow.
+func TestAProviderRunsOnlyOnLabsWhoseBMCsItDrives(t *testing.T) {
+	scenarios, err := Scenarios("../../scenarios/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := provider.Load("../../fixtures/providers/baremetal-bmo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := Runs(scenarios, []*provider.Config{p}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onIPMI := func(r Run) bool { return strings.Contains(r.Name(), "ipmi") }
+	if slices.ContainsFunc(runs, onIPMI) || !slices.ContainsFunc(runs, func(r Run) bool { return r.Name() == "baremetal-bmo three-node-scale-in/plain" }) {
+		t.Errorf("%d runs; want three-node-scale-in and nothing on IPMI hosts", len(runs))
+	}
+	p.Hosts.BMCProtocols = nil
+	if all, _ := Runs(scenarios, []*provider.Config{p}, 1); !slices.ContainsFunc(all, onIPMI) {
+		t.Errorf("without bmcProtocols: no run on IPMI hosts among %d", len(all))
+	}
+}

@@ -61,6 +61,10 @@ type Hosts struct {
 	// the lab host behind the BareMetalHost. Without it a BareMetalHost is
 	// the lab host of its own name.
 	HostnameAnnotation string `yaml:"hostnameAnnotation"`
+	// BMCProtocols are the BMC protocols the inventory drives hosts
+	// through (redfish, ipmi); a lab with a host that serves none of them
+	// is no run of the provider. Empty: any.
+	BMCProtocols []string `yaml:"bmcProtocols"`
 }
 
 // Intervals bound the waits of a run (each within the scenario's timeout).
@@ -206,8 +210,13 @@ func (c *Config) validateStrategies(p *specfile.Problems) {
 // validateHosts checks the lab's host settings and the label and
 // annotation keys.
 func (c *Config) validateHosts(p *specfile.Problems) {
-	if !c.Lab && c.Hosts != (Hosts{}) {
+	if !c.Lab && (c.Hosts.SpareLabel != "" || c.Hosts.PoolLabel != "" || c.Hosts.HostnameAnnotation != "" || len(c.Hosts.BMCProtocols) > 0) {
 		p.Add("hosts", "only for a provider on the lab (lab: true)")
+	}
+	for i, proto := range c.Hosts.BMCProtocols {
+		if proto != "redfish" && proto != "ipmi" {
+			p.Add(fmt.Sprintf("hosts.bmcProtocols[%d]", i), "%q is not redfish or ipmi", proto)
+		}
 	}
 	for _, k := range []struct{ field, value string }{{"hosts.spareLabel", c.Hosts.SpareLabel}, {"hosts.poolLabel", c.Hosts.PoolLabel},
 		{"hosts.hostnameAnnotation", c.Hosts.HostnameAnnotation}, {"singleNodeAnnotation", c.SingleNodeAnnotation}} {
