@@ -384,41 +384,15 @@ func picture(entries []timeline.Entry) *pictureData {
 	series := map[string][]change{}
 	p := &pictureData{Width: labelWidth + plotWidth + 10}
 	for _, e := range entries {
-		var field string
-		switch e.Kind {
-		case vocab.KindMachine:
-			field = vocab.FieldPhase
-		case vocab.KindHost, vocab.KindIronicNode:
-			field = vocab.FieldState
-		case vocab.KindWorkloadAPI:
-			field = vocab.FieldAPIAvailable
-		case vocab.KindApp:
-			field = vocab.FieldReadyCount
-		case timeline.KindStep:
+		if e.Kind == timeline.KindStep {
 			if e.Name == check.StepUpgrade {
 				p.UpgradeX = x(e.Time)
 			}
 			continue
-		default:
+		}
+		key, v, ok := seriesValue(e)
+		if !ok {
 			continue
-		}
-		key := e.Kind + "/" + e.Name
-		if e.Kind == vocab.KindIronicNode { // its host's row, then its node's
-			key = vocab.KindHost + "/" + e.Name + " · Ironic"
-		}
-		v := ""
-		if e.New != nil {
-			v = e.New[field]
-			switch e.Kind {
-			case vocab.KindMachine:
-				if e.New[vocab.FieldUpdating] != "" {
-					v = "Updating"
-				}
-			case vocab.KindWorkloadAPI:
-				v = map[string]string{"true": "API up", "false": "API down: " + e.New[vocab.FieldAPIError]}[v]
-			case vocab.KindApp:
-				v = appValue(e.New)
-			}
 		}
 		if s := series[key]; len(s) > 0 && s[len(s)-1].value == v {
 			continue
@@ -451,6 +425,44 @@ func picture(entries []timeline.Entry) *pictureData {
 		p.Ticks = append(p.Ticks, tick{X: labelWidth + float64(i)*plotWidth/5, Label: fmt.Sprintf("%.0fs", span*float64(i)/5)})
 	}
 	return p
+}
+
+// seriesValue is the picture's row of an entry (its key) and the value
+// the row shows from then on; ok is false for entries the picture does
+// not draw.
+func seriesValue(e timeline.Entry) (key, v string, ok bool) {
+	var field string
+	switch e.Kind {
+	case vocab.KindMachine:
+		field = vocab.FieldPhase
+	case vocab.KindHost, vocab.KindIronicNode:
+		field = vocab.FieldState
+	case vocab.KindWorkloadAPI:
+		field = vocab.FieldAPIAvailable
+	case vocab.KindApp:
+		field = vocab.FieldReadyCount
+	default:
+		return "", "", false
+	}
+	key = e.Kind + "/" + e.Name
+	if e.Kind == vocab.KindIronicNode { // its host's row, then its node's
+		key = vocab.KindHost + "/" + e.Name + " · Ironic"
+	}
+	if e.New == nil {
+		return key, "", true
+	}
+	v = e.New[field]
+	switch e.Kind {
+	case vocab.KindMachine:
+		if e.New[vocab.FieldUpdating] != "" {
+			v = "Updating"
+		}
+	case vocab.KindWorkloadAPI:
+		v = map[string]string{"true": "API up", "false": "API down: " + e.New[vocab.FieldAPIError]}[v]
+	case vocab.KindApp:
+		v = appValue(e.New)
+	}
+	return key, v, true
 }
 
 // appValue is the application's state as the picture colours it.
