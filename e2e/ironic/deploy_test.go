@@ -17,7 +17,7 @@ const deployImage = "ubuntu-24.04-k8s-v1.35.3"
 
 // enroll makes host a node with the lab's deploy ramdisk and brings it
 // to manageable, inspected out of band.
-func enroll(t *testing.T, ctx context.Context, s *site.Site, c *Client, host string) {
+func enroll(t testing.TB, ctx context.Context, s *site.Site, c *Client, host string) {
 	t.Helper()
 	var info *lab.HostInfo
 	for _, h := range s.Lab.Info().Hosts {
@@ -38,7 +38,7 @@ func enroll(t *testing.T, ctx context.Context, s *site.Site, c *Client, host str
 }
 
 // provision asks for a provision state change and waits for want.
-func provision(t *testing.T, ctx context.Context, c *Client, node string, body map[string]any, want string) *Node {
+func provision(t testing.TB, ctx context.Context, c *Client, node string, body map[string]any, want string) *Node {
 	t.Helper()
 	if err := c.Do(ctx, http.MethodPut, "/v1/nodes/"+node+"/states/provision", body, nil); err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func provision(t *testing.T, ctx context.Context, c *Client, node string, body m
 
 // setImage points the node's instance_info at the lab's image, with the
 // given sha256.
-func setImage(t *testing.T, ctx context.Context, s *site.Site, c *Client, node, sha256 string) {
+func setImage(t testing.TB, ctx context.Context, s *site.Site, c *Client, node, sha256 string) {
 	t.Helper()
 	patch := []map[string]any{
 		{"op": "add", "path": "/instance_info/image_source", "value": s.Lab.ImageServer().ImageURL(deployImage)},

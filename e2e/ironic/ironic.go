@@ -131,6 +131,9 @@ func (ir *Ironic) Stop() {
 	}
 }
 
+// PID is the ironic process's.
+func (ir *Ironic) PID() int { return ir.proc.PID() }
+
 // LogPath is Ironic's log file.
 func (ir *Ironic) LogPath() string { return filepath.Join(ir.Dir, "ironic.log") }
 

@@ -17,7 +17,7 @@ import (
 )
 
 // startSite brings up a lab (its BMCs and hosts' agents) and Ironic.
-func startSite(t *testing.T, ctx context.Context, labFile string) (*site.Site, *Ironic, *Client) {
+func startSite(t testing.TB, ctx context.Context, labFile string) (*site.Site, *Ironic, *Client) {
 	t.Helper()
 	def, err := lab.Load(filepath.Join("..", "..", "fixtures", "labs", labFile))
 	if err != nil {
@@ -47,7 +47,7 @@ func redfishNode(name string, bmc *lab.BMCInfo) map[string]any {
 }
 
 // waitState waits for node to reach state (or fail into an error state).
-func waitState(t *testing.T, ctx context.Context, c *Client, node, state string) *Node {
+func waitState(t testing.TB, ctx context.Context, c *Client, node, state string) *Node {
 	t.Helper()
 	for {
 		n, err := c.Node(ctx, node)

@@ -1,0 +1,70 @@
+package ironic
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/upgradelab/upgradelab/internal/proc"
+	"github.com/upgradelab/upgradelab/internal/timescale"
+	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/labtest"
+	"github.com/upgradelab/upgradelab/sim/site"
+)
+
+// BenchmarkIronicProvisionsAHost starts Ironic for a one-host lab at the
+// suite's time scale (0.01) and takes the host from enrollment to
+// available (manage, out-of-band inspection, cleaning through the deploy
+// ramdisk) and from available to active (a deploy of an A/B image with
+// its config drive): the wall time of each, how long Ironic took to
+// answer after its start, and its peak RSS.
+func BenchmarkIronicProvisionsAHost(b *testing.B) {
+	def, err := lab.Load(filepath.Join("..", "..", "fixtures", "labs", "single-node.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	img, err := def.Catalog.Get(deployImage)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var answer, toAvailable, toActive time.Duration
+	var rss int64
+	for range b.N {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		dir := labtest.Dir(b)
+		s, err := site.Start(ctx, site.Options{Lab: def, StateDir: filepath.Join(dir, "lab"), Scale: timescale.Scale(0.01)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		begin := time.Now()
+		ir, err := Start(ctx, Options{Dir: filepath.Join(dir, "ironic")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		answer += time.Since(begin)
+		c := NewClient(ir.URL)
+		host := s.Lab.Info().Hosts[0].Name
+		begin = time.Now()
+		enroll(b, ctx, s, c, host)
+		provision(b, ctx, c, host, map[string]any{"target": "provide"}, "available")
+		toAvailable += time.Since(begin)
+		begin = time.Now()
+		setImage(b, ctx, s, c, host, img.SHA256)
+		provision(b, ctx, c, host, map[string]any{"target": "active", "configdrive": map[string]any{"meta_data": map[string]any{"uuid": "u"}}}, "active")
+		toActive += time.Since(begin)
+		if u, ok := proc.ReadUsage(ir.PID()); ok {
+			rss = max(rss, u.PeakRSS)
+		}
+		_ = c.Do(ctx, http.MethodDelete, "/v1/nodes/"+host, nil, nil)
+		ir.Stop()
+		s.Stop()
+		cancel()
+	}
+	n := float64(b.N)
+	b.ReportMetric(answer.Seconds()/n, "s-answering/op")
+	b.ReportMetric(toAvailable.Seconds()/n, "s-enroll-to-available/op")
+	b.ReportMetric(toActive.Seconds()/n, "s-available-to-active/op")
+	b.ReportMetric(float64(rss>>20), "MiB-ironic-peak-rss")
+}
