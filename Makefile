@@ -210,10 +210,11 @@ e2e-upstream: tools
 # Start-up benchmarks run a few whole iterations; request rates run for time.
 # Their output is kept as ARTIFACTS/bench.txt, and their rows of
 # docs/BENCHMARKS.md are written anew from it.
-bench: tools
+bench: tools deps-metal3
 	go run ./cmd/upgradelab bench env --target bench $(ARTIFACTS)
 	set -o pipefail; { \
 	$(GO_TEST) -run '^$$' -bench . -benchtime 3x -timeout 30m ./e2e/mgmt/ ./sim/lab/ && \
+	$(GO_TEST) -run '^$$' -bench . -benchtime 2x -timeout 10m ./e2e/ironic/ && \
 	$(GO_TEST) -run '^$$' -bench . -benchtime 2s -timeout 30m ./sim/bmc/ && \
 	$(GO_TEST) -run '^$$' -bench . -benchtime 5000x -timeout 10m ./sim/ipmi/ && \
 	$(GO_TEST) -run '^$$' -bench BenchmarkEviction -benchtime 1000x -timeout 10m ./sim/workload/ && \
