@@ -90,9 +90,11 @@ test: tools lint deps-metal3
 # The Metal3 stack on the lab: real Ironic (e2e/ironic, also in `make
 # test`) and baremetal-operator built from its upstream release source
 # (e2e/bmo; METAL3_SOURCES names the folder of release archives, default
-# ../shared/third_party).
+# ../shared/third_party), alone and under the reference provider's
+# machines (e2e/integration, the tests named OnBMO).
 test-metal3: tools deps-metal3
 	$(GO_TEST) -tags metal3 -count=1 -timeout 20m ./e2e/ironic/ ./e2e/bmo/
+	$(GO_TEST) -tags metal3 -count=1 -timeout 20m -run OnBMO ./e2e/integration/
 
 # The qemu backend's tests alone: the A/B table on sim/disk's model and on
 # real VMs (GRUB, Debian's cloud kernel, the guest as init; TCG), the

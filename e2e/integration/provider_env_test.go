@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
+	"github.com/upgradelab/upgradelab/e2e/provider"
+	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/runner"
 	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/lab"
@@ -28,6 +30,8 @@ type providerEnv struct {
 	c        client.Client
 	ns       string
 	callback string // the provider's callback URL
+	// metal3: baremetal-operator and Ironic keep the hosts.
+	metal3 bool
 }
 
 func startProviderEnv(t *testing.T, ctx context.Context, labName string, scale timescale.Scale, providerArgs ...string) *providerEnv {
@@ -45,6 +49,8 @@ type envOptions struct {
 	// extension adds the in-place update extension with these flags.
 	extension     bool
 	extensionArgs []string
+	// provider is a provider config (nil: the reference provider).
+	provider *provider.Config
 }
 
 func startEnv(t *testing.T, ctx context.Context, o envOptions) *providerEnv {
@@ -53,13 +59,17 @@ func startEnv(t *testing.T, ctx context.Context, o envOptions) *providerEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := runner.StartEnv(ctx, runner.EnvOptions{Lab: def, Dir: labtest.Dir(t), Scale: o.scale,
+	root, err := reference.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := runner.StartEnv(ctx, runner.EnvOptions{Lab: def, Dir: labtest.Dir(t), Scale: o.scale, RepoRoot: root, Provider: o.provider,
 		ProviderArgs: o.providerArgs, ProviderConfigDir: o.providerConfig, Extension: o.extension, ExtensionArgs: o.extensionArgs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(env.Stop)
-	if o.providerConfig == "" {
+	if o.providerConfig == "" && o.provider == nil {
 		// Every test also checks each manager's RBAC: whatever it drove,
 		// no manager may have been refused a request.
 		t.Cleanup(func() {
@@ -89,7 +99,7 @@ func startEnv(t *testing.T, ctx context.Context, o envOptions) *providerEnv {
 			logFailedAgentEvents(t, env.Site.Lab.StateDir())
 		}
 	})
-	return &providerEnv{site: env.Site, plane: env.Plane, c: env.Client, ns: env.Namespace, callback: env.Callback}
+	return &providerEnv{site: env.Site, plane: env.Plane, c: env.Client, ns: env.Namespace, callback: env.Callback, metal3: env.Ironic != nil}
 }
 
 // logFailedAgentEvents shows what went wrong on the hosts themselves

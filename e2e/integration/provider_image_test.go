@@ -9,11 +9,13 @@ import (
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/upgradelab/upgradelab/e2e/bmo"
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
 // What an in-place provider must never do on Metal3, done on purpose: a
@@ -24,10 +26,21 @@ import (
 // the mistake.
 func TestANewImageInAProvisionedHostsSpecWipesItUnderItsMachine(t *testing.T) {
 	t.Parallel()
+	wipeUnderLiveMachine(t, envOptions{lab: "single-node", scale: 0.01})
+}
+
+// wipeUnderLiveMachine provisions a one-node cluster with o, writes a new
+// image into its host's spec.image and checks that the host is
+// deprovisioned under its live Machine and that the rule says so.
+func wipeUnderLiveMachine(t *testing.T, o envOptions) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	e := startProviderEnv(t, ctx, "single-node", 0.01)
-	if _, err := reference.Enroll(ctx, e.c, e.site, e.ns, nil); err != nil {
+	e := startEnv(t, ctx, o)
+	var annotate func(lab.HostInfo) (map[string]string, error)
+	if e.metal3 {
+		annotate = bmo.Annotations(e.site.Lab)
+	}
+	if _, err := reference.EnrollWith(ctx, e.c, e.site, e.ns, nil, annotate); err != nil {
 		t.Fatal(err)
 	}
 	vars := e.clusterVars(t, ctx, "sn", "v1.35.3", "ubuntu-24.04-k8s-v1.35.3", "v1-35", 1, 0, 1, false)
@@ -51,7 +64,7 @@ func TestANewImageInAProvisionedHostsSpecWipesItUnderItsMachine(t *testing.T) {
 	waitFor(t, ctx, "host "+host.Name+" deprovisioning", func() (bool, string) {
 		rec.Poll(ctx)
 		h := e.host(t, ctx, host.Name)
-		return !h.Status.OperationHistory.Deprovision.Start.IsZero(), string(h.Status.Provisioning.State)
+		return h.Status.Provisioning.State == metal3.StateDeprovisioning || !h.Status.OperationHistory.Deprovision.Start.IsZero(), string(h.Status.Provisioning.State)
 	})
 	rec.Poll(ctx)
 
