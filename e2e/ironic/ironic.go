@@ -1,7 +1,9 @@
 package ironic
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -118,9 +120,14 @@ func Start(ctx context.Context, o Options) (*Ironic, error) {
 	return ir, nil
 }
 
-// Stop ends Ironic and its HTTP server.
+// Stop writes every node's details to nodes.json in Dir (what Ironic
+// knew last, for the run's artifacts) and ends Ironic and its HTTP
+// servers.
 func (ir *Ironic) Stop() {
-	if ir.proc != nil {
+	if ir.proc != nil && proc.Alive(ir.proc.PID()) {
+		if err := ir.dumpNodes(); err != nil {
+			_ = os.WriteFile(filepath.Join(ir.Dir, "nodes.json"), []byte(fmt.Sprintf("{\"error\": %q}\n", err.Error())), 0o644)
+		}
 		ir.proc.Stop(10 * time.Second)
 	}
 	if ir.http != nil {
@@ -129,6 +136,21 @@ func (ir *Ironic) Stop() {
 	if ir.compat != nil {
 		ir.compat.Close()
 	}
+}
+
+// dumpNodes writes Ironic's answer to a detailed node list to nodes.json.
+func (ir *Ironic) dumpNodes() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var nodes json.RawMessage
+	if err := NewClient(ir.URL).Do(ctx, http.MethodGet, "/v1/nodes?detail=true", nil, &nodes); err != nil {
+		return err
+	}
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, nodes, "", "  "); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(ir.Dir, "nodes.json"), pretty.Bytes(), 0o644)
 }
 
 // PID is the ironic process's.

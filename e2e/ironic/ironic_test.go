@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,6 +118,23 @@ func TestIronicEnrollsInspectsAndPowersALabHost(t *testing.T) {
 		if got := spec.Status().Power; got != p.want {
 			t.Errorf("after Ironic's %s the host is %s", p.target, got)
 		}
+	}
+}
+
+// Stopped, Ironic leaves what it knew of its nodes in nodes.json.
+func TestIronicLeavesItsNodesWhenItStops(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, ir, c := startSite(t, ctx, "single-node.yaml")
+	info := s.Lab.Info().Hosts[0]
+	if err := c.Do(ctx, http.MethodPost, "/v1/nodes", redfishNode(info.Name, info.BMC), nil); err != nil {
+		t.Fatal(err)
+	}
+	ir.Stop()
+	ir.Stop() // a second stop keeps the dump
+	b, err := os.ReadFile(filepath.Join(ir.Dir, "nodes.json"))
+	if err != nil || !strings.Contains(string(b), `"name": "`+info.Name+`"`) || !strings.Contains(string(b), `"provision_state": "enroll"`) {
+		t.Errorf("nodes.json: %.300s, %v", b, err)
 	}
 }
 

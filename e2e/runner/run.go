@@ -16,9 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/upgradelab/upgradelab/e2e/mgmt"
-	"github.com/upgradelab/upgradelab/internal/vocab"
-
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -30,6 +27,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/bmo"
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/ironic"
+	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
@@ -37,7 +35,9 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
 	"github.com/upgradelab/upgradelab/internal/loopback"
+	"github.com/upgradelab/upgradelab/internal/proc"
 	"github.com/upgradelab/upgradelab/internal/timescale"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
@@ -416,6 +416,11 @@ func (r *run) stopEnv(ctx context.Context) {
 	}
 	for _, c := range r.env.Plane.CPU() {
 		r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU})
+	}
+	if r.env.Ironic != nil {
+		if cpu, ok := proc.CPUTime(r.env.Ironic.PID()); ok {
+			r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: "ironic", CPU: cpu})
+		}
 	}
 	r.recordForbidden()
 	_ = r.timed(ctx, result.PhaseStop, func(context.Context) error { r.env.Stop(); return nil })
