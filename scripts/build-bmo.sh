@@ -14,6 +14,10 @@ VERSION=${BMO_VERSION:-v0.11.7}
 SOURCES=${METAL3_SOURCES:-$(cd .. && pwd)/shared/third_party}
 NAME=baremetal-operator-$VERSION
 OUT="$CACHE/bin/bmo-$VERSION"
+# One build at a time: parallel suite processes wait for the first.
+mkdir -p "$CACHE/bin"
+exec 9>"$OUT.lock"
+flock 9
 [[ -x "$OUT/manager" && -d "$OUT/crds" && -d "$OUT/config/rbac" ]] && { echo "$OUT"; exit 0; }
 
 ARCHIVE="$SOURCES/$NAME.tar.gz"

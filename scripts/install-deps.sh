@@ -13,17 +13,19 @@ set -euo pipefail
 # libvirt daemon the harness starts itself, OVMF (UEFI), GRUB's EFI
 # modules, and the tools that build a disk image without loop devices
 # (mtools, dosfstools, e2fsprogs' mkfs.ext4 -d, fdisk's sfdisk) and the
-# virtual CDs the BMCs insert (xorriso). The VM
+# virtual CDs the BMCs insert (xorriso); genisoimage's mkisofs, which
+# Ironic builds its ISOs with, builds the ISOs the boot media tests read
+# (sim/iso9660, sim/lab, sim/ipa). The VM
 # kernel is Debian's cloud kernel, downloaded (not installed) by the
 # tests with apt-get download.
 PACKAGES=(libvirt-dev pkg-config openssl python3-sushy ipmitool
-  qemu-system-x86 libvirt-daemon-system ovmf grub-efi-amd64-bin mtools dosfstools e2fsprogs fdisk xorriso)
+  qemu-system-x86 libvirt-daemon-system ovmf grub-efi-amd64-bin mtools dosfstools e2fsprogs fdisk xorriso genisoimage)
 # `install-deps.sh metal3` adds the Metal3 stack's own service: Debian's
 # OpenStack Ironic (API and conductor, run as one process by e2e/ironic),
 # which the real-Ironic tests and the Metal3 provider configs run the lab
-# under. genisoimage: the mkisofs Ironic builds virtual-media ISOs with.
+# under.
 if [[ " $* " == *" metal3 "* ]]; then
-  PACKAGES+=(ironic-api ironic-conductor genisoimage)
+  PACKAGES+=(ironic-api ironic-conductor)
 fi
 
 missing=()

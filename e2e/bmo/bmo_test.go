@@ -130,7 +130,8 @@ func (s *stack) waitHost(t *testing.T, ctx context.Context, name, what string, o
 	t.Helper()
 	for {
 		h := &metal3.BareMetalHost{}
-		if err := s.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, h); err != nil {
+		// Read without ctx, so a deadline still shows the host as it was.
+		if err := s.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, h); err != nil {
 			t.Fatal(err)
 		}
 		if ok(h) {

@@ -138,7 +138,8 @@ func (e *providerEnv) checkInventoryAfterUpdate(t *testing.T, ctx context.Contex
 		return bmm.Status.Image != nil && bmm.Status.Image.Checksum == img.SHA256 && strings.Contains(nvm, "9.50"),
 			fmt.Sprintf("status.image %+v, nic:eno1 %q", bmm.Status.Image, nvm)
 	})
-	if bmh := e.host(t, ctx, host); bmh.Status.Provisioning.State != metal3.StateProvisioned || bmh.Spec.Image.URL != bmh.Status.Provisioning.Image.URL {
+	if bmh := e.host(t, ctx, host); bmh.Status.Provisioning.State != metal3.StateProvisioned || bmh.Spec.Image.URL != bmh.Status.Provisioning.Image.URL ||
+		bmh.Status.Provisioning.Image.Checksum == img.SHA256 {
 		t.Errorf("BareMetalHost %s after the update: %s, spec.image %s, provisioned %s; want its provisioned image left alone",
 			host, bmh.Status.Provisioning.State, bmh.Spec.Image.URL, bmh.Status.Provisioning.Image.URL)
 	}

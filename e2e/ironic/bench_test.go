@@ -9,6 +9,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/internal/proc"
 	"github.com/upgradelab/upgradelab/internal/timescale"
+	"github.com/upgradelab/upgradelab/sim/image"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/labtest"
 	"github.com/upgradelab/upgradelab/sim/site"
@@ -29,42 +30,59 @@ func BenchmarkIronicProvisionsAHost(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var answer, toAvailable, toActive time.Duration
-	var rss int64
+	var total provisioning
 	for range b.N {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		dir := labtest.Dir(b)
-		s, err := site.Start(ctx, site.Options{Lab: def, StateDir: filepath.Join(dir, "lab"), Scale: timescale.Scale(0.01)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		begin := time.Now()
-		ir, err := Start(ctx, Options{Dir: filepath.Join(dir, "ironic")})
-		if err != nil {
-			b.Fatal(err)
-		}
-		answer += time.Since(begin)
-		c := NewClient(ir.URL)
-		host := s.Lab.Info().Hosts[0].Name
-		begin = time.Now()
-		enroll(b, ctx, s, c, host)
-		provision(b, ctx, c, host, map[string]any{"target": "provide"}, "available")
-		toAvailable += time.Since(begin)
-		begin = time.Now()
-		setImage(b, ctx, s, c, host, img.SHA256)
-		provision(b, ctx, c, host, map[string]any{"target": "active", "configdrive": map[string]any{"meta_data": map[string]any{"uuid": "u"}}}, "active")
-		toActive += time.Since(begin)
-		if u, ok := proc.ReadUsage(ir.PID()); ok {
-			rss = max(rss, u.PeakRSS)
-		}
-		_ = c.Do(ctx, http.MethodDelete, "/v1/nodes/"+host, nil, nil)
-		ir.Stop()
-		s.Stop()
-		cancel()
+		p := provisionOnce(b, def, img)
+		total.answer += p.answer
+		total.toAvailable += p.toAvailable
+		total.toActive += p.toActive
+		total.rss = max(total.rss, p.rss)
 	}
 	n := float64(b.N)
-	b.ReportMetric(answer.Seconds()/n, "s-answering/op")
-	b.ReportMetric(toAvailable.Seconds()/n, "s-enroll-to-available/op")
-	b.ReportMetric(toActive.Seconds()/n, "s-available-to-active/op")
-	b.ReportMetric(float64(rss>>20), "MiB-ironic-peak-rss")
+	b.ReportMetric(total.answer.Seconds()/n, "s-answering/op")
+	b.ReportMetric(total.toAvailable.Seconds()/n, "s-enroll-to-available/op")
+	b.ReportMetric(total.toActive.Seconds()/n, "s-available-to-active/op")
+	b.ReportMetric(float64(total.rss>>20), "MiB-ironic-peak-rss")
+}
+
+// provisioning is what one pass measured.
+type provisioning struct {
+	answer, toAvailable, toActive time.Duration
+	rss                           int64
+}
+
+// provisionOnce starts a lab and Ironic, provisions the lab's host and
+// stops both, however it ends.
+func provisionOnce(b *testing.B, def *lab.Definition, img image.Bundle) provisioning {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := labtest.Dir(b)
+	s, err := site.Start(ctx, site.Options{Lab: def, StateDir: filepath.Join(dir, "lab"), Scale: timescale.Scale(0.01)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Stop()
+	var p provisioning
+	begin := time.Now()
+	ir, err := Start(ctx, Options{Dir: filepath.Join(dir, "ironic")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ir.Stop()
+	p.answer = time.Since(begin)
+	c := NewClient(ir.URL)
+	host := s.Lab.Info().Hosts[0].Name
+	begin = time.Now()
+	enroll(b, ctx, s, c, host)
+	provision(b, ctx, c, host, map[string]any{"target": "provide"}, "available")
+	p.toAvailable = time.Since(begin)
+	begin = time.Now()
+	setImage(b, ctx, s, c, host, img.SHA256)
+	provision(b, ctx, c, host, map[string]any{"target": "active", "configdrive": map[string]any{"meta_data": map[string]any{"uuid": "u"}}}, "active")
+	p.toActive = time.Since(begin)
+	if u, ok := proc.ReadUsage(ir.PID()); ok {
+		p.rss = u.PeakRSS
+	}
+	_ = c.Do(ctx, http.MethodDelete, "/v1/nodes/"+host, nil, nil)
+	return p
 }

@@ -10,9 +10,10 @@ import (
 	"time"
 )
 
-// APIVersion is the microversion the Client asks for: the highest Debian
-// 12's Ironic (21.4) offers, above baremetal-operator v0.11's floor (1.81).
-const APIVersion = "1.82"
+// APIVersion is the microversion the Client asks for: baremetal-operator
+// v0.11's floor (1.81), which every Ironic the harness accepts offers
+// (Debian 12's offers 1.82).
+const APIVersion = "1.81"
 
 // Client calls Ironic's REST API.
 type Client struct {
@@ -46,7 +47,8 @@ func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
 	var out struct {
 		Nodes []Node `json:"nodes"`
 	}
-	return out.Nodes, c.Do(ctx, http.MethodGet, "/v1/nodes?detail=true", nil, &out)
+	err := c.Do(ctx, http.MethodGet, "/v1/nodes?detail=true", nil, &out)
+	return out.Nodes, err
 }
 
 // Node reads one node by name or UUID.
@@ -62,7 +64,8 @@ func (c *Client) Version(ctx context.Context) (string, error) {
 			Version string `json:"version"`
 		} `json:"default_version"`
 	}
-	return root.Default.Version, c.Do(ctx, http.MethodGet, "/", nil, &root)
+	err := c.Do(ctx, http.MethodGet, "/", nil, &root)
+	return root.Default.Version, err
 }
 
 // Do sends body (JSON, nil for none) to path and decodes the answer into

@@ -13,6 +13,8 @@ var configTemplate = template.Must(template.New("ironic.conf").Parse(`[DEFAULT]
 auth_strategy = noauth
 rpc_transport = none
 host = upgradelab
+# Stopped with the run: nothing to finish gracefully.
+graceful_shutdown_timeout = 2
 tempdir = {{.Dir}}/tmp
 enabled_hardware_types = redfish,ipmi
 enabled_boot_interfaces = redfish-virtual-media,ipxe,pxe
@@ -30,6 +32,7 @@ default_deploy_interface = direct
 [api]
 host_ip = 127.0.0.1
 port = {{.APIPort}}
+ramdisk_heartbeat_timeout = 10
 
 [database]
 connection = sqlite:///{{.Dir}}/ironic.db
@@ -53,9 +56,6 @@ command_wait_interval = 1
 post_deploy_get_power_state_retry_interval = 1
 post_deploy_get_power_state_retries = 30
 deploy_logs_collect = never
-
-[api]
-ramdisk_heartbeat_timeout = 10
 
 [redfish]
 use_swift = false

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -68,45 +67,40 @@ func setImage(t testing.TB, ctx context.Context, s *site.Site, c *Client, node, 
 // from disk; a wrong checksum fails the deploy as Ironic reports it.
 func TestIronicCleansAndDeploysLabHostsThroughTheDeployRamdisk(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel) // after the parallel subtests
 	s, _, c := startSite(t, ctx, "cold-spare.yaml")
 	img, err := s.Lab.Definition().Catalog.Get(deployImage)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
 	for _, host := range []string{"worker-0", "worker-1"} { // A/B, OSTree
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		t.Run(host, func(t *testing.T) {
+			t.Parallel()
 			deployAndBoot(t, ctx, s, c, host, img.SHA256)
-		}()
+		})
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	t.Run("cp-0 with a wrong checksum", func(t *testing.T) {
+		t.Parallel()
 		enroll(t, ctx, s, c, "cp-0")
 		provision(t, ctx, c, "cp-0", map[string]any{"target": "provide"}, "available")
 		setImage(t, ctx, s, c, "cp-0", strings.Repeat("0", 64))
 		if err := c.Do(ctx, http.MethodPut, "/v1/nodes/cp-0/states/provision", map[string]any{"target": "active"}, nil); err != nil {
-			t.Error(err)
-			return
+			t.Fatal(err)
 		}
 		n := waitFailed(t, ctx, c, "cp-0", "deploy failed")
 		if !strings.Contains(deref(n.LastError), "sha256") {
 			t.Errorf("a deploy with a wrong checksum failed with %q; want the host's checksum error", deref(n.LastError))
 		}
-	}()
-	wg.Wait()
+	})
 }
 
 // deployAndBoot cleans host, deploys the image with a config drive and
 // checks what the host then runs.
 func deployAndBoot(t *testing.T, ctx context.Context, s *site.Site, c *Client, host, sha256 string) {
+	t.Helper()
 	h, err := s.Lab.Host(host)
 	if err != nil {
-		t.Error(err)
-		return
+		t.Fatal(err)
 	}
 	enroll(t, ctx, s, c, host)
 	provision(t, ctx, c, host, map[string]any{"target": "provide"}, "available")
@@ -120,8 +114,7 @@ func deployAndBoot(t *testing.T, ctx context.Context, s *site.Site, c *Client, h
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("%s after the deploy runs %+v; want %s from disk", host, st.OS, deployImage)
-			return
+			t.Fatalf("%s after the deploy runs %+v; want %s from disk", host, st.OS, deployImage)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

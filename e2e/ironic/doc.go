@@ -7,8 +7,11 @@
 // loopback ports of the harness's range, with the redfish and ipmi
 // hardware types, automated cleaning, and its HTTP boot root (where it
 // puts the virtual-media ISOs it builds) served by the harness. The
-// process starts without REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE, which
-// would make Python's requests ignore the CA sushy is given for each BMC.
+// process starts without the harness's REQUESTS_CA_BUNDLE and
+// CURL_CA_BUNDLE, which make Python's requests ignore the CA sushy is
+// given for each BMC (a node's redfish_verify_ca); with Options.TrustedCA
+// REQUESTS_CA_BUNDLE is that CA instead, on purpose: the site's trust
+// store, for nodes that name no CA (baremetal-operator names none).
 // Its log, its configuration and the database stay in the folder given.
 //
 // [Client] is the little of Ironic's REST API the harness itself needs:

@@ -22,19 +22,13 @@ import (
 var binaries = []string{"/usr/bin/ironic", "/usr/bin/ironic-dbsync"}
 
 // ErrNotInstalled is returned by Start when Ironic's programs are missing.
-var ErrNotInstalled = errors.New("Ironic is not installed: run scripts/install-deps.sh metal3 (Debian packages ironic-api, ironic-conductor and genisoimage)")
+var ErrNotInstalled = errors.New("Ironic is not installed: run scripts/install-deps.sh metal3 (Debian packages ironic-api and ironic-conductor)")
 
-// Options say where Ironic keeps its files and what it boots hosts with.
+// Options say where Ironic keeps its files and whom it trusts.
 type Options struct {
 	// Dir holds ironic.conf, the database, ironic.log and the HTTP boot
 	// root (http/).
 	Dir string
-	// DeployKernel and DeployRamdisk are the deploy ramdisk's files, as
-	// local paths; nodes name them with DeployImages.
-	DeployKernel, DeployRamdisk string
-	// Bootloader is the EFI system partition image Ironic puts on the
-	// virtual-media ISOs it builds for UEFI hosts; empty makes one.
-	Bootloader string
 	// Ready bounds the wait for the API to answer (default 60 s).
 	Ready time.Duration
 	// TrustedCA is a CA file Ironic trusts for every BMC, as a site's
@@ -124,7 +118,7 @@ func Start(ctx context.Context, o Options) (*Ironic, error) {
 // knew last, for the run's artifacts) and ends Ironic and its HTTP
 // servers.
 func (ir *Ironic) Stop() {
-	if ir.proc != nil && proc.Alive(ir.proc.PID()) {
+	if ir.proc != nil && !exited(ir.proc) {
 		if err := ir.dumpNodes(); err != nil {
 			_ = os.WriteFile(filepath.Join(ir.Dir, "nodes.json"), []byte(fmt.Sprintf("{\"error\": %q}\n", err.Error())), 0o644)
 		}
@@ -153,16 +147,18 @@ func (ir *Ironic) dumpNodes() error {
 	return os.WriteFile(filepath.Join(ir.Dir, "nodes.json"), pretty.Bytes(), 0o644)
 }
 
+// exited says whether p has ended.
+func exited(p *proc.Process) bool {
+	select {
+	case <-p.Exited():
+		return true
+	default:
+		return false
+	}
+}
+
 // PID is the ironic process's.
 func (ir *Ironic) PID() int { return ir.proc.PID() }
-
-// LogPath is Ironic's log file.
-func (ir *Ironic) LogPath() string { return filepath.Join(ir.Dir, "ironic.log") }
-
-// DeployImages are the driver_info a node names the deploy ramdisk with.
-func DeployImages(o Options) map[string]string {
-	return map[string]string{"deploy_kernel": "file://" + o.DeployKernel, "deploy_ramdisk": "file://" + o.DeployRamdisk}
-}
 
 // cleanEnv is env without the CA bundle variables Python's requests
 // prefers to the CA sushy passes for a BMC.
@@ -200,37 +196,18 @@ func (ir *Ironic) writeConfig(o Options, apiPort int) (string, error) {
 			return "", err
 		}
 	}
-	bootloader := o.Bootloader
-	if bootloader == "" {
-		bootloader = filepath.Join(o.Dir, "esp.img")
-		if err := writeESP(bootloader); err != nil {
-			return "", err
-		}
+	bootloader := filepath.Join(o.Dir, "esp.img")
+	if err := writeESP(bootloader); err != nil {
+		return "", err
 	}
 	var b strings.Builder
 	err := configTemplate.Execute(&b, map[string]any{
 		"Dir": o.Dir, "APIPort": apiPort, "URL": ir.URL, "HTTPURL": ir.HTTPURL, "Bootloader": bootloader,
-		"Allowed": strings.Join(uniqueDirs(o.Dir, o.DeployKernel, o.DeployRamdisk, bootloader), ","),
+		"Allowed": o.Dir,
 	})
 	if err != nil {
 		return "", err
 	}
 	conf := filepath.Join(o.Dir, "ironic.conf")
 	return conf, os.WriteFile(conf, []byte(b.String()), 0o644)
-}
-
-// uniqueDirs are dir and the folders of files, once each: the paths
-// Ironic may read file:// images from.
-func uniqueDirs(dir string, files ...string) []string {
-	out := []string{dir}
-	for _, f := range files {
-		if f == "" {
-			continue
-		}
-		d := filepath.Dir(f)
-		if !strings.Contains(strings.Join(out, "\n")+"\n", d+"\n") {
-			out = append(out, d)
-		}
-	}
-	return out
 }

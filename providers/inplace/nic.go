@@ -231,7 +231,7 @@ func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, w
 	if err := u.annotate(ctx, bmm, NICFlashAnnotation, markValue(f.nvm.Firmware, u.now(), f.bootID)); err != nil {
 		return progress{}, err
 	}
-	if err := bmc.PowerOn(); err != nil { // a restart: the BMC flashes during it
+	if err := u.resetToApply(ctx, bmm); err != nil { // a restart: the BMC flashes during it
 		return progress{}, err
 	}
 	return running("staged NVM %s on %s of %s and reset the host (%s: %s)", f.nvm.Firmware, strings.Join(f.ports, ", "), node.Name, f.plan.order, f.plan.reason), nil

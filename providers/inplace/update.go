@@ -652,10 +652,11 @@ func cutShort(s *staging, st agentv1.Status) bool {
 	return st.OS.BootID != s.bootID || !errors.As(s.err, &refused)
 }
 
-// reboot restarts the host through its BMC, or through its OS when it
-// has none (a registered host): gracefully, so the OS shuts down first
-// (an OSTree host finalises its staged deployment then; a hard reset
-// would lose it), or with force a hard restart.
+// reboot restarts the host through its BareMetalHost (PowerThroughHost),
+// its BMC, or its OS when it has none (a registered host): gracefully,
+// so the OS shuts down first (an OSTree host finalises its staged
+// deployment then; a hard reset would lose it), or with force a hard
+// restart.
 func (u *Updater) reboot(ctx context.Context, bmm *infrav1.BareMetalMachine, ag *hostagent.Client, force bool) error {
 	if u.PowerThroughHost {
 		return u.askHostReboot(ctx, bmm, force)

@@ -62,6 +62,8 @@ type Agent struct {
 	node, callback string
 	interval       time.Duration
 	beat           chan struct{}
+	// ctx ends with the boot: commands still running stop with it.
+	ctx context.Context
 
 	mu       sync.Mutex
 	commands []*Result
@@ -77,12 +79,16 @@ func Run(ctx context.Context, host Host, p Params, record Recorder, alive func()
 	a := &Agent{host: host, params: p, record: record, client: &http.Client{Timeout: 30 * time.Second}, beat: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	a.ctx = ctx
 	go func() { // the boot ends: so does everything of it
 		for alive() && ctx.Err() == nil {
 			time.Sleep(100 * time.Millisecond)
 		}
 		cancel()
 	}()
+	if !a.lookup(ctx) {
+		return
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		record("IronicAgentFailed", err.Error())
@@ -92,9 +98,6 @@ func Run(ctx context.Context, host Host, p Params, record Recorder, alive func()
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	a.callback = "http://" + ln.Addr().String()
-	if !a.lookup(ctx) {
-		return
-	}
 	record("IronicAgentRunning", fmt.Sprintf("node %s, commands at %s, heartbeating to %s", a.node, a.callback, p.APIURL))
 	a.heartbeats(ctx)
 }

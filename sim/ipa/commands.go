@@ -20,9 +20,9 @@ type command struct {
 	run   func(a *Agent, ctx context.Context, params map[string]any) (map[string]any, error)
 }
 
-// Commands are the commands Ironic 21.4 sends in cleaning and in a direct
+// commands are the commands Ironic 21.4 sends in cleaning and in a direct
 // deploy, by name.
-var Commands = map[string]command{
+var commands = map[string]command{
 	"clean.get_clean_steps":          {run: listSteps("clean", cleanSteps)},
 	"clean.execute_clean_step":       {async: true, run: executeStep("clean")},
 	"deploy.get_deploy_steps":        {run: listSteps("deploy", deploySteps)},
@@ -199,7 +199,7 @@ func (a *Agent) postCommand(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusBadRequest, fault{Code: "Client", String: "Invalid command: " + err.Error()})
 		return
 	}
-	spec, ok := Commands[cmd.Name]
+	spec, ok := commands[cmd.Name]
 	if !ok {
 		reply(w, http.StatusBadRequest, fault{Code: "Client", String: "Unknown command: " + cmd.Name})
 		return
@@ -211,18 +211,21 @@ func (a *Agent) postCommand(w http.ResponseWriter, r *http.Request) {
 	}
 	a.record("IronicCommand", cmd.Name)
 	if !spec.async {
-		reply(w, http.StatusOK, a.finish(res, spec, context.WithoutCancel(r.Context()), cmd))
+		reply(w, http.StatusOK, a.finish(a.ctx, res, spec, cmd))
 		return
 	}
 	running := *res
 	reply(w, http.StatusOK, running)
 	go func() {
-		a.finish(res, spec, context.Background(), cmd)
-		a.heartbeatSoon()
-		if cmd.Name == "standby.power_off" {
-			if err := a.host.Shutdown(context.Background()); err != nil {
-				a.record("IronicPowerOffFailed", err.Error())
-			}
+		a.finish(a.ctx, res, spec, cmd)
+		if cmd.Name != "standby.power_off" {
+			a.heartbeatSoon()
+			return
+		}
+		// The OS goes down inside the command, as IPA's does: no
+		// heartbeat after it.
+		if err := a.host.Shutdown(a.ctx); err != nil && a.ctx.Err() == nil {
+			a.record("IronicPowerOffFailed", err.Error())
 		}
 	}()
 }
@@ -241,18 +244,22 @@ func (a *Agent) start(name string) (*Result, string) {
 	return res, ""
 }
 
-// finish runs the command and records how it ended.
-func (a *Agent) finish(res *Result, spec command, ctx context.Context, cmd Command) Result {
+// finish runs the command (for as long as the boot lasts: ctx) and
+// records how it ended.
+func (a *Agent) finish(ctx context.Context, res *Result, spec command, cmd Command) Result {
 	out, err := spec.run(a, ctx, cmd.Params)
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if err != nil {
 		res.Status, res.Error = StatusFailed, &CommandError{Type: "CommandExecutionError", Code: 500, Message: err.Error(), Details: err.Error()}
-		a.record("IronicCommandFailed", cmd.Name+": "+err.Error())
 	} else {
 		res.Status, res.Outcome = StatusSucceeded, out
 	}
-	return *res
+	done := *res
+	a.mu.Unlock()
+	if err != nil {
+		a.record("IronicCommandFailed", cmd.Name+": "+err.Error())
+	}
+	return done
 }
 
 func reply(w http.ResponseWriter, code int, body any) {

@@ -7,9 +7,10 @@
 // (ipa-api-url) and the node's token (ipa-agent-token). The agent looks
 // its node up by MAC, serves Ironic's command API on loopback while the
 // boot lasts and heartbeats its URL, at once, after every asynchronous
-// command and every few seconds (half the heartbeat timeout Ironic's
-// lookup gives). Ironic then drives cleaning and deployment through
-// commands; [Commands] says, as data, which exist, whether Ironic waits
+// command and every few seconds (0.45 of the heartbeat timeout Ironic's
+// lookup gives, as IPA waits 0.3 to 0.6 of it). Ironic then drives
+// cleaning and deployment through commands; a table (commands.go) says,
+// as data, which exist, whether Ironic waits
 // for each, and what each does to the host:
 //
 //   - clean.get_clean_steps / deploy.get_deploy_steps list the steps of a

@@ -11,7 +11,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"path"
 	"strings"
 )
@@ -94,7 +94,7 @@ func lookup(img []byte, dir record, name string) (record, error) {
 		}
 		off += n
 	}
-	return record{}, fmt.Errorf("%s: %w", name, io.ErrUnexpectedEOF)
+	return record{}, fmt.Errorf("%s: %w", name, fs.ErrNotExist)
 }
 
 // extent is the data a record points at.

@@ -199,7 +199,11 @@ func readMedia(ctx context.Context, url string, limit int64) ([]byte, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("virtual media %s: %s", url, resp.Status)
 	}
-	return io.ReadAll(io.LimitReader(resp.Body, limit))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		return nil, fmt.Errorf("virtual media %s: larger than the %d bytes a host reads", url, limit)
+	}
+	return b, err
 }
 
 // osUp records the running OS and how its driver found each port.

@@ -31,7 +31,7 @@ const ResetRequestedAnnotation = "infrastructure.upgradelab.dev/reset-requested-
 // starts over without harm: an image already staged with the right
 // checksum is not written again.
 func (r *Reconciler) provision(ctx context.Context, host *metal3.BareMetalHost) (ctrl.Result, error) {
-	if host.Spec.ConsumerRef == nil || host.Spec.Image == nil {
+	if host.Spec.ConsumerRef == nil || imageChanged(host) {
 		r.forgetDeployBoot(host)
 		setState(host, metal3.StateDeprovisioning)
 		return ctrl.Result{Requeue: true}, nil

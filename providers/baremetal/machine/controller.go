@@ -285,16 +285,19 @@ func addresses(host *metal3.BareMetalHost) []clusterv1.MachineAddress {
 // recordImage keeps in the machine's status the image its host runs: the
 // one the host was provisioned with, then, once the in-place extension
 // reports an update done for the machine's current spec (InPlaceUpdated
-// True at its generation), the spec's. The host itself is not touched:
+// True at its generation), the spec's; none while the host is not
+// provisioned (a wiped host is provisioned again from its spec.image). The host itself is not touched:
 // its spec.image keeps the image it was provisioned with, since
 // baremetal-operator deprovisions a provisioned host whose spec.image
 // changes.
 func recordImage(bmm *infrav1.BareMetalMachine, host *metal3.BareMetalHost) {
 	c := meta.FindStatusCondition(bmm.Status.Conditions, infrav1.InPlaceUpdatedCondition)
 	switch {
+	case host.Status.Provisioning.State != metal3.StateProvisioned:
+		bmm.Status.Image = nil // being (re)provisioned or wiped: it runs nothing of ours
 	case c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == bmm.Generation:
 		bmm.Status.Image = bmm.Spec.Image.DeepCopy()
-	case bmm.Status.Image == nil && host.Status.Provisioning.State == metal3.StateProvisioned:
+	case bmm.Status.Image == nil:
 		img := host.Status.Provisioning.Image
 		bmm.Status.Image = &infrav1.Image{URL: img.URL, Checksum: img.Checksum}
 	}
