@@ -1,13 +1,14 @@
 package ironic
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/upgradelab/upgradelab/internal/jsonhttp"
 )
 
 // APIVersion is the microversion the Client asks for: baremetal-operator
@@ -72,20 +73,11 @@ func (c *Client) Version(ctx context.Context) (string, error) {
 // out (nil: discarded). An answer of 400 or more is an error carrying
 // Ironic's message.
 func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.URL+path, rd)
+	req, err := jsonhttp.NewRequest(ctx, method, c.URL+path, body)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("X-OpenStack-Ironic-API-Version", APIVersion)
-	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return fmt.Errorf("ironic %s %s: %w", method, path, err)

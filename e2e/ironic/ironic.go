@@ -101,6 +101,12 @@ func Start(ctx context.Context, o Options) (*Ironic, error) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, ready)
 	defer cancel()
+	// The release, asked while the API comes up (a second of Python).
+	version := make(chan string, 1)
+	go func() {
+		out, _ := exec.CommandContext(ctx, "/usr/bin/ironic", "--version").CombinedOutput()
+		version <- strings.TrimSpace(string(out))
+	}()
 	if err := ir.proc.WaitHealthy(wctx, ir.URL+"/v1"); err != nil {
 		ir.Stop()
 		return nil, err
@@ -109,8 +115,7 @@ func Start(ctx context.Context, o Options) (*Ironic, error) {
 		ir.Stop()
 		return nil, err
 	}
-	out, _ := exec.CommandContext(ctx, "/usr/bin/ironic", "--version").CombinedOutput()
-	ir.Version = strings.TrimSpace(string(out))
+	ir.Version = <-version
 	return ir, nil
 }
 

@@ -2,7 +2,6 @@ package inplace
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -196,7 +195,7 @@ func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, w
 	case wasStaged && !restarted && u.now().Sub(staged.at) > rebootRetry:
 		// The OS that ran when the flash was staged is still up: the
 		// reset that applies it never reached the host. Ask again.
-		if err := u.resetToApply(ctx, bmm); err != nil {
+		if err := u.reboot(ctx, bmm, nil, true); err != nil {
 			return progress{}, fmt.Errorf("resetting %s to apply NVM %s: %w", node.Name, f.nvm.Firmware, err)
 		}
 		if err := u.annotate(ctx, bmm, NICFlashAnnotation, markValue(f.nvm.Firmware, u.now(), f.bootID)); err != nil {
@@ -231,7 +230,7 @@ func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, w
 	if err := u.annotate(ctx, bmm, NICFlashAnnotation, markValue(f.nvm.Firmware, u.now(), f.bootID)); err != nil {
 		return progress{}, err
 	}
-	if err := u.resetToApply(ctx, bmm); err != nil { // a restart: the BMC flashes during it
+	if err := u.reboot(ctx, bmm, nil, true); err != nil { // a restart: the BMC flashes during it
 		return progress{}, err
 	}
 	return running("staged NVM %s on %s of %s and reset the host (%s: %s)", f.nvm.Firmware, strings.Join(f.ports, ", "), node.Name, f.plan.order, f.plan.reason), nil
@@ -256,22 +255,4 @@ func linksDown(links []agentv1.PortLink) string {
 		}
 	}
 	return strings.Join(down, "; ")
-}
-
-// resetToApply hard-resets the machine's host so a staged flash applies:
-// through its BareMetalHost when the extension powers through hosts,
-// otherwise through its BMC.
-func (u *Updater) resetToApply(ctx context.Context, bmm *infrav1.BareMetalMachine) error {
-	if u.PowerThroughHost {
-		return u.askHostReboot(ctx, bmm, true)
-	}
-	bmc, err := u.dialBMC(ctx, bmm)
-	if err != nil {
-		return err
-	}
-	if bmc == nil {
-		return errors.New("its host has no BMC")
-	}
-	defer bmc.Close()
-	return bmc.PowerOn()
 }

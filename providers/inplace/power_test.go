@@ -15,9 +15,9 @@ import (
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 )
 
-// Powering through the host, a reboot (soft, or hard when forced) and
-// the reset that applies a staged NIC flash (hard) are
-// baremetal-operator's reboot annotation on the machine's BareMetalHost,
+// Powering through the host, a reboot (soft, or hard when forced, as the
+// reset that applies a staged NIC flash is) is baremetal-operator's
+// reboot annotation on the machine's BareMetalHost,
 // and the BMC is never dialled: the host names a BMC whose credentials
 // do not exist, so a dial would fail.
 func TestARebootThroughTheHostIsBMOsAnnotation(t *testing.T) {
@@ -48,22 +48,5 @@ func TestARebootThroughTheHostIsBMOsAnnotation(t *testing.T) {
 		if a := got.Annotations[metal3.RebootAnnotationPrefix]; a != c2.want {
 			t.Errorf("force %v: reboot annotation %q, want %s", c2.force, a, c2.want)
 		}
-	}
-	// The reset that applies a staged NIC flash goes the same way.
-	if err := (&Updater{Client: c}).resetToApply(ctx, bmm); err == nil {
-		t.Error("a reset through the BMC found credentials that do not exist")
-	}
-	got := &metal3.BareMetalHost{}
-	_ = c.Get(ctx, client.ObjectKeyFromObject(host), got)
-	delete(got.Annotations, metal3.RebootAnnotationPrefix)
-	if err := c.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
-	if err := u.resetToApply(ctx, bmm); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.Get(ctx, client.ObjectKeyFromObject(host), got)
-	if a := got.Annotations[metal3.RebootAnnotationPrefix]; a != `{"mode":"hard"}` {
-		t.Errorf("the flash's reset through the host: reboot annotation %q, want a hard reboot", a)
 	}
 }

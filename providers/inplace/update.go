@@ -656,7 +656,8 @@ func cutShort(s *staging, st agentv1.Status) bool {
 // its BMC, or its OS when it has none (a registered host): gracefully,
 // so the OS shuts down first (an OSTree host finalises its staged
 // deployment then; a hard reset would lose it), or with force a hard
-// restart.
+// restart. ag may be nil where the host's OS is not to be asked (a reset
+// that applies a staged NIC flash).
 func (u *Updater) reboot(ctx context.Context, bmm *infrav1.BareMetalMachine, ag *hostagent.Client, force bool) error {
 	if u.PowerThroughHost {
 		return u.askHostReboot(ctx, bmm, force)
@@ -666,6 +667,9 @@ func (u *Updater) reboot(ctx context.Context, bmm *infrav1.BareMetalMachine, ag 
 		return err
 	}
 	if bmc == nil {
+		if ag == nil {
+			return errors.New("its host has no BMC")
+		}
 		return ag.Reboot(ctx)
 	}
 	defer bmc.Close()

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/upgradelab/upgradelab/internal/jsonhttp"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
@@ -165,20 +166,11 @@ func (a *Agent) heartbeatSoon() {
 // call sends body (nil: none) with Ironic's version header and decodes
 // the answer into out (nil: discarded).
 func (a *Agent) call(ctx context.Context, method, u, version string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	req, err := jsonhttp.NewRequest(ctx, method, u, body)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("X-OpenStack-Ironic-API-Version", version)
-	req.Header.Set("Content-Type", "application/json")
 	resp, err := a.client.Do(req)
 	if err != nil {
 		return err

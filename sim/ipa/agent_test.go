@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/upgradelab/upgradelab/internal/jsonhttp"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
@@ -66,7 +67,7 @@ func (f *fakeIronic) handler(t *testing.T) http.Handler {
 			http.Error(w, `{"error_message": "bad lookup"}`, http.StatusBadRequest)
 			return
 		}
-		reply(w, http.StatusOK, map[string]any{"node": map[string]any{"uuid": "uuid-0"}, "config": map[string]any{"heartbeat_timeout": 300, "agent_token": "******"}})
+		jsonhttp.Reply(w, http.StatusOK, map[string]any{"node": map[string]any{"uuid": "uuid-0"}, "config": map[string]any{"heartbeat_timeout": 300, "agent_token": "******"}})
 	})
 	mux.HandleFunc("POST /v1/heartbeat/uuid-0", func(w http.ResponseWriter, r *http.Request) {
 		var hb heartbeat

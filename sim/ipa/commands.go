@@ -10,6 +10,8 @@ import (
 	"hash/crc32"
 	"net/http"
 	"strings"
+
+	"github.com/upgradelab/upgradelab/internal/jsonhttp"
 )
 
 // command is one command the agent serves: whether Ironic gets its
@@ -184,38 +186,38 @@ func (a *Agent) listCommands(w http.ResponseWriter, _ *http.Request) {
 		out = append(out, *c)
 	}
 	a.mu.Unlock()
-	reply(w, http.StatusOK, map[string]any{"commands": out})
+	jsonhttp.Reply(w, http.StatusOK, map[string]any{"commands": out})
 }
 
 // postCommand runs a command: a sync one before answering, an async one
 // after answering RUNNING, with a heartbeat once it is done.
 func (a *Agent) postCommand(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("agent_token") != a.params.Token {
-		reply(w, http.StatusUnauthorized, fault{Code: "Client", String: "Token invalid."})
+		jsonhttp.Reply(w, http.StatusUnauthorized, fault{Code: "Client", String: "Token invalid."})
 		return
 	}
 	var cmd Command
 	if err := json.NewDecoder(r.Body).Decode(&cmd); err != nil {
-		reply(w, http.StatusBadRequest, fault{Code: "Client", String: "Invalid command: " + err.Error()})
+		jsonhttp.Reply(w, http.StatusBadRequest, fault{Code: "Client", String: "Invalid command: " + err.Error()})
 		return
 	}
 	spec, ok := commands[cmd.Name]
 	if !ok {
-		reply(w, http.StatusBadRequest, fault{Code: "Client", String: "Unknown command: " + cmd.Name})
+		jsonhttp.Reply(w, http.StatusBadRequest, fault{Code: "Client", String: "Unknown command: " + cmd.Name})
 		return
 	}
 	res, busy := a.start(cmd.Name)
 	if busy != "" {
-		reply(w, http.StatusConflict, fault{Code: "Client", String: "Agent is busy: executing command " + busy})
+		jsonhttp.Reply(w, http.StatusConflict, fault{Code: "Client", String: "Agent is busy: executing command " + busy})
 		return
 	}
 	a.record("IronicCommand", cmd.Name)
 	if !spec.async {
-		reply(w, http.StatusOK, a.finish(a.ctx, res, spec, cmd))
+		jsonhttp.Reply(w, http.StatusOK, a.finish(a.ctx, res, spec, cmd))
 		return
 	}
 	running := *res
-	reply(w, http.StatusOK, running)
+	jsonhttp.Reply(w, http.StatusOK, running)
 	go func() {
 		a.finish(a.ctx, res, spec, cmd)
 		if cmd.Name != "standby.power_off" {
@@ -260,10 +262,4 @@ func (a *Agent) finish(ctx context.Context, res *Result, spec command, cmd Comma
 		a.record("IronicCommandFailed", cmd.Name+": "+err.Error())
 	}
 	return done
-}
-
-func reply(w http.ResponseWriter, code int, body any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(body)
 }

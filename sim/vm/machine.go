@@ -1,7 +1,6 @@
 package vm
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
+	"github.com/upgradelab/upgradelab/internal/jsonhttp"
 	"github.com/upgradelab/upgradelab/sim/vm/qemu"
 )
 
@@ -109,15 +109,7 @@ func (e *AgentError) Error() string { return fmt.Sprintf("%d %s", e.Status, e.Me
 func (e *AgentError) Unwrap() error { return ErrAgent }
 
 func (g *Guest) call(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, g.URL+path, rd)
+	req, err := jsonhttp.NewRequest(ctx, method, g.URL+path, body)
 	if err != nil {
 		return err
 	}
