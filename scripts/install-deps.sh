@@ -20,12 +20,12 @@ set -euo pipefail
 # tests with apt-get download.
 PACKAGES=(libvirt-dev pkg-config openssl python3-sushy ipmitool
   qemu-system-x86 libvirt-daemon-system ovmf grub-efi-amd64-bin mtools dosfstools e2fsprogs fdisk xorriso genisoimage)
-# `install-deps.sh metal3` adds the Metal3 stack's own service: Debian's
-# OpenStack Ironic (API and conductor, run as one process by e2e/ironic),
-# which the real-Ironic tests and the Metal3 provider configs run the lab
-# under.
+# `install-deps.sh metal3` adds the Metal3 stack's own services: Debian's
+# OpenStack Ironic (API and conductor, run as one process by e2e/ironic)
+# and ironic-inspector (in-band inspection), which the real-Ironic tests
+# and the Metal3 provider configs run the lab under.
 if [[ " $* " == *" metal3 "* ]]; then
-  PACKAGES+=(ironic-api ironic-conductor)
+  PACKAGES+=(ironic-api ironic-conductor ironic-inspector)
 fi
 
 missing=()

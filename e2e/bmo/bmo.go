@@ -14,7 +14,6 @@ package bmo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -24,12 +23,9 @@ import (
 	"strings"
 	"time"
 
-	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
-
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/internal/loopback"
 	"github.com/upgradelab/upgradelab/internal/proc"
-	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
 // Version is the release of BMO the harness builds: the newest line whose
@@ -140,34 +136,3 @@ func Start(ctx context.Context, o Options) (*BMO, error) {
 
 // Stop ends BMO.
 func (b *BMO) Stop() { b.proc.Stop(10 * time.Second) }
-
-// Annotations for BareMetalHosts BMO enrolls from the lab: in-band
-// inspection off (it needs ironic-inspector, which the lab's Ironic does
-// not run) and the hardware details an operator knows from the rack's
-// inventory instead, which BMO copies into status.hardware.
-func Annotations(l *lab.Lab) func(lab.HostInfo) (map[string]string, error) {
-	return func(info lab.HostInfo) (map[string]string, error) {
-		h, err := l.Host(info.Name)
-		if err != nil {
-			return nil, err
-		}
-		spec := h.Spec()
-		hw := metal3.HardwareDetails{Hostname: info.Name, RAMMebibytes: spec.MemoryMiB,
-			CPU:     metal3.CPU{Arch: "x86_64", Count: spec.CPUs},
-			Storage: []metal3.Storage{{Name: "/dev/sda", SizeBytes: metal3.Capacity(int64(spec.DiskGiB) << 30)}}}
-		for _, n := range spec.NICs {
-			hw.NIC = append(hw.NIC, metal3.NIC{Name: n.Name, MAC: strings.ToLower(n.MAC)})
-		}
-		b, err := json.Marshal(hw)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]string{inspectAnnotation: "disabled", hardwareDetailsAnnotation: string(b)}, nil
-	}
-}
-
-// BMO's annotations for inspection (apis/metal3.io/v1alpha1).
-const (
-	inspectAnnotation         = "inspect.metal3.io"
-	hardwareDetailsAnnotation = "inspect.metal3.io/hardwaredetails"
-)

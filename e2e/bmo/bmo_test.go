@@ -19,7 +19,6 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/ironic"
 	"github.com/upgradelab/upgradelab/e2e/reference"
-	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/labtest"
 	"github.com/upgradelab/upgradelab/sim/site"
@@ -65,7 +64,7 @@ func startStack(t *testing.T, ctx context.Context, labFile string) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := site.Start(ctx, site.Options{Lab: def, StateDir: filepath.Join(work, "lab"), Scale: timescale.Scale(0.01)})
+	s, err := site.Start(ctx, site.Options{Lab: def, StateDir: filepath.Join(work, "lab"), Scale: ironic.MinScale})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +99,8 @@ func tail(path string, n int) string {
 }
 
 // enroll creates host's BMC secret (its password, or a wrong one) and
-// BareMetalHost, inspection off, online, with image (nil: none).
+// BareMetalHost, online, with image (nil: none); BMO inspects it in
+// band first.
 func (s *stack) enroll(t *testing.T, ctx context.Context, host string, wrongPassword bool, image *metal3.Image) {
 	t.Helper()
 	var info lab.HostInfo
@@ -115,7 +115,7 @@ func (s *stack) enroll(t *testing.T, ctx context.Context, host string, wrongPass
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: host + "-bmc"},
 		StringData: map[string]string{"username": info.BMC.Username, "password": password}}
-	bmh := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: host, Annotations: map[string]string{"inspect.metal3.io": "disabled"}},
+	bmh := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: host},
 		Spec: metal3.BareMetalHostSpec{Online: true, BootMACAddress: info.MACs[0], Image: image, AutomatedCleaningMode: metal3.CleaningModeMetadata,
 			BMC: metal3.BMCDetails{Address: "redfish-virtualmedia+" + info.BMC.Address, CredentialsName: secret.Name}}}
 	for _, o := range []client.Object{secret, bmh} {
@@ -144,7 +144,8 @@ func (s *stack) waitHost(t *testing.T, ctx context.Context, name, what string, o
 	}
 }
 
-// Real baremetal-operator, through real Ironic, provisions a lab host
+// Real baremetal-operator, through real Ironic, inspects a lab host in
+// band (the deploy ramdisk reports to ironic-inspector), provisions it
 // from its BareMetalHost, and answers a new spec.image on the provisioned
 // host as it does on real sites: it deprovisions it, wiping the disk
 // under the OS that ran there. A host with wrong BMC credentials gets
@@ -164,8 +165,9 @@ func TestBMOProvisionsALabHostAndWipesItWhenItsImageChanges(t *testing.T) {
 	if !strings.Contains(bad.Status.ErrorMessage, "401") {
 		t.Errorf("worker-1 with a wrong password: %s: %s; want the BMC's 401 in it", bad.Status.ErrorType, bad.Status.ErrorMessage)
 	}
-	s.waitHost(t, ctx, "worker-0", "provisioned", func(h *metal3.BareMetalHost) bool { return h.Status.Provisioning.State == metal3.StateProvisioned })
+	prov := s.waitHost(t, ctx, "worker-0", "provisioned", func(h *metal3.BareMetalHost) bool { return h.Status.Provisioning.State == metal3.StateProvisioned })
 	h, _ := s.site.Lab.Host("worker-0")
+	checkHardware(t, prov, h.Spec())
 	waitFor(t, ctx, "worker-0 running "+from.Name+" from disk", func() bool {
 		st := h.Status()
 		return st.OS != nil && st.OS.Source == lab.FromDisk && st.OS.Image.Name == from.Name
@@ -186,6 +188,21 @@ func TestBMOProvisionsALabHostAndWipesItWhenItsImageChanges(t *testing.T) {
 	waitFor(t, ctx, "worker-0's disk wiped", func() bool { return len(h.Persistent()) == 0 })
 	if bad := s.waitHost(t, ctx, "worker-1", "", func(*metal3.BareMetalHost) bool { return true }); bad.Status.ErrorType != metal3.RegistrationError {
 		t.Errorf("worker-1 after all this: %s %q; want its registration error kept", bad.Status.ErrorType, bad.Status.ErrorMessage)
+	}
+}
+
+// checkHardware checks that the host's status.hardware is what the lab
+// file says of it: BMO read it from the in-band inspection.
+func checkHardware(t *testing.T, bmh *metal3.BareMetalHost, spec lab.HostSpec) {
+	t.Helper()
+	hw := bmh.Status.HardwareDetails
+	if hw == nil || hw.CPU.Count != spec.CPUs || hw.RAMMebibytes != spec.MemoryMiB || len(hw.Storage) != 1 || len(hw.NIC) != len(spec.NICs) {
+		t.Fatalf("%s status.hardware %+v; want %d CPUs, %d MiB, one disk, %d NICs", bmh.Name, hw, spec.CPUs, spec.MemoryMiB, len(spec.NICs))
+	}
+	for i, n := range spec.NICs {
+		if !strings.EqualFold(hw.NIC[i].MAC, n.MAC) || hw.NIC[i].Name != n.Name {
+			t.Errorf("%s NIC %d: %+v, want %s %s", bmh.Name, i, hw.NIC[i], n.Name, n.MAC)
+		}
 	}
 }
 

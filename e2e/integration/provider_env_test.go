@@ -30,8 +30,6 @@ type providerEnv struct {
 	c        client.Client
 	ns       string
 	callback string // the provider's callback URL
-	// metal3: baremetal-operator and Ironic keep the hosts.
-	metal3 bool
 }
 
 func startProviderEnv(t *testing.T, ctx context.Context, labName string, scale timescale.Scale, providerArgs ...string) *providerEnv {
@@ -99,7 +97,7 @@ func startEnv(t *testing.T, ctx context.Context, o envOptions) *providerEnv {
 			logFailedAgentEvents(t, env.Site.Lab.StateDir())
 		}
 	})
-	return &providerEnv{site: env.Site, plane: env.Plane, c: env.Client, ns: env.Namespace, callback: env.Callback, metal3: env.Ironic != nil}
+	return &providerEnv{site: env.Site, plane: env.Plane, c: env.Client, ns: env.Namespace, callback: env.Callback}
 }
 
 // logFailedAgentEvents shows what went wrong on the hosts themselves

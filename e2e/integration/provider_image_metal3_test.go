@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/upgradelab/upgradelab/e2e/ironic"
 	"github.com/upgradelab/upgradelab/e2e/provider"
 )
 
@@ -18,5 +19,5 @@ func TestOnBMOANewImageInAProvisionedHostsSpecWipesItUnderItsMachine(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	wipeUnderLiveMachine(t, envOptions{lab: "single-node", scale: 0.01, provider: cfg})
+	wipeUnderLiveMachine(t, envOptions{lab: "single-node", scale: ironic.MinScale, provider: cfg})
 }

@@ -9,13 +9,11 @@ import (
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/upgradelab/upgradelab/e2e/bmo"
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
-	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
 // What an in-place provider must never do on Metal3, done on purpose: a
@@ -36,11 +34,7 @@ func wipeUnderLiveMachine(t *testing.T, o envOptions) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := startEnv(t, ctx, o)
-	var annotate func(lab.HostInfo) (map[string]string, error)
-	if e.metal3 {
-		annotate = bmo.Annotations(e.site.Lab)
-	}
-	if _, err := reference.EnrollWith(ctx, e.c, e.site, e.ns, nil, annotate); err != nil {
+	if _, err := reference.Enroll(ctx, e.c, e.site, e.ns, nil); err != nil {
 		t.Fatal(err)
 	}
 	vars := e.clusterVars(t, ctx, "sn", "v1.35.3", "ubuntu-24.04-k8s-v1.35.3", "v1-35", 1, 0, 1, false)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/upgradelab/upgradelab/internal/proc"
-	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/image"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/labtest"
@@ -57,7 +56,7 @@ func provisionOnce(b *testing.B, def *lab.Definition, img image.Bundle) provisio
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := labtest.Dir(b)
-	s, err := site.Start(ctx, site.Options{Lab: def, StateDir: filepath.Join(dir, "lab"), Scale: timescale.Scale(0.01)})
+	s, err := site.Start(ctx, site.Options{Lab: def, StateDir: filepath.Join(dir, "lab"), Scale: MinScale})
 	if err != nil {
 		b.Fatal(err)
 	}

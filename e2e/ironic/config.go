@@ -66,6 +66,53 @@ dhcp_provider = none
 [service_catalog]
 auth_type = none
 endpoint_override = {{.URL}}
+
+# In-band inspection through ironic-inspector, which Ironic boots the
+# deploy ramdisk for. Inspector's callback may not name a loopback
+# address (Ironic refuses it: a real ramdisk cannot reach the
+# conductor's loopback); the lab's hosts share the harness's, and Linux
+# routes 0.0.0.0 to it.
+[inspector]
+auth_type = none
+endpoint_override = {{.InspectorURL}}
+callback_endpoint_override = {{.InspectorCallback}}
+require_managed_boot = true
+status_check_period = 2
+extra_kernel_params = ipa-inspection-collectors=default,extra-hardware
+
+[inventory]
+data_backend = database
+`))
+
+// inspectorTemplate is inspector.conf: API and conductor in one process,
+// RPC in process, no PXE filter (the lab has no DHCP to filter), and a
+// port for every NIC the ramdisk reports (the lab's NICs have no lease
+// while the ramdisk inspects).
+var inspectorTemplate = template.Must(template.New("inspector.conf").Parse(`[DEFAULT]
+auth_strategy = noauth
+standalone = true
+transport_url = fake://
+host = upgradelab
+listen_address = 127.0.0.1
+listen_port = {{.Port}}
+
+[database]
+connection = sqlite:///{{.Dir}}/inspector.db
+
+[coordination]
+backend_url = file://{{.Dir}}/coordination
+
+[ironic]
+auth_type = none
+endpoint_override = {{.IronicURL}}
+
+[processing]
+store_data = database
+add_ports = all
+keep_ports = present
+
+[pxe_filter]
+driver = noop
 `))
 
 // writeESP makes the small FAT image Ironic puts on UEFI virtual media as

@@ -2,6 +2,7 @@ package ironic
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,7 +16,8 @@ import (
 const deployImage = "ubuntu-24.04-k8s-v1.35.3"
 
 // enroll makes host a node with the lab's deploy ramdisk and brings it
-// to manageable, inspected out of band.
+// to manageable, inspected in band: the deploy ramdisk reports to
+// ironic-inspector, as baremetal-operator v0.11 has this Ironic inspect.
 func enroll(t testing.TB, ctx context.Context, s *site.Site, c *Client, host string) {
 	t.Helper()
 	var info *lab.HostInfo
@@ -25,6 +27,7 @@ func enroll(t testing.TB, ctx context.Context, s *site.Site, c *Client, host str
 		}
 	}
 	node := redfishNode(host, info.BMC)
+	node["inspect_interface"] = "inspector"
 	ramdisk := s.Lab.ImageServer().ImageURL("deploy-ramdisk-2026.10")
 	di := node["driver_info"].(map[string]any)
 	di["deploy_kernel"], di["deploy_ramdisk"] = ramdisk, ramdisk
@@ -33,6 +36,45 @@ func enroll(t testing.TB, ctx context.Context, s *site.Site, c *Client, host str
 	}
 	for _, target := range []string{"manage", "inspect"} {
 		provision(t, ctx, c, host, map[string]any{"target": target}, "manageable")
+	}
+	checkInventory(t, ctx, s, c, host)
+}
+
+// checkInventory checks what inspection stored for host against the lab
+// file: CPUs, memory, the disk, every NIC's MAC, and each NIC's driver
+// and firmware from the extra-hardware collector.
+func checkInventory(t testing.TB, ctx context.Context, s *site.Site, c *Client, host string) {
+	t.Helper()
+	var got struct {
+		Inventory struct {
+			CPU struct {
+				Count int `json:"count"`
+			} `json:"cpu"`
+			Memory struct {
+				PhysicalMB int `json:"physical_mb"`
+			} `json:"memory"`
+			Disks      []struct{ Size int64 } `json:"disks"`
+			Interfaces []struct {
+				MAC string `json:"mac_address"`
+			} `json:"interfaces"`
+		} `json:"inventory"`
+		PluginData struct {
+			Data [][]string `json:"data"`
+		} `json:"plugin_data"`
+	}
+	if err := c.Do(ctx, http.MethodGet, "/v1/nodes/"+host+"/inventory", nil, &got); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := s.Lab.Host(host)
+	spec, inv := h.Spec(), got.Inventory
+	if inv.CPU.Count != spec.CPUs || inv.Memory.PhysicalMB != spec.MemoryMiB || len(inv.Disks) != 1 || inv.Disks[0].Size != int64(spec.DiskGiB)<<30 {
+		t.Errorf("%s inspected as %+v; want %d CPUs, %d MiB, a %d GiB disk", host, inv, spec.CPUs, spec.MemoryMiB, spec.DiskGiB)
+	}
+	facts := fmt.Sprint(got.PluginData.Data)
+	for i, n := range spec.NICs {
+		if i >= len(inv.Interfaces) || !strings.EqualFold(inv.Interfaces[i].MAC, n.MAC) || !strings.Contains(facts, "[network "+n.Name+" driver "+n.Model+"]") {
+			t.Errorf("%s inspected NICs %+v, facts %s; want %s (%s, driver %s)", host, inv.Interfaces, facts, n.Name, n.MAC, n.Model)
+		}
 	}
 }
 

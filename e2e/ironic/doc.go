@@ -12,7 +12,15 @@
 // given for each BMC (a node's redfish_verify_ca); with Options.TrustedCA
 // REQUESTS_CA_BUNDLE is that CA instead, on purpose: the site's trust
 // store, for nodes that name no CA (baremetal-operator names none).
-// Its log, its configuration and the database stay in the folder given.
+// Beside it runs Debian's ironic-inspector (API and conductor in one,
+// standalone, sqlite), which Ironic's inspector interface hands in-band
+// inspection to, as baremetal-operator v0.11 has this Ironic inspect;
+// Ironic keeps the inventory inspector processed (GET
+// /v1/nodes/{node}/inventory). Their logs, configurations and databases
+// stay in the folder given.
+//
+// Ironic acts in wall time, so a lab under it runs no faster than
+// [MinScale].
 //
 // [Client] is the little of Ironic's REST API the harness itself needs:
 // nodes, their states and a dump for the artifacts. It speaks one

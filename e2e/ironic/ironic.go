@@ -12,24 +12,26 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"text/template"
 	"time"
 
 	"github.com/upgradelab/upgradelab/internal/loopback"
 	"github.com/upgradelab/upgradelab/internal/proc"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 )
 
 // Binaries are the programs of Debian's Ironic packages Start runs.
-var binaries = []string{"/usr/bin/ironic", "/usr/bin/ironic-dbsync"}
+var binaries = []string{"/usr/bin/ironic", "/usr/bin/ironic-dbsync", "/usr/bin/ironic-inspector", "/usr/bin/ironic-inspector-dbsync"}
 
 // ErrNotInstalled is returned by Start when Ironic's programs are missing.
-var ErrNotInstalled = errors.New("Ironic is not installed: run scripts/install-deps.sh metal3 (Debian packages ironic-api and ironic-conductor)")
+var ErrNotInstalled = errors.New("Ironic is not installed: run scripts/install-deps.sh metal3 (Debian packages ironic-api, ironic-conductor and ironic-inspector)")
 
 // Options say where Ironic keeps its files and whom it trusts.
 type Options struct {
-	// Dir holds ironic.conf, the database, ironic.log and the HTTP boot
-	// root (http/).
+	// Dir holds ironic.conf, inspector.conf, the databases, the logs and
+	// the HTTP boot root (http/).
 	Dir string
-	// Ready bounds the wait for the API to answer (default 60 s).
+	// Ready bounds the wait for the APIs to answer (default 60 s).
 	Ready time.Duration
 	// TrustedCA is a CA file Ironic trusts for every BMC, as a site's
 	// trust store would hold its BMCs' CA (baremetal-operator names no CA
@@ -38,7 +40,8 @@ type Options struct {
 	TrustedCA string
 }
 
-// Ironic is a running Ironic with its HTTP boot root served.
+// Ironic is a running Ironic and ironic-inspector with Ironic's HTTP
+// boot root served.
 type Ironic struct {
 	// URL is the API's root, http://127.0.0.1:PORT.
 	URL string
@@ -47,37 +50,39 @@ type Ironic struct {
 	// BMOURL is the API as baremetal-operator v0.11 reaches it (see
 	// compat).
 	BMOURL string
+	// InspectorURL is ironic-inspector's API.
+	InspectorURL string
 	// Version is the Ironic release (ironic --version), APIVersion the
 	// highest API microversion it offers.
 	Version, APIVersion string
 	// Dir is Options.Dir.
 	Dir string
 
-	proc   *proc.Process
-	http   *http.Server
-	compat *http.Server
+	proc, inspector *proc.Process
+	http            *http.Server
+	compat          *http.Server
 }
 
-// Start configures Ironic in o.Dir, creates its database and starts it,
-// returning once its API answers.
+// Start configures Ironic and ironic-inspector in o.Dir, creates their
+// databases and starts them, returning once both APIs answer.
 func Start(ctx context.Context, o Options) (*Ironic, error) {
 	for _, b := range binaries {
 		if _, err := os.Stat(b); err != nil {
 			return nil, fmt.Errorf("%w (%s: %w)", ErrNotInstalled, b, err)
 		}
 	}
-	ports, err := loopback.Ports(3)
+	ports, err := loopback.Ports(4)
 	if err != nil {
 		return nil, err
 	}
 	ir := &Ironic{Dir: o.Dir, URL: fmt.Sprintf("http://127.0.0.1:%d", ports[0]), HTTPURL: fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
-		BMOURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2])}
-	conf, err := ir.writeConfig(o, ports[0])
+		BMOURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2]), InspectorURL: fmt.Sprintf("http://127.0.0.1:%d", ports[3])}
+	confs, err := ir.writeConfigs(o, ports[0], ports[3])
 	if err != nil {
 		return nil, err
 	}
-	if out, err := exec.CommandContext(ctx, "/usr/bin/ironic-dbsync", "--config-file", conf, "create_schema").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("ironic-dbsync create_schema: %w\n%s", err, out)
+	if err := createDatabases(ctx, confs); err != nil {
+		return nil, err
 	}
 	if err := ir.serveHTTP(ports[1]); err != nil {
 		return nil, err
@@ -86,14 +91,45 @@ func Start(ctx context.Context, o Options) (*Ironic, error) {
 		ir.Stop()
 		return nil, err
 	}
+	if err := ir.launch(ctx, o, confs); err != nil {
+		ir.Stop()
+		return nil, err
+	}
+	return ir, nil
+}
+
+// configs are the paths of the two services' configuration files.
+type configs struct{ ironic, inspector string }
+
+// createDatabases creates both schemas at once (each is seconds of
+// Python).
+func createDatabases(ctx context.Context, c configs) error {
+	errs := make(chan error, 2)
+	for _, cmd := range [][]string{{"/usr/bin/ironic-dbsync", "--config-file", c.ironic, "create_schema"},
+		{"/usr/bin/ironic-inspector-dbsync", "--config-file", c.inspector, "upgrade"}} {
+		go func() {
+			if out, err := exec.CommandContext(ctx, cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+				errs <- fmt.Errorf("%s: %w\n%s", strings.Join(cmd, " "), err, out)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	return errors.Join(<-errs, <-errs)
+}
+
+// launch starts inspector and Ironic and waits for both APIs.
+func (ir *Ironic) launch(ctx context.Context, o Options, c configs) error {
 	env := cleanEnv(os.Environ())
+	var err error
+	if ir.inspector, err = proc.StartIn("ironic-inspector", "/usr/bin/ironic-inspector", []string{"--config-file", c.inspector}, env, o.Dir); err != nil {
+		return err
+	}
 	if o.TrustedCA != "" {
 		env = append(env, "REQUESTS_CA_BUNDLE="+o.TrustedCA)
 	}
-	ir.proc, err = proc.StartIn("ironic", "/usr/bin/ironic", []string{"--config-file", conf}, env, o.Dir)
-	if err != nil {
-		ir.Stop()
-		return nil, err
+	if ir.proc, err = proc.StartIn("ironic", "/usr/bin/ironic", []string{"--config-file", c.ironic}, env, o.Dir); err != nil {
+		return err
 	}
 	ready := o.Ready
 	if ready == 0 {
@@ -108,26 +144,30 @@ func Start(ctx context.Context, o Options) (*Ironic, error) {
 		version <- strings.TrimSpace(string(out))
 	}()
 	if err := ir.proc.WaitHealthy(wctx, ir.URL+"/v1"); err != nil {
-		ir.Stop()
-		return nil, err
+		return err
+	}
+	if err := ir.inspector.WaitHealthy(wctx, ir.InspectorURL+"/v1"); err != nil {
+		return err
 	}
 	if ir.APIVersion, err = NewClient(ir.URL).Version(ctx); err != nil {
-		ir.Stop()
-		return nil, err
+		return err
 	}
 	ir.Version = <-version
-	return ir, nil
+	return nil
 }
 
 // Stop writes every node's details to nodes.json in Dir (what Ironic
-// knew last, for the run's artifacts) and ends Ironic and its HTTP
-// servers.
+// knew last, for the run's artifacts) and ends Ironic, inspector and the
+// HTTP servers.
 func (ir *Ironic) Stop() {
 	if ir.proc != nil && !exited(ir.proc) {
 		if err := ir.dumpNodes(); err != nil {
 			_ = os.WriteFile(filepath.Join(ir.Dir, "nodes.json"), []byte(fmt.Sprintf("{\"error\": %q}\n", err.Error())), 0o644)
 		}
 		ir.proc.Stop(10 * time.Second)
+	}
+	if ir.inspector != nil && !exited(ir.inspector) {
+		ir.inspector.Stop(10 * time.Second)
 	}
 	if ir.http != nil {
 		ir.http.Close()
@@ -193,26 +233,46 @@ func (ir *Ironic) serveHTTP(port int) error {
 	return nil
 }
 
-// writeConfig writes ironic.conf (and a bootloader image when none is
-// given) and returns its path.
-func (ir *Ironic) writeConfig(o Options, apiPort int) (string, error) {
+// writeConfigs writes ironic.conf, inspector.conf (and a bootloader
+// image) and returns their paths.
+func (ir *Ironic) writeConfigs(o Options, apiPort, inspectorPort int) (configs, error) {
+	c := configs{ironic: filepath.Join(o.Dir, "ironic.conf"), inspector: filepath.Join(o.Dir, "inspector.conf")}
 	for _, d := range []string{o.Dir, filepath.Join(o.Dir, "tmp"), filepath.Join(o.Dir, "http")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return "", err
+			return c, err
 		}
 	}
 	bootloader := filepath.Join(o.Dir, "esp.img")
 	if err := writeESP(bootloader); err != nil {
-		return "", err
+		return c, err
 	}
-	var b strings.Builder
-	err := configTemplate.Execute(&b, map[string]any{
-		"Dir": o.Dir, "APIPort": apiPort, "URL": ir.URL, "HTTPURL": ir.HTTPURL, "Bootloader": bootloader,
-		"Allowed": o.Dir,
-	})
-	if err != nil {
-		return "", err
+	files := []struct {
+		path string
+		tmpl *template.Template
+		data map[string]any
+	}{
+		{c.ironic, configTemplate, map[string]any{
+			"Dir": o.Dir, "APIPort": apiPort, "URL": ir.URL, "HTTPURL": ir.HTTPURL, "Bootloader": bootloader, "Allowed": o.Dir,
+			"InspectorURL": ir.InspectorURL, "InspectorCallback": fmt.Sprintf("http://0.0.0.0:%d", inspectorPort)}},
+		{c.inspector, inspectorTemplate, map[string]any{"Dir": o.Dir, "Port": inspectorPort, "IronicURL": ir.URL}},
 	}
-	conf := filepath.Join(o.Dir, "ironic.conf")
-	return conf, os.WriteFile(conf, []byte(b.String()), 0o644)
+	for _, f := range files {
+		var b strings.Builder
+		if err := f.tmpl.Execute(&b, f.data); err != nil {
+			return c, err
+		}
+		if err := os.WriteFile(f.path, []byte(b.String()), 0o644); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
 }
+
+// MinScale is the fastest time scale a lab under Ironic runs at. Ironic
+// acts in wall time: after asking a BMC for power it polls the power
+// state for about a second before it moves the node on (to inspect
+// wait, say), and inspector refuses an inspection report that arrives
+// before that. On a real server the firmware's POST alone outlasts it;
+// the lab's shortest power-on to a running ramdisk (POST and boot,
+// 70 s) must too, with room for a loaded machine: 3.5 s at 0.05.
+const MinScale = timescale.Scale(0.05)

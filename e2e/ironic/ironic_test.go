@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/labtest"
 	"github.com/upgradelab/upgradelab/sim/site"
@@ -25,7 +24,7 @@ func startSite(t testing.TB, ctx context.Context, labFile string) (*site.Site, *
 		t.Fatal(err)
 	}
 	dir := labtest.Dir(t)
-	s, err := site.Start(ctx, site.Options{Lab: def, StateDir: filepath.Join(dir, "lab"), Scale: timescale.Scale(0.01)})
+	s, err := site.Start(ctx, site.Options{Lab: def, StateDir: filepath.Join(dir, "lab"), Scale: MinScale})
 	if err != nil {
 		t.Fatal(err)
 	}

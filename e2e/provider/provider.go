@@ -320,6 +320,12 @@ func (c *Config) hasExtension() bool {
 	return slices.ContainsFunc(c.Managers, func(m Manager) bool { return m.RuntimeExtension || m.Reference == "inplace" })
 }
 
+// Metal3Inventory says whether Metal3's own inventory (baremetal-operator
+// and Ironic) keeps the lab's hosts.
+func (c *Config) Metal3Inventory() bool {
+	return slices.ContainsFunc(c.Managers, func(m Manager) bool { return m.Reference == "metal3" })
+}
+
 // FixedPorts are the fixed ports of every manager of the provider's (see
 // Manager.FixedPorts): when there are any, its runs must not overlap.
 func (c *Config) FixedPorts() []int {

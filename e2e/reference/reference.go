@@ -227,13 +227,6 @@ func RegistrationURL(callbackURL, namespace, pool string) string {
 // host of the site with a BMC, except those keep selects out, copying the
 // lab's host labels.
 func Enroll(ctx context.Context, c client.Client, s *site.Site, namespace string, keep func(lab.HostInfo) bool) ([]*metal3.BareMetalHost, error) {
-	return EnrollWith(ctx, c, s, namespace, keep, nil)
-}
-
-// EnrollWith is Enroll with the annotations annotate gives each host
-// (nil: none), set when the host is created.
-func EnrollWith(ctx context.Context, c client.Client, s *site.Site, namespace string, keep func(lab.HostInfo) bool,
-	annotate func(lab.HostInfo) (map[string]string, error)) ([]*metal3.BareMetalHost, error) {
 	var hosts []*metal3.BareMetalHost
 	for _, h := range s.Lab.Info().Hosts {
 		if h.BMC == nil || (keep != nil && !keep(h)) {
@@ -246,15 +239,8 @@ func EnrollWith(ctx context.Context, c client.Client, s *site.Site, namespace st
 		if err := c.Create(ctx, secret); err != nil {
 			return nil, fmt.Errorf("enrolling %s: %w", h.Name, err)
 		}
-		var annotations map[string]string
-		if annotate != nil {
-			var err error
-			if annotations, err = annotate(h); err != nil {
-				return nil, fmt.Errorf("enrolling %s: %w", h.Name, err)
-			}
-		}
 		bmh := &metal3.BareMetalHost{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: h.Name, Labels: h.Labels, Annotations: annotations},
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: h.Name, Labels: h.Labels},
 			Spec: metal3.BareMetalHostSpec{
 				BMC:            metal3.BMCDetails{Address: bmcAddress(h.BMC), CredentialsName: secret.Name},
 				BootMACAddress: strings.ToLower(h.MACs[0]),

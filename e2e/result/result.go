@@ -53,6 +53,8 @@ type Result struct {
 	// CAPIRateLimiting: CAPI's managers ran with their reconcile rate
 	// limit.
 	CAPIRateLimiting bool `json:"capiRateLimiting"`
+	// TimeScale is the lab's real time per modelled time in the run.
+	TimeScale float64 `json:"timeScale,omitempty"`
 	// Management is where the management cluster ran (mgmt.Target's
 	// text: embedded, kubeconfig=PATH, kind); empty in results written
 	// before it was recorded.

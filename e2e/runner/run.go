@@ -183,7 +183,9 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		if o.Name != "" {
 			r.prefix = "[" + o.Name + "]"
 		}
+		r.slowToIronic()
 	}
+	res.TimeScale = float64(r.opts.Scale)
 	cpuBefore := processCPU()
 	if err == nil {
 		err = r.execute(ctx)
@@ -531,6 +533,15 @@ func (r *run) start(ctx context.Context) (err error) {
 	return err
 }
 
+// slowToIronic raises the run's time scale to Ironic's floor when
+// Metal3's inventory keeps the hosts (see ironic.MinScale).
+func (r *run) slowToIronic() {
+	if r.provider.Metal3Inventory() && r.opts.Scale < ironic.MinScale {
+		r.say("time scale %g: the lab runs no faster than %g under Ironic, which acts in wall time", float64(ironic.MinScale), float64(ironic.MinScale))
+		r.opts.Scale = ironic.MinScale
+	}
+}
+
 // envOptions are the run's own environment's (not Shared).
 func (r *run) envOptions() EnvOptions {
 	return EnvOptions{Provider: r.provider, Strategy: r.scenario.Strategy, RepoRoot: r.opts.RepoRoot,
@@ -762,11 +773,7 @@ func (r *run) addonsMoved(ctx context.Context) bool {
 // a pool, as Elemental's seed image does.
 func (r *run) enroll(ctx context.Context) error {
 	if r.scenario.Strategy != scenario.Reset {
-		var annotate func(lab.HostInfo) (map[string]string, error)
-		if r.env.Ironic != nil {
-			annotate = bmo.Annotations(r.env.Site.Lab)
-		}
-		_, err := reference.EnrollWith(ctx, r.env.Client, r.env.Site, r.env.Namespace, func(h lab.HostInfo) bool { return r.ownHost(h.Name) }, annotate)
+		_, err := reference.Enroll(ctx, r.env.Client, r.env.Site, r.env.Namespace, func(h lab.HostInfo) bool { return r.ownHost(h.Name) })
 		return err
 	}
 	url := reference.RegistrationURL(r.env.Callback, r.env.Namespace, resetPool)

@@ -33,11 +33,18 @@ type Host interface {
 // Params are what Ironic's kernel command line tells the agent.
 type Params struct {
 	APIURL, Token string
+	// InspectionURL is inspector's callback (ipa-inspection-callback-url):
+	// the boot is an inspection, reported there before anything else.
+	InspectionURL string
+	// Collectors are ipa-inspection-collectors.
+	Collectors []string
 }
 
-// ParseKernelArgs reads ipa-api-url and ipa-agent-token from a kernel
-// command line; ok is false when it names no Ironic API.
+// ParseKernelArgs reads ipa-api-url, ipa-agent-token and the inspection
+// parameters from a kernel command line; ok is false when it names
+// neither Ironic's API nor an inspection callback.
 func ParseKernelArgs(args string) (p Params, ok bool) {
+	var named string
 	for _, f := range strings.Fields(args) {
 		k, v, _ := strings.Cut(f, "=")
 		switch k {
@@ -45,9 +52,14 @@ func ParseKernelArgs(args string) (p Params, ok bool) {
 			p.APIURL = strings.TrimRight(v, "/")
 		case "ipa-agent-token":
 			p.Token = v
+		case "ipa-inspection-callback-url":
+			p.InspectionURL = v
+		case "ipa-inspection-collectors":
+			named = v
 		}
 	}
-	return p, p.APIURL != ""
+	p.Collectors = collectors(named)
+	return p, p.APIURL != "" || p.InspectionURL != ""
 }
 
 // Recorder records what the agent does in the host's history.
@@ -87,7 +99,10 @@ func Run(ctx context.Context, host Host, p Params, record Recorder, alive func()
 		}
 		cancel()
 	}()
-	if !a.lookup(ctx) {
+	if p.InspectionURL != "" {
+		a.inspect(ctx)
+	}
+	if p.APIURL == "" || !a.lookup(ctx) {
 		return
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -170,7 +185,9 @@ func (a *Agent) call(ctx context.Context, method, u, version string, body, out a
 	if err != nil {
 		return err
 	}
-	req.Header.Set("X-OpenStack-Ironic-API-Version", version)
+	if version != "" {
+		req.Header.Set("X-OpenStack-Ironic-API-Version", version)
+	}
 	resp, err := a.client.Do(req)
 	if err != nil {
 		return err
@@ -178,10 +195,15 @@ func (a *Agent) call(ctx context.Context, method, u, version string, body, out a
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, bytes.TrimSpace(data))
+		return &httpError{what: method + " " + u, status: resp.Status, body: string(bytes.TrimSpace(data))}
 	}
 	if out == nil {
 		return nil
 	}
 	return json.Unmarshal(data, out)
 }
+
+// httpError is an answer of status 300 or more.
+type httpError struct{ what, status, body string }
+
+func (e *httpError) Error() string { return e.what + ": " + e.status + ": " + e.body }

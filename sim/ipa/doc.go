@@ -4,7 +4,13 @@
 // hardware and disk.
 //
 // The kernel command line Ironic put on the boot ISO names Ironic's API
-// (ipa-api-url) and the node's token (ipa-agent-token). The agent looks
+// (ipa-api-url) and the node's token (ipa-agent-token), and, when the
+// boot is an inspection, ironic-inspector's callback
+// (ipa-inspection-callback-url): the agent first posts the host's
+// inventory there in IPA's format (CPUs, memory, the disk, every NIC
+// with its MAC, carrier and lease, and with the extra-hardware collector
+// each NIC's driver and firmware, all read from the host in band;
+// inspect.go). The agent looks
 // its node up by MAC, serves Ironic's command API on loopback while the
 // boot lasts and heartbeats its URL, at once, after every asynchronous
 // command and every few seconds (0.45 of the heartbeat timeout Ironic's
@@ -30,5 +36,5 @@
 // Where it is kinder than IPA: no hardware managers beyond the generic
 // one, no RAID or firmware steps, no log collection (Ironic's
 // deploy_logs_collect is set to never), and the agent speaks plain HTTP
-// on loopback. Inspection (ipa-inspection-callback-url) is not served.
+// on loopback.
 package ipa

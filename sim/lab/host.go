@@ -486,9 +486,11 @@ type Inventory struct {
 
 // InventoryNIC is one port in an Inventory.
 type InventoryNIC struct {
-	Name     string `json:"name"`
-	MAC      string `json:"mac"`
-	IP       string `json:"ip,omitempty"`
+	Name string `json:"name"`
+	MAC  string `json:"mac"`
+	IP   string `json:"ip,omitempty"`
+	// Driver is the kernel driver bound to the port (the NIC's model).
+	Driver   string `json:"driver,omitempty"`
 	Firmware string `json:"firmware,omitempty"`
 	Up       bool   `json:"up"`
 }
@@ -506,7 +508,7 @@ func (h *Host) Inventory() Inventory {
 	}
 	for _, n := range h.spec.NICs {
 		l := links[n.Name]
-		nic := InventoryNIC{Name: n.Name, MAC: n.MAC, Firmware: l.Firmware, Up: l.Up}
+		nic := InventoryNIC{Name: n.Name, MAC: n.MAC, Driver: n.Model, Firmware: l.Firmware, Up: l.Up}
 		if p, ok := h.PortAddress(n.Name); ok && l.Up {
 			nic.IP = p.Addr().String()
 		}
