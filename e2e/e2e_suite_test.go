@@ -79,6 +79,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/benchtable"
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
+	"github.com/upgradelab/upgradelab/e2e/plan"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/report"
 	"github.com/upgradelab/upgradelab/e2e/result"
@@ -125,6 +126,9 @@ func TestE2E(t *testing.T) {
 
 var _ = SynchronizedBeforeSuite(func(ctx context.Context) []byte {
 	Expect(os.MkdirAll(artifactsDir(), 0o755)).To(Succeed())
+	for _, r := range plan.NotRun(plannedScenarios, providerConfigs) {
+		fmt.Fprintf(timestamped{os.Stdout}, "not run: %s on %s: %s\n", r.Scenario, r.Provider, r.Why)
+	}
 	bin := filepath.Join(artifactsDir(), "bin")
 	fmt.Fprintf(timestamped{os.Stdout}, "building the reference provider and the in-place extension into %s\n", bin)
 	abs, _ := filepath.Abs(artifactsDir())

@@ -85,6 +85,16 @@ var repeats = func() int {
 // plannedRuns are the scenario specs in the order a parallel suite hands
 // them out (plan.Runs: provider by provider, biggest labs first).
 var plannedRuns = func() []plan.Run {
+	runs, err := plan.Runs(plannedScenarios, providerConfigs, repeats)
+	if err != nil {
+		panic(err)
+	}
+	return runs
+}()
+
+// plannedScenarios are the scenario files the suite plans from, on the
+// backend it runs.
+var plannedScenarios = func() []plan.Loaded {
 	scenarios, err := plan.Scenarios(strings.Fields(scenarioGlob)...)
 	if err != nil {
 		panic(err) // a bad scenario file stops the suite before it starts, naming file and field
@@ -92,11 +102,7 @@ var plannedRuns = func() []plan.Run {
 	if scenarios, err = plan.OnBackend(scenarios, os.Getenv("UPGRADELAB_BACKEND")); err != nil {
 		panic(fmt.Sprintf("UPGRADELAB_BACKEND: %v", err))
 	}
-	runs, err := plan.Runs(scenarios, providerConfigs, repeats)
-	if err != nil {
-		panic(err)
-	}
-	return runs
+	return scenarios
 }()
 
 // selected says whether the label filter lets any run of prov through:

@@ -76,9 +76,12 @@ func (o runOptions) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("run from the repository (its fixtures and templates): %w", err)
 	}
-	provs, runs, err := o.plan(root)
+	provs, runs, refused, err := o.plan(root)
 	if err != nil {
 		return err
+	}
+	for _, r := range refused {
+		fmt.Fprintf(out, "not run: %s on %s: %s\n", r.Scenario, r.Provider, r.Why)
 	}
 	dir, bins, closeLog, err := artifactsAndBinaries(ctx, out, o.artifacts, "run")
 	if err != nil {
@@ -109,8 +112,9 @@ func (o runOptions) run(ctx context.Context, out io.Writer) error {
 }
 
 // plan loads the providers and plans their runs of the scenarios the
-// options name (every shipped scenario by default).
-func (o runOptions) plan(root string) ([]*provider.Config, []plan.Run, error) {
+// options name (every shipped scenario by default), saying which
+// scenarios a provider does not run and why.
+func (o runOptions) plan(root string) ([]*provider.Config, []plan.Run, []plan.Refusal, error) {
 	if len(o.scenarios) == 0 {
 		o.scenarios = []string{filepath.Join(root, "scenarios", "*.yaml")}
 	}
@@ -118,28 +122,28 @@ func (o runOptions) plan(root string) ([]*provider.Config, []plan.Run, error) {
 	for _, p := range o.providers {
 		c, err := provider.Load(inRepo(root, p))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		provs = append(provs, c)
 	}
 	scenarios, err := plan.Scenarios(o.scenarios...)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if scenarios, err = plan.OnBackend(scenarios, o.backend); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	runs, err := plan.Runs(scenarios, provs, o.repeat)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if runs, err = plan.Select(runs, o.labels); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if len(runs) == 0 {
-		return nil, nil, fmt.Errorf("no run: none of the providers supports the scenarios' strategies, or --labels %q selects none", o.labels)
+		return nil, nil, nil, fmt.Errorf("no run: none of the providers supports the scenarios' strategies, or --labels %q selects none", o.labels)
 	}
-	return provs, runs, nil
+	return provs, runs, plan.NotRun(scenarios, provs), nil
 }
 
 // runAll runs the runs, o.parallel at a time, each in its folder under

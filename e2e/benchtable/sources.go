@@ -47,10 +47,10 @@ var metrics = []metric{
 	{"BenchmarkBootToAgent", "s/boot", "one real VM (TCG) from power-on to its guest's API"},
 	{"BenchmarkBootToAgent", "MiB-RSS/VM", "one real VM (TCG): QEMU's RSS"},
 	{"BenchmarkSixVMsBootToAgent", "s/lab", "six real VMs booting at once, to their guests' APIs"},
-	{"BenchmarkIronicProvisionsAHost", "s-answering/op", "Ironic (Debian's) answering its API after its start"},
-	{"BenchmarkIronicProvisionsAHost", "s-enroll-to-available/op", "Ironic: a host from enrollment to available (inspection, cleaning)"},
-	{"BenchmarkIronicProvisionsAHost", "s-available-to-active/op", "Ironic: a host from available to active (deploy)"},
-	{"BenchmarkIronicProvisionsAHost", "MiB-ironic-peak-rss", "Ironic: peak RSS"},
+	{"BenchmarkIronicProvisionsAHost", "s-answering/op", "Ironic and inspector (Debian's) answering their APIs after their start"},
+	{"BenchmarkIronicProvisionsAHost", "s-enroll-to-available/op", "Ironic: a host from enrollment to available (in-band inspection, cleaning; time scale 0.05)"},
+	{"BenchmarkIronicProvisionsAHost", "s-available-to-active/op", "Ironic: a host from available to active (deploy; time scale 0.05)"},
+	{"BenchmarkIronicProvisionsAHost", "MiB-ironic-peak-rss", "Ironic and inspector: peak RSS together"},
 }
 
 // FromGoBench is the table's rows of `go test -bench` output: each

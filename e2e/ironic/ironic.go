@@ -202,8 +202,9 @@ func exited(p *proc.Process) bool {
 	}
 }
 
-// PID is the ironic process's.
-func (ir *Ironic) PID() int { return ir.proc.PID() }
+// Processes are ironic's and ironic-inspector's, for their CPU and
+// memory.
+func (ir *Ironic) Processes() []*proc.Process { return []*proc.Process{ir.proc, ir.inspector} }
 
 // cleanEnv is env without the CA bundle variables Python's requests
 // prefers to the CA sushy passes for a BMC.

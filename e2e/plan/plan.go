@@ -140,7 +140,7 @@ func Runs(scenarios []Loaded, providers []*provider.Config, repeats int) ([]Run,
 	var out []Run
 	for _, prov := range providers {
 		for _, l := range scenarios {
-			if ok, _ := prov.Runs(l.Scenario); !ok || !drivesBMCs(prov, l.Lab) {
+			if refusal(prov, l) != "" {
 				continue
 			}
 			variants, err := HostOSVariants(l.Scenario, l.Lab, prov)
@@ -157,6 +157,38 @@ func Runs(scenarios []Loaded, providers []*provider.Config, repeats int) ([]Run,
 		}
 	}
 	return out, nil
+}
+
+// Refusal is a scenario a provider does not run, and why.
+type Refusal struct {
+	Provider, Scenario, Why string
+}
+
+// NotRun are the scenarios each provider does not run, with the reason.
+func NotRun(scenarios []Loaded, providers []*provider.Config) []Refusal {
+	var out []Refusal
+	for _, prov := range providers {
+		for _, l := range scenarios {
+			if why := refusal(prov, l); why != "" {
+				out = append(out, Refusal{Provider: prov.Name, Scenario: l.Scenario.Name, Why: why})
+			}
+		}
+	}
+	return out
+}
+
+// refusal is why prov does not run l's scenario on its lab ("": it does).
+func refusal(prov *provider.Config, l Loaded) string {
+	if ok, why := prov.Runs(l.Scenario); !ok {
+		return why
+	}
+	if !drivesBMCs(prov, l.Lab) {
+		return fmt.Sprintf("lab %s has hosts without a BMC protocol provider %s drives (hosts.bmcProtocols %v)", l.Lab.Spec.Name, prov.Name, prov.Hosts.BMCProtocols)
+	}
+	if prov.Metal3Inventory() && l.Lab.Backend() == lab.BackendQEMU {
+		return "Ironic boots hosts from a virtual-media ISO, which the qemu backend's VMs do not boot: Metal3's inventory runs on the test backend"
+	}
+	return ""
 }
 
 // drivesBMCs says whether the provider's inventory drives every host of

@@ -174,3 +174,42 @@ func TestAProviderRunsOnlyOnLabsWhoseBMCsItDrives(t *testing.T) {
 		t.Errorf("without bmcProtocols: no run on IPMI hosts among %d", len(all))
 	}
 }
+
+// Each scenario a provider does not run is named with the reason: on
+// Metal3's inventory, reset (its hosts have no BMC), a lab of IPMI hosts
+// (not a protocol it drives) and, on the qemu backend, every run (Ironic
+// boots ISOs the VMs do not); a scenario it runs is not named.
+func TestNotRunSaysWhy(t *testing.T) {
+	scenarios, err := Scenarios("../../scenarios/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := provider.Load("../../fixtures/providers/baremetal-bmo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	why := map[string]string{}
+	for _, r := range NotRun(scenarios, []*provider.Config{p}) {
+		why[r.Scenario] = r.Why
+	}
+	for scenario, want := range map[string]string{"reset-reprovisioning": "without a BMC", "three-node-scale-in-ipmi": "hosts.bmcProtocols [redfish]"} {
+		if !strings.Contains(why[scenario], want) {
+			t.Errorf("%s not run because %q; want the reason to say %q", scenario, why[scenario], want)
+		}
+	}
+	if w, ok := why["three-node-scale-in"]; ok {
+		t.Errorf("three-node-scale-in not run: %s", w)
+	}
+	onVMs, err := OnBackend(scenarios, "qemu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs, _ := Runs(onVMs, []*provider.Config{p}, 1); len(runs) != 0 {
+		t.Errorf("%d runs of Metal3's inventory on VMs, want none", len(runs))
+	}
+	for _, r := range NotRun(onVMs, []*provider.Config{p}) {
+		if r.Scenario == "three-node-scale-in" && !strings.Contains(r.Why, "qemu") {
+			t.Errorf("three-node-scale-in on VMs not run because %q; want the qemu backend named", r.Why)
+		}
+	}
+}

@@ -392,6 +392,10 @@ func (c *Config) ManagersFor(s scenario.Strategy) []Manager {
 // why: its strategy is not supported, or a fault acts on something the
 // provider does not have (BMCs without the lab, a manager it does not run).
 func (c *Config) Runs(s *scenario.Scenario) (bool, string) {
+	if c.Metal3Inventory() && s.Strategy == scenario.Reset {
+		return false, "strategy reset registers hosts without a BMC into a pool, and baremetal-operator keeps only hosts it reaches through a BMC " +
+			"(a BareMetalHost without one stays unmanaged); on Metal3 a reused host is deprovisioned, cleaned and provisioned again, as scale-in and rolling do"
+	}
 	if !c.Supports(s.Strategy) {
 		return false, fmt.Sprintf("provider %s does not support strategy %s (its strategies: %v)", c.Name, s.Strategy, c.Strategies)
 	}

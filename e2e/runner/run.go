@@ -420,8 +420,10 @@ func (r *run) stopEnv(ctx context.Context) {
 		r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU})
 	}
 	if r.env.Ironic != nil {
-		if cpu, ok := proc.CPUTime(r.env.Ironic.PID()); ok {
-			r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: "ironic", CPU: cpu})
+		for _, p := range r.env.Ironic.Processes() {
+			if cpu, ok := proc.CPUTime(p.PID()); ok {
+				r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: p.Name, CPU: cpu})
+			}
 		}
 	}
 	r.recordForbidden()
