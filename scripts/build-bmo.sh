@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds baremetal-operator (BMO) from its upstream release source, with
 # its own go.mod (its dependencies come from the Go module proxy), into a
-# cache folder keyed by version; its CRDs and RBAC are kept beside the
-# binary. Prints the folder (manager, crds/, config/rbac/).
+# cache folder keyed by version; its CRDs, RBAC and webhook manifests are
+# kept beside the binary. Prints the folder (manager, crds/, config/rbac/,
+# config/webhook/).
 #
 # METAL3_SOURCES is the folder of upstream release archives (default
 # ../shared/third_party beside this checkout); BMO_VERSION the release.
@@ -18,7 +19,7 @@ OUT="$CACHE/bin/bmo-$VERSION"
 mkdir -p "$CACHE/bin"
 exec 9>"$OUT.lock"
 flock 9
-[[ -x "$OUT/manager" && -d "$OUT/crds" && -d "$OUT/config/rbac" ]] && { echo "$OUT"; exit 0; }
+[[ -x "$OUT/manager" && -d "$OUT/crds" && -d "$OUT/config/rbac" && -f "$OUT/config/webhook/manifests.yaml" ]] && { echo "$OUT"; exit 0; }
 
 ARCHIVE="$SOURCES/$NAME.tar.gz"
 if [[ ! -f "$ARCHIVE" ]]; then
@@ -46,5 +47,6 @@ if [[ ! -x "$OUT/manager" ]]; then
   mv "$OUT/manager.tmp" "$OUT/manager"
 fi
 rm -rf "$OUT/crds" "$OUT/config" && cp -r "$SRC/config/base/crds/bases" "$OUT/crds"
-mkdir -p "$OUT/config" && cp -r "$SRC/config/base/rbac" "$OUT/config/rbac"
+mkdir -p "$OUT/config/webhook" && cp -r "$SRC/config/base/rbac" "$OUT/config/rbac"
+cp "$SRC/config/base/webhook/manifests.yaml" "$OUT/config/webhook/"
 echo "$OUT"

@@ -9,6 +9,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -141,7 +142,11 @@ func (o runOptions) plan(root string) ([]*provider.Config, []plan.Run, []plan.Re
 		return nil, nil, nil, err
 	}
 	if len(runs) == 0 {
-		return nil, nil, nil, fmt.Errorf("no run: none of the providers supports the scenarios' strategies, or --labels %q selects none", o.labels)
+		var why []string
+		for _, r := range plan.NotRun(scenarios, provs) {
+			why = append(why, fmt.Sprintf("\n  %s on %s: %s", r.Scenario, r.Provider, r.Why))
+		}
+		return nil, nil, nil, fmt.Errorf("no run: none of the providers runs the scenarios, or --labels %q selects none%s", o.labels, strings.Join(why, ""))
 	}
 	return provs, runs, plan.NotRun(scenarios, provs), nil
 }

@@ -80,6 +80,9 @@ func (o upOptions) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if why := plan.Refused(prov, plan.Loaded{Scenario: s, Lab: def}); why != "" {
+		return fmt.Errorf("up: %s", why)
+	}
 	dir, bins, closeLog, err := artifactsAndBinaries(ctx, out, o.artifacts, "up")
 	if err != nil {
 		return err

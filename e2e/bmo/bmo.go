@@ -7,9 +7,12 @@
 // BMO reaches Ironic through e2e/ironic's BMOURL, which lets BMO v0.11's
 // node creation through to Ironic 21.4 (see there), and the lab's deploy
 // ramdisk image is its deploy kernel and ramdisk. It runs with leader
-// election off, its webhooks off (they are served for an in-cluster
-// Service only), its metrics off and its health endpoint on a loopback
-// port of the harness's range.
+// election off, its metrics off and its health endpoint on a loopback
+// port of the harness's range. As a manager of the plane it serves its
+// release's validating webhooks for BareMetalHosts and
+// BMCEventSubscriptions (it reads their certificate from under TMPDIR,
+// mgmt.Provider.CertsUnderTMPDIR), so every host a provider writes is
+// checked as on a real site; alone, its webhooks are off.
 package bmo
 
 import (
@@ -74,11 +77,13 @@ func Build(ctx context.Context, repoRoot string) (string, error) {
 // name: dir is what Build returned; it reaches Ironic at ironicURL
 // (ironic.Ironic.BMOURL) and deploys with the image at deployRamdisk. It
 // runs as its own ServiceAccount with the RBAC of its release, watching
-// every namespace.
+// every namespace, and serves its release's validating webhooks for
+// BareMetalHosts and BMCEventSubscriptions on the plane's port.
 func Provider(dir, name, ironicURL, deployRamdisk string) mgmt.Provider {
 	return mgmt.Provider{Name: name, Binary: filepath.Join(dir, "manager"), ConfigDir: filepath.Join(dir, "config"),
-		ExtraCRDDirs: []string{filepath.Join(dir, "crds")}, PlaneFlags: []string{"kubeconfig", "health-addr"},
-		Args: []string{"--webhook-port=0", "--metrics-addr=0"}, Env: env(ironicURL, deployRamdisk, filepath.Join(dir, "no-auth"))}
+		ExtraCRDDirs: []string{filepath.Join(dir, "crds")}, PlaneFlags: []string{"kubeconfig", "health-addr", "webhook-port"},
+		CertsUnderTMPDIR: true,
+		Args:             []string{"--metrics-addr=0"}, Env: env(ironicURL, deployRamdisk, filepath.Join(dir, "no-auth"))}
 }
 
 // env is what BMO reads of its environment: Ironic's endpoint, the

@@ -113,7 +113,7 @@ func logFailedAgentEvents(t *testing.T, labDir string) {
 		if json.Unmarshal([]byte(line), &e) != nil {
 			continue
 		}
-		if e.Kind == lab.EventAgent && strings.HasSuffix(e.Reason, "Failed") {
+		if e.Kind == lab.EventAgent && (strings.HasSuffix(e.Reason, "Failed") || strings.HasSuffix(e.Reason, "Refused")) {
 			t.Logf("lab event: %s %s %s: %s", e.Time.Format(time.RFC3339Nano), e.Host, e.Reason, e.Message)
 		}
 	}

@@ -5,7 +5,9 @@
 // fleet, the integration tests and `upgradelab mgmt up` start it with
 // [Start], which returns a [Plane] (kubeconfig, REST config, admin client,
 // log folder) once every manager answers /readyz, which in CAPI's
-// managers includes its webhook server.
+// managers includes its webhook server (for a manager whose readiness
+// does not, Provider.CertsUnderTMPDIR, Start also waits for its webhook
+// port).
 //
 // [ParseTarget] reads the --management value into a [Target]:
 //   - embedded (the default): envtest's kube-apiserver and etcd on
@@ -38,8 +40,10 @@
 // A [Provider] adds a manager: binary, a kubebuilder config folder (no
 // crd/ for a manager without CRDs), extra CRD folders installed as they
 // are, whether it takes CAPI's --feature-gates, the loopback ports it
-// serves the lab on, and for a runtime extension the ExtensionConfig's
-// settings and namespace selector (Start waits for CAPI to discover it).
+// serves the lab on, whether it reads its webhook certificate from under
+// TMPDIR (no flag names the folder), and for a runtime extension the
+// ExtensionConfig's settings and namespace selector (Start waits for CAPI
+// to discover it).
 //
 // Each manager gets its own webhook, health and diagnostics ports from
 // internal/loopback (they all default to the same ones) and

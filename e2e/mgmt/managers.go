@@ -2,6 +2,10 @@ package mgmt
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -60,6 +64,12 @@ type Provider struct {
 	// which is not built on CAPI's manager scaffolding); its Args give
 	// the rest.
 	PlaneFlags []string
+	// CertsUnderTMPDIR: it reads its webhook serving certificate from
+	// controller-runtime's default folder, $TMPDIR/k8s-webhook-server/
+	// serving-certs, and no flag names another (baremetal-operator
+	// v0.11): run here, it gets a TMPDIR whose folder is the plane's
+	// certificates; in a Pod the folder is where the plane mounts them.
+	CertsUnderTMPDIR bool
 	// LabPorts are the loopback ports it listens on for the lab (a
 	// callback endpoint hosts post to, a boot server): on kind, where it
 	// runs in the node, the host's loopback forwards them to it
@@ -82,6 +92,8 @@ type managerSpec struct {
 	settings   map[string]string // the ExtensionConfig's, for an extension
 	nsLabels   map[string]string // the ExtensionConfig's namespaceSelector
 	env        []string
+	// certsUnderTMPDIR: see Provider.CertsUnderTMPDIR.
+	certsUnderTMPDIR bool
 	// id is the manager's ServiceAccount, namespace and RBAC from its
 	// config/rbac and config/default, read once at Start (loadIdentity).
 	id *managerIdentity
@@ -109,7 +121,8 @@ func capiManagers(a Assets, gates []string) []managerSpec {
 
 func (p Provider) spec(gates []string) managerSpec {
 	s := managerSpec{name: p.Name, binary: p.Binary, configDir: p.ConfigDir, extraCRDs: p.ExtraCRDDirs, extraArgs: p.Args, planeFlags: p.PlaneFlags,
-		extension: p.RuntimeExtension, settings: p.ExtensionSettings, nsLabels: p.ExtensionNamespaceLabels, env: p.Env}
+		extension: p.RuntimeExtension, settings: p.ExtensionSettings, nsLabels: p.ExtensionNamespaceLabels, env: p.Env,
+		certsUnderTMPDIR: p.CertsUnderTMPDIR}
 	if p.FeatureGates {
 		s.gates = gates
 	}
@@ -150,12 +163,34 @@ func (m managerSpec) args(certDir string, ports managerPorts) []string {
 	return append(args, m.extraArgs...)
 }
 
+// localEnv is the manager's environment run here: its own, and for a
+// manager with its certificates under TMPDIR a TMPDIR in dir whose
+// k8s-webhook-server/serving-certs is certDir.
+func (m managerSpec) localEnv(certDir, dir string) ([]string, error) {
+	if !m.certsUnderTMPDIR {
+		return m.env, nil
+	}
+	tmp := filepath.Join(dir, m.name+"-tmp")
+	link := filepath.Join(tmp, "k8s-webhook-server", "serving-certs")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Symlink(certDir, link); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, err
+	}
+	return append(slices.Clone(m.env), "TMPDIR="+tmp), nil
+}
+
 // startManagers starts every manager and waits until each answers /readyz,
 // which in CAPI's managers includes its webhook server having started.
 func startManagers(ctx context.Context, managers []managerSpec, certs *webhookCerts, logDir string, ports map[string]managerPorts, timeout time.Duration) ([]*proc.Process, error) {
 	var procs []*proc.Process
 	for _, m := range managers {
-		p, err := proc.Start(m.name, m.binary, m.args(certs.dir, ports[m.name]), m.env, logDir)
+		env, err := m.localEnv(certs.dir, logDir)
+		if err != nil {
+			return procs, err
+		}
+		p, err := proc.Start(m.name, m.binary, m.args(certs.dir, ports[m.name]), env, logDir)
 		if err != nil {
 			return procs, err
 		}
@@ -167,6 +202,30 @@ func startManagers(ctx context.Context, managers []managerSpec, certs *webhookCe
 		if err := procs[i].WaitHealthy(ctx, ports[m.name].healthURL()); err != nil {
 			return procs, err
 		}
+		if m.certsUnderTMPDIR { // its readiness check does not cover its webhooks
+			if err := waitListening(ctx, procs[i], ports[m.name].webhook); err != nil {
+				return procs, err
+			}
+		}
 	}
 	return procs, nil
+}
+
+// waitListening waits until p's webhook server accepts connections on
+// port; the error carries the end of p's log.
+func waitListening(ctx context.Context, p *proc.Process, port int) error {
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		select {
+		case <-p.Exited():
+			return fmt.Errorf("%s exited before its webhook server listened on %s (%s); last log lines:\n%s", p.Name, addr, fmt.Sprint(p.Err()), proc.TailFile(p.LogPath, 20))
+		case <-ctx.Done():
+			return fmt.Errorf("%s: no webhook server on %s: %w; last log lines:\n%s", p.Name, addr, ctx.Err(), proc.TailFile(p.LogPath, 20))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

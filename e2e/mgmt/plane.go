@@ -551,7 +551,11 @@ func (p *Plane) KillAndRestart(ctx context.Context, name string) error {
 		}
 		old := p.procs[i]
 		old.Kill()
-		child, err := proc.Start(m.name, m.binary, m.args(p.certDir, p.ports[m.name]), m.env, p.LogDir)
+		env, err := m.localEnv(p.certDir, p.LogDir)
+		if err != nil {
+			return err
+		}
+		child, err := proc.Start(m.name, m.binary, m.args(p.certDir, p.ports[m.name]), env, p.LogDir)
 		if err != nil {
 			return err
 		}
@@ -560,7 +564,10 @@ func (p *Plane) KillAndRestart(ctx context.Context, name string) error {
 		fmt.Fprintf(p.progress, "mgmt: %s killed (pid %d) and restarted (pid %d)\n", name, old.PID(), child.PID())
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		return child.WaitHealthy(ctx, p.ports[m.name].healthURL())
+		if err := child.WaitHealthy(ctx, p.ports[m.name].healthURL()); err != nil || !m.certsUnderTMPDIR {
+			return err
+		}
+		return waitListening(ctx, child, p.ports[m.name].webhook)
 	}
 	return fmt.Errorf("mgmt: no manager %q", name)
 }

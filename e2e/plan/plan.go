@@ -140,7 +140,7 @@ func Runs(scenarios []Loaded, providers []*provider.Config, repeats int) ([]Run,
 	var out []Run
 	for _, prov := range providers {
 		for _, l := range scenarios {
-			if refusal(prov, l) != "" {
+			if Refused(prov, l) != "" {
 				continue
 			}
 			variants, err := HostOSVariants(l.Scenario, l.Lab, prov)
@@ -169,7 +169,7 @@ func NotRun(scenarios []Loaded, providers []*provider.Config) []Refusal {
 	var out []Refusal
 	for _, prov := range providers {
 		for _, l := range scenarios {
-			if why := refusal(prov, l); why != "" {
+			if why := Refused(prov, l); why != "" {
 				out = append(out, Refusal{Provider: prov.Name, Scenario: l.Scenario.Name, Why: why})
 			}
 		}
@@ -177,8 +177,8 @@ func NotRun(scenarios []Loaded, providers []*provider.Config) []Refusal {
 	return out
 }
 
-// refusal is why prov does not run l's scenario on its lab ("": it does).
-func refusal(prov *provider.Config, l Loaded) string {
+// Refused is why prov does not run l's scenario on its lab ("": it does).
+func Refused(prov *provider.Config, l Loaded) string {
 	if ok, why := prov.Runs(l.Scenario); !ok {
 		return why
 	}

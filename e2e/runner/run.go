@@ -539,7 +539,7 @@ func (r *run) start(ctx context.Context) (err error) {
 // Metal3's inventory keeps the hosts (see ironic.MinScale).
 func (r *run) slowToIronic() {
 	if r.provider.Metal3Inventory() && r.opts.Scale < ironic.MinScale {
-		r.say("time scale %g: the lab runs no faster than %g under Ironic, which acts in wall time", float64(ironic.MinScale), float64(ironic.MinScale))
+		r.say("time scale %g raised to %g: the lab runs no faster under Ironic, which acts in wall time", float64(r.opts.Scale), float64(ironic.MinScale))
 		r.opts.Scale = ironic.MinScale
 	}
 }

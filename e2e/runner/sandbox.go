@@ -70,6 +70,7 @@ func StartSandbox(ctx context.Context, s *scenario.Scenario, def *lab.Definition
 	if ok, why := r.provider.Runs(s); !ok {
 		return nil, fmt.Errorf("sandbox: %s", why)
 	}
+	r.slowToIronic()
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}

@@ -102,7 +102,11 @@ func (a *Agent) announce(ctx context.Context, boot int, once bool, post func(con
 // the media URL.
 func (a *Agent) deployRamdisk(ctx context.Context, boot int, running *lab.RunningOS) {
 	if p, ok := ipa.ParseKernelArgs(running.KernelArgs); ok {
-		a.record("DeployRamdiskRunning", "Ironic's agent, for "+p.APIURL)
+		what := "Ironic's agent, for " + p.APIURL
+		if p.APIURL == "" {
+			what = "Ironic's agent, inspecting for " + p.InspectionURL
+		}
+		a.record("DeployRamdiskRunning", what)
 		ipa.Run(ctx, a.host, p, a.record, func() bool { return a.current(boot) })
 		return
 	}

@@ -86,8 +86,12 @@ type Agent struct {
 // minHeartbeat keeps a tiny heartbeat timeout from spinning.
 const minHeartbeat = time.Second
 
-// Run runs the agent for one boot: it serves the command API, looks its
-// node up and heartbeats until alive says the boot is over or ctx ends.
+// Run runs the agent for one boot: on an inspection boot it first posts
+// the host's inventory to inspector; then, when the command line names
+// Ironic's API, it serves the command API, looks its node up and
+// heartbeats until alive says the boot is over or ctx ends. An
+// inspection-only boot does nothing more (the ramdisk idles until Ironic
+// powers the host off).
 func Run(ctx context.Context, host Host, p Params, record Recorder, alive func() bool) {
 	a := &Agent{host: host, params: p, record: record, client: &http.Client{Timeout: 30 * time.Second}, beat: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(ctx)

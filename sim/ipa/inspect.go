@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -111,8 +112,9 @@ func newReport(inv lab.Inventory, collectors []string) report {
 }
 
 // inspect posts the host's report to inspector's callback, retrying
-// while inspector cannot be reached; an answer that refuses the report
-// ends the inspection (IPA logs it and goes on to look its node up).
+// while inspector cannot be reached (no connection); any other failure
+// ends the inspection, as in IPA, which logs it and goes on: a report
+// inspector may have processed is never sent twice.
 func (a *Agent) inspect(ctx context.Context) {
 	r := newReport(a.host.Inventory(), a.params.Collectors)
 	for failures := 0; ; failures++ {
@@ -127,6 +129,11 @@ func (a *Agent) inspect(ctx context.Context) {
 		var refused *httpError
 		if errors.As(err, &refused) {
 			a.record("IronicInspectionRefused", err.Error())
+			return
+		}
+		var op *net.OpError
+		if !errors.As(err, &op) || op.Op != "dial" {
+			a.record("IronicInspectionFailed", err.Error())
 			return
 		}
 		if failures%20 == 0 {

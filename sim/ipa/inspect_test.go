@@ -51,7 +51,12 @@ func TestAnInspectionBootReportsTheHostsHardware(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("an inspection-only boot did not finish")
 	}
-	body := <-got
+	var body map[string]any
+	select {
+	case body = <-got:
+	default:
+		t.Fatalf("inspector got no report; events %v", events)
+	}
 	b, _ := json.Marshal(body)
 	var r report
 	if err := json.Unmarshal(b, &r); err != nil {

@@ -75,7 +75,8 @@ func owner(m *clusterv1.Machine) string {
 // rank orders candidates: a host reserved for this owner first, then
 // ordinary free hosts, spares last. A spare is kept in reserve, so it is
 // what a rollout's surge machine gets once every other host carries a
-// machine, and never what a first provisioning takes.
+// machine, and not what a first provisioning takes while an ordinary
+// host is still entering service (enteringService).
 func rank(host *metal3.BareMetalHost, ownerName string) int {
 	switch {
 	case ownerName != "" && host.Labels[infrav1.NodeReuseLabel] == ownerName:
@@ -84,6 +85,27 @@ func rank(host *metal3.BareMetalHost, ownerName string) int {
 		return 2
 	}
 	return 1
+}
+
+// enteringService names a free, ordinary host (no spare, not reserved for
+// another owner) still on its way to available for the first time
+// (registering, inspecting, preparing) without an error, "" when there is
+// none: a machine waits for it rather than take a spare, which
+// inventories that inspect hosts one by one (baremetal-operator) would
+// otherwise hand out first.
+func enteringService(hosts []metal3.BareMetalHost, ownerName string) string {
+	for i := range hosts {
+		h := &hosts[i]
+		reserved := h.Labels[infrav1.NodeReuseLabel]
+		if h.Spec.ConsumerRef != nil || !h.DeletionTimestamp.IsZero() || h.Status.ErrorType != "" || rank(h, ownerName) == 2 || (reserved != "" && reserved != ownerName) {
+			continue
+		}
+		switch h.Status.Provisioning.State {
+		case metal3.StateNone, metal3.StateRegistering, metal3.StateInspecting, metal3.StatePreparing:
+			return h.Name
+		}
+	}
+	return ""
 }
 
 // errClaimLost: someone changed the chosen host between the read and the
@@ -136,6 +158,11 @@ func (r *Reconciler) claim(ctx context.Context, bmm *infrav1.BareMetalMachine, m
 		return candidates[i].Name < candidates[j].Name
 	})
 	host := candidates[0]
+	if coming := enteringService(hosts.Items, ownerName); rank(host, ownerName) == 2 && coming != "" {
+		setCondition(bmm, infrav1.HostAssociatedCondition, false, infrav1.WaitingForHostReason,
+			fmt.Sprintf("BareMetalHost %s is still entering service; the spare %s is kept in reserve", coming, host.Name))
+		return nil, nil
+	}
 	how := map[int]string{0: "reserved for " + ownerName, 1: "free", 2: "spare"}[rank(host, ownerName)]
 	userData, metaData, err := r.configDriveSecrets(ctx, bmm, machine, host)
 	if err != nil {

@@ -3,6 +3,7 @@ package machine
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -281,4 +282,43 @@ func TestTheImageAHostRunsIsRecordedOnItsMachine(t *testing.T) {
 	if *host.Spec.Image != old || host.Status.Provisioning.Image != old {
 		t.Errorf("the host was changed: spec.image %+v, status %+v", host.Spec.Image, host.Status.Provisioning.Image)
 	}
+}
+
+// A first provisioning does not take the spare while an ordinary host is
+// still entering service (baremetal-operator inspects hosts one by one):
+// the machine waits, saying for which host. A host that failed on its
+// way is not waited for, and the spare is taken.
+func TestTheSpareIsKeptWhileAnOrdinaryHostIsEnteringService(t *testing.T) {
+	_, machine, bmm := fleetMachine()
+	spare := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "spare-0", Labels: map[string]string{infrav1.SpareLabel: "true"}},
+		Status: metal3.BareMetalHostStatus{Provisioning: metal3.ProvisionStatus{State: metal3.StateAvailable}}}
+	worker := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "worker-1"},
+		Status: metal3.BareMetalHostStatus{Provisioning: metal3.ProvisionStatus{State: metal3.StateInspecting}}}
+	bootstrap := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "sn-1-cp-x"}, Data: map[string][]byte{"value": []byte("#cloud-config")}}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(spare, worker, bootstrap, bmm).Build()
+	r := &Reconciler{Client: c, Reader: c}
+	got, err := r.claim(context.Background(), bmm, machine)
+	if err != nil || got != nil {
+		t.Fatalf("claim with worker-1 inspecting: %v, %v; want to wait", got, err)
+	}
+	if msg := conditionMessage(bmm, infrav1.HostAssociatedCondition); !strings.Contains(msg, "worker-1 is still entering service") {
+		t.Errorf("condition %q; want it to name worker-1", msg)
+	}
+	worker.Status.ErrorType = metal3.InspectionError
+	if err := c.Update(context.Background(), worker); err != nil {
+		t.Fatal(err)
+	}
+	got, err = r.claim(context.Background(), bmm, machine)
+	if err != nil || got == nil || got.Name != "spare-0" {
+		t.Fatalf("claim with worker-1 failed: %v, %v; want the spare", got, err)
+	}
+}
+
+func conditionMessage(bmm *infrav1.BareMetalMachine, t string) string {
+	for _, c := range bmm.Status.Conditions {
+		if c.Type == t {
+			return c.Message
+		}
+	}
+	return ""
 }
