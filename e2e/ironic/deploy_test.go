@@ -62,8 +62,18 @@ func checkInventory(t testing.TB, ctx context.Context, s *site.Site, c *Client, 
 			Data [][]string `json:"data"`
 		} `json:"plugin_data"`
 	}
-	if err := c.Do(ctx, http.MethodGet, "/v1/nodes/"+host+"/inventory", nil, &got); err != nil {
-		t.Fatal(err)
+	// Ironic marks the inspection done, then fetches inspector's data and
+	// stores it (drivers/modules/inspector.py, _check_status): the
+	// inventory can be missing for a moment after the node is manageable.
+	for {
+		err := c.Do(ctx, http.MethodGet, "/v1/nodes/"+host+"/inventory", nil, &got)
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "404") || ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	h, _ := s.Lab.Host(host)
 	spec, inv := h.Spec(), got.Inventory
