@@ -160,13 +160,13 @@ func (ir *Ironic) launch(ctx context.Context, o Options, c configs) error {
 // knew last, for the run's artifacts) and ends Ironic, inspector and the
 // HTTP servers.
 func (ir *Ironic) Stop() {
-	if ir.proc != nil && !exited(ir.proc) {
+	if ir.proc != nil && ir.proc.Running() {
 		if err := ir.dumpNodes(); err != nil {
 			_ = os.WriteFile(filepath.Join(ir.Dir, "nodes.json"), []byte(fmt.Sprintf("{\"error\": %q}\n", err.Error())), 0o644)
 		}
 		ir.proc.Stop(10 * time.Second)
 	}
-	if ir.inspector != nil && !exited(ir.inspector) {
+	if ir.inspector != nil {
 		ir.inspector.Stop(10 * time.Second)
 	}
 	if ir.http != nil {
@@ -190,16 +190,6 @@ func (ir *Ironic) dumpNodes() error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(ir.Dir, "nodes.json"), pretty.Bytes(), 0o644)
-}
-
-// exited says whether p has ended.
-func exited(p *proc.Process) bool {
-	select {
-	case <-p.Exited():
-		return true
-	default:
-		return false
-	}
 }
 
 // Processes are ironic's and ironic-inspector's, for their CPU and

@@ -3,8 +3,6 @@ package mgmt
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -203,7 +201,7 @@ func startManagers(ctx context.Context, managers []managerSpec, certs *webhookCe
 			return procs, err
 		}
 		if m.certsUnderTMPDIR { // its readiness check does not cover its webhooks
-			if err := waitListening(ctx, procs[i], ports[m.name].webhook); err != nil {
+			if err := procs[i].WaitListening(ctx, webhookAddr(ports[m.name])); err != nil {
 				return procs, err
 			}
 		}
@@ -211,21 +209,5 @@ func startManagers(ctx context.Context, managers []managerSpec, certs *webhookCe
 	return procs, nil
 }
 
-// waitListening waits until p's webhook server accepts connections on
-// port; the error carries the end of p's log.
-func waitListening(ctx context.Context, p *proc.Process, port int) error {
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			return c.Close()
-		}
-		select {
-		case <-p.Exited():
-			return fmt.Errorf("%s exited before its webhook server listened on %s (%s); last log lines:\n%s", p.Name, addr, fmt.Sprint(p.Err()), proc.TailFile(p.LogPath, 20))
-		case <-ctx.Done():
-			return fmt.Errorf("%s: no webhook server on %s: %w; last log lines:\n%s", p.Name, addr, ctx.Err(), proc.TailFile(p.LogPath, 20))
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
+// webhookAddr is where a manager's webhook server listens.
+func webhookAddr(p managerPorts) string { return "127.0.0.1:" + strconv.Itoa(p.webhook) }

@@ -567,7 +567,7 @@ func (p *Plane) KillAndRestart(ctx context.Context, name string) error {
 		if err := child.WaitHealthy(ctx, p.ports[m.name].healthURL()); err != nil || !m.certsUnderTMPDIR {
 			return err
 		}
-		return waitListening(ctx, child, p.ports[m.name].webhook)
+		return child.WaitListening(ctx, webhookAddr(p.ports[m.name]))
 	}
 	return fmt.Errorf("mgmt: no manager %q", name)
 }

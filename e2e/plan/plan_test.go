@@ -76,14 +76,7 @@ func countOf(runs []Run, provider string) int {
 
 // Runs are selected by the labels make e2e filters on.
 func TestSelectFiltersByLabels(t *testing.T) {
-	scenarios, err := Scenarios("../../scenarios/*.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := provider.Load("../../fixtures/providers/baremetal.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	scenarios, p := shipped(t, "baremetal")
 	runs, _ := Runs(scenarios, []*provider.Config{p}, 1)
 	got, err := Select(runs, "single-node-in-place && ostree")
 	if err != nil {
@@ -153,14 +146,7 @@ func TestRunsOnTheQEMUBackend(t *testing.T) {
 // lab's Ironic) gets no run on a lab of IPMI-only hosts, and every other
 // scenario its strategies allow.
 func TestAProviderRunsOnlyOnLabsWhoseBMCsItDrives(t *testing.T) {
-	scenarios, err := Scenarios("../../scenarios/*.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := provider.Load("../../fixtures/providers/baremetal-bmo.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	scenarios, p := shipped(t, "baremetal-bmo")
 	runs, err := Runs(scenarios, []*provider.Config{p}, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -180,14 +166,7 @@ func TestAProviderRunsOnlyOnLabsWhoseBMCsItDrives(t *testing.T) {
 // (not a protocol it drives) and, on the qemu backend, every run (Ironic
 // boots ISOs the VMs do not); a scenario it runs is not named.
 func TestNotRunSaysWhy(t *testing.T) {
-	scenarios, err := Scenarios("../../scenarios/*.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := provider.Load("../../fixtures/providers/baremetal-bmo.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	scenarios, p := shipped(t, "baremetal-bmo")
 	why := map[string]string{}
 	for _, r := range NotRun(scenarios, []*provider.Config{p}) {
 		why[r.Scenario] = r.Why
@@ -214,4 +193,18 @@ func TestNotRunSaysWhy(t *testing.T) {
 	if !strings.Contains(why["three-node-scale-in"], "qemu") {
 		t.Errorf("three-node-scale-in on VMs not run because %q; want the qemu backend named", why["three-node-scale-in"])
 	}
+}
+
+// shipped are the shipped scenarios and the shipped provider config name.
+func shipped(t *testing.T, name string) ([]Loaded, *provider.Config) {
+	t.Helper()
+	scenarios, err := Scenarios("../../scenarios/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := provider.Load("../../fixtures/providers/" + name + ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scenarios, p
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -67,6 +68,16 @@ func (p *Process) PID() int { return p.cmd.Process.Pid }
 // Exited is closed once the child has exited and been waited for.
 func (p *Process) Exited() <-chan struct{} { return p.done }
 
+// Running says whether the child has not exited yet.
+func (p *Process) Running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // Err is how the child ended (Wait's error); read it after Exited.
 func (p *Process) Err() error { return p.err }
 
@@ -101,25 +112,46 @@ func (p *Process) WaitHealthy(ctx context.Context, url string) error {
 
 // WaitHealthyWith is waitHealthy through client.
 func (p *Process) WaitHealthyWith(ctx context.Context, client *http.Client, url string) error {
+	return p.waitFor(ctx, url+" answered", func() bool {
+		resp, err := client.Get(url)
+		if err != nil {
+			return false
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// WaitListening polls until something accepts TCP connections on addr
+// (a server whose readiness check does not cover it), the process exits,
+// or ctx ends; the error carries the end of the process's log.
+func (p *Process) WaitListening(ctx context.Context, addr string) error {
+	return p.waitFor(ctx, addr+" listened", func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	})
+}
+
+// waitFor polls ready every 100 ms until it holds, the process exits or
+// ctx ends.
+func (p *Process) waitFor(ctx context.Context, what string, ready func() bool) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
+	for !ready() {
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s exited before %s answered (%s); last log lines:\n%s", p.Name, url, fmt.Sprint(p.err), TailFile(p.LogPath, 20))
+			return fmt.Errorf("%s exited before %s (%s); last log lines:\n%s", p.Name, what, fmt.Sprint(p.err), TailFile(p.LogPath, 20))
 		case <-ctx.Done():
-			return fmt.Errorf("%s: %s not ready: %w; last log lines:\n%s", p.Name, url, ctx.Err(), TailFile(p.LogPath, 20))
+			return fmt.Errorf("%s: waiting until %s: %w; last log lines:\n%s", p.Name, what, ctx.Err(), TailFile(p.LogPath, 20))
 		case <-tick.C:
 		}
 	}
+	return nil
 }
 
 // TailFile is the last n lines of the file at path, or why it cannot be

@@ -13,7 +13,10 @@
 // infrastructure.cluster.x-k8s.io/failure-domain). Candidates are ranked:
 // a host reserved for this machine's owner (node reuse) first, then
 // ordinary free hosts, spares last, so a spare is what a rollout's surge
-// machine gets once every other host carries a machine. The claim sets
+// machine gets once every other host carries a machine; while an
+// ordinary free host is still entering service (an inventory that
+// inspects hosts one by one, as baremetal-operator does), a machine waits
+// for it rather than take a spare. The claim sets
 // the host's consumerRef, image, userData and metaData secrets and online
 // in one Update at the resourceVersion read, so two claimants of one host
 // can never both win: the loser gets a conflict and looks again at the
