@@ -258,7 +258,7 @@ fuzz: deps
 	go test -run '^$$' -fuzz FuzzParseRules -fuzztime $(FUZZTIME) ./sim/nic/
 	go test -run '^$$' -fuzz FuzzRedfishRequests -fuzztime $(FUZZTIME) ./sim/bmc/
 	go test -run '^$$' -fuzz FuzzIPMIDatagrams -fuzztime $(FUZZTIME) ./sim/ipmi/
-	go test -run '^$$' -fuzz FuzzParseBootScript -fuzztime $(FUZZTIME) ./api/netboot/v1/
+	go test -run '^$$' -fuzz FuzzRunScript -fuzztime $(FUZZTIME) ./sim/ipxe/
 	go test -run '^$$' -fuzz FuzzReadFile -fuzztime $(FUZZTIME) ./sim/iso9660/
 	go test -run '^$$' -fuzz FuzzParseEnv -fuzztime $(FUZZTIME) ./sim/vm/diskimage/
 	go test -run '^$$' -fuzz FuzzReadGPT -fuzztime $(FUZZTIME) ./sim/vm/diskimage/

@@ -27,12 +27,24 @@ func enroll(t testing.TB, ctx context.Context, s *site.Site, c *Client, host str
 		}
 	}
 	node := redfishNode(host, info.BMC)
+	if info.BMC.Address == "" {
+		node = ipmiNode(host, info.BMC)
+	}
 	node["inspect_interface"] = "inspector"
 	ramdisk := s.Lab.ImageServer().ImageURL("deploy-ramdisk-2026.10")
 	di := node["driver_info"].(map[string]any)
 	di["deploy_kernel"], di["deploy_ramdisk"] = ramdisk, ramdisk
-	if err := c.Do(ctx, http.MethodPost, "/v1/nodes", node, nil); err != nil {
+	var created Node
+	if err := c.Do(ctx, http.MethodPost, "/v1/nodes", node, &created); err != nil {
 		t.Fatal(err)
+	}
+	if info.BMC.Address == "" {
+		// A network-booted node needs its boot port before anything
+		// boots it, as BMO creates it from spec.bootMACAddress.
+		port := map[string]any{"node_uuid": created.UUID, "address": info.MACs[0]}
+		if err := c.Do(ctx, http.MethodPost, "/v1/ports", port, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, target := range []string{"manage", "inspect"} {
 		provision(t, ctx, c, host, map[string]any{"target": target}, "manageable")
@@ -144,6 +156,43 @@ func TestIronicCleansAndDeploysLabHostsThroughTheDeployRamdisk(t *testing.T) {
 			t.Errorf("a deploy with a wrong checksum failed with %q; want the host's checksum error", deref(n.LastError))
 		}
 	})
+}
+
+// An IPMI-only host boots Ironic's deploy ramdisk from the network: the
+// provisioning network's DHCP names Ironic's boot.ipxe, which chains the
+// per-node config Ironic writes for the port's MAC (kernel, initrd, and
+// the agent's command line), and the lab's iPXE runs both. Inspection,
+// cleaning and the deploy then go as on a Redfish host, and the host
+// boots what was written from its disk.
+func TestIronicDeploysAnIPMIHostThroughNetworkBoot(t *testing.T) {
+	t.Parallel() // mostly Ironic's pauses between ipmitool commands
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	s, ir, c := startSite(t, ctx, "three-node-ipmi.yaml")
+	if err := s.Lab.SetNetworkBoot("provisioning", ir.BootScriptURL()); err != nil {
+		t.Fatal(err)
+	}
+	img, err := s.Lab.Definition().Catalog.Get(deployImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, stop := s.Lab.Subscribe()
+	netboots := make(chan int)
+	go func() {
+		n := 0
+		for e := range events {
+			if e.Host == "cp-0" && e.Reason == "NetworkBoot" && strings.HasPrefix(e.Data["url"], ir.HTTPURL+"/") {
+				n++
+			}
+		}
+		netboots <- n
+	}()
+	deployAndBoot(t, ctx, s, c, "cp-0", img.SHA256)
+	stop()
+	booted := <-netboots
+	if booted < 3 { // inspection, cleaning, deploy
+		t.Errorf("cp-0 booted Ironic's kernel from the network %d times; want one each for inspection, cleaning and the deploy", booted)
+	}
 }
 
 // deployAndBoot cleans host, deploys the image with a config drive and

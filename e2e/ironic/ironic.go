@@ -18,6 +18,7 @@ import (
 	"github.com/upgradelab/upgradelab/internal/loopback"
 	"github.com/upgradelab/upgradelab/internal/proc"
 	"github.com/upgradelab/upgradelab/internal/timescale"
+	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
 // Binaries are the programs of Debian's Ironic packages Start runs.
@@ -259,6 +260,12 @@ func (ir *Ironic) writeConfigs(o Options, apiPort, inspectorPort int) (configs, 
 	return c, nil
 }
 
+// BootScriptURL is Ironic's iPXE entry script, which a site's DHCP
+// offers network-booting hosts: it chains the config Ironic writes for
+// the booting port's MAC. Ironic writes it the first time it prepares a
+// network boot; until then it is a 404 and the host boots on.
+func (ir *Ironic) BootScriptURL() string { return ir.HTTPURL + "/boot.ipxe" }
+
 // MinScale is the fastest time scale a lab under Ironic runs at. Ironic
 // acts in wall time: after asking a BMC for power it polls the power
 // state for about a second before it moves the node on (to inspect
@@ -267,3 +274,22 @@ func (ir *Ironic) writeConfigs(o Options, apiPort, inspectorPort int) (configs, 
 // the lab's shortest power-on to a running ramdisk (POST and boot,
 // 70 s) must too, with room for a loaded machine: 3.5 s at 0.05.
 const MinScale = timescale.Scale(0.05)
+
+// MinScaleIPMI is MinScale for a lab with hosts Ironic reaches over IPMI
+// only. Ironic keeps its ipmitool commands to one BMC five seconds apart
+// ([ipmi] min_command_interval), so the power status that moves a node
+// on after it powered the host comes five seconds or more after the
+// power-on: the lab's 70 s from power-on to a running ramdisk must
+// outlast that, with room for a loaded machine: 14 s at 0.2.
+const MinScaleIPMI = timescale.Scale(0.2)
+
+// MinScaleFor is the floor for def: MinScaleIPMI when any host's BMC
+// serves IPMI only, else MinScale.
+func MinScaleFor(def *lab.Definition) timescale.Scale {
+	for _, h := range def.Spec.Hosts {
+		if !h.BMC.Serves(lab.ProtocolRedfish) {
+			return MinScaleIPMI
+		}
+	}
+	return MinScale
+}

@@ -24,7 +24,7 @@ func startSite(t testing.TB, ctx context.Context, labFile string) (*site.Site, *
 		t.Fatal(err)
 	}
 	dir := labtest.Dir(t)
-	s, err := site.Start(ctx, site.Options{Lab: def, StateDir: filepath.Join(dir, "lab"), Scale: MinScale})
+	s, err := site.Start(ctx, site.Options{Lab: def, StateDir: filepath.Join(dir, "lab"), Scale: MinScaleFor(def)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +44,16 @@ func redfishNode(name string, bmc *lab.BMCInfo) map[string]any {
 	return map[string]any{"name": name, "driver": "redfish", "boot_interface": "redfish-virtual-media", "inspect_interface": "redfish",
 		"driver_info": map[string]any{"redfish_address": u.Scheme + "://" + u.Host, "redfish_system_id": u.Path,
 			"redfish_username": bmc.Username, "redfish_password": bmc.Password, "redfish_verify_ca": bmc.CAFile}}
+}
+
+// ipmiNode is the node Ironic enrolls for a lab host whose BMC serves
+// IPMI only: it boots the deploy ramdisk through iPXE.
+func ipmiNode(name string, bmc *lab.BMCInfo) map[string]any {
+	host, port, _ := strings.Cut(bmc.IPMI, ":")
+	return map[string]any{"name": name, "driver": "ipmi", "boot_interface": "ipxe", "inspect_interface": "no-inspect",
+		"management_interface": "ipmitool", "power_interface": "ipmitool",
+		"driver_info": map[string]any{"ipmi_address": host, "ipmi_port": port,
+			"ipmi_username": bmc.Username, "ipmi_password": bmc.Password}}
 }
 
 // waitState waits for node to reach state (or fail into an error state).

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/image"
+	"github.com/upgradelab/upgradelab/sim/ipxe"
 	"github.com/upgradelab/upgradelab/sim/nic"
 )
 
@@ -50,6 +52,11 @@ func (h *Host) boot(ctx context.Context) {
 			return
 		}
 		running, err := h.loadOS(ctx, target, plan)
+		var power errNetbootPower
+		if errors.As(err, &power) {
+			h.scriptPower(power.end)
+			return
+		}
 		if err == nil && plan.mode == BootModeLegacy {
 			// The lab's images carry only an EFI loader (as every image
 			// Metal3 deploys does): in legacy mode the firmware finds no
@@ -76,6 +83,22 @@ func (h *Host) boot(ctx context.Context) {
 	}
 	h.mu.Unlock()
 	h.emit(EventBoot, "NoBootDevice", "no bootable device: "+strings.Join(failures, "; "), nil)
+}
+
+// scriptPower carries out a boot script's reboot or poweroff, from
+// outside the power cycle it ends.
+func (h *Host) scriptPower(end ipxe.End) {
+	reason, act := "NetworkBootPowerOff", h.PowerOff
+	if end == ipxe.Reboot {
+		reason, act = "NetworkBootReboot", h.Reset
+	}
+	h.emit(EventBoot, reason, "the boot script ran "+string(end), nil)
+	go func() {
+		err := act()
+		if err != nil {
+			h.emit(EventBoot, "NetworkBootPowerFailed", err.Error(), nil)
+		}
+	}()
 }
 
 // bootPlan is one boot's devices in order, its firmware mode and the
@@ -152,7 +175,7 @@ func (h *Host) loadOS(ctx context.Context, target BootTarget, plan bootPlan) (*R
 		}
 		payload, err := readMedia(ctx, url, mediaBytes)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("virtual media: %w", err)
 		}
 		m, args, err := bootMedium(payload)
 		if err != nil {
@@ -186,6 +209,7 @@ func (h *Host) loadOS(ctx context.Context, target BootTarget, plan bootPlan) (*R
 // deploy kernel and initramfs).
 const mediaBytes = 64 << 20
 
+// readMedia downloads an image whole, as firmware does, up to limit bytes.
 func readMedia(ctx context.Context, url string, limit int64) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -193,15 +217,15 @@ func readMedia(ctx context.Context, url string, limit int64) ([]byte, error) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("virtual media %s: %w", url, err)
+		return nil, err // names the URL
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("virtual media %s: %s", url, resp.Status)
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err == nil && int64(len(b)) > limit {
-		return nil, fmt.Errorf("virtual media %s: larger than the %d bytes a host reads", url, limit)
+		return nil, fmt.Errorf("%s: larger than the %d bytes a host reads", url, limit)
 	}
 	return b, err
 }

@@ -3,23 +3,24 @@ package lab
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"strings"
 
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	netbootv1 "github.com/upgradelab/upgradelab/api/netboot/v1"
+	"github.com/upgradelab/upgradelab/sim/ipxe"
 )
 
 // Network boot, as a server's PXE ROM and iPXE do it on a provisioning
 // network: DHCP on each port in the lab file's order; the network's DHCP
 // offer names a boot server (set at run time by whoever provisions, as
-// Ironic's dnsmasq does: SetNetworkBoot); the firmware fetches the boot
-// script for the port's MAC and runs it (api/netboot/v1). A script that
-// chains an image boots it as a FromNetwork OS; one that exits, or a
-// boot server with no script for the MAC (404), passes to the next boot
-// device, as iPXE's exit does.
+// Ironic's dnsmasq does: SetNetworkBoot); iPXE fetches the boot script
+// with the port's MAC and runs it (sim/ipxe): our provider's one-line
+// scripts (api/netboot/v1) and Ironic's boot.ipxe with its per-node
+// configs alike. The kernel a script boots runs as a FromNetwork OS with
+// its command line; a script that exits or fails, or a boot server with
+// no script for the MAC (404), passes to the next boot device; a reboot
+// or poweroff in a script resets or powers off the host.
 
 // SetNetworkBoot makes network's DHCP offer a boot server: its URL gets
 // ?mac=MAC of the booting port. An empty url withdraws the offer.
@@ -48,69 +49,65 @@ func (l *Lab) bootServer(network string) string {
 	return l.netboot[network]
 }
 
-// netboot tries each port in turn.
+// netboot tries each port in turn: the port's DHCP offer names the boot
+// server, whose script iPXE runs (sim/ipxe) with the port's MAC.
 func (h *Host) netboot(ctx context.Context) (*RunningOS, error) {
-	var tried []string
+	var tried, macs []string
+	for _, n := range h.spec.NICs {
+		macs = append(macs, n.MAC)
+	}
 	for _, n := range h.spec.NICs {
 		server := h.lab.bootServer(n.Network)
 		if server == "" {
 			tried = append(tried, n.Name+": PXE-E16: no valid offer received")
 			continue
 		}
-		script, err := fetchScript(ctx, server, n.MAC)
-		if err != nil {
-			tried = append(tried, n.Name+": "+err.Error())
+		out := ipxe.Run(ctx, h.ipxeEnv(n.MAC, macs), scriptURL(server, n.MAC))
+		switch out.End {
+		case ipxe.Reboot, ipxe.PowerOff:
+			return nil, errNetbootPower{out.End}
+		case ipxe.Exit:
+			why := "the boot script exits"
+			if out.Err != nil {
+				why = out.Err.Error()
+			}
+			tried = append(tried, n.Name+": "+why)
 			continue
 		}
-		if script.Chain == "" {
-			tried = append(tried, n.Name+": the boot script exits")
-			continue
-		}
-		payload, err := readMedia(ctx, script.Chain, imagev1.PayloadBytes)
+		m, err := imagev1.ReadManifest(out.Image)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("network boot %s: %w", out.Kernel, err)
 		}
-		m, err := imagev1.ReadManifest(payload)
-		if err != nil {
-			return nil, fmt.Errorf("network boot %s: %w", script.Chain, err)
-		}
-		h.emit(EventBoot, "NetworkBoot", fmt.Sprintf("%s (%s): chain %s", n.Name, n.MAC, script.Chain),
-			map[string]string{"port": n.Name, "mac": n.MAC, "url": script.Chain})
-		return &RunningOS{Source: FromNetwork, Image: m, Media: script.Chain}, nil
+		h.emit(EventBoot, "NetworkBoot", fmt.Sprintf("%s (%s): boot %s", n.Name, n.MAC, out.Kernel),
+			map[string]string{"port": n.Name, "mac": n.MAC, "url": out.Kernel})
+		return &RunningOS{Source: FromNetwork, Image: m, Media: out.Kernel, KernelArgs: out.Args}, nil
 	}
 	return nil, fmt.Errorf("network boot: %s", strings.Join(tried, "; "))
 }
 
-func fetchScript(ctx context.Context, server, mac string) (netbootv1.Script, error) {
+// errNetbootPower is a boot script's reboot or poweroff.
+type errNetbootPower struct{ end ipxe.End }
+
+func (e errNetbootPower) Error() string { return "the boot script ran " + string(e.end) }
+
+// ipxeEnv is what iPXE sees of the host: its ports' MACs, the network,
+// and the lab's clock.
+func (h *Host) ipxeEnv(mac string, macs []string) ipxe.Env {
+	return ipxe.Env{MAC: mac, NICs: macs,
+		Fetch: func(ctx context.Context, url string) ([]byte, error) { return readMedia(ctx, url, mediaBytes) },
+		Sleep: h.lab.scale.Sleep,
+		Echo:  func(line string) { h.emit(EventBoot, "NetworkBootMessage", line, nil) },
+	}
+}
+
+// scriptURL is the boot server's URL with the booting port's MAC.
+func scriptURL(server, mac string) string {
 	u, err := url.Parse(server)
 	if err != nil {
-		return netbootv1.Script{}, err
+		return server
 	}
 	q := u.Query()
 	q.Set(netbootv1.MACParam, mac)
 	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return netbootv1.Script{}, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return netbootv1.Script{}, fmt.Errorf("boot script %s: %w", u, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
-		return netbootv1.Script{}, fmt.Errorf("boot script %s: no script for this MAC", u)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return netbootv1.Script{}, fmt.Errorf("boot script %s: %s", u, resp.Status)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return netbootv1.Script{}, fmt.Errorf("boot script %s: %w", u, err)
-	}
-	s, err := netbootv1.Parse(body)
-	if err != nil {
-		return netbootv1.Script{}, fmt.Errorf("boot script %s: %w", u, err)
-	}
-	return s, nil
+	return u.String()
 }

@@ -23,12 +23,17 @@ func TestNetworkBootRunsTheBootServersScriptForTheMAC(t *testing.T) {
 	h, _ := l.Host("node-0")
 	var mu sync.Mutex
 	scripts := map[string]netbootv1.Script{}
+	raw := map[string]string{} // scripts beyond the wire API's
 	var asked []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mac := r.URL.Query().Get(netbootv1.MACParam)
 		mu.Lock()
 		defer mu.Unlock()
 		asked = append(asked, mac)
+		if b, ok := raw[mac]; ok {
+			w.Write([]byte(b))
+			return
+		}
 		s, ok := scripts[mac]
 		if !ok {
 			http.NotFound(w, r)
@@ -46,7 +51,7 @@ func TestNetworkBootRunsTheBootServersScriptForTheMAC(t *testing.T) {
 	if err := l.SetNetworkBoot("provisioning", srv.URL+"/boot"); err != nil {
 		t.Fatal(err)
 	}
-	if e := boot(); e.Reason != "BootDeviceFailed" || !strings.Contains(e.Message, "no script for this MAC") {
+	if e := boot(); e.Reason != "BootDeviceFailed" || !strings.Contains(e.Message, "404 Not Found") {
 		t.Fatalf("PXE with no script for the MAC: %s %s", e.Reason, e.Message)
 	}
 	mac := h.Spec().NICs[0].MAC
@@ -69,6 +74,25 @@ func TestNetworkBootRunsTheBootServersScriptForTheMAC(t *testing.T) {
 	}
 	if asked[len(asked)-1] != mac {
 		t.Fatalf("the firmware asked for MAC %q, want %q", asked[len(asked)-1], mac)
+	}
+	// A script may power the host off (Ironic's config does when the
+	// deploy kernel never comes).
+	mu.Lock()
+	raw[mac] = "#!ipxe\nkernel " + srv.URL + "/missing || poweroff\n"
+	mu.Unlock()
+	if err := h.SetBootOverride(BootOverride{Target: BootPxe, Mode: OverrideOnce}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, events, "node-0", "NetworkBootPowerOff")
+	deadline := time.Now().Add(10 * time.Second)
+	for h.Status().Power != PoweredOff {
+		if time.Now().After(deadline) {
+			t.Fatal("the boot script's poweroff left the host on")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if err := l.SetNetworkBoot("storage", srv.URL); err == nil {
 		t.Fatal("network boot on a network the lab lacks was accepted")

@@ -1,14 +1,5 @@
 package v1
 
-import (
-	"bufio"
-	"bytes"
-	"errors"
-	"fmt"
-	"net/url"
-	"strings"
-)
-
 // MACParam is the query parameter the firmware appends to the boot
 // server's URL: the MAC of the port that booted, as iPXE's ${mac}.
 const MACParam = "mac"
@@ -33,42 +24,4 @@ func (s Script) Format() []byte {
 		return []byte(Magic + "\nexit\n")
 	}
 	return []byte(Magic + "\nchain " + s.Chain + "\n")
-}
-
-// ErrNotScript means the body does not start with Magic.
-var ErrNotScript = errors.New("not an iPXE script (no " + Magic + " line)")
-
-// Parse reads a script: the magic line, then commands, one a line; blank
-// lines and comments (#) are skipped. chain (or its alias boot with a
-// URL) with an http or https URL, and exit, are understood; anything else
-// is an error naming the line, as iPXE stops on an unknown command.
-func Parse(b []byte) (Script, error) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	if !sc.Scan() || strings.TrimSpace(sc.Text()) != Magic {
-		return Script{}, ErrNotScript
-	}
-	for n := 2; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		cmd, arg, _ := strings.Cut(line, " ")
-		arg = strings.TrimSpace(arg)
-		switch cmd {
-		case "exit":
-			return Script{}, nil
-		case "chain":
-			u, err := url.Parse(arg)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return Script{}, fmt.Errorf("line %d: chain %q: want an http(s) URL", n, arg)
-			}
-			return Script{Chain: arg}, nil
-		default:
-			return Script{}, fmt.Errorf("line %d: %q: unknown command (only chain and exit are run)", n, cmd)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return Script{}, err
-	}
-	return Script{}, errors.New("the script ends without chain or exit")
 }
