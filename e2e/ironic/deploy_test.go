@@ -130,6 +130,7 @@ func setImage(t testing.TB, ctx context.Context, s *site.Site, c *Client, node, 
 // OSTree host, with Ironic's config drive, and each host then boots it
 // from disk; a wrong checksum fails the deploy as Ironic reports it.
 func TestIronicCleansAndDeploysLabHostsThroughTheDeployRamdisk(t *testing.T) {
+	t.Parallel() // beside the IPMI deploy, which mostly waits
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel) // after the parallel subtests
 	s, _, c := startSite(t, ctx, "cold-spare.yaml")

@@ -142,42 +142,52 @@ func TestRunsOnTheQEMUBackend(t *testing.T) {
 	}
 }
 
-// A provider whose inventory drives Redfish BMCs only (Metal3's, on the
-// lab's Ironic) gets no run on a lab of IPMI-only hosts, and every other
-// scenario its strategies allow.
+// A provider whose inventory drives Redfish BMCs only
+// (hosts.bmcProtocols) gets no run on a lab of IPMI-only hosts, and
+// every other scenario its strategies allow. Metal3's inventory drives
+// both: Ironic network-boots IPMI hosts.
 func TestAProviderRunsOnlyOnLabsWhoseBMCsItDrives(t *testing.T) {
 	scenarios, p := shipped(t, "baremetal-bmo")
+	onIPMI := func(r Run) bool { return strings.Contains(r.Name(), "ipmi") }
+	if all, _ := Runs(scenarios, []*provider.Config{p}, 1); !slices.ContainsFunc(all, onIPMI) {
+		t.Errorf("baremetal-bmo: no run on IPMI hosts among %d", len(all))
+	}
+	p.Hosts.BMCProtocols = []string{"redfish"}
 	runs, err := Runs(scenarios, []*provider.Config{p}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	onIPMI := func(r Run) bool { return strings.Contains(r.Name(), "ipmi") }
 	if slices.ContainsFunc(runs, onIPMI) || !slices.ContainsFunc(runs, func(r Run) bool { return r.Name() == "baremetal-bmo three-node-scale-in/plain" }) {
-		t.Errorf("%d runs; want three-node-scale-in and nothing on IPMI hosts", len(runs))
+		t.Errorf("%d runs with bmcProtocols [redfish]; want three-node-scale-in and nothing on IPMI hosts", len(runs))
 	}
-	p.Hosts.BMCProtocols = nil
-	if all, _ := Runs(scenarios, []*provider.Config{p}, 1); !slices.ContainsFunc(all, onIPMI) {
-		t.Errorf("without bmcProtocols: no run on IPMI hosts among %d", len(all))
+	why := map[string]string{}
+	for _, r := range NotRun(scenarios, []*provider.Config{p}) {
+		why[r.Scenario] = r.Why
+	}
+	if want := "hosts.bmcProtocols [redfish]"; !strings.Contains(why["three-node-scale-in-ipmi"], want) {
+		t.Errorf("three-node-scale-in-ipmi not run because %q; want the reason to say %q", why["three-node-scale-in-ipmi"], want)
 	}
 }
 
 // Each scenario a provider does not run is named with the reason: on
-// Metal3's inventory, reset (its hosts have no BMC), a lab of IPMI hosts
-// (not a protocol it drives) and, on the qemu backend, every run (Ironic
-// boots ISOs the VMs do not); a scenario it runs is not named.
+// Metal3's inventory, reset (its hosts have no BMC) and, on the qemu
+// backend, every run (Ironic boots ISOs the VMs do not); a scenario it
+// runs is not named.
 func TestNotRunSaysWhy(t *testing.T) {
 	scenarios, p := shipped(t, "baremetal-bmo")
 	why := map[string]string{}
 	for _, r := range NotRun(scenarios, []*provider.Config{p}) {
 		why[r.Scenario] = r.Why
 	}
-	for scenario, want := range map[string]string{"reset-reprovisioning": "without a BMC", "three-node-scale-in-ipmi": "hosts.bmcProtocols [redfish]"} {
+	for scenario, want := range map[string]string{"reset-reprovisioning": "without a BMC"} {
 		if !strings.Contains(why[scenario], want) {
 			t.Errorf("%s not run because %q; want the reason to say %q", scenario, why[scenario], want)
 		}
 	}
-	if w, ok := why["three-node-scale-in"]; ok {
-		t.Errorf("three-node-scale-in not run: %s", w)
+	for _, runs := range []string{"three-node-scale-in", "three-node-scale-in-ipmi"} {
+		if w, ok := why[runs]; ok {
+			t.Errorf("%s not run: %s", runs, w)
+		}
 	}
 	onVMs, err := OnBackend(scenarios, "qemu")
 	if err != nil {

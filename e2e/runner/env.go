@@ -299,8 +299,11 @@ func managersFor(cfg *provider.Config, o EnvOptions) []provider.Manager {
 }
 
 // metal3Inventory starts the lab's Ironic, trusting the site's BMC CA as
-// a site's trust store would, and describes baremetal-operator, pointed
-// at it with the lab's deploy ramdisk, to the plane.
+// a site's trust store would, makes the lab's DHCP offer Ironic's iPXE
+// entry script (ipmi:// hosts network-boot the deploy ramdisk, as a
+// Metal3 site's dnsmasq points them at Ironic's boot.ipxe), and
+// describes baremetal-operator, pointed at it with the lab's deploy
+// ramdisk, to the plane.
 func (e *Env) metal3Inventory(ctx context.Context, o EnvOptions, name string) (mgmt.Provider, error) {
 	dir, err := bmo.Build(ctx, o.RepoRoot)
 	if err != nil {
@@ -310,6 +313,11 @@ func (e *Env) metal3Inventory(ctx context.Context, o EnvOptions, name string) (m
 		return mgmt.Provider{}, err
 	}
 	e.stops = append(e.stops, e.Ironic.Stop)
+	for _, n := range e.Site.Lab.Definition().Spec.Networks {
+		if err := e.Site.Lab.SetNetworkBoot(n.Name, e.Ironic.BootScriptURL()); err != nil {
+			return mgmt.Provider{}, err
+		}
+	}
 	if err := bmo.CheckIronic(e.Ironic.Version, e.Ironic.APIVersion); err != nil {
 		return mgmt.Provider{}, err
 	}

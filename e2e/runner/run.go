@@ -535,12 +535,12 @@ func (r *run) start(ctx context.Context) (err error) {
 	return err
 }
 
-// slowToIronic raises the run's time scale to Ironic's floor when
-// Metal3's inventory keeps the hosts (see ironic.MinScale).
+// slowToIronic raises the run's time scale to Ironic's floor for the lab
+// when Metal3's inventory keeps the hosts (see ironic.MinScaleFor).
 func (r *run) slowToIronic() {
-	if r.provider.Metal3Inventory() && r.opts.Scale < ironic.MinScale {
-		r.say("time scale %g raised to %g: the lab runs no faster under Ironic, which acts in wall time", float64(r.opts.Scale), float64(ironic.MinScale))
-		r.opts.Scale = ironic.MinScale
+	if floor := ironic.MinScaleFor(r.lab); r.provider.Metal3Inventory() && r.opts.Scale < floor {
+		r.say("time scale %g raised to %g: the lab runs no faster under Ironic, which acts in wall time", float64(r.opts.Scale), float64(floor))
+		r.opts.Scale = floor
 	}
 }
 

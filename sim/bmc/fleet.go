@@ -3,10 +3,13 @@ package bmc
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/upgradelab/upgradelab/internal/loopback"
 	"github.com/upgradelab/upgradelab/internal/pki"
 	"github.com/upgradelab/upgradelab/sim/ipmi"
 	"github.com/upgradelab/upgradelab/sim/lab"
@@ -48,7 +51,7 @@ func StartFleet(l *lab.Lab, ca *pki.CA) (*Fleet, error) {
 	f := &Fleet{BMCs: map[string]*BMC{}, IPMI: map[string]*ipmi.BMC{}, CAFile: caFile}
 	infos := map[string]lab.BMCInfo{}
 	spec := l.Definition().Spec
-	for _, h := range l.Hosts() {
+	for i, h := range l.Hosts() {
 		cred, ok := spec.Credential(h.Spec().BMC.Credentials)
 		if !ok {
 			f.Close()
@@ -79,7 +82,12 @@ func StartFleet(l *lab.Lab, ca *pki.CA) (*Fleet, error) {
 			info.Address, info.CAFile = b.SystemURL(), caFile
 		}
 		if h.Spec().BMC.Serves(lab.ProtocolIPMI) {
-			b, err := ipmi.Start(ipmi.Config{Host: h, Username: cred.Username, Password: cred.Password,
+			addr, err := ipmiAddr(i)
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
+			b, err := ipmi.Start(ipmi.Config{Host: h, Username: cred.Username, Password: cred.Password, Addr: addr,
 				Scale: l.Scale(), FirmwareVersion: bmcVersion, OnReboot: redfishDown})
 			if err != nil {
 				f.Close()
@@ -95,6 +103,25 @@ func StartFleet(l *lab.Lab, ca *pki.CA) (*Fleet, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// ipmiAddr is the IPMI address of the lab's host i: a loopback address
+// of its own (127.1.0.1, 127.1.0.2, ...; Linux routes all of 127/8 to
+// loopback) and a port from the harness's range. Clients treat a BMC as
+// its IP: Ironic keeps its ipmitool commands to one address five
+// seconds apart ([ipmi] min_command_interval), so BMCs sharing 127.0.0.1
+// would be paced as one and a lab's hosts would wait on each other.
+func ipmiAddr(i int) (string, error) {
+	free, err := loopback.Addr()
+	if err != nil {
+		return "", err
+	}
+	_, port, err := net.SplitHostPort(free)
+	if err != nil {
+		return "", err
+	}
+	ip := netip.AddrFrom4([4]byte{127, 1, byte(i / 250), byte(i%250 + 1)})
+	return net.JoinHostPort(ip.String(), port), nil
 }
 
 // bmcVersion is the BMC firmware the lab's servers ship with.

@@ -2,6 +2,7 @@ package bmc
 
 import (
 	"crypto/tls"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -58,4 +59,32 @@ func TestABMCRebootTakesBothProtocolsDown(t *testing.T) {
 	resp.Body.Close()
 	waitBoth("after a Redfish Manager.Reset", false)
 	waitBoth("after the reboot's down time", true)
+}
+
+// Each host's IPMI interface has an IP of its own, as a site's BMCs do:
+// Ironic paces its ipmitool commands per IP, and ipmitool reaches each.
+func TestEachIPMIInterfaceHasItsOwnAddress(t *testing.T) {
+	l := labtest.Up(t, "three-node-ipmi", timescale.Scale(0.01))
+	fleet, err := StartFleet(l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fleet.Close()
+	seen := map[string]string{}
+	for host, b := range fleet.IPMI {
+		ip, _, err := net.SplitHostPort(b.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other, dup := seen[ip]; dup {
+			t.Errorf("%s and %s share the IPMI address %s", host, other, ip)
+		}
+		seen[ip] = host
+		if err := ipmiAnswers(b.Addr(), time.Second); err != nil {
+			t.Errorf("%s at %s: %v", host, b.Addr(), err)
+		}
+	}
+	if len(seen) != 3 {
+		t.Errorf("%d IPMI interfaces, want 3", len(seen))
+	}
 }
