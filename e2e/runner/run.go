@@ -535,12 +535,25 @@ func (r *run) start(ctx context.Context) (err error) {
 	return err
 }
 
-// slowToIronic raises the run's time scale to Ironic's floor for the lab
-// when Metal3's inventory keeps the hosts (see ironic.MinScaleFor).
+// slowToIronic fits the run to Ironic when Metal3's inventory keeps the
+// hosts: the lab's time scale rises to Ironic's floor for the lab (see
+// ironic.MinScaleFor), and the scenario's timeout, if shorter, to the
+// provider's provisioning and upgrade intervals together. Ironic acts in
+// wall time (its polls, and ipmitool commands five seconds apart per
+// BMC), so a provider on it declares its pace in its intervals, and the
+// scenario's own bound must not cut them short.
 func (r *run) slowToIronic() {
-	if floor := ironic.MinScaleFor(r.lab); r.provider.Metal3Inventory() && r.opts.Scale < floor {
+	if !r.provider.Metal3Inventory() {
+		return
+	}
+	if floor := ironic.MinScaleFor(r.lab); r.opts.Scale < floor {
 		r.say("time scale %g raised to %g: the lab runs no faster under Ironic, which acts in wall time", float64(r.opts.Scale), float64(floor))
 		r.opts.Scale = floor
+	}
+	phases := r.provider.Intervals.Provision.Duration + r.provider.Intervals.Upgrade.Duration
+	if limit := r.scenario.Timeout.Duration + r.opts.ExtraTime; limit < phases {
+		r.say("timeout %s raised to %s, the provider's provisioning and upgrade intervals: Ironic acts in wall time", limit, phases)
+		r.opts.ExtraTime += phases - limit
 	}
 }
 

@@ -35,7 +35,12 @@ func (r *run) wait(ctx context.Context, limit time.Duration, look func(context.C
 	var last progress
 	for {
 		p, err := look(ctx)
-		if err == nil {
+		switch {
+		case ctx.Err() != nil:
+			// The look ran into the deadline: reads it could not finish
+			// (the workload's Nodes, say) would count every machine as
+			// not up to date. The last whole look stands.
+		case err == nil:
 			if p.line != last.line {
 				r.say("%s", p.line)
 			}
@@ -43,7 +48,7 @@ func (r *run) wait(ctx context.Context, limit time.Duration, look func(context.C
 				return nil
 			}
 			last = p
-		} else {
+		default:
 			last.detail = err.Error()
 		}
 		select {

@@ -1,0 +1,68 @@
+package runner
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/upgradelab/upgradelab/e2e/plan"
+	"github.com/upgradelab/upgradelab/e2e/provider"
+	"github.com/upgradelab/upgradelab/e2e/reference"
+	"github.com/upgradelab/upgradelab/internal/timescale"
+)
+
+// A wait that runs out of time reports the last look that finished, not
+// one cut short by the deadline: a look whose reads fail half way would
+// count every machine as not up to date.
+func TestATimedOutWaitReportsTheLastWholeLook(t *testing.T) {
+	r := &run{}
+	looks := 0
+	err := r.wait(context.Background(), 300*time.Millisecond, func(ctx context.Context) (progress, error) {
+		looks++
+		if looks == 1 {
+			return progress{line: "2/3 machines up to date", detail: "m-2 provisioning"}, nil
+		}
+		<-ctx.Done() // the Nodes' read outlives the deadline
+		return progress{line: "0/3 machines up to date", detail: "no Nodes read"}, nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "2/3 machines up to date") || !strings.Contains(err.Error(), "m-2 provisioning") {
+		t.Errorf("timed-out wait: %v; want the last whole look (2/3, m-2 provisioning)", err)
+	}
+}
+
+// Under Metal3's inventory a run slows its lab to Ironic's floor for
+// the lab (0.2 with IPMI-only hosts, else 0.05) and gets at least the
+// provider's provisioning and upgrade intervals; upgradelab's own
+// inventory keeps the scale and the scenario's timeout.
+func TestARunOnIronicGetsIronicsScaleAndTheProvidersIntervals(t *testing.T) {
+	root, err := reference.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		provider, scenario string
+		scale              timescale.Scale
+		extra              time.Duration
+	}{
+		{"baremetal-bmo", "three-node-scale-in-ipmi", 0.2, 25 * time.Minute},
+		{"baremetal-bmo", "three-node-scale-in", 0.05, 25 * time.Minute},
+		{"baremetal", "three-node-scale-in-ipmi", 0.01, 0},
+	} {
+		s, def, err := plan.Load(filepath.Join(root, "scenarios", c.scenario+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := provider.Load(filepath.Join(root, "fixtures", "providers", c.provider+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &run{provider: cfg, scenario: s, lab: def, opts: Options{Scale: 0.01}}
+		r.slowToIronic()
+		if r.opts.Scale != c.scale || r.opts.ExtraTime != c.extra {
+			t.Errorf("%s on %s: scale %g, extra time %s; want %g and %s (intervals %s + %s, timeout %s)", c.scenario, c.provider,
+				float64(r.opts.Scale), r.opts.ExtraTime, float64(c.scale), c.extra, cfg.Intervals.Provision.Duration, cfg.Intervals.Upgrade.Duration, s.Timeout.Duration)
+		}
+	}
+}
