@@ -80,7 +80,7 @@ func TestLabUpWritesStateAndStatusReadsIt(t *testing.T) {
 		t.Fatalf("lab up: %v", err)
 	}
 	got := status.String()
-	for _, want := range []string{"lab three-node: running", "cp-0", "cp-2", "eno1 9.20 idle", "cp-1  On", "cp-2  On", "https://127.0.0.1:", ", ipmi 127.0.0.1:"} {
+	for _, want := range []string{"lab three-node: running", "cp-0", "cp-2", "eno1 9.20 idle", "cp-1  On", "cp-2  On", "https://127.0.0.1:", ", ipmi 127.1.0.1:"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("lab status output lacks %q:\n%s", want, got)
 		}
