@@ -1,6 +1,6 @@
 // Package bmo runs baremetal-operator (BMO), Metal3's BareMetalHost
-// controller, unmodified: built from its upstream release source by
-// scripts/build-bmo.sh (METAL3_SOURCES) and run against a lab's Ironic
+// controller, unmodified: built from its upstream source by
+// e2e/metal3src (METAL3_SOURCES, or a checkout in BMO_SOURCE) and run against a lab's Ironic
 // (e2e/ironic) with its own CRDs, as a manager of the plane ([Provider],
 // with its release's RBAC) or alone ([Start]).
 //
@@ -19,13 +19,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/upgradelab/upgradelab/e2e/metal3src"
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/internal/loopback"
 	"github.com/upgradelab/upgradelab/internal/proc"
@@ -33,7 +32,7 @@ import (
 
 // Version is the release of BMO the harness builds: the newest line whose
 // Ironic API floor (1.81) Debian 12's Ironic meets.
-const Version = "v0.11.7"
+var Version = metal3src.BMO.Version
 
 // IronicFloor is the lowest Ironic API microversion BMO v0.11 works with
 // (its clients/features.go).
@@ -59,18 +58,10 @@ func microversion(v string) (major, minor int, ok bool) {
 	return x, y, found && err1 == nil && err2 == nil
 }
 
-// Build builds BMO (once per version, cached) with scripts/build-bmo.sh
-// and returns the folder holding its manager and crds/.
+// Build builds BMO (a release once per version, cached) and returns the
+// folder holding its manager and crds/.
 func Build(ctx context.Context, repoRoot string) (string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(repoRoot, "scripts", "build-bmo.sh"))
-	cmd.Env = append(os.Environ(), "BMO_VERSION="+Version)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("building baremetal-operator %s: %w\n%s", Version, err, stderr.String())
-	}
-	return strings.TrimSpace(string(out)), nil
+	return metal3src.Build(ctx, repoRoot, metal3src.BMO)
 }
 
 // Provider describes BMO to the plane (e2e/mgmt) as a manager named

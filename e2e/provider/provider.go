@@ -78,12 +78,13 @@ type Intervals struct {
 // Manager is one process beside CAPI's managers.
 type Manager struct {
 	Name string `yaml:"name"`
-	// Reference is one of upgradelab's own, wired to the lab by the
-	// harness: "baremetal" (the provider), "inventory" (its
+	// Reference is a manager the harness builds and wires itself:
+	// "baremetal" (the provider), "inventory" (its
 	// BareMetalHost inventory alone, beside a provider of the config's
 	// own that consumes it), "metal3" (Metal3's own inventory instead:
-	// baremetal-operator on the lab's Ironic, e2e/bmo and e2e/ironic) or
-	// "inplace" (the extension).
+	// baremetal-operator on the lab's Ironic, e2e/bmo and e2e/ironic),
+	// "capm3" (Metal3's infrastructure provider, built from its upstream
+	// source, e2e/capm3) or "inplace" (the extension).
 	Reference string `yaml:"reference"`
 	// Package is a main package, built from one of:
 	//   - Module alone: the version this repository's go.mod pins;
@@ -139,8 +140,9 @@ var moduleVersion = regexp.MustCompile(`^v\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9
 // (inventory: the host controller and callback endpoint, for a provider
 // of the config's own that consumes the lab's BareMetalHosts, as CAPM3
 // does), Metal3's inventory (metal3: baremetal-operator and Ironic, for
-// the same kind of provider), and the in-place extension (inplace).
-var References = []string{"baremetal", "inventory", "metal3", "inplace"}
+// the same kind of provider), Metal3's provider on it (capm3), and the
+// in-place extension (inplace).
+var References = []string{"baremetal", "inventory", "metal3", "capm3", "inplace"}
 
 // capiProcesses are the processes of every plane whatever the provider:
 // names a provider's manager cannot take and faults can always restart.
@@ -238,6 +240,9 @@ func (c *Config) validateManagers(p *specfile.Problems) {
 		field := fmt.Sprintf("managers[%d]", i)
 		c.validateManagerIdentity(p, field, m, seen, refs)
 		c.validateManagerBuild(p, field, m)
+	}
+	if refs["capm3"] && !refs["metal3"] && !refs["inventory"] {
+		p.Add("managers", "capm3 consumes the lab's BareMetalHosts: add a manager with reference metal3 (or inventory) that keeps them")
 	}
 }
 

@@ -18,7 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/upgradelab/upgradelab/e2e/bmo"
+	"github.com/upgradelab/upgradelab/e2e/capm3"
 	"github.com/upgradelab/upgradelab/e2e/ironic"
+	"github.com/upgradelab/upgradelab/e2e/metal3src"
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/provider"
@@ -212,8 +214,11 @@ func (o *EnvOptions) Build(ctx context.Context, progress io.Writer) error {
 		case "inplace":
 			o.ExtensionBinary, err = builtOr(ctx, o.ExtensionBinary, o.Dir, reference.ExtensionCommand, progress)
 		case "metal3":
-			fmt.Fprintf(progress, "building baremetal-operator %s (cached once built)\n", bmo.Version)
+			fmt.Fprintf(progress, "building %s (a release is cached once built)\n", metal3src.BMO.Source())
 			_, err = bmo.Build(ctx, o.RepoRoot)
+		case "capm3":
+			fmt.Fprintf(progress, "building %s (a release is cached once built)\n", metal3src.CAPM3.Source())
+			_, err = capm3.Build(ctx, o.RepoRoot)
 		default:
 			if !built(ctx, cfg, m, o.RepoRoot) {
 				err = cfg.Build(ctx, m, o.RepoRoot, mgmt.CacheDir(), progress)
@@ -270,6 +275,8 @@ func (e *Env) managers(ctx context.Context, o EnvOptions) (_ []mgmt.Provider, er
 			p, err = e.referenceExtension(o, m.Args)
 		case "metal3":
 			p, err = e.metal3Inventory(ctx, o, m.Name)
+		case "capm3":
+			p, err = metal3Provider(ctx, o, m)
 		default:
 			p, err = cfg.Process(ctx, m, o.RepoRoot, mgmt.CacheDir())
 		}
@@ -322,6 +329,15 @@ func (e *Env) metal3Inventory(ctx context.Context, o EnvOptions, name string) (m
 		return mgmt.Provider{}, err
 	}
 	return bmo.Provider(dir, name, e.Ironic.BMOURL, e.Site.Lab.ImageServer().ImageURL(reference.DeployImage)), nil
+}
+
+// metal3Provider describes CAPM3, built by Build, to the plane.
+func metal3Provider(ctx context.Context, o EnvOptions, m provider.Manager) (mgmt.Provider, error) {
+	dir, err := capm3.Build(ctx, o.RepoRoot)
+	if err != nil {
+		return mgmt.Provider{}, err
+	}
+	return capm3.Provider(dir, m.Name, m.Args), nil
 }
 
 // referenceProvider is upgradelab's provider, whole or (inventory) its

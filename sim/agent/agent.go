@@ -201,12 +201,14 @@ func (a *Agent) booted(ctx context.Context, boot int) {
 			a.commitInstall(status)
 			return
 		}
-		meta := a.host.MetaData()
-		nodeName := meta[MetaHostname]
-		if nodeName == "" {
-			nodeName = a.host.Name()
+		meta := maps.Clone(a.host.MetaData())
+		if meta == nil {
+			meta = map[string]string{}
 		}
-		b, err := ParseBootstrap(data, nodeName)
+		if meta[MetaHostname] == "" {
+			meta[MetaHostname] = a.host.Name()
+		}
+		b, err := ParseBootstrap(data, meta)
 		if err == nil && b.ProviderID == "" {
 			b.ProviderID = meta[MetaProviderID]
 			if b.ProviderID == "" {

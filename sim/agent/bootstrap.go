@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -52,13 +53,16 @@ type cloudConfig struct {
 	RunCmd []any `json:"runcmd"`
 }
 
-// ParseBootstrap reads CABPK cloud-config user data. hostname is what
-// cloud-init's `{{ ds.meta_data.local_hostname }}` renders to.
-func ParseBootstrap(data []byte, hostname string) (*Bootstrap, error) {
+// ParseBootstrap reads CABPK cloud-config user data. meta is the config
+// drive's meta data, which cloud-init's jinja templates read; its
+// local-hostname is the host's name (kubeadm's node name unless the
+// kubeadm configuration names one).
+func ParseBootstrap(data []byte, meta map[string]string) (*Bootstrap, error) {
 	if !bytes.HasPrefix(bytes.TrimSpace(data), []byte("## template: jinja\n#cloud-config")) && !bytes.HasPrefix(bytes.TrimSpace(data), []byte("#cloud-config")) {
 		return nil, fmt.Errorf("bootstrap data: not a cloud-config (only CABPK's cloud-config format is understood)")
 	}
-	rendered := renderHostname(string(data), hostname)
+	hostname := metaValue(meta, "local-hostname")
+	rendered := renderJinja(string(data), meta)
 	var cc cloudConfig
 	if err := yaml.Unmarshal([]byte(rendered), &cc); err != nil {
 		return nil, fmt.Errorf("bootstrap data: %w", err)
@@ -100,16 +104,48 @@ func ParseBootstrap(data []byte, hostname string) (*Bootstrap, error) {
 	if b.Endpoint == "" {
 		return nil, fmt.Errorf("bootstrap data: %s names no API server endpoint", kubeadmFile)
 	}
+	if b.NodeName == "" {
+		return nil, fmt.Errorf("bootstrap data: %s gives no node name (nodeRegistration.name) and the config drive's meta data no local-hostname", kubeadmFile)
+	}
 	return b, nil
 }
 
-// renderHostname does the one jinja substitution CABPK's cloud-config
-// relies on.
-func renderHostname(s, hostname string) string {
-	for _, v := range []string{"{{ ds.meta_data.local_hostname }}", "{{ v1.local_hostname }}", "{{ ds.meta_data.hostname }}"} {
-		s = strings.ReplaceAll(s, v, hostname)
+// jinjaVariable is one `{{ name }}` of a cloud-init jinja template.
+var jinjaVariable = regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}`)
+
+// renderJinja renders the variables of cloud-init's instance data that
+// bootstrap templates use: ds.meta_data.KEY (the config drive's meta
+// data; cloud-init also answers a key's dashes as underscores, so
+// local_hostname reads local-hostname), v1.local_hostname and
+// v1.instance_id. Like cloud-init, it renders a variable it does not
+// have as CI_MISSING_JINJA_VAR/NAME. It is kinder than cloud-init in one
+// way: it renders variables only, no jinja statements or filters.
+func renderJinja(s string, meta map[string]string) string {
+	return jinjaVariable.ReplaceAllStringFunc(s, func(m string) string {
+		name := jinjaVariable.FindStringSubmatch(m)[1]
+		var v string
+		switch {
+		case strings.HasPrefix(name, "ds.meta_data."):
+			v = metaValue(meta, strings.TrimPrefix(name, "ds.meta_data."))
+		case name == "v1.local_hostname":
+			v = metaValue(meta, "local-hostname")
+		case name == "v1.instance_id":
+			v = metaValue(meta, "uuid")
+		}
+		if v == "" {
+			return "CI_MISSING_JINJA_VAR/" + name
+		}
+		return v
+	})
+}
+
+// metaValue is meta's key, or the key with underscores read as dashes
+// (cloud-init's aliases).
+func metaValue(meta map[string]string, key string) string {
+	if v, ok := meta[key]; ok {
+		return v
 	}
-	return s
+	return meta[strings.ReplaceAll(key, "_", "-")]
 }
 
 func commands(runcmd []any) string {

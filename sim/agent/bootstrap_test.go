@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -56,7 +57,7 @@ func cabpkInit(t *testing.T) []byte {
 }
 
 func TestParseCABPKInit(t *testing.T) {
-	b, err := ParseBootstrap(cabpkInit(t), "cp-0")
+	b, err := ParseBootstrap(cabpkInit(t), map[string]string{"local-hostname": "cp-0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,12 +80,47 @@ func TestParseCABPKWorkerJoin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := ParseBootstrap(data, "worker-0")
+	b, err := ParseBootstrap(data, map[string]string{"local-hostname": "worker-0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.Action != JoinWorker || b.NodeName != "worker-0" || b.Endpoint != "127.0.0.1:31000" || b.ClusterCA != nil {
 		t.Fatalf("bootstrap %+v", b)
+	}
+}
+
+// A Metal3 user's join configuration names the node and labels it from
+// the config drive's meta data, through cloud-init's jinja; a variable
+// the meta data lacks renders as cloud-init renders it.
+func TestParseBootstrapRendersMetaData(t *testing.T) {
+	join := `apiVersion: kubeadm.k8s.io/v1beta4
+kind: JoinConfiguration
+discovery: {bootstrapToken: {apiServerEndpoint: 127.0.0.1:31000, token: abcdef.0123456789abcdef}}
+nodeRegistration:
+  name: '{{ ds.meta_data.name }}'
+  kubeletExtraArgs:
+  - {name: provider-id, value: 'metal3://{{ ds.meta_data.providerid }}'}
+  - {name: node-labels, value: 'metal3.io/uuid={{ ds.meta_data.uuid }},host={{ v1.local_hostname }},rack={{ds.meta_data.rack}}'}
+`
+	data, err := cloudinit.NewNode(&cloudinit.NodeInput{JoinConfiguration: join})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := map[string]string{"local-hostname": "bmh-0", "name": "md-x7k2p", "uuid": "5d3c0a4e", "providerid": "ns/bmh-0/md-x7k2p"}
+	b, err := ParseBootstrap(data, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"metal3.io/uuid": "5d3c0a4e", "host": "bmh-0", "rack": "CI_MISSING_JINJA_VAR/ds.meta_data.rack"}
+	if b.NodeName != "md-x7k2p" || b.ProviderID != "metal3://ns/bmh-0/md-x7k2p" || !maps.Equal(b.Labels, want) {
+		t.Fatalf("node %q, provider ID %q, labels %v; want md-x7k2p, metal3://ns/bmh-0/md-x7k2p, %v", b.NodeName, b.ProviderID, b.Labels, want)
+	}
+	if _, err := ParseBootstrap(data, map[string]string{}); err != nil {
+		t.Fatalf("without meta data the node is still named by the template: %v", err)
+	}
+	plain, _ := cloudinit.NewNode(&cloudinit.NodeInput{JoinConfiguration: joinConfiguration})
+	if _, err := ParseBootstrap(plain, nil); err == nil || !strings.Contains(err.Error(), "no node name") {
+		t.Fatalf("a join naming no node without local-hostname: %v", err)
 	}
 }
 
@@ -94,7 +130,7 @@ func TestParseBootstrapErrors(t *testing.T) {
 		"#cloud-config\nruncmd: ['echo hi']\n": "neither kubeadm init nor kubeadm join",
 		"#cloud-config\nruncmd: ['kubeadm init --config /run/kubeadm/kubeadm.yaml']\n": "/run/kubeadm/kubeadm.yaml is not in write_files",
 	} {
-		if _, err := ParseBootstrap([]byte(data), "h"); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := ParseBootstrap([]byte(data), map[string]string{"local-hostname": "h"}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseBootstrap(%q) = %v, want %q", data, err, want)
 		}
 	}
@@ -103,7 +139,7 @@ func TestParseBootstrapErrors(t *testing.T) {
 func FuzzParseBootstrap(f *testing.F) {
 	f.Add([]byte("#cloud-config\nwrite_files:\n- path: /run/kubeadm/kubeadm-join-config.yaml\n  content: |\n    kind: JoinConfiguration\n    discovery: {bootstrapToken: {apiServerEndpoint: a:1}}\nruncmd: ['kubeadm join']\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		b, err := ParseBootstrap(data, "h")
+		b, err := ParseBootstrap(data, map[string]string{"local-hostname": "h"})
 		if err == nil && (b.Endpoint == "" || b.NodeName == "") {
 			t.Fatalf("accepted bootstrap without endpoint or node name: %+v", b)
 		}

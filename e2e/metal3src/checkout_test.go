@@ -1,0 +1,56 @@
+//go:build metal3
+
+package metal3src
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/upgradelab/upgradelab/e2e/reference"
+)
+
+// A checkout named by CAPM3_SOURCE is what gets built, not the release
+// archive: an unpacked copy of the release with one more file in its
+// main package builds into a manager that runs that file.
+func TestACheckoutInTheSourceVariableIsBuilt(t *testing.T) {
+	root, err := reference.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := os.Getenv("METAL3_SOURCES")
+	if sources == "" {
+		sources = filepath.Join(root, "..", "shared", "third_party")
+	}
+	checkout := t.TempDir()
+	archive := filepath.Join(sources, CAPM3.Repo+"-"+CAPM3.Version+".tar.gz")
+	if out, err := exec.Command("tar", "xzf", archive, "-C", checkout, "--strip-components=1").CombinedOutput(); err != nil {
+		t.Fatalf("unpacking %s (METAL3_SOURCES): %v\n%s", archive, err, out)
+	}
+	marker := "checkout-" + time.Now().Format("150405.000000000")
+	code := "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\nfunc init() {\n\tif len(os.Args) == 2 && os.Args[1] == \"--print-marker\" {\n\t\tfmt.Println(\"" + marker + "\")\n\t\tos.Exit(0)\n\t}\n}\n"
+	if err := os.WriteFile(filepath.Join(checkout, "zz_marker.go"), []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(CAPM3.SourceVar, checkout)
+	t.Setenv("UPGRADELAB_CACHE", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	dir, err := Build(ctx, root, CAPM3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(dir, "manager"), "--print-marker").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != marker {
+		t.Fatalf("the manager built from %s=%s printed %q (%v); want %q", CAPM3.SourceVar, checkout, out, err, marker)
+	}
+	for _, f := range []string{"config/crd/kustomization.yaml", "config/rbac/role.yaml", "config/webhook/manifests.yaml", "config/default/kustomization.yaml"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("the build kept no %s: %v", f, err)
+		}
+	}
+}
