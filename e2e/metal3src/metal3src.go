@@ -56,6 +56,14 @@ func Build(ctx context.Context, repoRoot string, c Component) (string, error) {
 // else "".
 func (c Component) Checkout() string { return os.Getenv(c.SourceVar) }
 
+// Built names what a build of c is: its release, or "checkout DIR".
+func (c Component) Built() string {
+	if dir := c.Checkout(); dir != "" {
+		return "checkout " + dir
+	}
+	return c.Version
+}
+
 // Source says what a build of c uses: the checkout, or the release.
 func (c Component) Source() string {
 	if dir := c.Checkout(); dir != "" {

@@ -74,7 +74,10 @@ type Result struct {
 
 // Metal3 are the versions of the Metal3 components of a run.
 type Metal3 struct {
+	// BMO and CAPM3 are each a release or "checkout DIR"; CAPM3 is
+	// empty when the provider under test was not CAPM3.
 	BMO    string `json:"bmo"`
+	CAPM3  string `json:"capm3,omitempty"`
 	Ironic string `json:"ironic"`
 	// IronicAPI is the highest API microversion the Ironic offered.
 	IronicAPI string `json:"ironicAPI"`

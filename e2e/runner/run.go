@@ -24,9 +24,9 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/upgradelab/upgradelab/e2e/bmo"
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/ironic"
+	"github.com/upgradelab/upgradelab/e2e/metal3src"
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/e2e/monitor"
 	"github.com/upgradelab/upgradelab/e2e/provider"
@@ -198,7 +198,10 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 	}
 	res.Duration = time.Since(res.Started)
 	if r.env != nil && r.env.Ironic != nil {
-		res.Metal3 = &result.Metal3{BMO: bmo.Version, Ironic: r.env.Ironic.Version, IronicAPI: r.env.Ironic.APIVersion}
+		res.Metal3 = &result.Metal3{BMO: metal3src.BMO.Built(), Ironic: r.env.Ironic.Version, IronicAPI: r.env.Ironic.APIVersion}
+		if slices.ContainsFunc(r.provider.Managers, func(m provider.Manager) bool { return m.Reference == "capm3" }) {
+			res.Metal3.CAPM3 = metal3src.CAPM3.Built()
+		}
 	}
 	r.crashMu.Lock()
 	res.APIServerCrashes = r.apiServerCrashes
@@ -550,11 +553,23 @@ func (r *run) slowToIronic() {
 		r.say("time scale %g raised to %g: the lab runs no faster under Ironic, which acts in wall time", float64(r.opts.Scale), float64(floor))
 		r.opts.Scale = floor
 	}
-	phases := r.provider.Intervals.Provision.Duration + r.provider.Intervals.Upgrade.Duration
-	if limit := r.scenario.Timeout.Duration + r.opts.ExtraTime; limit < phases {
-		r.say("timeout %s raised to %s, the provider's provisioning and upgrade intervals: Ironic acts in wall time", limit, phases)
-		r.opts.ExtraTime += phases - limit
+	if limit, raised := r.scenario.Timeout.Duration+r.opts.ExtraTime, Limit(r.scenario, r.provider, r.opts.ExtraTime); raised > limit {
+		r.say("timeout %s raised to %s, the provider's provisioning and upgrade intervals: Ironic acts in wall time", limit, raised)
+		r.opts.ExtraTime += raised - limit
 	}
+}
+
+// Limit is how long a run of s against prov may work once its builds are
+// done: the scenario's timeout plus extra (a fleet's wait), and on
+// Metal3's inventory at least the provider's provisioning and upgrade
+// intervals together (see slowToIronic). A test framework's own timeout
+// for the run must allow it.
+func Limit(s *scenario.Scenario, prov *provider.Config, extra time.Duration) time.Duration {
+	limit := s.Timeout.Duration + extra
+	if prov != nil && prov.Metal3Inventory() {
+		limit = max(limit, prov.Intervals.Provision.Duration+prov.Intervals.Upgrade.Duration)
+	}
+	return limit
 }
 
 // envOptions are the run's own environment's (not Shared).

@@ -48,6 +48,7 @@ func TestARunOnIronicGetsIronicsScaleAndTheProvidersIntervals(t *testing.T) {
 	}{
 		{"baremetal-bmo", "three-node-scale-in-ipmi", 0.2, 25 * time.Minute},
 		{"baremetal-bmo", "three-node-scale-in", 0.05, 25 * time.Minute},
+		{"metal3", "cold-spare-rolling", 0.05, 25 * time.Minute},
 		{"baremetal", "three-node-scale-in-ipmi", 0.01, 0},
 	} {
 		s, def, err := plan.Load(filepath.Join(root, "scenarios", c.scenario+".yaml"))
@@ -63,6 +64,9 @@ func TestARunOnIronicGetsIronicsScaleAndTheProvidersIntervals(t *testing.T) {
 		if r.opts.Scale != c.scale || r.opts.ExtraTime != c.extra {
 			t.Errorf("%s on %s: scale %g, extra time %s; want %g and %s (intervals %s + %s, timeout %s)", c.scenario, c.provider,
 				float64(r.opts.Scale), r.opts.ExtraTime, float64(c.scale), c.extra, cfg.Intervals.Provision.Duration, cfg.Intervals.Upgrade.Duration, s.Timeout.Duration)
+		}
+		if got, want := Limit(s, cfg, 0), s.Timeout.Duration+c.extra; got != want {
+			t.Errorf("%s on %s: Limit %s; want %s, the limit the run itself keeps (a test framework's timeout follows it)", c.scenario, c.provider, got, want)
 		}
 	}
 }
