@@ -91,9 +91,10 @@ test: tools lint deps-metal3
 # test`) and baremetal-operator built from its upstream release source
 # (e2e/bmo; METAL3_SOURCES names the folder of release archives, default
 # ../shared/third_party), alone and under the reference provider's
-# machines (e2e/integration, the tests named OnBMO).
+# machines (e2e/integration, the tests named OnBMO); a CAPM3 checkout
+# (CAPM3_SOURCE) built in place of the release (e2e/metal3src).
 test-metal3: tools deps-metal3
-	$(GO_TEST) -tags metal3 -count=1 -timeout 20m ./e2e/ironic/ ./e2e/bmo/
+	$(GO_TEST) -tags metal3 -count=1 -timeout 20m ./e2e/ironic/ ./e2e/bmo/ ./e2e/metal3src/
 	$(GO_TEST) -tags metal3 -count=1 -timeout 20m -run OnBMO ./e2e/integration/
 
 # The qemu backend's tests alone: the A/B table on sim/disk's model and on
@@ -177,9 +178,11 @@ e2e-faults: tools
 
 # The scenarios on Metal3's own inventory: baremetal-operator (built from
 # its release source, METAL3_SOURCES, default ../shared/third_party) on
-# the lab's Ironic, with upgradelab's infrastructure controllers as the
-# provider (fixtures/providers/baremetal-bmo.yaml, docs/PROVIDERS.md).
-METAL3_PROVIDERS ?= fixtures/providers/baremetal-bmo.yaml
+# the lab's Ironic, with Metal3's provider CAPM3 (metal3.yaml, also from
+# its release source) and with upgradelab's infrastructure controllers
+# (baremetal-bmo.yaml) as the provider, so the report puts the two side
+# by side (docs/PROVIDERS.md, "Metal3").
+METAL3_PROVIDERS ?= fixtures/providers/metal3.yaml fixtures/providers/baremetal-bmo.yaml
 e2e-metal3: tools deps-metal3
 	@$(MAKE) --no-print-directory e2e PROVIDERS='$(METAL3_PROVIDERS)' ARTIFACTS=$(ARTIFACTS) GINKGO_LABELS='$(GINKGO_LABELS)'
 

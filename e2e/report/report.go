@@ -51,6 +51,7 @@ func Write(dir string, results []result.Result, layout Layout) error {
 	for _, res := range sortedForTable(results) {
 		page.Runs = append(page.Runs, runRow(res))
 	}
+	page.Comparisons = sideBySide(results)
 	f, err := os.Create(filepath.Join(dir, "report.html"))
 	if err != nil {
 		return err
@@ -249,7 +250,10 @@ type pageData struct {
 	Failures []failure
 	Groups   []groupData
 	Runs     []runData
-	Layout   *layoutData
+	// Comparisons put one scenario's runs by different providers side
+	// by side.
+	Comparisons []comparison
+	Layout      *layoutData
 }
 
 // failure is one run that stopped, or one rule it broke.
@@ -330,7 +334,9 @@ type runData struct {
 	Picture *pictureData
 }
 
-type cellData struct{ Mark, Class, Title string }
+// cellData is a rule's mark in the table (Text: its verdict in words, in
+// a side-by-side table).
+type cellData struct{ Mark, Class, Title, Text string }
 
 // pictureData is one SVG: a row per Machine and host, a bar per state.
 type pictureData struct {
@@ -525,6 +531,14 @@ th.group{text-transform:uppercase;font-size:11px;letter-spacing:.05em}
 {{range .Runs}}<tr><td title="{{.Title}}"><a href="#{{.Anchor}}">{{.Name}}</a>{{if .Error}} <b>stopped</b>{{end}}</td><td>{{.Form}}</td><td title="{{.HostOS}}">{{.HostOSColumn}}</td><td>{{.Provider}}</td><td>{{.Duration}}</td>
 {{range .Cells}}<td class="m {{.Class}}" title="{{.Title}}">{{.Mark}}</td>{{end}}</tr>
 {{end}}</table>
+{{with .Comparisons}}<h2 id="side-by-side">Side by side</h2>
+<p>Each scenario that more than one provider ran: its timing, what the workload's users saw and what became of the hosts.</p>
+{{range .}}<h3>{{.Title}}</h3>
+<table><tr><th>provider</th><th>verdict</th><th>provision</th><th>upgrade</th>{{range .Rules}}<th>{{.}}</th>{{end}}</tr>
+{{range .Rows}}<tr><td><a href="#{{.Anchor}}">{{.Provider}}</a></td><td>{{.Verdict}}</td><td>{{.Provision}}</td><td>{{.Upgrade}}</td>{{range .Cells}}<td class="{{.Class}}">{{.Text}}</td>{{end}}</tr>
+{{end}}</table>
+<p>{{if .Differs}}Verdicts differ on: {{.Differs}}.{{else}}Every rule has the same verdict.{{end}}</p>
+{{end}}{{end}}
 {{with .Layout}}<h2 id="layout">Layout</h2>
 <p>{{.Processes}} process(es) ran the runs, each run on its own plane and lab; {{.Wall}} from the first start to the last end. Hover a bar for its run.</p>
 {{$h := .Height}}<svg width="{{.Width}}" height="{{.Height}}" xmlns="http://www.w3.org/2000/svg" font-size="11">

@@ -113,3 +113,45 @@ func TestReportStartsWithTheSummaryAndWhatFailed(t *testing.T) {
 		t.Error("a rule of a run stopped before its upgrade is shown as failed")
 	}
 }
+
+// Two providers' runs of one scenario, form and host OS sit side by side:
+// their times, what the workload's users saw and what became of the
+// hosts, in words, and the rules whose verdicts differ. A scenario only
+// one provider ran has no comparison.
+func TestReportPutsProvidersSideBySide(t *testing.T) {
+	dir := t.TempDir()
+	run := func(provider string, upgrade time.Duration, sameHosts check.Status, note string) result.Result {
+		return result.Result{Provider: provider, Scenario: "three-node-scale-in", Form: scenario.Plain, HostOS: "ab", Upgrade: upgrade,
+			Profile: result.Profile{Phases: []result.PhaseTime{{Name: result.PhaseProvision, Took: 4 * time.Minute}}},
+			Checks: []check.Result{{Rule: "api-availability", Status: check.Pass, Note: note}, {Rule: "same-hosts", Status: sameHosts},
+				{Rule: "kcp-max-machines", Status: check.Pass}}}
+	}
+	capm3 := run("metal3", 195*time.Second, check.Pass, "unavailable 0s during the upgrade")
+	ours := run("baremetal-bmo", 150*time.Second, check.Fail, "unavailable 2s during the upgrade")
+	ours.Checks[1].Violations = []check.Violation{{Rule: "same-hosts", Message: "host node-3 joined"}}
+	alone := run("metal3", time.Minute, check.Pass, "")
+	alone.Scenario = "cold-spare-rolling"
+	if err := Write(dir, []result.Result{capm3, ours, alone}, Layout{}); err != nil {
+		t.Fatal(err)
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(html)
+	_, side, found := strings.Cut(page, `<h2 id="side-by-side">`)
+	if !found {
+		t.Fatal("report.html has no side-by-side section")
+	}
+	side, _, _ = strings.Cut(side, "<h2")
+	for _, want := range []string{"<h3>three-node-scale-in (plain) on ab hosts</h3>", ">baremetal-bmo</a></td><td>FAIL</td><td>4m0s</td><td>2m30s</td>",
+		">metal3</a></td><td>PASS</td><td>4m0s</td><td>3m15s</td>", "pass: unavailable 0s during the upgrade", "fail: host node-3 joined",
+		"Verdicts differ on: same-hosts."} {
+		if !strings.Contains(side, want) {
+			t.Errorf("the side-by-side section lacks %q:\n%s", want, side)
+		}
+	}
+	if strings.Contains(side, "cold-spare-rolling") {
+		t.Error("a scenario one provider ran has a comparison")
+	}
+}
