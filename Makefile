@@ -223,7 +223,7 @@ bench: tools deps-metal3
 	$(GO_TEST) -run '^$$' -bench . -benchtime 2s -timeout 30m ./sim/bmc/ && \
 	$(GO_TEST) -run '^$$' -bench . -benchtime 5000x -timeout 10m ./sim/ipmi/ && \
 	$(GO_TEST) -run '^$$' -bench BenchmarkEviction -benchtime 1000x -timeout 10m ./sim/workload/ && \
-	$(GO_TEST) -run '^$$' -bench 'BenchmarkScenario|BenchmarkFourScenariosTogether' -benchtime 1x -timeout 60m ./e2e/runner/ && \
+	$(GO_TEST) -run '^$$' -bench 'BenchmarkScenario|BenchmarkFourScenariosTogether|BenchmarkMetal3ScaleIn' -benchtime 1x -timeout 80m ./e2e/runner/ && \
 	$(GO_TEST) -run '^$$' -bench BenchmarkFleetWave100 -benchtime 1x -timeout 30m ./e2e/fleet/; \
 	} 2>&1 | tee $(ARTIFACTS)/bench.txt
 	go run ./cmd/upgradelab bench report $(ARTIFACTS)

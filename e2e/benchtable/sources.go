@@ -51,6 +51,9 @@ var metrics = []metric{
 	{"BenchmarkIronicProvisionsAHost", "s-enroll-to-available/op", "Ironic: a host from enrollment to available (in-band inspection, cleaning; time scale 0.05)"},
 	{"BenchmarkIronicProvisionsAHost", "s-available-to-active/op", "Ironic: a host from available to active (deploy; time scale 0.05)"},
 	{"BenchmarkIronicProvisionsAHost", "MiB-ironic-peak-rss", "Ironic and inspector: peak RSS together"},
+	{"BenchmarkMetal3ScaleIn", "s-wall/op", "CAPM3 on baremetal-operator and Ironic: three-node-scale-in (plain) alone, wall time (time scale 0.05)"},
+	{"BenchmarkMetal3ScaleIn", "s-upgrade/op", "CAPM3 on baremetal-operator and Ironic: three-node-scale-in (plain), its upgrade"},
+	{"BenchmarkMetal3ScaleIn", "MiB-metal3-peak-rss", "the Metal3 stack in one run (Ironic, inspector, BMO, CAPM3): peak RSS together"},
 }
 
 // FromGoBench is the table's rows of `go test -bench` output: each

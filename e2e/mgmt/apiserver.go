@@ -159,21 +159,24 @@ func (p *Plane) envtestPID(comm string) int {
 	return 0
 }
 
-// ProcessCPU is the CPU time one of the plane's processes has used.
+// ProcessCPU is the CPU time one of the plane's processes has used, and
+// its peak resident memory.
 type ProcessCPU struct {
-	Name string        `json:"name"`
-	CPU  time.Duration `json:"cpu"`
+	Name    string        `json:"name"`
+	CPU     time.Duration `json:"cpu"`
+	PeakRSS int64         `json:"peakRSS"`
 }
 
 // CPU reads the CPU time each running process of the plane has used so
-// far: the embedded kube-apiserver and etcd, kube-controller-manager, then
-// each manager. Read it before Stop. A kube-apiserver started again (by
-// RestartAPIServer or after a crash) counts from its restart.
+// far, and its peak RSS: the embedded kube-apiserver and etcd,
+// kube-controller-manager, then each manager. Read it before Stop. A
+// kube-apiserver started again (by RestartAPIServer or after a crash)
+// counts from its restart.
 func (p *Plane) CPU() []ProcessCPU {
 	var out []ProcessCPU
 	for _, child := range p.Processes() {
-		if d, ok := proc.CPUTime(child.PID); ok {
-			out = append(out, ProcessCPU{Name: child.Name, CPU: d})
+		if u, ok := proc.ReadUsage(child.PID); ok {
+			out = append(out, ProcessCPU{Name: child.Name, CPU: u.CPU, PeakRSS: u.PeakRSS})
 		}
 	}
 	return out

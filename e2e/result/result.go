@@ -103,10 +103,12 @@ type PhaseTime struct {
 	Took time.Duration `json:"took"`
 }
 
-// ProcessCPU is the CPU time one process spent serving a run.
+// ProcessCPU is the CPU time one process spent serving a run, and its
+// peak resident memory in bytes (0 when not read: the harness's own).
 type ProcessCPU struct {
-	Name string        `json:"name"`
-	CPU  time.Duration `json:"cpu"`
+	Name    string        `json:"name"`
+	CPU     time.Duration `json:"cpu"`
+	PeakRSS int64         `json:"peakRSS,omitempty"`
 }
 
 // The phases of a run, in order.
@@ -134,7 +136,17 @@ func (p Profile) String() string {
 		cpu = append(cpu, fmt.Sprintf("%s %s", c.Name, c.CPU.Round(100*time.Millisecond)))
 		total += c.CPU
 	}
-	return fmt.Sprintf("wall: %s\ncpu (%s in all): %s", strings.Join(phases, ", "), total.Round(100*time.Millisecond), strings.Join(cpu, ", "))
+	out := fmt.Sprintf("wall: %s\ncpu (%s in all): %s", strings.Join(phases, ", "), total.Round(100*time.Millisecond), strings.Join(cpu, ", "))
+	var rss []string
+	for _, c := range p.CPU {
+		if c.PeakRSS > 0 {
+			rss = append(rss, fmt.Sprintf("%s %d MiB", c.Name, c.PeakRSS>>20))
+		}
+	}
+	if len(rss) > 0 {
+		out += "\npeak rss: " + strings.Join(rss, ", ")
+	}
+	return out
 }
 
 // Write writes results to a results file (File in an artifacts folder),

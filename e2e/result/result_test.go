@@ -143,3 +143,17 @@ func TestAStoppedRunIsOneChange(t *testing.T) {
 		t.Errorf("changes %+v, want the stop alone", changes)
 	}
 }
+
+// A profile prints each process's peak memory when it was read, and no
+// memory line when none was.
+func TestProfilePrintsPeakMemory(t *testing.T) {
+	p := Profile{Phases: []PhaseTime{{Name: PhaseUpgrade, Took: time.Minute}},
+		CPU: []ProcessCPU{{Name: "capm3", CPU: time.Second, PeakRSS: 96 << 20}, {Name: "harness", CPU: 2 * time.Second}}}
+	if got := p.String(); !strings.HasSuffix(got, "\npeak rss: capm3 96 MiB") {
+		t.Errorf("profile:\n%s\nwant it to end with capm3's peak RSS alone", got)
+	}
+	p.CPU[0].PeakRSS = 0
+	if got := p.String(); strings.Contains(got, "peak rss") {
+		t.Errorf("profile without memory read:\n%s", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/plan"
+	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
@@ -42,6 +44,44 @@ func BenchmarkScenario(b *testing.B) {
 				reportProfile(b, res.Profile)
 			}
 		})
+	}
+}
+
+// metal3Processes are the Metal3 stack's processes in a run on
+// fixtures/providers/metal3.yaml: what the stack adds to a run's memory.
+var metal3Processes = []string{"ironic", "ironic-inspector", "bmo", "capm3"}
+
+// BenchmarkMetal3ScaleIn runs three-node-scale-in (plain) on Metal3's own
+// stack, CAPM3 on baremetal-operator and Ironic (fixtures/providers/
+// metal3.yaml), at the suite's time scale (which the run raises to
+// Ironic's floor): its wall time, its upgrade, and the peak RSS of the
+// Metal3 stack's processes together (MiB-metal3-peak-rss).
+func BenchmarkMetal3ScaleIn(b *testing.B) {
+	root, _, providerBinary, extension := benchSetup(b)
+	s, def, err := plan.Load(filepath.Join(root, "scenarios", "three-node-scale-in.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := provider.Load(filepath.Join(root, "fixtures", "providers", "metal3.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: labtest.Dir(b), Scale: timescale.Scale(0.01),
+			ProviderBinary: providerBinary, ExtensionBinary: extension, Provider: cfg})
+		if err := failure(res); err != "" {
+			b.Fatal(err)
+		}
+		var rss int64
+		for _, p := range res.Profile.CPU {
+			if slices.Contains(metal3Processes, p.Name) {
+				rss += p.PeakRSS
+			}
+		}
+		b.ReportMetric(res.Duration.Seconds(), "s-wall/op")
+		b.ReportMetric(res.Upgrade.Seconds(), "s-upgrade/op")
+		b.ReportMetric(float64(rss>>20), "MiB-metal3-peak-rss")
+		reportProfile(b, res.Profile)
 	}
 }
 

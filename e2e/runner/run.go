@@ -420,12 +420,12 @@ func (r *run) stopEnv(ctx context.Context) {
 		return
 	}
 	for _, c := range r.env.Plane.CPU() {
-		r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU})
+		r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU, PeakRSS: c.PeakRSS})
 	}
 	if r.env.Ironic != nil {
 		for _, p := range r.env.Ironic.Processes() {
-			if cpu, ok := proc.CPUTime(p.PID()); ok {
-				r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: p.Name, CPU: cpu})
+			if u, ok := proc.ReadUsage(p.PID()); ok {
+				r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: p.Name, CPU: u.CPU, PeakRSS: u.PeakRSS})
 			}
 		}
 	}
