@@ -45,8 +45,8 @@ func TestACheckoutInTheSourceVariableIsBuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(filepath.Join(dir, "manager"), "--print-marker").CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != marker {
-		t.Fatalf("the manager built from %s=%s printed %q (%v); want %q", CAPM3.SourceVar, checkout, out, err, marker)
+	if got := strings.TrimSpace(string(out)); err != nil || got != marker {
+		t.Fatalf("the manager built from %s=%s printed %.200q (%v); want %q: it was not built from the checkout", CAPM3.SourceVar, checkout, got, err, marker)
 	}
 	for _, f := range []string{"config/crd/kustomization.yaml", "config/rbac/role.yaml", "config/webhook/manifests.yaml", "config/default/kustomization.yaml"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {

@@ -20,9 +20,12 @@
 //     worker join; node name, provider ID and labels from
 //     nodeRegistration; the cluster and etcd CAs from /etc/kubernetes/pki),
 //     finds the workload cluster by the endpoint kubeadm would dial, and
-//     performs the init or join after its modelled time ([Timing]). The
-//     node name and provider ID fall back to the config drive's meta data
-//     (local-hostname, provider-id), then to the host's name.
+//     performs the init or join after its modelled time ([Timing]).
+//     cloud-init's jinja variables in it (`{{ ds.meta_data.KEY }}`,
+//     `{{ v1.local_hostname }}`) are rendered from the config drive's
+//     meta data first, as a Metal3 user's templates need. The node name
+//     and provider ID fall back to the meta data (local-hostname,
+//     provider-id), then to the host's name.
 //   - Every later boot: the Node reports the booted image's versions, and
 //     is Ready only when every port has link under the booted driver. A
 //     control-plane host also moves its static pods to the image's
