@@ -197,12 +197,7 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: harnessCPU, CPU: processCPU() - cpuBefore})
 	}
 	res.Duration = time.Since(res.Started)
-	if r.env != nil && r.env.Ironic != nil {
-		res.Metal3 = &result.Metal3{BMO: metal3src.BMO.Built(), Ironic: r.env.Ironic.Version, IronicAPI: r.env.Ironic.APIVersion}
-		if slices.ContainsFunc(r.provider.Managers, func(m provider.Manager) bool { return m.Reference == "capm3" }) {
-			res.Metal3.CAPM3 = metal3src.CAPM3.Built()
-		}
-	}
+	res.Metal3 = r.metal3Versions()
 	r.crashMu.Lock()
 	res.APIServerCrashes = r.apiServerCrashes
 	r.crashMu.Unlock()
@@ -536,6 +531,19 @@ func (r *run) start(ctx context.Context) (err error) {
 	}
 	r.env, err = StartEnv(ctx, r.envOptions())
 	return err
+}
+
+// metal3Versions names the Metal3 components of a run on Metal3's
+// inventory (nil on any other).
+func (r *run) metal3Versions() *result.Metal3 {
+	if r.env == nil || r.env.Ironic == nil {
+		return nil
+	}
+	v := &result.Metal3{BMO: metal3src.BMO.Built(), Ironic: r.env.Ironic.Version, IronicAPI: r.env.Ironic.APIVersion}
+	if slices.ContainsFunc(r.provider.Managers, func(m provider.Manager) bool { return m.Reference == "capm3" }) {
+		v.CAPM3 = metal3src.CAPM3.Built()
+	}
+	return v
 }
 
 // slowToIronic fits the run to Ironic when Metal3's inventory keeps the
