@@ -38,6 +38,10 @@ type Config struct {
 	// Strategies the provider supports; scenarios of other strategies are
 	// not run against it.
 	Strategies []scenario.Strategy `yaml:"strategies"`
+	// Unsupported says, for a strategy the provider does not support,
+	// why: the plan gives it as the reason the strategy's scenarios do
+	// not run.
+	Unsupported map[scenario.Strategy]string `yaml:"unsupported"`
 	// Variables are added to every template's variables.
 	Variables map[string]string `yaml:"variables"`
 	Intervals Intervals         `yaml:"intervals"`
@@ -205,6 +209,16 @@ func (c *Config) validateStrategies(p *specfile.Problems) {
 		}
 		if s == scenario.Reset && c.Lab && c.Hosts.PoolLabel == "" {
 			p.Add("hosts.poolLabel", "required with the reset strategy (the label of hosts that registered into a pool)")
+		}
+	}
+	for s, why := range c.Unsupported {
+		switch {
+		case !slices.Contains(scenario.Strategies, s):
+			p.Add("unsupported."+string(s), "%q is not in-place, scale-in, rolling or reset", s)
+		case slices.Contains(c.Strategies, s):
+			p.Add("unsupported."+string(s), "%s is in strategies: a strategy is supported or not", s)
+		case strings.TrimSpace(why) == "":
+			p.Add("unsupported."+string(s), "say why the provider does not support %s", s)
 		}
 	}
 }
@@ -402,7 +416,11 @@ func (c *Config) Runs(s *scenario.Scenario) (bool, string) {
 			"(a BareMetalHost without one stays unmanaged); on Metal3 a reused host is deprovisioned, cleaned and provisioned again, as scale-in and rolling do"
 	}
 	if !c.Supports(s.Strategy) {
-		return false, fmt.Sprintf("provider %s does not support strategy %s (its strategies: %v)", c.Name, s.Strategy, c.Strategies)
+		why := fmt.Sprintf("provider %s does not support strategy %s (its strategies: %v)", c.Name, s.Strategy, c.Strategies)
+		if because := c.Unsupported[s.Strategy]; because != "" {
+			why += ": " + because
+		}
+		return false, why
 	}
 	if s.NeedsLab && !c.Lab {
 		return false, fmt.Sprintf("the scenario is about the lab's hardware, which provider %s does not use", c.Name)

@@ -93,6 +93,10 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{strings.Replace(good, "binary: bin/manager", "binary: x\n  fixedPorts: [70000]", 1), "managers[0].fixedPorts[0]: 70000 is not a port"},
 		{strings.Replace(good, "binary: bin/manager", "binary: x\n  settings: {a: b}", 1), "managers[0].settings: only a runtimeExtension has settings"},
 		{strings.Replace(good, "binary: bin/manager", "binary: x\n  namespaceLabels: {a: b}", 1), "managers[0].namespaceLabels: only a runtimeExtension has namespaceLabels"},
+		{good + "unsupported: {scale-in: because}\n", "unsupported.scale-in: scale-in is in strategies"},
+		{good + "unsupported: {sideways: because}\n", `unsupported.sideways: "sideways" is not`},
+		{good + "unsupported: {rolling: \" \"}\n", "unsupported.rolling: say why"},
+		{"lab: true\n" + strings.Replace(good, "binary: bin/manager", "reference: capm3", 1), "managers: capm3 consumes the lab's BareMetalHosts: add a manager with reference metal3"},
 	} {
 		_, err := Parse("providers/theirs.yaml", []byte(tc.doc))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -163,6 +167,19 @@ func FuzzParseProvider(f *testing.F) {
 			t.Fatalf("accepted an incomplete config: %+v", c)
 		}
 	})
+}
+
+// A strategy the provider says why it does not support is refused with
+// that reason (Metal3's provider has no in-place update).
+func TestRunsGivesTheProvidersReasonForAStrategy(t *testing.T) {
+	m3, err := Load("../../fixtures/providers/metal3.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, why := m3.Runs(&scenario.Scenario{Strategy: scenario.InPlace})
+	if ok || !strings.Contains(why, "does not support strategy in-place") || !strings.Contains(why, "CAPM3 has no in-place update") {
+		t.Errorf("in-place on metal3: %v %q; want refused with CAPM3's reason", ok, why)
+	}
 }
 
 func TestRunsSaysWhyAScenarioDoesNotApply(t *testing.T) {
