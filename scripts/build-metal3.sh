@@ -6,6 +6,7 @@
 #   scripts/build-metal3.sh bmo     baremetal-operator: manager, crds/, config/rbac/, config/webhook/
 #   scripts/build-metal3.sh capm3   cluster-api-provider-metal3: manager, config/{crd,rbac,webhook,default}/
 #   scripts/build-metal3.sh ipam    ip-address-manager: manager, config/{crd,rbac,webhook,default}/
+#   scripts/build-metal3.sh NAME --where   the folder a build puts them in; builds nothing
 #
 # The source is, in this order:
 #   BMO_SOURCE, CAPM3_SOURCE or IPAM_SOURCE: a checkout (or an unpacked
@@ -70,6 +71,7 @@ if [[ -n "$CHECKOUT" ]]; then
   CHECKOUT=$(cd "$CHECKOUT" && pwd)
   checkModule "$CHECKOUT" "$VAR=$CHECKOUT"
   OUT="$CACHE/bin/$component-checkout-$(printf %s "$CHECKOUT" | sha256sum | cut -c1-12)"
+  [[ ${2:-} == --where ]] && { echo "$OUT"; exit 0; }
   exec 9>"$OUT.lock"
   flock 9
   build "$CHECKOUT" "$OUT"
@@ -81,6 +83,7 @@ fi
 
 ARCHIVE_NAME=$NAME-$VERSION
 OUT="$CACHE/bin/$component-$VERSION"
+[[ ${2:-} == --where ]] && { echo "$OUT"; exit 0; }
 # One build at a time: parallel suite processes wait for the first.
 exec 9>"$OUT.lock"
 flock 9

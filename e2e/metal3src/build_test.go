@@ -82,3 +82,18 @@ func writeArchive(t *testing.T, path, name, content string) {
 		t.Fatal(err)
 	}
 }
+
+// A run asks where a component was built and builds nothing: before a
+// build it is told so.
+func TestBuiltBuildsNothing(t *testing.T) {
+	root, err := reference.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("UPGRADELAB_CACHE", t.TempDir())
+	t.Setenv(CAPM3.SourceVar, "")
+	_, err = Built(context.Background(), root, CAPM3)
+	if err == nil || !strings.Contains(err.Error(), "is not built yet") || !strings.Contains(err.Error(), CAPM3.Version) {
+		t.Fatalf("Built before any build: %v; want it to say CAPM3 %s is not built yet", err, CAPM3.Version)
+	}
+}

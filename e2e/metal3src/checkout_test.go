@@ -44,6 +44,9 @@ func TestACheckoutInTheSourceVariableIsBuilt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if where, err := Built(ctx, root, CAPM3); err != nil || where != dir {
+		t.Fatalf("Built after the build: %q, %v; want %q, where a run finds it", where, err, dir)
+	}
 	out, err := exec.Command(filepath.Join(dir, "manager"), "--print-marker").CombinedOutput()
 	if got := strings.TrimSpace(string(out)); err != nil || got != marker {
 		t.Fatalf("the manager built from %s=%s printed %.200q (%v); want %q: it was not built from the checkout", CAPM3.SourceVar, checkout, got, err, marker)

@@ -41,7 +41,25 @@ var (
 // Build builds c (a release once per version; a checkout every time) and
 // returns the folder holding its manager and manifests.
 func Build(ctx context.Context, repoRoot string, c Component) (string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(repoRoot, "scripts", "build-metal3.sh"), c.Name)
+	return script(ctx, repoRoot, c)
+}
+
+// Built is the folder Build put c in, without building: a run starts what
+// was built before its clock started. It says so when nothing is there.
+func Built(ctx context.Context, repoRoot string, c Component) (string, error) {
+	dir, err := script(ctx, repoRoot, c, "--where")
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "manager")); err != nil {
+		return "", fmt.Errorf("%s is not built yet (%s): build it before the run", c.Source(), dir)
+	}
+	return dir, nil
+}
+
+// script runs scripts/build-metal3.sh for c with args.
+func script(ctx context.Context, repoRoot string, c Component, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(repoRoot, "scripts", "build-metal3.sh"), append([]string{c.Name}, args...)...)
 	cmd.Env = append(os.Environ(), strings.ToUpper(c.Name)+"_VERSION="+c.Version)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -312,7 +312,7 @@ func managersFor(cfg *provider.Config, o EnvOptions) []provider.Manager {
 // describes baremetal-operator, pointed at it with the lab's deploy
 // ramdisk, to the plane.
 func (e *Env) metal3Inventory(ctx context.Context, o EnvOptions, name string) (mgmt.Provider, error) {
-	dir, err := bmo.Build(ctx, o.RepoRoot)
+	dir, err := metal3src.Built(ctx, o.RepoRoot, metal3src.BMO)
 	if err != nil {
 		return mgmt.Provider{}, err
 	}
@@ -331,9 +331,10 @@ func (e *Env) metal3Inventory(ctx context.Context, o EnvOptions, name string) (m
 	return bmo.Provider(dir, name, e.Ironic.BMOURL, e.Site.Lab.ImageServer().ImageURL(reference.DeployImage)), nil
 }
 
-// metal3Provider describes CAPM3, built by Build, to the plane.
+// metal3Provider describes CAPM3, built by Build (not again: a checkout
+// would be linked again in the run's clock), to the plane.
 func metal3Provider(ctx context.Context, o EnvOptions, m provider.Manager) (mgmt.Provider, error) {
-	dir, err := capm3.Build(ctx, o.RepoRoot)
+	dir, err := metal3src.Built(ctx, o.RepoRoot, metal3src.CAPM3)
 	if err != nil {
 		return mgmt.Provider{}, err
 	}
