@@ -62,11 +62,34 @@ type Ironic struct {
 	proc, inspector *proc.Process
 	http            *http.Server
 	compat          *http.Server
+
+	// started closes when Launch's start-up has ended, startErr is how;
+	// cancelStart cuts it short.
+	started     chan struct{}
+	startErr    error
+	cancelStart context.CancelFunc
 }
 
 // Start configures Ironic and ironic-inspector in o.Dir, creates their
 // databases and starts them, returning once both APIs answer.
 func Start(ctx context.Context, o Options) (*Ironic, error) {
+	ir, err := Launch(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := ir.Wait(); err != nil {
+		ir.Stop()
+		return nil, err
+	}
+	return ir, nil
+}
+
+// Launch is Start without the wait: it writes the configuration and
+// serves the boot root, so every URL is set when it returns, and
+// creates the databases and starts both services in the background.
+// Wait says when their APIs answer. Their start-up is seconds of
+// Python, which a caller spends starting something else.
+func Launch(ctx context.Context, o Options) (*Ironic, error) {
 	for _, b := range binaries {
 		if _, err := os.Stat(b); err != nil {
 			return nil, fmt.Errorf("%w (%s: %w)", ErrNotInstalled, b, err)
@@ -82,9 +105,6 @@ func Start(ctx context.Context, o Options) (*Ironic, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := createDatabases(ctx, confs); err != nil {
-		return nil, err
-	}
 	if err := ir.serveHTTP(ports[1]); err != nil {
 		return nil, err
 	}
@@ -92,11 +112,21 @@ func Start(ctx context.Context, o Options) (*Ironic, error) {
 		ir.Stop()
 		return nil, err
 	}
-	if err := ir.launch(ctx, o, confs); err != nil {
-		ir.Stop()
-		return nil, err
-	}
+	lctx, cancel := context.WithCancel(ctx)
+	ir.started, ir.cancelStart = make(chan struct{}), cancel
+	go func() {
+		defer close(ir.started)
+		if ir.startErr = createDatabases(lctx, confs); ir.startErr == nil {
+			ir.startErr = ir.launch(lctx, o, confs)
+		}
+	}()
 	return ir, nil
+}
+
+// Wait returns once both APIs answer, or with why they did not.
+func (ir *Ironic) Wait() error {
+	<-ir.started
+	return ir.startErr
 }
 
 // configs are the paths of the two services' configuration files.
@@ -161,6 +191,10 @@ func (ir *Ironic) launch(ctx context.Context, o Options, c configs) error {
 // knew last, for the run's artifacts) and ends Ironic, inspector and the
 // HTTP servers.
 func (ir *Ironic) Stop() {
+	if ir.started != nil {
+		ir.cancelStart()
+		<-ir.started
+	}
 	if ir.proc != nil && ir.proc.Running() {
 		if err := ir.dumpNodes(); err != nil {
 			_ = os.WriteFile(filepath.Join(ir.Dir, "nodes.json"), []byte(fmt.Sprintf("{\"error\": %q}\n", err.Error())), 0o644)

@@ -149,6 +149,11 @@ func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 		return nil, err
 	}
 	e.stops = append(e.stops, e.Plane.Stop)
+	if e.Ironic != nil {
+		if err := e.ironicReady(); err != nil {
+			return nil, err
+		}
+	}
 	if e.Client, err = client.New(e.Plane.RESTConfig, client.Options{Scheme: reference.Scheme()}); err != nil {
 		return nil, err
 	}
@@ -214,11 +219,9 @@ func (o *EnvOptions) Build(ctx context.Context, progress io.Writer) error {
 		case "inplace":
 			o.ExtensionBinary, err = builtOr(ctx, o.ExtensionBinary, o.Dir, reference.ExtensionCommand, progress)
 		case "metal3":
-			fmt.Fprintf(progress, "building %s (a release is cached once built)\n", metal3src.BMO.Source())
-			_, err = bmo.Build(ctx, o.RepoRoot)
+			err = buildMetal3(ctx, o.RepoRoot, metal3src.BMO, progress)
 		case "capm3":
-			fmt.Fprintf(progress, "building %s (a release is cached once built)\n", metal3src.CAPM3.Source())
-			_, err = capm3.Build(ctx, o.RepoRoot)
+			err = buildMetal3(ctx, o.RepoRoot, metal3src.CAPM3, progress)
 		default:
 			if !built(ctx, cfg, m, o.RepoRoot) {
 				err = cfg.Build(ctx, m, o.RepoRoot, mgmt.CacheDir(), progress)
@@ -229,6 +232,20 @@ func (o *EnvOptions) Build(ctx context.Context, progress io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// buildMetal3 builds c unless its release is built already. A checkout
+// goes to the build every time, which links it again only when its
+// sources changed.
+func buildMetal3(ctx context.Context, repoRoot string, c metal3src.Component, progress io.Writer) error {
+	if c.Checkout() == "" {
+		if _, err := metal3src.Built(ctx, repoRoot, c); err == nil {
+			return nil
+		}
+	}
+	fmt.Fprintf(progress, "building %s\n", c.Source())
+	_, err := metal3src.Build(ctx, repoRoot, c)
+	return err
 }
 
 // built says whether m's executable is there already.
@@ -305,7 +322,8 @@ func managersFor(cfg *provider.Config, o EnvOptions) []provider.Manager {
 	return out
 }
 
-// metal3Inventory starts the lab's Ironic, trusting the site's BMC CA as
+// metal3Inventory launches the lab's Ironic (it starts beside the plane;
+// StartEnv waits for it after), trusting the site's BMC CA as
 // a site's trust store would, makes the lab's DHCP offer Ironic's iPXE
 // entry script (ipmi:// hosts network-boot the deploy ramdisk, as a
 // Metal3 site's dnsmasq points them at Ironic's boot.ipxe), and
@@ -316,7 +334,7 @@ func (e *Env) metal3Inventory(ctx context.Context, o EnvOptions, name string) (m
 	if err != nil {
 		return mgmt.Provider{}, err
 	}
-	if e.Ironic, err = ironic.Start(ctx, ironic.Options{Dir: filepath.Join(o.Dir, "ironic"), TrustedCA: e.Site.CAFile}); err != nil {
+	if e.Ironic, err = ironic.Launch(ctx, ironic.Options{Dir: filepath.Join(o.Dir, "ironic"), TrustedCA: e.Site.CAFile}); err != nil {
 		return mgmt.Provider{}, err
 	}
 	e.stops = append(e.stops, e.Ironic.Stop)
@@ -325,10 +343,16 @@ func (e *Env) metal3Inventory(ctx context.Context, o EnvOptions, name string) (m
 			return mgmt.Provider{}, err
 		}
 	}
-	if err := bmo.CheckIronic(e.Ironic.Version, e.Ironic.APIVersion); err != nil {
-		return mgmt.Provider{}, err
-	}
 	return bmo.Provider(dir, name, e.Ironic.BMOURL, e.Site.Lab.ImageServer().ImageURL(reference.DeployImage)), nil
+}
+
+// ironicReady waits for the Ironic metal3Inventory launched and checks
+// that baremetal-operator can drive its release.
+func (e *Env) ironicReady() error {
+	if err := e.Ironic.Wait(); err != nil {
+		return err
+	}
+	return bmo.CheckIronic(e.Ironic.Version, e.Ironic.APIVersion)
 }
 
 // metal3Provider describes CAPM3, built by Build (not again: a checkout

@@ -809,10 +809,24 @@ func (r *run) addonsMoved(ctx context.Context) bool {
 // enroll makes the lab's hosts known to the provider: through their BMCs,
 // or (strategy reset) by booting them so they register themselves into
 // a pool, as Elemental's seed image does.
+//
+// Under Ironic, enrolling a host also inspects it, and a Metal3 user
+// waits for the hosts to show available before creating a cluster:
+// CAPM3 looks again for an unclaimed host only every 30 s
+// (baremetal/metal3machine_manager.go's requeueAfter), and BMO's
+// inventory events do not wake it, so a cluster made earlier waits out
+// that period on the first Machine.
 func (r *run) enroll(ctx context.Context) error {
 	if r.scenario.Strategy != scenario.Reset {
-		_, err := reference.Enroll(ctx, r.env.Client, r.env.Site, r.env.Namespace, func(h lab.HostInfo) bool { return r.ownHost(h.Name) })
-		return err
+		hosts, err := reference.Enroll(ctx, r.env.Client, r.env.Site, r.env.Namespace, func(h lab.HostInfo) bool { return r.ownHost(h.Name) })
+		if err != nil || r.env.Ironic == nil {
+			return err
+		}
+		names := map[string]bool{}
+		for _, h := range hosts {
+			names[h.Name] = true
+		}
+		return r.waitAvailable(ctx, "enrolled and inspected", len(hosts), func(h *metal3.BareMetalHost) bool { return names[h.Name] })
 	}
 	url := reference.RegistrationURL(r.env.Callback, r.env.Namespace, resetPool)
 	var hosts []*lab.Host
@@ -829,23 +843,34 @@ func (r *run) enroll(ctx context.Context) error {
 			return err
 		}
 	}
+	return r.waitAvailable(ctx, "registered", len(hosts), func(h *metal3.BareMetalHost) bool { return h.Labels[r.provider.Hosts.PoolLabel] == resetPool })
+}
+
+// waitAvailable waits until want of the run's BareMetalHosts that
+// match are available, saying how many are whenever that changes.
+func (r *run) waitAvailable(ctx context.Context, what string, want int, match func(*metal3.BareMetalHost) bool) error {
+	said := -1
 	for {
 		list := &metal3.BareMetalHostList{}
-		if err := r.env.Client.List(ctx, list, client.InNamespace(r.env.Namespace), client.MatchingLabels{r.provider.Hosts.PoolLabel: resetPool}); err != nil {
+		if err := r.env.Client.List(ctx, list, client.InNamespace(r.env.Namespace)); err != nil {
 			return err
 		}
 		n := 0
-		for _, h := range list.Items {
-			if h.Status.Provisioning.State == metal3.StateAvailable {
+		for i := range list.Items {
+			if match(&list.Items[i]) && list.Items[i].Status.Provisioning.State == metal3.StateAvailable {
 				n++
 			}
 		}
-		if n == len(hosts) {
+		if n == want {
 			return nil
+		}
+		if n != said {
+			r.say("hosts: %d/%d %s and available", n, want, what)
+			said = n
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("registration: %d of %d hosts registered and available", n, len(hosts))
+			return fmt.Errorf("waiting for the hosts: %d of %d %s and available", n, want, what)
 		case <-time.After(pollEvery):
 		}
 	}
