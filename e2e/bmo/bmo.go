@@ -58,15 +58,9 @@ func microversion(v string) (major, minor int, ok bool) {
 	return x, y, found && err1 == nil && err2 == nil
 }
 
-// Build builds BMO (a release once per version, cached) and returns the
-// folder holding its manager and crds/.
-func Build(ctx context.Context, repoRoot string) (string, error) {
-	return metal3src.Build(ctx, repoRoot, metal3src.BMO)
-}
-
 // Provider describes BMO to the plane (e2e/mgmt) as a manager named
-// name: dir is what Build returned; it reaches Ironic at ironicURL
-// (ironic.Ironic.BMOURL) and deploys with the image at deployRamdisk. It
+// name: dir is what metal3src.Build returned for BMO; it reaches Ironic
+// at ironicURL (ironic.Ironic.BMOURL) and deploys with the image at deployRamdisk. It
 // runs as its own ServiceAccount with the RBAC of its release, watching
 // every namespace, and serves its release's validating webhooks for
 // BareMetalHosts and BMCEventSubscriptions on the plane's port.
@@ -87,7 +81,7 @@ func env(ironicURL, deployRamdisk, noAuth string) []string {
 
 // Options say where BMO runs and what it drives.
 type Options struct {
-	// Dir is what Build returned.
+	// Dir is what metal3src.Build returned for BMO.
 	Dir string
 	// Kubeconfig reaches the API server; Namespace is the one BMO watches
 	// (empty: all).

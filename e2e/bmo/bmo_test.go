@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/upgradelab/upgradelab/e2e/ironic"
+	"github.com/upgradelab/upgradelab/e2e/metal3src"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/labtest"
@@ -38,7 +39,7 @@ func startStack(t *testing.T, ctx context.Context, labFile string) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := Build(ctx, root)
+	dir, err := metal3src.Build(ctx, root, metal3src.BMO)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,21 +12,14 @@
 package capm3
 
 import (
-	"context"
 	"path/filepath"
 
-	"github.com/upgradelab/upgradelab/e2e/metal3src"
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
 )
 
-// Build builds CAPM3 (a release once per version, cached; a checkout on
-// every call) and returns the folder holding its manager and config/.
-func Build(ctx context.Context, repoRoot string) (string, error) {
-	return metal3src.Build(ctx, repoRoot, metal3src.CAPM3)
-}
-
 // Provider describes CAPM3 to the plane as a manager named name: dir is
-// what Build returned. It takes the plane's flags as CAPI's managers do
+// the folder metal3src.Build returned for metal3src.CAPM3, holding its
+// manager and config/. It takes the plane's flags as CAPI's managers do
 // (it is built on their scaffolding) and args after them.
 func Provider(dir, name string, args []string) mgmt.Provider {
 	return mgmt.Provider{Name: name, Binary: filepath.Join(dir, "manager"), ConfigDir: filepath.Join(dir, "config"), Args: args}
