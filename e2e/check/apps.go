@@ -21,7 +21,7 @@ func apiAvailability(s *State, p Params) []Violation {
 	for _, o := range s.APIOutages {
 		if d := o.To.Sub(o.From); d > p.MaxAPIOutage {
 			out = append(out, Violation{Time: o.From, Objects: []string{vocab.KindWorkloadAPI + "/api@" + o.From.UTC().Format("15:04:05.000")},
-				Message: fmt.Sprintf("the workload API was unavailable for %s (%s), the scenario allows %s", d.Round(time.Millisecond), or(o.Why, "reads failed"), p.MaxAPIOutage)})
+				Message: fmt.Sprintf("the workload API was unavailable for %s (%s), the scenario allows %s", p.labTime(d), or(o.Why, "reads failed"), p.labTime(p.MaxAPIOutage))})
 		}
 	}
 	if !s.apiSeen {
@@ -38,7 +38,7 @@ func apiAvailabilityNote(s *State, p Params) string {
 		longest = max(longest, d)
 	}
 	return fmt.Sprintf("unavailable %s during the upgrade in %d outage(s), the longest %s (allowed %s)",
-		total.Round(time.Millisecond), len(s.APIOutages), longest.Round(time.Millisecond), p.MaxAPIOutage)
+		p.labTime(total), len(s.APIOutages), p.labTime(longest), p.labTime(p.MaxAPIOutage))
 }
 
 // budgetPods are the pods a budget selects (its selector's labels all on

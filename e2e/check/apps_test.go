@@ -307,3 +307,23 @@ func TestAPodGoneBeforeItsNodeStoppedIsNotLostWithIt(t *testing.T) {
 		t.Fatalf("a pod its node still ran as it stopped: %s %v; want a breach naming web-a", r.Status, r.Violations)
 	}
 }
+
+// An outage is told in lab time, with the timeline's wall time beside
+// it: at scale 0.01, 100 ms of refused reads are 10 s of the world's,
+// and the 50 ms allowed are 5 lab seconds.
+func TestAnOutageIsToldInLabTime(t *testing.T) {
+	outage := threeNodes(func(h *history) {
+		h.set(vocab.KindWorkloadAPI, "api", apiDown)
+		h.set(vocab.KindWorkloadAPI, "api", apiUp)
+	})
+	p := threeInPlace
+	p.MaxAPIOutage, p.Scale = 50*time.Millisecond, 0.01
+	r := result(outage, p, "api-availability")
+	if r.Status != Fail || !strings.Contains(r.Violations[0].Message, "unavailable for 10s lab (100ms wall)") || !strings.Contains(r.Violations[0].Message, "allows 5s lab (50ms wall)") {
+		t.Fatalf("an outage at scale 0.01: %s %v; want it in lab time with wall time beside", r.Status, r.Violations)
+	}
+	p.Scale = 0
+	if r := result(outage, p, "api-availability"); !strings.Contains(r.Violations[0].Message, "unavailable for 100ms (") {
+		t.Fatalf("an outage without a scale: %v; want wall time alone", r.Violations)
+	}
+}

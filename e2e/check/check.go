@@ -9,6 +9,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 )
 
 // Violation is one broken rule at one moment.
@@ -63,8 +64,12 @@ type Params struct {
 	// Nodes.
 	EtcdOnHosts bool
 	// MaxAPIOutage is the longest the workload API may be unavailable
-	// during the upgrade.
+	// during the upgrade, in wall time (the timeline's): the scenario's
+	// lab-time bound at the run's scale (scenario.Scenario.AtScale).
 	MaxAPIOutage time.Duration
+	// Scale is the run's time scale, so that notes and messages give lab
+	// time beside the timeline's wall time (0: wall time only).
+	Scale timescale.Scale `json:",omitempty"`
 	// Stopped is why the run stopped early ("" when it did not): the
 	// rules it never reached are NotRun (see Stopped).
 	Stopped string `json:",omitempty"`
@@ -358,4 +363,15 @@ func Summary(results []Result) string {
 		parts = append(parts, part)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// labTime shows a wall-time span of the timeline as lab time, with the
+// wall time beside it: "2m0s lab (1.2s wall)"; without a scale, wall
+// time alone.
+func (p Params) labTime(wall time.Duration) string {
+	if p.Scale <= 0 {
+		return wall.Round(time.Millisecond).String()
+	}
+	lab := time.Duration(float64(wall) / float64(p.Scale))
+	return fmt.Sprintf("%s lab (%s wall)", lab.Round(time.Second), wall.Round(time.Millisecond))
 }

@@ -186,6 +186,7 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		r.slowToIronic()
 	}
 	res.TimeScale = float64(r.opts.Scale)
+	r.scenario = s.AtScale(r.opts.Scale)
 	cpuBefore := processCPU()
 	if err == nil {
 		err = r.execute(ctx)
@@ -207,7 +208,8 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 	}
 	if r.tl != nil {
 		entries := r.tl.Entries()
-		p := Params(s, def, r.provider, entries)
+		p := Params(r.scenario, def, r.provider, entries)
+		p.Scale = r.opts.Scale
 		if err != nil {
 			p.Stopped = err.Error()
 		}

@@ -71,6 +71,7 @@ func StartSandbox(ctx context.Context, s *scenario.Scenario, def *lab.Definition
 		return nil, fmt.Errorf("sandbox: %s", why)
 	}
 	r.slowToIronic()
+	r.scenario = s.AtScale(r.opts.Scale)
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -269,6 +270,7 @@ func (sb *Sandbox) Stop() {
 	}
 	if r.tl != nil {
 		p := Params(r.scenario, r.lab, r.provider, r.tl.Entries())
+		p.Scale = r.opts.Scale
 		// No data was written and no application deployed (a run's step
 		// 4): the rules about them have nothing to judge.
 		p.HostData, p.OSTreeHosts, p.WorkloadData, p.Apps = false, false, false, false

@@ -44,9 +44,11 @@
 //     while, for good, or on several control-plane hosts at once), crash a
 //     host agent, or hang a host's OS.
 //
-// Every duration is the run's real time, as CAPI's own timeouts are: a
-// MachineHealthCheck's 10 s is about 17 modelled minutes at the suite's
-// time scale, far above a reboot's NotReady.
+// Every duration in a scenario file is lab time, the world's, as the
+// lab's own timings are: a MachineHealthCheck's 5m is five minutes of the
+// hosts' POST, boot and shutdown at any time scale. [Scenario.AtScale]
+// converts them once, by the run's scale, where they meet the wall
+// clock; only timeout, the harness's budget, is wall time.
 //
 // The package knows the rules' names only by their shape: e2e/check,
 // which this package does not import, fails a run whose brokenRules names

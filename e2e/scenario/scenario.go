@@ -78,7 +78,8 @@ type Scenario struct {
 	// Faults are injected while the scenario runs; the expectations still
 	// hold (the upgrade recovers).
 	Faults []Fault `yaml:"faults"`
-	// Timeout bounds the whole run (provisioning and upgrade); default 10m.
+	// Timeout bounds the whole run (provisioning and upgrade) in wall
+	// time, the harness's budget: default 10m.
 	Timeout Duration `yaml:"timeout"`
 
 	path string
@@ -94,10 +95,9 @@ type Cluster struct {
 }
 
 // HealthCheck is a MachineHealthCheck: a Machine whose Node is Ready
-// Unknown or False for UnhealthyAfter is remediated by its owner (KCP,
-// or the MachineSet). CAPI's timeouts are wall-clock time, not the lab's
-// modelled time: 10s is about 17 modelled minutes at the suite's
-// time-scale, far above a reboot's NotReady.
+// Unknown or False for UnhealthyAfter (lab time, as every scenario
+// duration: see AtScale) is remediated by its owner (KCP, or the
+// MachineSet).
 type HealthCheck struct {
 	UnhealthyAfter Duration `yaml:"unhealthyAfter"`
 }
@@ -232,7 +232,7 @@ type Expect struct {
 	// stalled upgrade after the faults fired before it judges.
 	StallFor Duration `yaml:"stallFor"`
 	// MaxAPIOutage is the longest the workload cluster's API may refuse
-	// or fail reads during the upgrade, in the run's real time. Default:
+	// or fail reads during the upgrade, in lab time. Default:
 	// 0 for a control plane of three or more (it never goes down);
 	// DefaultSingleNodeOutage for one replica, whose reboot takes the API
 	// with it.
@@ -240,9 +240,10 @@ type Expect struct {
 }
 
 // DefaultSingleNodeOutage bounds a one-replica control plane's API
-// outage by default: its reboot, modelled at the suite's time scale, is
-// a few seconds of real time.
-const DefaultSingleNodeOutage = 30 * time.Second
+// outage by default, in lab time: its reboot takes the API with it, from
+// the graceful shutdown through POST and boot to the API server's start,
+// minutes on a rack server; ten is twice a slow one's.
+const DefaultSingleNodeOutage = 10 * time.Minute
 
 // APIOutageBound is the longest API outage the scenario allows.
 func (s *Scenario) APIOutageBound() time.Duration {
