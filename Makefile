@@ -31,7 +31,7 @@ GO_TEST ?= go test
 
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: all deps deps-metal3 tools test test-vm test-metal3 e2e-metal3 bench-report bench-vm bench-fleet bench-fleet-curve e2e e2e-vm e2e-kind e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
+.PHONY: all deps deps-metal3 tools test test-vm test-metal3 e2e-metal3 e2e-timescale bench-report bench-vm bench-fleet bench-fleet-curve e2e e2e-vm e2e-kind e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
 
 all: build
 
@@ -133,12 +133,33 @@ export UPGRADELAB_REPEAT = $(REPEAT)
 # a serial run is verbose, a parallel one prints each run's progress lines
 # as they come and a spec's whole output only when it fails.
 GINKGO := go run github.com/onsi/ginkgo/v2/ginkgo
+# TIME_SCALE is real time per lab time (0.01: a lab minute in 0.6 s);
+# every duration of the lab and of a scenario follows it.
+TIME_SCALE ?= 0.01
+GINKGO_TIMEOUT ?= 90m
 GINKGO_RUN = $(GINKGO) run --tags=e2e --procs=$(PARALLEL) $(if $(filter 1,$(PARALLEL)),-v,) \
-	--timeout=90m --output-dir=$(ARTIFACTS) --junit-report=junit.xml
-E2E_ARGS = -artifacts=$(ARTIFACTS) -management=$(MANAGEMENT) -capi-rate-limiting=$(CAPI_RATE_LIMITING)
+	--timeout=$(GINKGO_TIMEOUT) --output-dir=$(ARTIFACTS) --junit-report=junit.xml
+E2E_ARGS = -artifacts=$(ARTIFACTS) -management=$(MANAGEMENT) -capi-rate-limiting=$(CAPI_RATE_LIMITING) -time-scale=$(TIME_SCALE)
 e2e: tools
 	@mkdir -p $(ARTIFACTS)
 	$(GINKGO_RUN) --label-filter='$(GINKGO_LABELS)' ./e2e/ -- $(E2E_ARGS)
+
+# Time-scale invariance: the four main scenarios (plain) at each of
+# TIMESCALE_SCALES (the suite's scale and ten times it), each suite in
+# ARTIFACTS/scale-S, then `upgradelab report diff --verdicts` between
+# the first two: a rule judged otherwise at another scale fails the
+# target, as a failed run does. A verdict that changes with the scale is
+# about the harness, not the upgrade.
+MAIN_SCENARIOS := single-node-in-place || three-node-scale-in || cold-spare-rolling || reset-reprovisioning
+TIMESCALE_SCALES ?= 0.01 0.1
+e2e-timescale: tools
+	@mkdir -p $(ARTIFACTS)
+	@status=0; for s in $(TIMESCALE_SCALES); do \
+	  $(MAKE) --no-print-directory e2e ARTIFACTS=$(ARTIFACTS)/scale-$$s TIME_SCALE=$$s PROVIDERS=fixtures/providers/baremetal.yaml \
+	    GINKGO_LABELS='plain && ($(MAIN_SCENARIOS))$(if $(GINKGO_LABELS), && ($(GINKGO_LABELS)))' || status=1; \
+	done; \
+	go run ./cmd/upgradelab report diff --verdicts $(foreach s,$(wordlist 1,2,$(TIMESCALE_SCALES)),$(ARTIFACTS)/scale-$(s)) || status=1; \
+	echo "upgradelab artifacts: $(ARTIFACTS) (one folder per time scale)"; exit $$status
 
 # The four main scenarios (plain) on real VMs: every lab host a QEMU VM
 # under TCG that boots OVMF, GRUB's A/B choice, Debian's cloud kernel and
@@ -147,11 +168,10 @@ e2e: tools
 # real; every check as in `make e2e`. VM_PARALLEL runs at once (each VM
 # wants most of a core while it boots).
 VM_PARALLEL ?= 2
-VM_SCENARIOS := single-node-in-place || three-node-scale-in || cold-spare-rolling || reset-reprovisioning
 e2e-vm: tools
 	@mkdir -p $(ARTIFACTS)
 	UPGRADELAB_BACKEND=qemu $(MAKE) --no-print-directory e2e PARALLEL=$(VM_PARALLEL) ARTIFACTS=$(ARTIFACTS) \
-		GINKGO_LABELS='baremetal && plain && qemu && ($(VM_SCENARIOS))$(if $(GINKGO_LABELS), && ($(GINKGO_LABELS)))'
+		GINKGO_LABELS='baremetal && plain && qemu && ($(MAIN_SCENARIOS))$(if $(GINKGO_LABELS), && ($(GINKGO_LABELS)))'
 
 
 # One scenario of each strategy with the management cluster on kind

@@ -83,13 +83,14 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/report"
 	"github.com/upgradelab/upgradelab/e2e/result"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 )
 
 var (
 	artifactsFlag     = flag.String("artifacts", "", "folder for every artifact of this run (default ./_artifacts/e2e-TIME)")
 	managementFlag    = flag.String("management", "embedded", `management cluster: "embedded", "kubeconfig=PATH" or "kind[=NAME]"`)
 	kindNodeImageFlag = flag.String("kind-node-image", os.Getenv("KIND_NODE_IMAGE"), "node image of a kind management cluster the run creates (scripts/build-kind-node-image.sh builds one; default $KIND_NODE_IMAGE)")
-	timeScaleFlag     = flag.Float64("time-scale", 0.01, "real time per modelled time in the lab (0.01: a modelled minute takes 0.6 s)")
+	timeScaleFlag     = flag.Float64("time-scale", float64(timescale.Suite), "real time per modelled time in the lab (0.01: a modelled minute takes 0.6 s)")
 	rateLimitFlag     = flag.Bool("capi-rate-limiting", false, "run CAPI's managers with their per-object reconcile rate limit (CAPI's default; off here, see docs/ARCHITECTURE.md)")
 )
 

@@ -274,5 +274,5 @@ func scenarioSpec(p plan.Run) {
 			broken = append(broken, v.String())
 		}
 		Expect(broken).To(BeEmpty(), "broken rules (timeline %s):\n%s", res.Timeline, strings.Join(broken, "\n"))
-	}, SpecTimeout(runner.Limit(p.Scenario, p.Provider, 0)+2*time.Minute))
+	}, SpecTimeout(runner.Limit(p.Scenario, p.Provider, 0, timescale.Scale(*timeScaleFlag))+2*time.Minute))
 }

@@ -50,7 +50,10 @@ func newReportDiffCommand() *cobra.Command {
 scenario, form, host OS): rules that started failing, rules no longer
 exercised, runs that stopped or are gone, and upgrade times slower than
 --slower (and by at least --min-slower) are regressions (marked !); fixed
-rules and new runs are listed too. Exits non-zero when there is a regression.`,
+rules and new runs are listed too. With --verdicts the two must agree rule by
+rule (the same scenarios at two time scales): any verdict that differs, either
+way, is a regression and times are not compared. Exits non-zero when there is
+a regression.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			old, err := readResults(args[0])
@@ -71,6 +74,7 @@ rules and new runs are listed too. Exits non-zero when there is a regression.`,
 	}
 	cmd.Flags().Float64Var(&o.Slower, "slower", 0.25, "an upgrade this much slower (a fraction: 0.25 is 25%) is a regression")
 	cmd.Flags().DurationVar(&o.MinSlower, "min-slower", 5*time.Second, "and by at least this much")
+	cmd.Flags().BoolVar(&o.Verdicts, "verdicts", false, "compare verdicts only: any rule judged otherwise, either way, is a regression")
 	return cmd
 }
 

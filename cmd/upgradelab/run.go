@@ -52,7 +52,7 @@ built from the repository when they are not there.`,
 	}
 	cmd.Flags().StringSliceVar(&o.providers, "provider", []string{"fixtures/providers/baremetal.yaml"}, "provider config (repeatable)")
 	cmd.Flags().StringVar(&o.artifacts, "artifacts", "", "folder for every artifact (default ./_artifacts/run-TIME)")
-	cmd.Flags().Float64Var(&o.scale, "time-scale", 0.01, "real time per modelled time in the lab (0.01: a modelled minute takes 0.6 s)")
+	cmd.Flags().Float64Var(&o.scale, "time-scale", float64(timescale.Suite), "real time per modelled time in the lab (0.01: a modelled minute takes 0.6 s)")
 	cmd.Flags().IntVar(&o.parallel, "parallel", 1, "runs at once (each has its own plane and lab)")
 	cmd.Flags().IntVar(&o.repeat, "repeat", 1, "make each run this many times")
 	cmd.Flags().StringVar(&o.labels, "labels", "", `only the runs these labels select, as make e2e's GINKGO_LABELS (e.g. "in-place && ostree")`)

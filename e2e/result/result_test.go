@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,39 @@ func TestDiffNamesWhatChangedBetweenTwoNights(t *testing.T) {
 	}
 	if c := Diff(old[:1], new[:1], DiffOptions{Slower: 1.5, MinSlower: 5 * time.Second}); len(c) != 0 {
 		t.Errorf("a 100%% slowdown under a 150%% threshold: %+v", c)
+	}
+}
+
+// Two suites that must agree (the same scenarios at two time scales)
+// differ wherever a rule is judged otherwise, either way, and not by
+// their times.
+func TestVerdictDiffNamesEveryRuleJudgedOtherwise(t *testing.T) {
+	old, err := Read("testdata/old-results.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	new, err := Read("testdata/new-results.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := Diff(old, new, DiffOptions{Verdicts: true})
+	var out bytes.Buffer
+	WriteDiff(&out, changes)
+	if !strings.Contains(out.String(), "! baremetal three-node-scale-in/plain: kcp-one-deleting is fail, was pass: 2 Machines of KCP sc-cp deleting at once") {
+		t.Errorf("verdict diff lacks the rule that failed at one side only:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), "upgrade took") {
+		t.Errorf("verdict diff compares times:\n%s", out.String())
+	}
+	// Fixed is a difference too: the other way round, the same rule.
+	back := Diff(new, old, DiffOptions{Verdicts: true})
+	if !slices.ContainsFunc(back, func(c Change) bool {
+		return c.Regression && strings.Contains(c.What, "kcp-one-deleting is pass, was fail")
+	}) {
+		t.Errorf("a rule that passes on the second side only is no regression: %+v", back)
+	}
+	if c := Diff(old, old, DiffOptions{Verdicts: true}); len(c) != 0 {
+		t.Errorf("the same results differ: %+v", c)
 	}
 }
 

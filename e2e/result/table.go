@@ -89,13 +89,17 @@ type Change struct {
 	What       string
 }
 
-// DiffOptions say what counts as slower.
+// DiffOptions say what counts as a regression.
 type DiffOptions struct {
 	// Slower is the fraction an upgrade may take longer before it is a
 	// regression (0.25: 25 %); MinSlower the least absolute difference
 	// that counts (the noise of a short run).
 	Slower    float64
 	MinSlower time.Duration
+	// Verdicts compares two suites that must agree rule by rule, as the
+	// same scenarios at two time scales: any rule whose verdict differs,
+	// either way, is a regression, and times are not compared.
+	Verdicts bool
 }
 
 // Diff compares two suites' results run by run (by Key): rules that
@@ -129,6 +133,10 @@ func Diff(old, new []Result, o DiffOptions) []Change {
 		if o1.Error == "" && n1.Error != "" {
 			out = append(out, Change{Run: k, Regression: true, What: "stopped early: " + n1.Error})
 		}
+		if o.Verdicts {
+			out = append(out, verdictChanges(k, o1, n1)...)
+			continue
+		}
 		oldStatus := map[string]check.Status{}
 		for _, c := range o1.Checks {
 			oldStatus[c.Rule] = c.Status
@@ -155,6 +163,46 @@ func Diff(old, new []Result, o DiffOptions) []Change {
 			out = append(out, Change{Run: k, Regression: true, What: fmt.Sprintf("upgrade took %s, was %s (+%.0f%%)",
 				n1.Upgrade.Round(100*time.Millisecond), o1.Upgrade.Round(100*time.Millisecond), 100*float64(d)/float64(o1.Upgrade))})
 		}
+	}
+	return out
+}
+
+// verdictChanges are the rules of a run whose verdict differs between
+// old and new, each a regression: the message of the failing side says
+// what it saw.
+func verdictChanges(run string, old, new Result) []Change {
+	status := func(r Result) map[string]check.Result {
+		m := map[string]check.Result{}
+		for _, c := range r.Checks {
+			m[c.Rule] = c
+		}
+		return m
+	}
+	before, after := status(old), status(new)
+	var rules []string
+	for rule := range before {
+		rules = append(rules, rule)
+	}
+	for rule := range after {
+		if _, ok := before[rule]; !ok {
+			rules = append(rules, rule)
+		}
+	}
+	slices.Sort(rules)
+	var out []Change
+	for _, rule := range rules {
+		b, a := before[rule], after[rule]
+		if b.Status == a.Status {
+			continue
+		}
+		what := fmt.Sprintf("%s is %s, was %s", rule, cmp.Or(string(a.Status), "not judged"), cmp.Or(string(b.Status), "not judged"))
+		for _, c := range []check.Result{a, b} {
+			if len(c.Violations) > 0 {
+				what += ": " + c.Violations[0].Message
+				break
+			}
+		}
+		out = append(out, Change{Run: run, Regression: true, What: what})
 	}
 	return out
 }

@@ -183,6 +183,7 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		if o.Name != "" {
 			r.prefix = "[" + o.Name + "]"
 		}
+		r.fitBudget()
 		r.slowToIronic()
 	}
 	res.TimeScale = float64(r.opts.Scale)
@@ -550,11 +551,8 @@ func (r *run) metal3Versions() *result.Metal3 {
 
 // slowToIronic fits the run to Ironic when Metal3's inventory keeps the
 // hosts: the lab's time scale rises to Ironic's floor for the lab (see
-// ironic.MinScaleFor), and the scenario's timeout, if shorter, to the
-// provider's provisioning and upgrade intervals together. Ironic acts in
-// wall time (its polls, and ipmitool commands five seconds apart per
-// BMC), so a provider on it declares its pace in its intervals, and the
-// scenario's own bound must not cut them short.
+// ironic.MinScaleFor). Ironic acts in wall time (its polls, and ipmitool
+// commands five seconds apart per BMC), so the lab must not outrun it.
 func (r *run) slowToIronic() {
 	if !r.provider.Metal3Inventory() {
 		return
@@ -563,23 +561,31 @@ func (r *run) slowToIronic() {
 		r.say("time scale %g raised to %g: the lab runs no faster under Ironic, which acts in wall time", float64(r.opts.Scale), float64(floor))
 		r.opts.Scale = floor
 	}
-	if limit, raised := r.scenario.Timeout.Duration+r.opts.ExtraTime, Limit(r.scenario, r.provider, r.opts.ExtraTime); raised > limit {
-		r.say("timeout %s raised to %s, the provider's provisioning and upgrade intervals: Ironic acts in wall time", limit, raised)
+}
+
+// fitBudget raises the run's wall-time budget to Limit at the scale the
+// run was asked for (before slowToIronic, whose pace the provider's
+// intervals declare).
+func (r *run) fitBudget() {
+	if limit, raised := r.scenario.Timeout.Duration+r.opts.ExtraTime, Limit(r.scenario, r.provider, r.opts.ExtraTime, r.opts.Scale); raised > limit {
+		r.say("timeout %s raised to %s, for the time scale %g and the provider's intervals (Ironic acts in wall time)", limit, raised, float64(r.opts.Scale))
 		r.opts.ExtraTime += raised - limit
 	}
 }
 
-// Limit is how long a run of s against prov may work once its builds are
-// done: the scenario's timeout plus extra (a fleet's wait), and on
-// Metal3's inventory at least the provider's provisioning and upgrade
-// intervals together (see slowToIronic). A test framework's own timeout
-// for the run must allow it.
-func Limit(s *scenario.Scenario, prov *provider.Config, extra time.Duration) time.Duration {
-	limit := s.Timeout.Duration + extra
+// Limit is how long a run of s against prov asked for scale may work
+// once its builds are done: the scenario's timeout, a budget sized for
+// the suite's time scale (timescale.Suite) and grown in proportion at a
+// slower one, plus extra (a fleet's wait); on Metal3's inventory at
+// least the provider's provisioning and upgrade intervals together, the
+// pace it declares on Ironic's wall time (its scale floor is not counted
+// twice). A test framework's own timeout for the run must allow it.
+func Limit(s *scenario.Scenario, prov *provider.Config, extra time.Duration, scale timescale.Scale) time.Duration {
+	limit := time.Duration(float64(s.Timeout.Duration) * max(1, float64(scale/timescale.Suite)))
 	if prov != nil && prov.Metal3Inventory() {
 		limit = max(limit, prov.Intervals.Provision.Duration+prov.Intervals.Upgrade.Duration)
 	}
-	return limit
+	return limit + extra
 }
 
 // envOptions are the run's own environment's (not Shared).

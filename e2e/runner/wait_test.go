@@ -60,13 +60,39 @@ func TestARunOnIronicGetsIronicsScaleAndTheProvidersIntervals(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := &run{provider: cfg, scenario: s, lab: def, opts: Options{Scale: 0.01}}
+		r.fitBudget()
 		r.slowToIronic()
 		if r.opts.Scale != c.scale || r.opts.ExtraTime != c.extra {
 			t.Errorf("%s on %s: scale %g, extra time %s; want %g and %s (intervals %s + %s, timeout %s)", c.scenario, c.provider,
 				float64(r.opts.Scale), r.opts.ExtraTime, float64(c.scale), c.extra, cfg.Intervals.Provision.Duration, cfg.Intervals.Upgrade.Duration, s.Timeout.Duration)
 		}
-		if got, want := Limit(s, cfg, 0), s.Timeout.Duration+c.extra; got != want {
+		if got, want := Limit(s, cfg, 0, 0.01), s.Timeout.Duration+c.extra; got != want {
 			t.Errorf("%s on %s: Limit %s; want %s, the limit the run itself keeps (a test framework's timeout follows it)", c.scenario, c.provider, got, want)
+		}
+	}
+}
+
+// A scenario's timeout is its budget at the suite's time scale: a run
+// asked for ten times it gets ten times the budget, a faster one no less.
+func TestASlowerScaleGetsAProportionalBudget(t *testing.T) {
+	root, err := reference.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := plan.Load(filepath.Join(root, "scenarios", "three-node-scale-in.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := provider.Load(filepath.Join(root, "fixtures", "providers", "baremetal.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		scale timescale.Scale
+		want  time.Duration
+	}{{0.1, 10 * s.Timeout.Duration}, {timescale.Suite, s.Timeout.Duration}, {0.001, s.Timeout.Duration}} {
+		if got := Limit(s, cfg, time.Minute, c.scale); got != c.want+time.Minute {
+			t.Errorf("at scale %g: limit %s; want %s and the extra minute", float64(c.scale), got, c.want)
 		}
 	}
 }

@@ -10,6 +10,10 @@ import (
 // modelled minute in 0.6 s, 0 does not wait at all.
 type Scale float64
 
+// Suite is the scale a suite runs at unless told otherwise (make e2e,
+// upgradelab run): a modelled minute in 0.6 s.
+const Suite = Scale(0.01)
+
 // Parse reads a scale from a flag or a file field.
 func Parse(s string) (Scale, error) {
 	var f float64
