@@ -61,6 +61,10 @@ type AppTiming struct {
 	NodeLost time.Duration
 }
 
+// disruptionDeletionTimeout is how long the disruption controller counts
+// an evicted pod not yet gone as disrupted (its DeletionTimeout).
+const disruptionDeletionTimeout = 2 * time.Minute
+
 // DefaultAppTiming is what a small real application does.
 var DefaultAppTiming = AppTiming{PodStart: 8 * time.Second, PodStop: 5 * time.Second, NodeLost: 300 * time.Second}
 
@@ -719,7 +723,7 @@ func (c *Clusters) disruption(ctx context.Context, cl inmemoryclient.Writer, w *
 				expected += ds.Status.DesiredNumberScheduled
 			}
 		}
-		status := budgetStatus(pdb, expected, healthy, now)
+		status := budgetStatus(pdb, expected, healthy, now, c.scale.Real(disruptionDeletionTimeout))
 		status.Conditions = []metav1.Condition{{Type: policyv1.DisruptionAllowedCondition, Status: metav1.ConditionFalse,
 			Reason: policyv1.InsufficientPodsReason, ObservedGeneration: pdb.Generation, LastTransitionTime: metav1.NewTime(now)}}
 		if status.DisruptionsAllowed > 0 {

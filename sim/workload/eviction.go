@@ -137,7 +137,11 @@ func podReady(pod *corev1.Pod) bool {
 // want (their replicas), healthy the Ready ones not being disrupted.
 // minAvailable as a percentage and maxUnavailable are read against
 // expected, rounding up as the disruption controller does.
-func budgetStatus(pdb *policyv1.PodDisruptionBudget, expected, healthy int32, now time.Time) policyv1.PodDisruptionBudgetStatus {
+//
+// An evicted pod not yet gone counts as disrupted for deletionTimeout
+// after its eviction (the controller's DeletionTimeout: two minutes of
+// the world's time, so the run's scale of it).
+func budgetStatus(pdb *policyv1.PodDisruptionBudget, expected, healthy int32, now time.Time, deletionTimeout time.Duration) policyv1.PodDisruptionBudgetStatus {
 	desired := expected
 	switch {
 	case pdb.Spec.MinAvailable != nil:
@@ -151,10 +155,8 @@ func budgetStatus(pdb *policyv1.PodDisruptionBudget, expected, healthy int32, no
 		ObservedGeneration: pdb.Generation, ExpectedPods: expected, CurrentHealthy: healthy, DesiredHealthy: desired,
 		DisruptionsAllowed: max(0, healthy-desired),
 	}
-	// Pods evicted less than two minutes ago (the controller's
-	// DeletionTimeout) and not yet gone still count as disrupted.
 	for name, at := range pdb.Status.DisruptedPods {
-		if now.Sub(at.Time) < 2*time.Minute {
+		if now.Sub(at.Time) < deletionTimeout {
 			if st.DisruptedPods == nil {
 				st.DisruptedPods = map[string]metav1.Time{}
 			}
