@@ -10,8 +10,8 @@
 #
 # The source is, in this order:
 #   BMO_SOURCE, CAPM3_SOURCE or IPAM_SOURCE: a checkout (or an unpacked
-#     release) of that component, built as it is, on every call (Go's
-#     build cache makes an unchanged one a link);
+#     release) of that component, built as it is, and again whenever
+#     its files, the Go toolchain or this script change;
 #   METAL3_SOURCES: the folder of upstream release archives (default
 #     ../shared/third_party beside this checkout), NAME-VERSION.tar.gz
 #     holding folder NAME-VERSION, built once per version.
@@ -65,9 +65,11 @@ build() { # source folder, output folder
   mv "$2/manager.tmp" "$2/manager"
 }
 
-stamp() { # what a build of the folder is made from: Go files, module files, manifests
-  (cd "$1" && find . -name .git -prune -o -type f \( -name '*.go' -o -name go.mod -o -name go.sum -o -path './config/*' \) -print0 |
-    sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+stamp() { # what a build of the folder is made from: every file but .git's, the toolchain, this script
+  { (cd "$1" && find . -name .git -prune -o -type f -print0 | sort -z | xargs -0 sha256sum)
+    go version
+    sha256sum <"${BASH_SOURCE[0]}"
+  } | sha256sum | cut -d' ' -f1
 }
 
 mkdir -p "$CACHE/bin" "$CACHE/src"

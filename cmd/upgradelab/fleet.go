@@ -37,7 +37,7 @@ verdicts. Exits non-zero when a cluster broke a rule or stopped.`,
 	}
 	cmd.Flags().StringVar(&o.file, "fleet", "fixtures/fleets/small.yaml", "the fleet file")
 	cmd.Flags().StringVar(&o.artifacts, "artifacts", "", "folder for every artifact (default ./_artifacts/fleet-TIME)")
-	cmd.Flags().Float64Var(&o.scale, "time-scale", 0.01, "real time per modelled time in the lab")
+	cmd.Flags().Float64Var(&o.scale, "time-scale", float64(timescale.Suite), "real time per modelled time in the lab")
 	cmd.Flags().IntVar(&o.batch, "batch", -1, "override the fleet file's wave.batch (0: all at once)")
 	cmd.Flags().IntVar(&o.concurrent, "provision-concurrent", -1, "override the fleet file's provision.concurrent: how many clusters provision at once (0: all)")
 	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", true, "run CAPI's managers as CAPI ships them: their per-object reconcile rate limit and with it their stale-cache guard (false: as make e2e runs them, faster)")
@@ -73,7 +73,7 @@ runs nothing and draws the curve of the reports it names.`,
 	cmd.Flags().StringVar(&o.file, "fleet", "fixtures/fleets/hundred.yaml", "the fleet file (its hosts: is the size its counts are for)")
 	cmd.Flags().IntSliceVar(&sizes, "hosts", []int{10, 100, 300, 1000}, "the lab sizes")
 	cmd.Flags().StringVar(&o.artifacts, "artifacts", "", "folder for every artifact (default ./_artifacts/curve-TIME)")
-	cmd.Flags().Float64Var(&o.scale, "time-scale", 0.01, "real time per modelled time in the lab")
+	cmd.Flags().Float64Var(&o.scale, "time-scale", float64(timescale.Suite), "real time per modelled time in the lab")
 	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", true, "run CAPI's managers as CAPI ships them (see upgradelab fleet)")
 	cmd.Flags().StringArrayVar(&o.managerFlags, "manager-flag", nil, "NAME=FLAG: one more flag for a manager (see upgradelab fleet)")
 	cmd.Flags().DurationVar(&o.settle, "settle", fleet.DefaultSettle, "the settle bound (see upgradelab fleet)")

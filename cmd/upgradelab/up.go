@@ -46,7 +46,7 @@ scripts.`,
 	cmd.Flags().StringVar(&o.lab, "lab", "", "lab file to use instead of the scenario's (it must fit the scenario)")
 	cmd.Flags().StringVar(&o.form, "form", string(scenario.Plain), "cluster form: plain or clusterclass")
 	cmd.Flags().StringVar(&o.artifacts, "artifacts", "", "folder for everything (default ./_artifacts/up-TIME)")
-	cmd.Flags().Float64Var(&o.scale, "time-scale", 0.01, "real time per modelled time in the lab")
+	cmd.Flags().Float64Var(&o.scale, "time-scale", float64(timescale.Suite), "real time per modelled time in the lab")
 	return cmd
 }
 

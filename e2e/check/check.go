@@ -37,7 +37,9 @@ type Params struct {
 	// members carry no image (CAPI's in-memory provider): end-etcd is
 	// then n/a.
 	ToCoreDNS, ToEtcd string
-	Expect            scenario.Expect
+	// Expect is the scenario's, its durations in wall time at the run's
+	// scale (scenario.Scenario.AtScale), as params.json keeps them.
+	Expect scenario.Expect
 	// HostsVisible: the provider keeps hosts as BareMetalHosts (the
 	// host rules mean nothing for a provider without them).
 	HostsVisible bool

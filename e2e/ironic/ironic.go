@@ -32,7 +32,8 @@ type Options struct {
 	// Dir holds ironic.conf, inspector.conf, the databases, the logs and
 	// the HTTP boot root (http/).
 	Dir string
-	// Ready bounds the wait for the APIs to answer (default 60 s).
+	// Ready bounds the wait for the APIs to answer (default 2 min: they
+	// start beside the plane, on the same cores).
 	Ready time.Duration
 	// TrustedCA is a CA file Ironic trusts for every BMC, as a site's
 	// trust store would hold its BMCs' CA (baremetal-operator names no CA
@@ -164,7 +165,7 @@ func (ir *Ironic) launch(ctx context.Context, o Options, c configs) error {
 	}
 	ready := o.Ready
 	if ready == 0 {
-		ready = time.Minute
+		ready = 2 * time.Minute
 	}
 	wctx, cancel := context.WithTimeout(ctx, ready)
 	defer cancel()
@@ -187,9 +188,9 @@ func (ir *Ironic) launch(ctx context.Context, o Options, c configs) error {
 	return nil
 }
 
-// Stop writes every node's details to nodes.json in Dir (what Ironic
-// knew last, for the run's artifacts) and ends Ironic, inspector and the
-// HTTP servers.
+// Stop cuts short a start-up still under way (Launch), writes every
+// node's details to nodes.json in Dir (what Ironic knew last, for the
+// run's artifacts) and ends Ironic, inspector and the HTTP servers.
 func (ir *Ironic) Stop() {
 	if ir.started != nil {
 		ir.cancelStart()

@@ -4,8 +4,8 @@
 // scripts/build-metal3.sh. The Go module proxy does not serve these main
 // modules, so the source is a release archive in METAL3_SOURCES (built
 // once per version, cached) or a checkout named by the component's own
-// variable (built on every call, so a provider team's change is what
-// runs).
+// variable (built again whenever its files change, so a provider team's
+// change is what runs).
 package metal3src
 
 import (
@@ -38,8 +38,8 @@ var (
 	IPAM = Component{Name: "ipam", Repo: "ip-address-manager", Version: "v1.13.2", SourceVar: "IPAM_SOURCE"}
 )
 
-// Build builds c (a release once per version; a checkout every time) and
-// returns the folder holding its manager and manifests.
+// Build builds c (a release once per version; a checkout when its files
+// changed) and returns the folder holding its manager and manifests.
 func Build(ctx context.Context, repoRoot string, c Component) (string, error) {
 	return script(ctx, repoRoot, c)
 }
@@ -51,8 +51,12 @@ func Built(ctx context.Context, repoRoot string, c Component) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := os.Stat(filepath.Join(dir, "manager")); err != nil {
-		return "", fmt.Errorf("%s is not built yet (%s): build it before the run", c.Source(), dir)
+	// What the build's own cache check wants: the manager, the manifests
+	// kept beside it, and where it came from.
+	for _, f := range []string{"manager", "config/webhook/manifests.yaml", "source"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			return "", fmt.Errorf("%s is not built yet (%s: no %s): build it before the run", c.Source(), dir, f)
+		}
 	}
 	return dir, nil
 }

@@ -71,7 +71,9 @@ type Hosts struct {
 	BMCProtocols []string `yaml:"bmcProtocols"`
 }
 
-// Intervals bound the waits of a run (each within the scenario's timeout).
+// Intervals bound the waits of a run (each within the scenario's
+// timeout), in wall time at the suite's time scale: a run at a slower
+// scale grows them in proportion.
 type Intervals struct {
 	// Provision: the cluster at the from-version, every Machine up to date.
 	Provision scenario.Duration `yaml:"provision"`

@@ -85,6 +85,23 @@ func TestVerdictDiffNamesEveryRuleJudgedOtherwise(t *testing.T) {
 	if c := Diff(old, old, DiffOptions{Verdicts: true}); len(c) != 0 {
 		t.Errorf("the same results differ: %+v", c)
 	}
+	// A run on one side only, or stopped on one side only, is a
+	// difference whichever side it is on.
+	if !slices.ContainsFunc(changes, func(c Change) bool { return c.Regression && strings.Contains(c.What, "new run") }) {
+		t.Errorf("a run on the second side only is no regression: %+v", changes)
+	}
+	if !slices.ContainsFunc(back, func(c Change) bool { return c.Regression && c.What == "no longer run" }) {
+		t.Errorf("a run on the first side only is no regression: %+v", back)
+	}
+	stopped := slices.Clone(old)
+	stopped[0].Error = "the plane did not start"
+	for _, pair := range [][2][]Result{{stopped, old}, {old, stopped}} {
+		if !slices.ContainsFunc(Diff(pair[0], pair[1], DiffOptions{Verdicts: true}), func(c Change) bool {
+			return c.Regression && strings.Contains(c.What, "the plane did not start")
+		}) {
+			t.Errorf("a run stopped on one side only is no regression")
+		}
+	}
 }
 
 func TestTableShowsEachRunAndWhatItBroke(t *testing.T) {

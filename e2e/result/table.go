@@ -127,8 +127,12 @@ func Diff(old, new []Result, o DiffOptions) []Change {
 			out = append(out, Change{Run: k, Regression: true, What: "no longer run"})
 			continue
 		case !inOld:
-			out = append(out, Change{Run: k, What: "new run: " + n1.Verdict()})
+			// Suites that must agree run the same runs.
+			out = append(out, Change{Run: k, Regression: o.Verdicts, What: "new run: " + n1.Verdict()})
 			continue
+		}
+		if o.Verdicts && o1.Error != "" && n1.Error == "" {
+			out = append(out, Change{Run: k, Regression: true, What: "stopped early on the first side only: " + o1.Error})
 		}
 		if o1.Error == "" && n1.Error != "" {
 			out = append(out, Change{Run: k, Regression: true, What: "stopped early: " + n1.Error})

@@ -197,7 +197,7 @@ func (e *Env) InNamespace(ctx context.Context, strategy scenario.Strategy) (*Env
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Site: e.Site, Plane: e.Plane, Client: e.Client, Namespace: ns, Callback: e.Callback,
+	return &Env{Site: e.Site, Plane: e.Plane, Client: e.Client, Namespace: ns, Callback: e.Callback, Ironic: e.Ironic,
 		nsLabels: labels, labelsOf: e.labelsOf, cfg: e.cfg, watched: e.watched}, nil
 }
 
@@ -355,8 +355,8 @@ func (e *Env) ironicReady() error {
 	return bmo.CheckIronic(e.Ironic.Version, e.Ironic.APIVersion)
 }
 
-// metal3Provider describes CAPM3, built by Build (not again: a checkout
-// would be linked again in the run's clock), to the plane.
+// metal3Provider describes CAPM3, built by Build before the run's clock,
+// to the plane.
 func metal3Provider(ctx context.Context, o EnvOptions, m provider.Manager) (mgmt.Provider, error) {
 	dir, err := metal3src.Built(ctx, o.RepoRoot, metal3src.CAPM3)
 	if err != nil {

@@ -168,6 +168,11 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 	if r.provider == nil {
 		r.provider, err = provider.Load(filepath.Join(o.RepoRoot, DefaultProvider))
 	}
+	if o.Scale <= 0 && err == nil {
+		// Every lab-time duration would be zero: no stall watched, no
+		// API outage allowed.
+		err = fmt.Errorf("time scale %g: a run needs one above 0 (0.01 runs a lab minute in 0.6 s)", float64(o.Scale))
+	}
 	if r.provider != nil {
 		res.Provider = r.provider.Name
 		if r.provider.Lab {
@@ -565,13 +570,25 @@ func (r *run) slowToIronic() {
 
 // fitBudget raises the run's wall-time budget to Limit at the scale the
 // run was asked for (before slowToIronic, whose pace the provider's
-// intervals declare).
+// intervals declare), and the provider's intervals, sized for the
+// suite's scale too, in the same proportion: on a copy, as a fleet's
+// runs share one config.
 func (r *run) fitBudget() {
 	if limit, raised := r.scenario.Timeout.Duration+r.opts.ExtraTime, Limit(r.scenario, r.provider, r.opts.ExtraTime, r.opts.Scale); raised > limit {
 		r.say("timeout %s raised to %s, for the time scale %g and the provider's intervals (Ironic acts in wall time)", limit, raised, float64(r.opts.Scale))
 		r.opts.ExtraTime += raised - limit
 	}
+	if f := slower(r.opts.Scale); f > 1 {
+		p := *r.provider
+		p.Intervals.Provision.Duration = time.Duration(float64(p.Intervals.Provision.Duration) * f)
+		p.Intervals.Upgrade.Duration = time.Duration(float64(p.Intervals.Upgrade.Duration) * f)
+		r.provider = &p
+	}
 }
+
+// slower is how many times slower than the suite's a scale runs the
+// lab, at least 1.
+func slower(scale timescale.Scale) float64 { return max(1, float64(scale/timescale.Suite)) }
 
 // Limit is how long a run of s against prov asked for scale may work
 // once its builds are done: the scenario's timeout, a budget sized for
@@ -581,7 +598,7 @@ func (r *run) fitBudget() {
 // pace it declares on Ironic's wall time (its scale floor is not counted
 // twice). A test framework's own timeout for the run must allow it.
 func Limit(s *scenario.Scenario, prov *provider.Config, extra time.Duration, scale timescale.Scale) time.Duration {
-	limit := time.Duration(float64(s.Timeout.Duration) * max(1, float64(scale/timescale.Suite)))
+	limit := time.Duration(float64(s.Timeout.Duration) * slower(scale))
 	if prov != nil && prov.Metal3Inventory() {
 		limit = max(limit, prov.Intervals.Provision.Duration+prov.Intervals.Upgrade.Duration)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/plan"
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
+	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/internal/timescale"
 )
 
@@ -94,5 +95,33 @@ func TestASlowerScaleGetsAProportionalBudget(t *testing.T) {
 		if got := Limit(s, cfg, time.Minute, c.scale); got != c.want+time.Minute {
 			t.Errorf("at scale %g: limit %s; want %s and the extra minute", float64(c.scale), got, c.want)
 		}
+	}
+	// The provider's intervals grow as the timeout does, on the run's
+	// own copy of the config.
+	provision := cfg.Intervals.Provision.Duration
+	r := &run{provider: cfg, scenario: s, opts: Options{Scale: 0.1}}
+	r.fitBudget()
+	if got := r.provider.Intervals.Provision.Duration; got != 10*provision {
+		t.Errorf("at scale 0.1: provisioning interval %s; want %s, ten times the config's", got, 10*provision)
+	}
+	if cfg.Intervals.Provision.Duration != provision {
+		t.Errorf("fitBudget changed the shared config's interval to %s", cfg.Intervals.Provision.Duration)
+	}
+}
+
+// At scale 0 every lab-time duration would be zero (no stall watched,
+// no API outage allowed): a run refuses it before it starts anything.
+func TestARunNeedsAScaleAboveZero(t *testing.T) {
+	root, err := reference.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, def, err := plan.Load(filepath.Join(root, "scenarios", "single-node-in-place.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: t.TempDir()})
+	if !strings.Contains(res.Error, "time scale 0: a run needs one above 0") {
+		t.Fatalf("a run at scale 0 stopped with %q; want it refused for its scale", res.Error)
 	}
 }

@@ -79,7 +79,8 @@ type Scenario struct {
 	// hold (the upgrade recovers).
 	Faults []Fault `yaml:"faults"`
 	// Timeout bounds the whole run (provisioning and upgrade) in wall
-	// time, the harness's budget: default 10m.
+	// time, the harness's budget at the suite's time scale (default 10m);
+	// a run at a slower scale grows it in proportion (runner.Limit).
 	Timeout Duration `yaml:"timeout"`
 
 	path string
@@ -461,7 +462,7 @@ func (s *Scenario) validateCluster(p *specfile.Problems) {
 		p.Add("cluster.controlPlane.maxSurge", "%d: strategy %s scales in (maxSurge 0)", cp.MaxSurge, s.Strategy)
 	}
 	if hc := s.Cluster.HealthCheck; hc != nil && hc.UnhealthyAfter.Duration < time.Second {
-		p.Add("cluster.healthCheck.unhealthyAfter", "%s: at least 1s (a MachineHealthCheck's timeout is whole seconds)", hc.UnhealthyAfter.Duration)
+		p.Add("cluster.healthCheck.unhealthyAfter", "%s: at least 1s of lab time (a Node reports its status every few seconds)", hc.UnhealthyAfter.Duration)
 	}
 	if w.Replicas < 0 || w.MaxSurge < 0 || w.MaxUnavailable < 0 {
 		p.Add("cluster.workers", "replicas, maxSurge and maxUnavailable must not be negative")
@@ -516,7 +517,7 @@ func (s *Scenario) validateExpect(p *specfile.Problems) {
 			p.Add("expect.outcome", "stalled needs a fault that stalls the upgrade, or the rules the stall breaks (expect.brokenRules)")
 		}
 		if s.Expect.StallFor.Duration <= 0 {
-			p.Add("expect.stallFor", "stalled needs how long to watch the stalled upgrade (e.g. 20s)")
+			p.Add("expect.stallFor", "stalled needs how long to watch the stalled upgrade, in lab time (e.g. 25m)")
 		}
 	default:
 		p.Add("expect.outcome", "%q is not upgraded, rolled-back, reverted or stalled", s.Expect.Outcome)
