@@ -164,15 +164,7 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 	r := &run{provider: o.Provider, scenario: s, lab: def, form: form, opts: o}
 	res := result.Result{Scenario: s.Name, Form: form, Strategy: string(s.Strategy), Started: time.Now(), Timeline: filepath.Join(o.Dir, result.TimelineFile),
 		CAPIRateLimiting: o.RateLimitedReconciles, Management: managementName(o.Management)}
-	var err error
-	if r.provider == nil {
-		r.provider, err = provider.Load(filepath.Join(o.RepoRoot, DefaultProvider))
-	}
-	if o.Scale <= 0 && err == nil {
-		// Every lab-time duration would be zero: no stall watched, no
-		// API outage allowed.
-		err = fmt.Errorf("time scale %g: a run needs one above 0 (0.01 runs a lab minute in 0.6 s)", float64(o.Scale))
-	}
+	err := r.loadProvider()
 	if r.provider != nil {
 		res.Provider = r.provider.Name
 		if r.provider.Lab {
@@ -247,6 +239,20 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		_ = os.WriteFile(filepath.Join(o.Dir, "result.json"), b, 0o644)
 	}
 	return res
+}
+
+// loadProvider is the run's provider config (the default one when none
+// was given), and whether the run can start: at scale 0 every lab-time
+// duration would be zero (no stall watched, no API outage allowed).
+func (r *run) loadProvider() error {
+	var err error
+	if r.provider == nil {
+		r.provider, err = provider.Load(filepath.Join(r.opts.RepoRoot, DefaultProvider))
+	}
+	if err == nil && r.opts.Scale <= 0 {
+		err = fmt.Errorf("time scale %g: a run needs one above 0 (0.01 runs a lab minute in 0.6 s)", float64(r.opts.Scale))
+	}
+	return err
 }
 
 // Params are what the rules are told of a run of s on def against prov,
