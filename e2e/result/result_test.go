@@ -19,14 +19,7 @@ import (
 // single-node upgrade took twice as long, cold-spare-rolling did not run,
 // reset-reprovisioning is new.
 func TestDiffNamesWhatChangedBetweenTwoNights(t *testing.T) {
-	old, err := Read("testdata/old-results.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	new, err := Read("testdata/new-results.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	old, new := twoNights(t)
 	changes := Diff(old, new, DiffOptions{Slower: 0.25, MinSlower: 5 * time.Second})
 	var out bytes.Buffer
 	WriteDiff(&out, changes)
@@ -58,14 +51,7 @@ func TestDiffNamesWhatChangedBetweenTwoNights(t *testing.T) {
 // differ wherever a rule is judged otherwise, either way, and not by
 // their times.
 func TestVerdictDiffNamesEveryRuleJudgedOtherwise(t *testing.T) {
-	old, err := Read("testdata/old-results.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	new, err := Read("testdata/new-results.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	old, new := twoNights(t)
 	changes := Diff(old, new, DiffOptions{Verdicts: true})
 	var out bytes.Buffer
 	WriteDiff(&out, changes)
@@ -207,4 +193,18 @@ func TestProfilePrintsPeakMemory(t *testing.T) {
 	if got := p.String(); strings.Contains(got, "peak rss") {
 		t.Errorf("profile without memory read:\n%s", got)
 	}
+}
+
+// twoNights are testdata's results of two nights: a rule that started
+// failing, a slower upgrade, a run gone and a new one.
+func twoNights(t *testing.T) (old, new []Result) {
+	t.Helper()
+	var err error
+	if old, err = Read("testdata/old-results.json"); err != nil {
+		t.Fatal(err)
+	}
+	if new, err = Read("testdata/new-results.json"); err != nil {
+		t.Fatal(err)
+	}
+	return old, new
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -108,18 +109,8 @@ type DiffOptions struct {
 // (a failure) and their slowest.
 func Diff(old, new []Result, o DiffOptions) []Change {
 	oldBy, newBy := byKey(old), byKey(new)
-	var keys []string
-	for k := range oldBy {
-		keys = append(keys, k)
-	}
-	for k := range newBy {
-		if _, ok := oldBy[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
 	var out []Change
-	for _, k := range keys {
+	for _, k := range unionKeys(oldBy, newBy) {
 		o1, inOld := oldBy[k]
 		n1, inNew := newBy[k]
 		switch {
@@ -183,18 +174,8 @@ func verdictChanges(run string, old, new Result) []Change {
 		return m
 	}
 	before, after := status(old), status(new)
-	var rules []string
-	for rule := range before {
-		rules = append(rules, rule)
-	}
-	for rule := range after {
-		if _, ok := before[rule]; !ok {
-			rules = append(rules, rule)
-		}
-	}
-	slices.Sort(rules)
 	var out []Change
-	for _, rule := range rules {
+	for _, rule := range unionKeys(before, after) {
 		b, a := before[rule], after[rule]
 		if b.Status == a.Status {
 			continue
@@ -209,6 +190,18 @@ func verdictChanges(run string, old, new Result) []Change {
 		out = append(out, Change{Run: run, Regression: true, What: what})
 	}
 	return out
+}
+
+// unionKeys are the keys of a and b together, sorted.
+func unionKeys[V any](a, b map[string]V) []string {
+	keys := slices.Collect(maps.Keys(a))
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // byKey keeps, per key, the worst of repeated runs: a failed one over a

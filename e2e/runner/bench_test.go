@@ -12,7 +12,6 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/plan"
-	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
@@ -58,14 +57,8 @@ var metal3Processes = []string{"ironic", "ironic-inspector", "bmo", "capm3"}
 // Metal3 stack's processes together (MiB-metal3-peak-rss).
 func BenchmarkMetal3ScaleIn(b *testing.B) {
 	root, _, providerBinary, extension := benchSetup(b)
-	s, def, err := plan.Load(filepath.Join(root, "scenarios", "three-node-scale-in.yaml"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg, err := provider.Load(filepath.Join(root, "fixtures", "providers", "metal3.yaml"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, s, def := repoScenario(b, "three-node-scale-in")
+	cfg := repoProvider(b, root, "metal3")
 	for i := 0; i < b.N; i++ {
 		res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: labtest.Dir(b), Scale: timescale.Scale(0.01),
 			ProviderBinary: providerBinary, ExtensionBinary: extension, Provider: cfg})

@@ -10,7 +10,6 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/plan"
-	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
@@ -114,18 +113,8 @@ func (w testWriter) Write(p []byte) (int, error) {
 // scale-in scenario. CAPI's rules apply and pass; the rules about hosts
 // and their disks are reported as not applicable, never as passed.
 func TestInMemoryProviderRunsTheScaleInScenario(t *testing.T) {
-	root, err := reference.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, def, err := plan.Load(filepath.Join(root, "scenarios", "three-node-scale-in.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := provider.Load(filepath.Join(root, "fixtures", "providers", "inmemory.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, s, def := repoScenario(t, "three-node-scale-in")
+	cfg := repoProvider(t, root, "inmemory")
 	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: labtest.Dir(t), Scale: timescale.Scale(0.01),
 		Progress: testWriter{t}, Provider: cfg})
 	if res.Error != "" {
@@ -159,18 +148,8 @@ func TestInMemoryProviderRunsTheScaleInScenario(t *testing.T) {
 // rolls the Machines out instead of updating them, and same-machines
 // must say so, Machine by Machine, while CAPI's own end state holds.
 func TestCAPIsTestExtensionCannotUpdateTheseVersionsInPlace(t *testing.T) {
-	root, err := reference.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, def, err := plan.Load(filepath.Join(root, "scenarios", "three-node-in-place.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := provider.Load(filepath.Join(root, "fixtures", "providers", "inmemory-testextension.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, s, def := repoScenario(t, "three-node-in-place")
+	cfg := repoProvider(t, root, "inmemory-testextension")
 	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: labtest.Dir(t), Scale: timescale.Scale(0.01),
 		Progress: testWriter{t}, Provider: cfg})
 	if res.Error != "" {

@@ -2,14 +2,10 @@ package runner
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/upgradelab/upgradelab/e2e/plan"
-	"github.com/upgradelab/upgradelab/e2e/provider"
-	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/internal/timescale"
 )
@@ -38,10 +34,6 @@ func TestATimedOutWaitReportsTheLastWholeLook(t *testing.T) {
 // provider's provisioning and upgrade intervals; upgradelab's own
 // inventory keeps the scale and the scenario's timeout.
 func TestARunOnIronicGetsIronicsScaleAndTheProvidersIntervals(t *testing.T) {
-	root, err := reference.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []struct {
 		provider, scenario string
 		scale              timescale.Scale
@@ -52,14 +44,8 @@ func TestARunOnIronicGetsIronicsScaleAndTheProvidersIntervals(t *testing.T) {
 		{"metal3", "cold-spare-rolling", 0.05, 25 * time.Minute},
 		{"baremetal", "three-node-scale-in-ipmi", 0.01, 0},
 	} {
-		s, def, err := plan.Load(filepath.Join(root, "scenarios", c.scenario+".yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := provider.Load(filepath.Join(root, "fixtures", "providers", c.provider+".yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		root, s, def := repoScenario(t, c.scenario)
+		cfg := repoProvider(t, root, c.provider)
 		r := &run{provider: cfg, scenario: s, lab: def, opts: Options{Scale: 0.01}}
 		r.fitBudget()
 		r.slowToIronic()
@@ -76,18 +62,8 @@ func TestARunOnIronicGetsIronicsScaleAndTheProvidersIntervals(t *testing.T) {
 // A scenario's timeout is its budget at the suite's time scale: a run
 // asked for ten times it gets ten times the budget, a faster one no less.
 func TestASlowerScaleGetsAProportionalBudget(t *testing.T) {
-	root, err := reference.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _, err := plan.Load(filepath.Join(root, "scenarios", "three-node-scale-in.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := provider.Load(filepath.Join(root, "fixtures", "providers", "baremetal.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, s, _ := repoScenario(t, "three-node-scale-in")
+	cfg := repoProvider(t, root, "baremetal")
 	for _, c := range []struct {
 		scale timescale.Scale
 		want  time.Duration
@@ -112,14 +88,7 @@ func TestASlowerScaleGetsAProportionalBudget(t *testing.T) {
 // At scale 0 every lab-time duration would be zero (no stall watched,
 // no API outage allowed): a run refuses it before it starts anything.
 func TestARunNeedsAScaleAboveZero(t *testing.T) {
-	root, err := reference.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, def, err := plan.Load(filepath.Join(root, "scenarios", "single-node-in-place.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, s, def := repoScenario(t, "single-node-in-place")
 	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: t.TempDir()})
 	if !strings.Contains(res.Error, "time scale 0: a run needs one above 0") {
 		t.Fatalf("a run at scale 0 stopped with %q; want it refused for its scale", res.Error)
