@@ -22,12 +22,14 @@ import (
 type Timing struct {
 	KubeadmInit, KubeadmJoin time.Duration
 	// NodeGracePeriod is how long a silent kubelet stays Ready (the
-	// controller manager's node-monitor-grace-period).
+	// controller manager's --node-monitor-grace-period: 50 s since
+	// kubernetes/kubernetes#126287, five of the kubelet's 10 s status
+	// updates).
 	NodeGracePeriod time.Duration
 }
 
 // DefaultTiming follows kubeadm and the controller manager's defaults.
-var DefaultTiming = Timing{KubeadmInit: 25 * time.Second, KubeadmJoin: 20 * time.Second, NodeGracePeriod: 40 * time.Second}
+var DefaultTiming = Timing{KubeadmInit: 25 * time.Second, KubeadmJoin: 20 * time.Second, NodeGracePeriod: 50 * time.Second}
 
 // Machine is the hardware and disks the agent's OS runs on; *lab.Host is
 // one. A VM running the agent as its init would implement it over the
@@ -97,6 +99,9 @@ type Agent struct {
 	joinedWith []byte
 	// boot counts power cycles, so a late NotReady never hits a newer boot.
 	boot int
+	// down is set from a shutdown's start, a hang or a power-off until the
+	// next boot: the node's processes are stopped already.
+	down bool
 	// resetPending is set by a reset request: the next recovery boot wipes.
 	resetPending bool
 	// applied is what kubeadm last configured this control-plane host
@@ -143,14 +148,25 @@ func (a *Agent) Run(ctx context.Context, events <-chan lab.Event) {
 			case e.Kind == lab.EventBoot && e.Reason == "OSRunning":
 				a.mu.Lock()
 				a.boot++
+				a.down = false
 				boot := a.boot
 				a.mu.Unlock()
 				go a.booted(ctx, boot)
 			case e.Kind == lab.EventPower && e.Data["power"] == string(lab.PoweredOff),
-				e.Kind == lab.EventBoot && e.Reason == lab.EventOSHung:
-				// Off or frozen, the node's processes are gone alike.
+				e.Kind == lab.EventBoot && e.Reason == lab.EventOSHung,
+				e.Kind == lab.EventBoot && e.Reason == lab.EventOSShuttingDown:
+				// Shutting down, off or frozen, the node's processes are
+				// gone alike: a graceful shutdown stops the kubelet and
+				// the containers among its first units, so the grace
+				// period runs from its start, not from the power-off
+				// that ends it.
 				a.mu.Lock()
+				if a.down {
+					a.mu.Unlock()
+					continue
+				}
 				a.boot++
+				a.down = true
 				boot := a.boot
 				a.mu.Unlock()
 				// In the event loop, so it is done before the next

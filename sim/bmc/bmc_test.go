@@ -136,6 +136,11 @@ func TestResetTypesDriveThePower(t *testing.T) {
 		if err := sys.Reset(s.reset); err != nil {
 			t.Fatalf("Reset %s: %v", s.reset, err)
 		}
+		// A graceful request is answered before the OS has shut down.
+		deadline := time.Now().Add(10 * time.Second)
+		for f.host.Status().Power != s.want && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
 		if got := f.host.Status().Power; got != s.want {
 			t.Fatalf("after %s the host is %s, want %s", s.reset, got, s.want)
 		}
@@ -143,6 +148,35 @@ func TestResetTypesDriveThePower(t *testing.T) {
 		if string(again.PowerState) != string(s.want) {
 			t.Fatalf("after %s Redfish says %s, want %s", s.reset, again.PowerState, s.want)
 		}
+	}
+}
+
+// A graceful request is answered at once, as real BMCs do, while the OS
+// takes its time to shut down: a client's request timeout must not cut
+// a slow shutdown short, nor wait for it.
+func TestAGracefulRestartIsAnsweredWhileTheOSShutsDown(t *testing.T) {
+	f := newFixture(t, 0.01)
+	c, err := f.connect(t, "admin", "upgradelab-bmc", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := f.system(t, c)
+	labtest.Provision(t, f.lab, f.host, f.events, "ubuntu-24.04-k8s-v1.35.3", nil)
+	labtest.Expect(t, f.events, "node-0", "OSRunning", 30*time.Second)
+	f.host.SetShutdownTime(5 * time.Minute) // 3 s of wall time
+	asked := time.Now()
+	if err := sys.Reset(redfish.GracefulRestartResetType); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(asked); took > time.Second {
+		t.Fatalf("GracefulRestart was answered after %s, the shutdown's time", took)
+	}
+	if st := f.host.Status(); st.Power != lab.PoweredOn || st.Phase != lab.PhaseShuttingDown {
+		t.Fatalf("right after GracefulRestart the host is %s/%s, want On/ShuttingDown", st.Power, st.Phase)
+	}
+	labtest.Expect(t, f.events, "node-0", "OSRunning", 30*time.Second)
+	if took := time.Since(asked); took < 3*time.Second {
+		t.Fatalf("the host was running again %s after the request, before its 5-minute (3 s) shutdown ended", took)
 	}
 }
 

@@ -2,6 +2,7 @@ package bmc
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -200,12 +201,10 @@ func (b *BMC) reset(r *http.Request, resetType string) error {
 		err = h.PowerOff()
 	case "GracefulShutdown":
 		if on {
-			err = h.Shutdown(r.Context())
+			b.graceful(false)
 		}
 	case "GracefulRestart":
-		if err = h.Shutdown(r.Context()); err == nil {
-			err = h.PowerOn()
-		}
+		b.graceful(true)
 	case "ForceRestart":
 		err = h.Reset()
 	case "PowerCycle":
@@ -216,7 +215,7 @@ func (b *BMC) reset(r *http.Request, resetType string) error {
 		}
 	case "PushPowerButton":
 		if on {
-			err = h.Shutdown(r.Context())
+			b.graceful(false)
 		} else {
 			err = h.PowerOn()
 		}
@@ -233,6 +232,26 @@ func (b *BMC) reset(r *http.Request, resetType string) error {
 		b.applyStaged()
 	}
 	return err
+}
+
+// graceful signals the OS to shut down (ACPI), and with restart powers
+// the host on again once it is off. It answers at once, as real BMCs
+// do: the shutdown takes the OS's time (up to systemd's 90 s stop
+// timeout per unit), longer than a client waits for an answer. A hung
+// OS never acts on it; a failure is a host event.
+func (b *BMC) graceful(restart bool) {
+	h := b.host
+	go func() {
+		err := h.Shutdown(context.Background())
+		if err == nil && restart {
+			if err = h.PowerOn(); err == nil {
+				b.applyStaged()
+			}
+		}
+		if err != nil && !errors.Is(err, lab.ErrHung) {
+			h.Record(lab.EventBMC, "GracefulResetFailed", err.Error(), map[string]string{"protocol": "redfish"})
+		}
+	}()
 }
 
 // firmwareMode is the boot mode the firmware settings give (BootMode).

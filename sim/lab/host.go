@@ -33,6 +33,12 @@ const (
 	// does not reboot, a hung kernel): the power stays on, nothing on the
 	// host answers, and only a power cycle brings it back.
 	PhaseHung Phase = "Hung"
+	// PhaseShuttingDown is an OS in its graceful shutdown: its services
+	// stop, an OSTree host finalises its staged deployment last, then the
+	// power goes. The host's agent still answers (systemd's "stopping"
+	// state), so an updater can tell a slow clean shutdown from a reboot
+	// request that never reached the host.
+	PhaseShuttingDown Phase = "ShuttingDown"
 )
 
 // OverrideMode is Redfish's BootSourceOverrideEnabled.
@@ -183,6 +189,9 @@ type Host struct {
 	// machine runs the boot and the disk: the lab's model, or a real VM
 	// (machine.go).
 	machine machine
+	// shutdownTime, when set, is how long this host's graceful shutdowns
+	// take instead of the lab's timing (SetShutdownTime).
+	shutdownTime time.Duration
 }
 
 // Guest is the agent API URL of the OS inside a qemu-backend host's VM and
@@ -363,28 +372,64 @@ func (h *Host) waitPower(want PowerState) error {
 
 // Shutdown is a graceful shutdown: the OS stops within the modelled time,
 // an OSTree host finalises its staged deployment last (boot.go:
-// finalise), then the power goes off.
+// finalise), then the power goes off. A request while a shutdown is
+// under way returns at once: the OS is already going down, as it ignores
+// a second ACPI power-button event.
 func (h *Host) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
-	running, hung := h.phase == PhaseRunning, h.phase == PhaseHung
-	h.mu.Unlock()
-	if hung {
-		return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, ErrHung)
+	phase := h.phase
+	if phase == PhaseRunning {
+		h.phase = PhaseShuttingDown
+		h.saveLocked()
 	}
-	if running {
-		return h.machine.shutdown(ctx)
+	h.mu.Unlock()
+	switch phase {
+	case PhaseHung:
+		return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, ErrHung)
+	case PhaseShuttingDown:
+		return nil
+	case PhaseRunning:
+		h.emit(EventBoot, EventOSShuttingDown, "the OS is shutting down", nil)
+		err := h.machine.shutdown(ctx)
+		if err != nil {
+			h.mu.Lock()
+			if h.phase == PhaseShuttingDown { // the guest never took the request
+				h.phase = PhaseRunning
+				h.saveLocked()
+			}
+			h.mu.Unlock()
+		}
+		return err
 	}
 	return h.PowerOff()
 }
 
+// EventOSShuttingDown is the boot event a graceful shutdown starts with.
+const EventOSShuttingDown = "OSShuttingDown"
+
+// SetShutdownTime makes this host's graceful shutdowns take d of lab
+// time (a service that is slow to stop, up to systemd's 90 s stop
+// timeout per unit) instead of the lab's shutdownSeconds; 0 goes back to
+// those. Not persisted: it lasts as long as this lab process.
+func (h *Host) SetShutdownTime(d time.Duration) {
+	h.mu.Lock()
+	h.shutdownTime = d
+	h.mu.Unlock()
+}
+
 // modelShutdown is the modelled OS's shutdown: it takes the modelled time,
 // an OSTree host finalises its staged deployment last, then the power
-// goes off.
-func (h *Host) modelShutdown(ctx context.Context) error {
-	if err := h.lab.scale.Sleep(ctx, timescale.Seconds(h.lab.def.Spec.Timing.ShutdownSeconds)); err != nil {
-		return err
+// goes off. Once begun it goes on whether or not its requester still
+// waits (an OS does not stop shutting down); only a power cut ends it
+// (ErrPowerLost).
+func (h *Host) modelShutdown(context.Context) error {
+	h.mu.Lock()
+	cycle, took := h.cycle, h.shutdownTime
+	h.mu.Unlock()
+	if took == 0 {
+		took = timescale.Seconds(h.lab.def.Spec.Timing.ShutdownSeconds)
 	}
-	if !h.finalise(ctx) {
+	if h.lab.scale.Sleep(cycle, took) != nil || !h.finalise(cycle) {
 		return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, ErrPowerLost)
 	}
 	h.emit(EventBoot, "OSShutdown", "the OS shut down", nil)

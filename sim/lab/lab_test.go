@@ -503,3 +503,34 @@ func TestAnOverrideSetDuringPOSTIsUsedUpByThatBoot(t *testing.T) {
 		t.Fatalf("the restart booted the virtual media again (%v): the Once override was not used up", e.Data)
 	}
 }
+
+// A graceful shutdown is a phase of its own, with the host still on: its
+// agent answers that it is shutting down. A second request meanwhile
+// changes nothing, and a hard reset in the middle ends it for good: the
+// next boot is not powered off by the shutdown it cut.
+func TestAShutdownIsAPhaseAResetEnds(t *testing.T) {
+	slow := Timing{PostSeconds: 1, BootSeconds: 1, ShutdownSeconds: 1, DiskWriteMBps: 1e5, FinaliseSeconds: 1}
+	l := upLabOS(t, "single-node", vocab.HostOSAB, 0.05, t.TempDir(), func(d *Definition) { d.Spec.Timing = slow })
+	events, cancel := l.Subscribe()
+	defer cancel()
+	h, _ := l.Host("node-0")
+	provision(t, l, h, events, "ubuntu-24.04-k8s-v1.35.3")
+	expect(t, events, "node-0", "OSRunning")
+	h.SetShutdownTime(40 * time.Second) // 2 s of wall time
+	go h.Reboot(context.Background())
+	expect(t, events, "node-0", EventOSShuttingDown)
+	if st := h.Status(); st.Power != PoweredOn || st.Phase != PhaseShuttingDown {
+		t.Fatalf("during the shutdown the host is %s/%s, want On/ShuttingDown", st.Power, st.Phase)
+	}
+	if err := h.Shutdown(context.Background()); err != nil || h.Status().Phase != PhaseShuttingDown {
+		t.Fatalf("a second shutdown request: %v, phase %s", err, h.Status().Phase)
+	}
+	if err := h.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, events, "node-0", "OSRunning")
+	time.Sleep(3 * time.Second) // past the cut shutdown's end
+	if st := h.Status(); st.Power != PoweredOn || st.Phase != PhaseRunning {
+		t.Fatalf("after the reset cut the shutdown short the host is %s/%s, want On/Running", st.Power, st.Phase)
+	}
+}

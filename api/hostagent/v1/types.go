@@ -72,6 +72,11 @@ const (
 	PhaseNoBootDevice Phase = "NoBootDevice"
 	// PhaseFirmwareSetup: the host waits in its firmware's setup screen.
 	PhaseFirmwareSetup Phase = "FirmwareSetup"
+	// PhaseShuttingDown: the OS is in its graceful shutdown (systemd's
+	// "stopping"); the agent, stopped last, still answers. An updater
+	// waiting for a reboot tells a slow clean shutdown by it from a
+	// request that never reached the host.
+	PhaseShuttingDown Phase = "ShuttingDown"
 )
 
 // Status is what GET PathStatus answers.
