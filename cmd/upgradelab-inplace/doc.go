@@ -19,7 +19,10 @@
 // The update's knobs: --health-grace (30 s: how long a freshly booted
 // image may fail its health check), --drain-timeout (5 min; 0 waits
 // forever), --flash-timeout (15 min), --update-deadline (1 h from the
-// update's first step; 0: none), --retry (the RetryAfterSeconds of an
+// update's first step; 0: none), --reboot-retry (30 s: how long the old
+// OS may go on running after a reboot was asked before a hard reset),
+// --shutdown-timeout (10 min: how long an OS reporting its graceful
+// shutdown is left to finish), --retry (the RetryAfterSeconds of an
 // update in progress), --bmc-retries and --bmc-retry-delay (package
 // redfish's Retrying), --singlenode-concurrency (10, KCP's own default).
 package main

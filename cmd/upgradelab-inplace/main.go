@@ -42,6 +42,7 @@ type options struct {
 	syncPeriod, healthGrace, retry      time.Duration
 	flashTimeout, drainTimeout          time.Duration
 	deadline                            time.Duration
+	rebootRetry, shutdownTimeout        time.Duration
 	caFile, certDir                     string
 	singleNodeConcurrency, bmcRetries   int
 	bmcRetryDelay                       time.Duration
@@ -62,6 +63,8 @@ func main() {
 	fs.DurationVar(&o.flashTimeout, "flash-timeout", 15*time.Minute, "how long a staged NIC flash may take to show on the NIC before the update fails")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 5*time.Minute, "how long a node's drain may wait for PodDisruptionBudgets to allow its pods' eviction before the update fails (0: forever)")
 	fs.DurationVar(&o.deadline, "update-deadline", time.Hour, "how long a whole in-place update may take, from its first step, before it fails (0: no deadline)")
+	fs.DurationVar(&o.rebootRetry, "reboot-retry", inplace.DefaultRebootRetry, "how long the old OS may go on running, not shutting down, after a reboot was asked for before the host is reset hard")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", inplace.DefaultShutdownTimeout, "how long a host whose agent reports it shutting down is left to finish before it is reset hard")
 	fs.DurationVar(&o.retry, "retry", time.Second, "RetryAfterSeconds of an update in progress (at least 1s)")
 	fs.IntVar(&o.singleNodeConcurrency, "singlenode-concurrency", singlenode.DefaultConcurrency, "how many single-node KubeadmControlPlanes are reconciled at once")
 	fs.IntVar(&o.bmcRetries, "bmc-retries", redfish.DefaultRetries, "how often a Redfish read answered with 5xx is sent again (sushy's server_side_retries); actions are sent once")
@@ -131,6 +134,7 @@ func run(o options) error {
 			ReadManifest: manifestReader(httpClient), ReadFirmware: firmwareReader(httpClient),
 			Workloads:   workloads,
 			HealthGrace: o.healthGrace, FlashTimeout: o.flashTimeout, DrainTimeout: o.drainTimeout, Retry: o.retry, Deadline: o.deadline,
+			RebootRetry: o.rebootRetry, ShutdownTimeout: o.shutdownTimeout,
 			PowerThroughHost: o.powerThroughHost,
 		})
 	for _, h := range []server.ExtensionHandler{

@@ -69,6 +69,9 @@ type Params struct {
 	// during the upgrade, in wall time (the timeline's): the scenario's
 	// lab-time bound at the run's scale (scenario.Scenario.AtScale).
 	MaxAPIOutage time.Duration
+	// PowerCuts: the scenario cuts hosts' power on purpose (a powerLoss
+	// fault), so clean-shutdowns does not judge it.
+	PowerCuts bool `json:",omitempty"`
 	// Scale is the run's time scale, so that notes and messages give lab
 	// time beside the timeline's wall time (0: wall time only).
 	Scale timescale.Scale `json:",omitempty"`
@@ -81,7 +84,8 @@ type Params struct {
 // provider.
 func ParamsFor(s *scenario.Scenario) Params {
 	return Params{Strategy: s.Strategy, ControlPlaneReplicas: s.Cluster.ControlPlane.Replicas, Workers: s.Cluster.Workers.Replicas, FromVersion: s.From.Version, ToVersion: s.To.Version,
-		Expect: s.Expect, HostsVisible: true, HostData: true, WorkloadData: true, Apps: true, EtcdOnHosts: true, MaxAPIOutage: s.APIOutageBound()}
+		Expect: s.Expect, HostsVisible: true, HostData: true, WorkloadData: true, Apps: true, EtcdOnHosts: true, MaxAPIOutage: s.APIOutageBound(),
+		PowerCuts: s.CutsPower()}
 }
 
 // Rule is one expectation. During judges every moment of the replay,

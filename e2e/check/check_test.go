@@ -84,7 +84,11 @@ func provisionedSingleNode() *history {
 }
 
 // A single-node in-place upgrade as it should go.
-func goodInPlace() *history {
+func goodInPlace() *history { return inPlaceRun(false) }
+
+// inPlaceRun is the good in-place run whose host's graceful shutdown is
+// cut by a power-off when cut.
+func inPlaceRun(cut bool) *history {
 	h := provisionedSingleNode()
 	h.set(vocab.KindWorkloadAPI, "api", apiUp)
 	h.set(vocab.KindBudget, "web", budget("app=web", 0))
@@ -98,8 +102,13 @@ func goodInPlace() *history {
 	h.set(vocab.KindPod, "web-1", pod("c-cp-a", "app=web", false, true))
 	h.set(vocab.KindPod, "web-1", nil)
 	h.set(vocab.KindPod, "web-2", pod("", "app=web", false, false))
+	h.set(timeline.KindLab, "node-0", map[string]string{vocab.FieldLabKind: "boot", vocab.FieldReason: vocab.LabOSShuttingDown})
 	h.set(vocab.KindWorkloadEvent, "c-cp-a", map[string]string{vocab.FieldReason: vocab.EventNodeStopped, "pods": ""})
 	h.set(vocab.KindWorkloadAPI, "api", apiDown)
+	if !cut {
+		h.set(timeline.KindLab, "node-0", map[string]string{vocab.FieldLabKind: "boot", vocab.FieldReason: vocab.LabOSShutdown})
+	}
+	h.set(timeline.KindLab, "node-0", map[string]string{vocab.FieldLabKind: vocab.LabKindPower, vocab.FieldReason: "DomainStopped", vocab.FieldPower: vocab.LabPowerOff})
 	h.set(vocab.KindWorkloadAPI, "api", apiUp)
 	h.set(vocab.KindPod, "web-2", pod("c-cp-a", "app=web", true, false))
 	h.set(vocab.KindApp, "web", map[string]string{vocab.FieldReplicas: "1", vocab.FieldReadyCount: "1"})
@@ -186,6 +195,29 @@ func TestAGoodRunPassesEveryRuleThatApplies(t *testing.T) {
 func TestAGoodRunOnOSTreeHostsKeepsTheAdminsEtc(t *testing.T) {
 	if st := statuses(Run(goodInPlace().entries, withOSTree(inPlace))); st["etc-merged"] != Pass {
 		t.Errorf("etc-merged %s; want pass", st["etc-merged"])
+	}
+}
+
+// A power-off before a host's graceful shutdown finished breaks
+// clean-shutdowns, at that moment and naming the host; a scenario whose
+// fault cuts the power on purpose is not judged by it.
+func TestAPowerOffMidShutdownIsAnUncleanShutdown(t *testing.T) {
+	var got *Result
+	for _, r := range Run(inPlaceRun(true).entries, inPlace) {
+		if r.Rule == "clean-shutdowns" {
+			got = &r
+		}
+	}
+	if got == nil || got.Status != Fail || len(got.Violations) != 1 {
+		t.Fatalf("clean-shutdowns %+v; want one violation", got)
+	}
+	if v := got.Violations[0]; strings.Join(v.Objects, ",") != "BareMetalHost/node-0" || !strings.Contains(v.Message, "host node-0 was powered off 300ms into its graceful shutdown") {
+		t.Fatalf("violation %s", v)
+	}
+	p := inPlace
+	p.PowerCuts = true
+	if st := statuses(Run(inPlaceRun(true).entries, p)); st["clean-shutdowns"] != NotApplicable {
+		t.Fatalf("with a power-loss fault clean-shutdowns is %s; want n/a", st["clean-shutdowns"])
 	}
 }
 

@@ -93,6 +93,9 @@ var Rules = []Rule{
 	{Name: "etcd-member-removed-first", Group: GroupHost, Why: "a control-plane host is deprovisioned only after KCP removed its etcd member",
 		Applies: func(p Params) bool { return p.HostsVisible }, During: etcdMemberRemovedFirst,
 		Exercised: func(s *State, _ Params) bool { return s.Exercise.ControlPlaneDeprovisions > 0 }},
+	{Name: "clean-shutdowns", Group: GroupHost, Why: "no host's graceful shutdown is cut short by a power-off during the upgrade (an OSTree host would lose its staged deployment, an A/B host's services stop uncleanly, etcd among them); a fault that cuts the power is not judged",
+		Applies: func(p Params) bool { return p.HostsVisible && !p.PowerCuts }, During: cleanShutdowns,
+		Exercised: func(s *State, _ Params) bool { return s.Exercise.Shutdowns > 0 }},
 	{Name: "same-hosts", Group: GroupHost, Why: "the cluster ends on the hosts it started on (node reuse)",
 		Applies: func(p Params) bool { return p.Expect.SameHosts && p.HostsVisible && finished(p) }, End: sameHosts},
 	{Name: "spares-left", Group: GroupHost, Why: "the expected number of spare hosts is free at the end",
@@ -259,6 +262,16 @@ func noWipeUnderLiveMachine(s *State, _ Params) []Violation {
 			vocab.KindHost+"/"+e.Name, vocab.KindMachine+"/"+live[0])
 	}
 	return nil
+}
+
+// cleanShutdowns: a power-off of a host whose graceful shutdown was
+// still under way.
+func cleanShutdowns(s *State, p Params) []Violation {
+	if s.cutShutdown == 0 || !s.upgrading() || s.Entry.Kind != timeline.KindLab {
+		return nil
+	}
+	return violation(s, fmt.Sprintf("host %s was powered off %s into its graceful shutdown, before it finished", s.Entry.Name, p.labTime(s.cutShutdown)),
+		vocab.KindHost+"/"+s.Entry.Name)
 }
 
 // etcdQuorumRule judges etcd as the hosts hold it where the lab models

@@ -63,6 +63,10 @@ type State struct {
 	// pods a drain moves that it still ran as it stopped (its NodeStopped
 	// event names them).
 	stoppedWith map[string]map[string]bool
+	// shutdowns: when each host's graceful shutdown under way began;
+	// cutShutdown how long the one this entry's power-off cut had run.
+	shutdowns   map[string]time.Time
+	cutShutdown time.Duration
 	// Exercise counts what happened that rules judge (see Rule.Exercised).
 	Exercise Exercise
 }
@@ -82,6 +86,9 @@ type Exercise struct {
 	// UpdateFailures: Machines whose in-place update CAPI reported
 	// failed (Updating, InPlaceUpdateFailed) after the upgrade step.
 	UpdateFailures int
+	// Shutdowns: graceful shutdowns of hosts that began after the
+	// upgrade step.
+	Shutdowns int
 }
 
 // budgetTrack follows one budget across polls: its healthy pods and
@@ -106,7 +113,7 @@ func (s *State) upgrading() bool { return s.Before != nil && s.Steps[StepDone].I
 func newState() *State {
 	return &State{Objects: map[string]map[string]map[string]string{}, Steps: map[string]time.Time{},
 		LastConsumer: map[string]string{}, Reprovisioned: map[string]bool{}, drainGaveUp: map[string]bool{}, budgets: map[string]*budgetTrack{},
-		Changed: map[string]time.Time{}, podNodes: map[string]string{}, stoppedWith: map[string]map[string]bool{}}
+		Changed: map[string]time.Time{}, podNodes: map[string]string{}, stoppedWith: map[string]map[string]bool{}, shutdowns: map[string]time.Time{}}
 }
 
 // count records what the entry did that a rule judges (before the
@@ -149,10 +156,35 @@ func (s *State) apply(e timeline.Entry) {
 	if e.Kind == vocab.KindWorkloadEvent {
 		s.applyWorkloadEvent(e)
 	}
+	if e.Kind == timeline.KindLab {
+		s.applyLab(e)
+		return
+	}
 	if e.Kind == vocab.KindWorkloadAPI && s.upgrading() && e.New != nil {
 		s.applyWorkloadAPI(e)
 	}
 	s.applyObject(e)
+}
+
+// applyLab follows each host's graceful shutdowns: cutShutdown is set
+// when this entry is a power-off that came before the shutdown under
+// way on its host finished, to how long it had run.
+func (s *State) applyLab(e timeline.Entry) {
+	s.cutShutdown = 0
+	switch {
+	case e.New[vocab.FieldReason] == vocab.LabOSShuttingDown:
+		s.shutdowns[e.Name] = e.Time
+		if s.upgrading() {
+			s.Exercise.Shutdowns++
+		}
+	case e.New[vocab.FieldReason] == vocab.LabOSShutdown:
+		delete(s.shutdowns, e.Name)
+	case e.New[vocab.FieldLabKind] == vocab.LabKindPower && e.New[vocab.FieldPower] == vocab.LabPowerOff:
+		if began, ok := s.shutdowns[e.Name]; ok {
+			s.cutShutdown = max(e.Time.Sub(began), time.Nanosecond)
+			delete(s.shutdowns, e.Name)
+		}
+	}
 }
 
 // applyStep records a runner step: the upgrade's start takes the

@@ -257,6 +257,16 @@ func (s *Scenario) APIOutageBound() time.Duration {
 	return 0
 }
 
+// CutsPower says whether a fault cuts a host's power.
+func (s *Scenario) CutsPower() bool {
+	for _, f := range s.Faults {
+		if f.PowerLoss != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // EndRelease is the release the cluster is to end at: the to-release, or
 // (reverted) the from-release the user went back to.
 func (s *Scenario) EndRelease() Release {

@@ -144,6 +144,20 @@ const (
 	EventNodeStarted = "NodeStarted"
 )
 
+// Lab events the rules read (sim/lab emits them; the timeline keeps them
+// as LabEvent entries with the event's kind in FieldLabKind, its reason
+// in FieldReason and a power event's new state in FieldPower).
+const (
+	FieldLabKind = "kind"
+	FieldPower   = "power"
+	LabKindPower = "power"
+	LabPowerOff  = "Off"
+	// LabOSShuttingDown starts a host's graceful shutdown; LabOSShutdown
+	// ends it, just before the power goes.
+	LabOSShuttingDown = "OSShuttingDown"
+	LabOSShutdown     = "OSShutdown"
+)
+
 // Etcd health values of an EventEtcdHealth event's "health" (what the
 // cluster's members together can do).
 const (

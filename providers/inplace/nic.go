@@ -192,7 +192,7 @@ func (u *Updater) flashNIC(ctx context.Context, bmm *infrav1.BareMetalMachine, w
 		return u.recordFailure(ctx, bmm, key, fmt.Sprintf("NIC ports %s of %s stay in firmware recovery mode after %d flashes of NVM %s",
 			strings.Join(f.recovery, ", "), node.Name, attempts, f.nvm.Firmware))
 	case cut: // stage it again below
-	case wasStaged && !restarted && u.now().Sub(staged.at) > rebootRetry:
+	case wasStaged && !restarted && u.now().Sub(staged.at) > u.rebootRetry():
 		// The OS that ran when the flash was staged is still up: the
 		// reset that applies it never reached the host. Ask again.
 		if err := u.reboot(ctx, bmm, nil, true); err != nil {

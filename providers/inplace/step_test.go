@@ -51,6 +51,13 @@ type fakeHost struct {
 	boots    int
 }
 
+// setPhase is the phase the agent reports from now on.
+func (h *fakeHost) setPhase(p agentv1.Phase) {
+	h.mu.Lock()
+	h.st.Phase = p
+	h.mu.Unlock()
+}
+
 // reply answers v as JSON with code.
 func reply(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -363,9 +370,29 @@ var updaterSteps = []updaterStep{
 		w.host.boot(w.t, "v1.35.3", w.now.Add(-time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
 		return w.step()
 	}},
-	{name: "the old OS still up 30 s after the reboot: asks again", want: "running: rebooting cp-1 into the new image", run: func(w *stepWorld) progress {
+	{name: "the old OS still up, not shutting down, 30 s after the reboot: reset", want: "running: cp-1 still runs the old OS 31s after the reboot was asked: reset it", run: func(w *stepWorld) progress {
 		w.step()
 		w.now = w.now.Add(31 * time.Second)
+		p := w.step()
+		if w.host.reboots != 2 {
+			w.t.Errorf("reboots %d, want 2", w.host.reboots)
+		}
+		return p
+	}},
+	{name: "the old OS shutting down 90 s after the reboot: waits, no reset", want: "running: cp-1 is shutting down into the new image (1m30s since the reboot was asked)", run: func(w *stepWorld) progress {
+		w.step()
+		w.host.setPhase(agentv1.PhaseShuttingDown)
+		w.now = w.now.Add(90 * time.Second)
+		p := w.step()
+		if w.host.reboots != 1 {
+			w.t.Errorf("reboots %d, want 1: a host shutting down cleanly was reset", w.host.reboots)
+		}
+		return p
+	}},
+	{name: "the old OS still shutting down past the shutdown timeout: reset", want: "running: cp-1 did not finish shutting down in 10m0s: reset it", run: func(w *stepWorld) progress {
+		w.step()
+		w.host.setPhase(agentv1.PhaseShuttingDown)
+		w.now = w.now.Add(10*time.Minute + time.Second)
 		p := w.step()
 		if w.host.reboots != 2 {
 			w.t.Errorf("reboots %d, want 2", w.host.reboots)

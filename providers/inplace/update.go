@@ -1,6 +1,7 @@
 package inplace
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,6 +100,16 @@ type Updater struct {
 	// Deadline bounds a whole update, from its first step: one still not
 	// done after it fails, whatever step it is at (0: no deadline).
 	Deadline time.Duration
+	// RebootRetry is how long the old OS may go on running, not shutting
+	// down, after the reboot into the new image was asked for: the
+	// request never reached the host, and it is asked again, hard (0:
+	// DefaultRebootRetry).
+	RebootRetry time.Duration
+	// ShutdownTimeout is how long an OS its agent reports shutting down
+	// is left to finish (an OSTree host finalises its staged deployment
+	// last, which a hard reset loses) before it is reset hard (0:
+	// DefaultShutdownTimeout).
+	ShutdownTimeout time.Duration
 	// PowerThroughHost asks the machine's BareMetalHost for reboots
 	// (baremetal-operator's reboot annotation) instead of the host's BMC:
 	// where baremetal-operator and Ironic keep the hosts, Ironic's power
@@ -125,6 +136,22 @@ type staging struct {
 }
 
 const maxWrites = 3
+
+// The reboot waits' defaults. A reboot request reaches a host in
+// seconds; systemd gives each unit 90 s to stop (DefaultTimeoutStopSec)
+// and Ironic a whole soft power-off 10 minutes (soft_power_off_timeout).
+const (
+	DefaultRebootRetry     = 30 * time.Second
+	DefaultShutdownTimeout = 10 * time.Minute
+)
+
+func (u *Updater) rebootRetry() time.Duration {
+	return cmp.Or(u.RebootRetry, DefaultRebootRetry)
+}
+
+func (u *Updater) shutdownTimeout() time.Duration {
+	return cmp.Or(u.ShutdownTimeout, DefaultShutdownTimeout)
+}
 
 func (u *Updater) now() time.Time {
 	if u.Now != nil {
@@ -440,10 +467,6 @@ func updateKey(want infrav1.Image, fw *infrav1.FirmwarePackage) string {
 	return want.Checksum + "+" + fw.URL
 }
 
-// rebootRetry is how long the old OS may stay up after the reboot into
-// the new image was asked for before it is asked for again.
-const rebootRetry = 30 * time.Second
-
 // beforeReboot runs on the old image: drain, stage, activate, reboot. A
 // host that already rebooted into the new image and runs the old one
 // again, the new image still on its disk, fell back: the new image did
@@ -463,20 +486,7 @@ func (u *Updater) beforeReboot(ctx context.Context, f *inFlight) (progress, erro
 		msg := fmt.Sprintf("%s did not boot: the host fell back to %s", want.URL, st.OS.Image.Name)
 		return u.recordFailure(ctx, bmm, key, msg)
 	} else if ok {
-		if u.now().Sub(m.at) > rebootRetry {
-			// The OS that ran before the reboot is still up: the reset
-			// never reached the host (a BMC that did not answer), or the
-			// OS did not shut down. Ask again, hard this time (an OSTree
-			// host then loses its staged deployment, which is staged
-			// again: see above).
-			if err := u.reboot(ctx, bmm, ag, true); err != nil {
-				return progress{}, err
-			}
-			if err := u.markReboot(ctx, bmm, want.Checksum, st.OS.BootID); err != nil {
-				return progress{}, err
-			}
-		}
-		return running("rebooting %s into the new image", node.Name), nil
+		return u.awaitReboot(ctx, f, m)
 	}
 	if p, ok, err := u.drain(ctx, bmm, f.wl, node, key); err != nil || !ok {
 		return p, err
@@ -506,6 +516,34 @@ func (u *Updater) beforeReboot(ctx context.Context, f *inFlight) (progress, erro
 		return progress{}, err
 	}
 	return running("rebooting %s into %s", node.Name, want.URL), nil
+}
+
+// awaitReboot waits for the old OS to go after the reboot into the new
+// image was asked for (m). One still running, not shutting down,
+// RebootRetry later never got the request (a BMC that did not answer):
+// it is asked again, hard. One its agent reports shutting down is doing
+// so cleanly and is left ShutdownTimeout: a hard reset would lose an
+// OSTree host's staged deployment (staged again: see beforeReboot) and
+// cut an A/B host's services, etcd among them, mid-stop.
+func (u *Updater) awaitReboot(ctx context.Context, f *inFlight, m mark) (progress, error) {
+	waited := u.now().Sub(m.at)
+	stopping := f.st.Phase == agentv1.PhaseShuttingDown
+	switch {
+	case stopping && waited <= u.shutdownTimeout():
+		return running("%s is shutting down into the new image (%s since the reboot was asked)", f.node.Name, waited.Round(time.Second)), nil
+	case !stopping && waited <= u.rebootRetry():
+		return running("rebooting %s into the new image", f.node.Name), nil
+	}
+	if err := u.reboot(ctx, f.bmm, f.agent, true); err != nil {
+		return progress{}, err
+	}
+	if err := u.markReboot(ctx, f.bmm, f.want.Checksum, f.st.OS.BootID); err != nil {
+		return progress{}, err
+	}
+	if stopping {
+		return running("%s did not finish shutting down in %s: reset it", f.node.Name, u.shutdownTimeout()), nil
+	}
+	return running("%s still runs the old OS %s after the reboot was asked: reset it", f.node.Name, waited.Round(time.Second)), nil
 }
 
 // afterReboot runs on the new image: health check (commit), the NIC

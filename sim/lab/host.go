@@ -13,6 +13,7 @@ import (
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/internal/statefile"
 	"github.com/upgradelab/upgradelab/internal/timescale"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/nic"
 )
@@ -405,7 +406,7 @@ func (h *Host) Shutdown(ctx context.Context) error {
 }
 
 // EventOSShuttingDown is the boot event a graceful shutdown starts with.
-const EventOSShuttingDown = "OSShuttingDown"
+const EventOSShuttingDown = vocab.LabOSShuttingDown
 
 // SetShutdownTime makes this host's graceful shutdowns take d of lab
 // time (a service that is slow to stop, up to systemd's 90 s stop
@@ -432,7 +433,7 @@ func (h *Host) modelShutdown(context.Context) error {
 	if h.lab.scale.Sleep(cycle, took) != nil || !h.finalise(cycle) {
 		return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, ErrPowerLost)
 	}
-	h.emit(EventBoot, "OSShutdown", "the OS shut down", nil)
+	h.emit(EventBoot, vocab.LabOSShutdown, "the OS shut down", nil)
 	return h.PowerOff()
 }
 
