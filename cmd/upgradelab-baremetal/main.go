@@ -74,10 +74,10 @@ func main() {
 	fs.IntVar(&o.machineConcurrency, "baremetalmachine-concurrency", machine.DefaultConcurrency, "BareMetalMachines reconciled at once")
 	fs.IntVar(&o.hostConcurrency, "host-concurrency", 0, "BareMetalHosts reconciled at once (0: baremetal-operator's default, the CPUs, at least 2, at most 8)")
 	fs.DurationVar(&o.poll, "poll", 500*time.Millisecond, "how often a host or machine waiting on hardware is looked at")
-	fs.DurationVar(&o.deployTimeout, "deploy-timeout", 5*time.Minute, "deploy ramdisk boot timeout before booting it again")
-	fs.DurationVar(&o.resetTimeout, "reset-timeout", 5*time.Minute, "reset timeout before asking again")
+	fs.DurationVar(&o.deployTimeout, "deploy-timeout", host.DefaultDeployTimeout, "deploy ramdisk boot timeout before booting it again")
+	fs.DurationVar(&o.resetTimeout, "reset-timeout", host.DefaultResetTimeout, "reset timeout before asking again")
 	fs.DurationVar(&o.powerCheck, "power-check-interval", host.DefaultPowerCheck, "how often an available or provisioned host's power and BMC are read again (baremetal-operator: 1m)")
-	fs.DurationVar(&o.softPowerOffTimeout, "soft-power-off-timeout", 10*time.Minute, "how long a graceful shutdown may take before the next power-off is hard (Ironic's soft_power_off_timeout)")
+	fs.DurationVar(&o.softPowerOffTimeout, "soft-power-off-timeout", host.DefaultSoftPowerOffTimeout, "how long a graceful shutdown may take before the next power-off is hard (Ironic's soft_power_off_timeout)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	flag.Parse()

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,9 +22,11 @@ import (
 	"github.com/upgradelab/upgradelab/internal/loopback"
 	"github.com/upgradelab/upgradelab/internal/timescale"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+	"github.com/upgradelab/upgradelab/providers/baremetal/host"
 	"github.com/upgradelab/upgradelab/providers/baremetal/ipmi"
 	"github.com/upgradelab/upgradelab/providers/baremetal/netboot"
 	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
+	"github.com/upgradelab/upgradelab/providers/inplace"
 	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/site"
 )
@@ -263,6 +266,54 @@ func bmcAddress(b *lab.BMCInfo) string {
 		return redfish.AddressScheme + b.Address
 	}
 	return ipmi.AddressScheme + b.IPMI
+}
+
+// ExtensionTimeFlags are the in-place extension's waits, each its
+// default in lab time converted once to wall time at s: the extension
+// runs on the wall clock, the lab's hardware on its own.
+//
+// The extension looks at an update once per CAPI hook retry
+// (RetryAfterSeconds: whole seconds of wall time), so a wait that spans
+// several of its steps (a drain's evictions, a flash, the whole update)
+// is kept to at least minStepsWait. With wallReboots (baremetal-operator
+// and Ironic carry the reboot, in wall time) so is the reboot retry: the
+// request takes them seconds to act on, whatever the lab's scale.
+func ExtensionTimeFlags(s timescale.Scale, wallReboots bool) []string {
+	steps := func(d time.Duration) string { return max(s.Real(d), minStepsWait).String() }
+	retry := s.Real(inplace.DefaultRebootRetry)
+	if wallReboots {
+		retry = max(retry, minStepsWait)
+	}
+	return []string{
+		"--health-grace=" + s.Real(inplace.DefaultHealthGrace).String(),
+		"--reboot-retry=" + retry.String(),
+		"--flash-timeout=" + steps(inplace.DefaultFlashTimeout),
+		"--drain-timeout=" + steps(inplace.DefaultDrainTimeout),
+		"--update-deadline=" + steps(inplace.DefaultDeadline),
+		"--shutdown-timeout=" + steps(inplace.DefaultShutdownTimeout),
+	}
+}
+
+// minStepsWait is the least wall time a wait spanning several of the
+// extension's steps is given: ten of CAPI's shortest hook retries.
+const minStepsWait = 10 * time.Second
+
+// minPowerCheck is the shortest wall time between two looks at a steady
+// host: each look is an API read and a BMC session.
+const minPowerCheck = 2 * time.Second
+
+// ProviderTimeFlags are the inventory's waits, each in lab time (the
+// power check baremetal-operator's minute) converted once to wall time
+// at s. The power check is kept to at least minPowerCheck: it only
+// bounds how soon a change made behind the provider's back shows.
+func ProviderTimeFlags(s timescale.Scale) []string {
+	return []string{
+		BMCRetryDelayFlag(s),
+		"--deploy-timeout=" + s.Real(host.DefaultDeployTimeout).String(),
+		"--reset-timeout=" + s.Real(host.DefaultResetTimeout).String(),
+		"--soft-power-off-timeout=" + s.Real(host.DefaultSoftPowerOffTimeout).String(),
+		"--power-check-interval=" + max(s.Real(host.MetalPowerCheck), minPowerCheck).String(),
+	}
 }
 
 // BMCRetryDelayFlag is sushy's pause before a busy BMC is asked again, 3

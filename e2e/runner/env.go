@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -369,15 +368,14 @@ func metal3Provider(ctx context.Context, o EnvOptions, m provider.Manager) (mgmt
 // BareMetalHost inventory alone.
 func (e *Env) referenceProvider(o EnvOptions, name string, inventory bool) (mgmt.Provider, error) {
 	prov, callback, err := reference.Provider(e.Site, reference.Options{Binary: o.ProviderBinary, StateDir: o.Dir, Name: name, Inventory: inventory,
-		Args: append([]string{"--poll=200ms", reference.BMCRetryDelayFlag(o.Scale),
-			// Ironic's default soft power-off timeout, 10 modelled minutes.
-			"--soft-power-off-timeout=" + max(o.Scale.Real(10*time.Minute), time.Second).String()}, o.ProviderArgs...), ConfigDir: o.ProviderConfigDir})
+		Args: append(append([]string{"--poll=200ms"}, reference.ProviderTimeFlags(o.Scale)...), o.ProviderArgs...), ConfigDir: o.ProviderConfigDir})
 	e.Callback = callback
 	return prov, err
 }
 
 func (e *Env) referenceExtension(o EnvOptions, args []string) (mgmt.Provider, error) {
-	args = append(append([]string{reference.BMCRetryDelayFlag(o.Scale)}, args...), o.ExtensionArgs...)
+	flags := append([]string{reference.BMCRetryDelayFlag(o.Scale)}, reference.ExtensionTimeFlags(o.Scale, o.Provider.Metal3Inventory())...)
+	args = append(append(flags, args...), o.ExtensionArgs...)
 	return reference.Extension(e.Site, o.ExtensionBinary, filepath.Join(o.Dir, "extension-certs"), args...)
 }
 

@@ -137,10 +137,16 @@ type staging struct {
 
 const maxWrites = 3
 
-// The reboot waits' defaults. A reboot request reaches a host in
-// seconds; systemd gives each unit 90 s to stop (DefaultTimeoutStopSec)
-// and Ironic a whole soft power-off 10 minutes (soft_power_off_timeout).
+// The update's waits by default, the upgradelab-inplace flags'. A
+// reboot request reaches a host in seconds; systemd gives each unit 90 s
+// to stop (DefaultTimeoutStopSec) and Ironic a whole soft power-off 10
+// minutes (soft_power_off_timeout). A harness running the lab's time
+// scaled passes each of them scaled the same way.
 const (
+	DefaultHealthGrace     = 30 * time.Second
+	DefaultFlashTimeout    = 15 * time.Minute
+	DefaultDrainTimeout    = 5 * time.Minute
+	DefaultDeadline        = time.Hour
 	DefaultRebootRetry     = 30 * time.Second
 	DefaultShutdownTimeout = 10 * time.Minute
 )

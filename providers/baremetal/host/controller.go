@@ -100,6 +100,21 @@ type Reconciler struct {
 // server and a BMC connection with its reads.
 const DefaultPowerCheck = 10 * time.Second
 
+// The inventory's waits by default, the upgradelab-baremetal flags'. A
+// harness running the lab's time scaled passes each of them scaled.
+const (
+	// DefaultDeployTimeout: a deploy ramdisk not heard from by then is
+	// booted again.
+	DefaultDeployTimeout = 5 * time.Minute
+	// DefaultResetTimeout: a reset not reported done by then is asked
+	// again.
+	DefaultResetTimeout = 5 * time.Minute
+	// DefaultSoftPowerOffTimeout is Ironic's soft_power_off_timeout.
+	DefaultSoftPowerOffTimeout = 10 * time.Minute
+	// MetalPowerCheck is baremetal-operator's look at a steady host.
+	MetalPowerCheck = time.Minute
+)
+
 // steady is how long a host with nothing to do waits for its next look.
 func (r *Reconciler) steady() time.Duration {
 	if r.PowerCheck > 0 {
