@@ -72,6 +72,8 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 		}
 		announce(fmt.Sprintf("the OS of %s hangs; only a power cycle brings it back", host))
 		return h.Hang()
+	case f.SlowShutdown != nil:
+		return r.slowShutdowns(host, f.SlowShutdown.Takes.Duration, announce)
 	case f.AgentCrash != nil:
 		announce(fmt.Sprintf("the agent of %s crashes, back in %s", host, f.AgentCrash.RestartAfter.Duration))
 		return r.env.Site.CrashAgent(host, f.AgentCrash.RestartAfter.Duration)
@@ -79,6 +81,27 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 		return r.takeBMCOffline(host, f.BMC.Offline.Duration, announce)
 	case f.BMC != nil:
 		r.degradeBMCs(*f.BMC, announce)
+	}
+	return nil
+}
+
+// slowShutdowns makes the graceful shutdowns of host (every host when
+// "") take lab time d from now on.
+func (r *run) slowShutdowns(host string, d time.Duration, announce func(string)) error {
+	hosts := []string{host}
+	if host == "" {
+		hosts = nil
+		for _, h := range r.env.Site.Lab.Definition().Spec.Hosts {
+			hosts = append(hosts, h.Name)
+		}
+	}
+	announce(fmt.Sprintf("graceful shutdowns of %s take %s of lab time from now on", strings.Join(hosts, ", "), d))
+	for _, name := range hosts {
+		h, err := r.env.Site.Lab.Host(name)
+		if err != nil {
+			return err
+		}
+		h.SetShutdownTime(d)
 	}
 	return nil
 }

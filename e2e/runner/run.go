@@ -180,6 +180,7 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		if o.Name != "" {
 			r.prefix = "[" + o.Name + "]"
 		}
+		r.slowToScenario()
 		r.fitBudget()
 		r.slowToIronic()
 	}
@@ -558,6 +559,16 @@ func (r *run) metal3Versions() *result.Metal3 {
 		v.CAPM3 = metal3src.CAPM3.Built()
 	}
 	return v
+}
+
+// slowToScenario raises the run's time scale to the scenario's
+// minTimeScale, before the budget is fitted to it: the scenario's race
+// is not there at a faster one.
+func (r *run) slowToScenario() {
+	if floor := timescale.Scale(r.scenario.MinTimeScale); r.opts.Scale < floor {
+		r.say("time scale %g raised to the scenario's minTimeScale %g", float64(r.opts.Scale), float64(floor))
+		r.opts.Scale = floor
+	}
 }
 
 // slowToIronic fits the run to Ironic when Metal3's inventory keeps the

@@ -35,6 +35,8 @@ func TestEveryDurationIsLabTimeAtAnyScale(t *testing.T) {
 				switch field {
 				case "Timeout":
 					want = lab // the harness's budget, wall time
+				case "Faults.SlowShutdown.Takes":
+					want = lab // the lab's model takes lab time and scales it
 				case "Cluster.HealthCheck.UnhealthyAfter", "Workload.NodeDrainTimeout":
 					if wall >= max(want, time.Second) && wall-want < time.Second && wall%time.Second == 0 {
 						return
@@ -46,7 +48,7 @@ func TestEveryDurationIsLabTimeAtAnyScale(t *testing.T) {
 			})
 		}
 	}
-	for _, field := range []string{"Cluster.HealthCheck.UnhealthyAfter", "Workload.NodeDrainTimeout", "Expect.StallFor", "Faults.When.Delay", "Faults.BMC.Latency", "Faults.BMC.Offline", "Faults.PowerLoss.RestoreAfter", "Faults.AgentCrash.RestartAfter", "Expect.MaxAPIOutage"} {
+	for _, field := range []string{"Cluster.HealthCheck.UnhealthyAfter", "Workload.NodeDrainTimeout", "Expect.StallFor", "Faults.When.Delay", "Faults.BMC.Latency", "Faults.BMC.Offline", "Faults.PowerLoss.RestoreAfter", "Faults.AgentCrash.RestartAfter", "Faults.SlowShutdown.Takes", "Expect.MaxAPIOutage"} {
 		if !seen[field] {
 			t.Errorf("no scenario sets %s: the walk never compared it", field)
 		}

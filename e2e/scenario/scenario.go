@@ -82,6 +82,12 @@ type Scenario struct {
 	// time, the harness's budget at the suite's time scale (default 10m);
 	// a run at a slower scale grows it in proportion (runner.Limit).
 	Timeout Duration `yaml:"timeout"`
+	// MinTimeScale is the fastest time scale the scenario means what it
+	// says at (0: any): a race between the lab and a wall-clock wait of
+	// CAPI's that cannot be scaled (docs/ARCHITECTURE.md, "Time") is
+	// only run where the lab's side outlasts it. A run asked
+	// for a faster scale runs at this one and says so.
+	MinTimeScale float64 `yaml:"minTimeScale"`
 
 	path string
 }
@@ -317,6 +323,17 @@ type Fault struct {
 	// power stays on, nothing on the host answers, graceful resets are
 	// ignored); only a power cycle through its BMC brings it back.
 	Hang *HangFault `yaml:"hang"`
+	// SlowShutdown makes graceful shutdowns slow from then on: of the lab
+	// event's host, or of every host without one.
+	SlowShutdown *SlowShutdownFault `yaml:"slowShutdown"`
+}
+
+// SlowShutdownFault is an OS whose graceful shutdown takes Takes, lab
+// time, as one does whose kubelet holds it for its pods (graceful node
+// shutdown's shutdownGracePeriod) or whose services are slow to stop.
+// The lab's model takes it as lab time and scales it itself.
+type SlowShutdownFault struct {
+	Takes Duration `yaml:"takes"`
 }
 
 // HangFault is an OS that freezes (lab.Host.Hang). It has no settings:
@@ -419,6 +436,9 @@ func (s *Scenario) validate() []string {
 	s.validateExpect(&p)
 	for i, f := range s.Faults {
 		s.validateFault(&p, fmt.Sprintf("faults[%d]", i), f)
+	}
+	if s.MinTimeScale < 0 || s.MinTimeScale > 1 {
+		p.Add("minTimeScale", "%g: between 0 (any scale) and 1 (real time)", s.MinTimeScale)
 	}
 	if s.Timeout.Duration < 0 {
 		p.Add("timeout", "%s is negative", s.Timeout.Duration)
@@ -556,13 +576,16 @@ func (s *Scenario) validateFault(p *specfile.Problems, field string, f Fault) {
 		p.Add(field+".name", "required")
 	}
 	actions := 0
-	for _, set := range []bool{f.Restart != "", f.BMC != nil, f.PowerLoss != nil, f.AgentCrash != nil, f.Hang != nil} {
+	for _, set := range []bool{f.Restart != "", f.BMC != nil, f.PowerLoss != nil, f.AgentCrash != nil, f.Hang != nil, f.SlowShutdown != nil} {
 		if set {
 			actions++
 		}
 	}
 	if actions != 1 {
-		p.Add(field, "give exactly one of restart, bmc, powerLoss, agentCrash and hang")
+		p.Add(field, "give exactly one of restart, bmc, powerLoss, agentCrash, hang and slowShutdown")
+	}
+	if f.SlowShutdown != nil && f.SlowShutdown.Takes.Duration <= 0 {
+		p.Add(field+".slowShutdown.takes", "%s: a graceful shutdown takes some time (e.g. 3m)", f.SlowShutdown.Takes.Duration)
 	}
 	if f.PowerLoss != nil && f.When.LabEvent == "" {
 		p.Add(field+".when.labEvent", "powerLoss needs a lab event (it cuts the power of that event's host)")

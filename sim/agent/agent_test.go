@@ -430,7 +430,13 @@ func TestPoweringOffTheOnlyControlPlaneHostTakesTheAPIDown(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("with the only control-plane host off the API answered: %v", err)
 	}
-	if h, members := w.clusters.Health("default/wl"); h != workload.HealthNoQuorum || members["node-0"] != workload.MemberStopped {
+	// The VIP closes first; the member is marked stopped once the node's
+	// undrained pods are read.
+	h, members := w.clusters.Health("default/wl")
+	for deadline := time.Now().Add(5 * time.Second); members["node-0"] != workload.MemberStopped && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		h, members = w.clusters.Health("default/wl")
+	}
+	if h != workload.HealthNoQuorum || members["node-0"] != workload.MemberStopped {
 		t.Fatalf("etcd with its only member's host off: %s %v, want no-quorum with node-0 stopped", h, members)
 	}
 	time.Sleep(400 * time.Millisecond) // past the grace period: the NotReady write finds no quorum

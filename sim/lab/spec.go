@@ -38,7 +38,11 @@ type Spec struct {
 }
 
 // Timing is the modelled duration of each hardware step, before the run's
-// time scale applies.
+// time scale applies. The defaults are a rack server's: firmware POST
+// takes one to three minutes on one (memory training, option ROMs, the
+// BMC's checks); an OS boots in well under a minute; a graceful shutdown
+// takes seconds to minutes, systemd allowing each unit 90 s to stop
+// (DefaultTimeoutStopSec).
 type Timing struct {
 	PostSeconds     float64 `yaml:"postSeconds"`
 	BootSeconds     float64 `yaml:"bootSeconds"`
@@ -197,13 +201,13 @@ func LoadSpec(path string) (*Spec, error) {
 func (s *Spec) defaults() {
 	t := &s.Timing
 	if t.PostSeconds == 0 {
-		t.PostSeconds = 30
+		t.PostSeconds = 90
 	}
 	if t.BootSeconds == 0 {
 		t.BootSeconds = 40
 	}
 	if t.ShutdownSeconds == 0 {
-		t.ShutdownSeconds = 10
+		t.ShutdownSeconds = 30
 	}
 	if t.DiskWriteMBps == 0 {
 		t.DiskWriteMBps = 200
