@@ -214,6 +214,22 @@ func TestAPowerOffMidShutdownIsAnUncleanShutdown(t *testing.T) {
 	if v := got.Violations[0]; strings.Join(v.Objects, ",") != "BareMetalHost/node-0" || !strings.Contains(v.Message, "host node-0 was powered off 300ms into its graceful shutdown") {
 		t.Fatalf("violation %s", v)
 	}
+	// A host whose Machine is deleting (remediated) is powered off as
+	// its provisioner wipes it: excused, and named in the note.
+	var entries []timeline.Entry
+	for _, e := range inPlaceRun(true).entries {
+		if e.Kind == timeline.KindLab && e.New[vocab.FieldPower] == vocab.LabPowerOff {
+			m := machine("v1.36.3", "u1", "c-cp-a", true, "False")
+			m[vocab.FieldDeleting] = "true"
+			entries = append(entries, timeline.Entry{Time: e.Time.Add(-time.Millisecond), Kind: vocab.KindMachine, Name: "c-cp-a", New: m})
+		}
+		entries = append(entries, e)
+	}
+	for _, r := range Run(entries, inPlace) {
+		if r.Rule == "clean-shutdowns" && (r.Status != Pass || !strings.Contains(r.Note, "with their Machine deleting or gone: node-0")) {
+			t.Fatalf("a deprovisioned host's cut shutdown: %s %v %q; want pass, named in the note", r.Status, r.Violations, r.Note)
+		}
+	}
 	p := inPlace
 	p.PowerCuts = true
 	if st := statuses(Run(inPlaceRun(true).entries, p)); st["clean-shutdowns"] != NotApplicable {

@@ -93,8 +93,8 @@ var Rules = []Rule{
 	{Name: "etcd-member-removed-first", Group: GroupHost, Why: "a control-plane host is deprovisioned only after KCP removed its etcd member",
 		Applies: func(p Params) bool { return p.HostsVisible }, During: etcdMemberRemovedFirst,
 		Exercised: func(s *State, _ Params) bool { return s.Exercise.ControlPlaneDeprovisions > 0 }},
-	{Name: "clean-shutdowns", Group: GroupHost, Why: "no host's graceful shutdown is cut short by a power-off during the upgrade (an OSTree host would lose its staged deployment, an A/B host's services stop uncleanly, etcd among them); a fault that cuts the power is not judged",
-		Applies: func(p Params) bool { return p.HostsVisible && !p.PowerCuts }, During: cleanShutdowns,
+	{Name: "clean-shutdowns", Group: GroupHost, Why: "no host's graceful shutdown is cut short by a power-off during the upgrade (an OSTree host would lose its staged deployment, an A/B host's services stop uncleanly, etcd among them), unless its Machine is being deleted; a fault that cuts the power is not judged",
+		Applies: func(p Params) bool { return p.HostsVisible && !p.PowerCuts }, During: cleanShutdowns, Note: cleanShutdownsNote,
 		Exercised: func(s *State, _ Params) bool { return s.Exercise.Shutdowns > 0 }},
 	{Name: "same-hosts", Group: GroupHost, Why: "the cluster ends on the hosts it started on (node reuse)",
 		Applies: func(p Params) bool { return p.Expect.SameHosts && p.HostsVisible && finished(p) }, End: sameHosts},
@@ -253,12 +253,8 @@ func noWipeUnderLiveMachine(s *State, _ Params) []Violation {
 	if !startsDeprovisioning(e) {
 		return nil
 	}
-	consumer := s.LastConsumer[e.Name]
-	live := s.machines(func(m map[string]string) bool {
-		return consumer != "" && m[vocab.FieldInfra] == consumer && m[vocab.FieldDeleting] == ""
-	})
-	if len(live) > 0 {
-		return violation(s, fmt.Sprintf("host deprovisioning while Machine %s (BareMetalMachine %s) is alive and not deleting", live[0], consumer),
+	if live := s.liveMachines(e.Name); len(live) > 0 {
+		return violation(s, fmt.Sprintf("host deprovisioning while Machine %s (BareMetalMachine %s) is alive and not deleting", live[0], s.LastConsumer[e.Name]),
 			vocab.KindHost+"/"+e.Name, vocab.KindMachine+"/"+live[0])
 	}
 	return nil
@@ -272,6 +268,14 @@ func cleanShutdowns(s *State, p Params) []Violation {
 	}
 	return violation(s, fmt.Sprintf("host %s was powered off %s into its graceful shutdown, before it finished", s.Entry.Name, p.labTime(s.cutShutdown)),
 		vocab.KindHost+"/"+s.Entry.Name)
+}
+
+func cleanShutdownsNote(s *State, _ Params) string {
+	note := fmt.Sprintf("%d graceful shutdowns during the upgrade", s.Exercise.Shutdowns)
+	if len(s.excusedCuts) > 0 {
+		note += "; powered off mid-shutdown with their Machine deleting or gone: " + strings.Join(s.excusedCuts, ", ")
+	}
+	return note
 }
 
 // etcdQuorumRule judges etcd as the hosts hold it where the lab models

@@ -67,6 +67,9 @@ type State struct {
 	// cutShutdown how long the one this entry's power-off cut had run.
 	shutdowns   map[string]time.Time
 	cutShutdown time.Duration
+	// excusedCuts are the hosts powered off mid-shutdown as they were
+	// deprovisioned.
+	excusedCuts []string
 	// Exercise counts what happened that rules judge (see Rule.Exercised).
 	Exercise Exercise
 }
@@ -180,9 +183,17 @@ func (s *State) applyLab(e timeline.Entry) {
 	case e.New[vocab.FieldReason] == vocab.LabOSShutdown:
 		delete(s.shutdowns, e.Name)
 	case e.New[vocab.FieldLabKind] == vocab.LabKindPower && e.New[vocab.FieldPower] == vocab.LabPowerOff:
-		if began, ok := s.shutdowns[e.Name]; ok {
+		began, ok := s.shutdowns[e.Name]
+		delete(s.shutdowns, e.Name)
+		switch {
+		case !ok:
+		case len(s.liveMachines(e.Name)) == 0:
+			// Its Machine is deleting or gone (a remediation) and its
+			// disk is to be wiped: the provisioner's power-off costs
+			// nothing.
+			s.excusedCuts = append(s.excusedCuts, e.Name)
+		default:
 			s.cutShutdown = max(e.Time.Sub(began), time.Nanosecond)
-			delete(s.shutdowns, e.Name)
 		}
 	}
 }
@@ -404,6 +415,15 @@ func (s *State) names(kind string) []string {
 }
 
 func (s *State) get(kind, name string) map[string]string { return s.Objects[kind][name] }
+
+// liveMachines are the Machines, not deleting, of the host's last
+// consumer.
+func (s *State) liveMachines(host string) []string {
+	consumer := s.LastConsumer[host]
+	return s.machines(func(m map[string]string) bool {
+		return consumer != "" && m[vocab.FieldInfra] == consumer && m[vocab.FieldDeleting] == ""
+	})
+}
 
 func num(sum map[string]string, field string) int {
 	n, _ := strconv.Atoi(sum[field])

@@ -610,11 +610,12 @@ func slower(scale timescale.Scale) float64 { return max(1, float64(scale/timesca
 // Limit is how long a run of s against prov asked for scale may work
 // once its builds are done: the scenario's timeout, a budget sized for
 // the suite's time scale (timescale.Suite) and grown in proportion at a
-// slower one, plus extra (a fleet's wait); on Metal3's inventory at
+// slower one (the scenario's minTimeScale at least), plus extra (a fleet's wait); on Metal3's inventory at
 // least the provider's provisioning and upgrade intervals together, the
 // pace it declares on Ironic's wall time (its scale floor is not counted
 // twice). A test framework's own timeout for the run must allow it.
 func Limit(s *scenario.Scenario, prov *provider.Config, extra time.Duration, scale timescale.Scale) time.Duration {
+	scale = max(scale, timescale.Scale(s.MinTimeScale))
 	limit := time.Duration(float64(s.Timeout.Duration) * slower(scale))
 	if prov != nil && prov.Metal3Inventory() {
 		limit = max(limit, prov.Intervals.Provision.Duration+prov.Intervals.Upgrade.Duration)

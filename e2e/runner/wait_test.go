@@ -72,6 +72,18 @@ func TestASlowerScaleGetsAProportionalBudget(t *testing.T) {
 			t.Errorf("at scale %g: limit %s; want %s and the extra minute", float64(c.scale), got, c.want)
 		}
 	}
+	// A scenario whose minTimeScale is slower than the suite's runs at
+	// it, with the budget of that scale.
+	_, mhc, _ := repoScenario(t, "faults/mhc-shorter-than-reboot")
+	if got, want := Limit(mhc, cfg, 0, timescale.Suite), time.Duration(float64(mhc.Timeout.Duration)*mhc.MinTimeScale/float64(timescale.Suite)); mhc.MinTimeScale == 0 || got != want {
+		t.Errorf("minTimeScale %g: limit %s; want %s", mhc.MinTimeScale, got, want)
+	}
+	var said strings.Builder
+	slow := &run{provider: cfg, scenario: mhc, opts: Options{Scale: timescale.Suite, Progress: &said}}
+	slow.slowToScenario()
+	if float64(slow.opts.Scale) != mhc.MinTimeScale || !strings.Contains(said.String(), "raised to the scenario's minTimeScale") {
+		t.Errorf("a run at the suite's scale of a scenario with minTimeScale %g runs at %g and said %q", mhc.MinTimeScale, float64(slow.opts.Scale), said.String())
+	}
 	// The provider's intervals grow as the timeout does, on the run's
 	// own copy of the config.
 	provision := cfg.Intervals.Provision.Duration
