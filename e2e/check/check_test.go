@@ -833,7 +833,7 @@ func TestARevertIsJudgedAtTheOldVersion(t *testing.T) {
 // may be deleted before the old ones: that is remediation, not a
 // rollout's order.
 func TestRemediationIsNotADeletionOrderViolation(t *testing.T) {
-	build := func(healthCheck string) *history {
+	build := func(healthChecks ...string) *history {
 		h := newHistory()
 		h.set(vocab.KindControlPlane, "c-cp", kcp("v1.35.3", "3", "0", "3"))
 		for _, n := range []string{"a", "b"} {
@@ -842,8 +842,11 @@ func TestRemediationIsNotADeletionOrderViolation(t *testing.T) {
 		h.set(vocab.KindMachine, "c-cp-c", machine("v1.35.3", "uc", "c-cp-c", true, "True"))
 		h.step(StepUpgrade)
 		c := machine("v1.36.3", "uc", "c-cp-c", true, "True")
-		c[vocab.FieldHealthCheck] = healthCheck
-		h.set(vocab.KindMachine, "c-cp-c", c)
+		for _, hc := range healthChecks {
+			c = maps.Clone(c)
+			c[vocab.FieldHealthCheck] = hc
+			h.set(vocab.KindMachine, "c-cp-c", c)
+		}
 		c = maps.Clone(c)
 		c[vocab.FieldDeleting] = "true"
 		h.set(vocab.KindMachine, "c-cp-c", c)
@@ -851,6 +854,10 @@ func TestRemediationIsNotADeletionOrderViolation(t *testing.T) {
 	}
 	if st := statuses(Run(build("False").entries, scaleIn)); st["deletion-order"] != Pass {
 		t.Errorf("an unhealthy Machine remediated: deletion-order %s; want pass", st["deletion-order"])
+	}
+	// KCP can act on the verdict after the Machine recovered.
+	if st := statuses(Run(build("False", "True").entries, scaleIn)); st["deletion-order"] != Pass {
+		t.Errorf("a Machine remediated on an earlier verdict: deletion-order %s; want pass", st["deletion-order"])
 	}
 	if st := statuses(Run(build("True").entries, scaleIn)); st["deletion-order"] != Fail {
 		t.Errorf("a healthy new Machine deleted first: deletion-order %s; want fail", st["deletion-order"])

@@ -322,8 +322,11 @@ func deletionOrder(s *State, p Params) []Violation {
 		e.New[vocab.FieldVersion] != p.ToVersion || s.Before == nil {
 		return nil
 	}
-	if e.New[vocab.FieldHealthCheck] == "False" {
-		return nil // remediation: a MachineHealthCheck found it unhealthy, whatever its version
+	if e.New[vocab.FieldHealthCheck] == "False" || s.foundUnhealthy[e.Name] {
+		// Remediation: a MachineHealthCheck found it unhealthy, whatever
+		// its version (KCP can act on that verdict after the Machine
+		// recovered: fault-mhc-shorter-than-reboot).
+		return nil
 	}
 	owner := func(m map[string]string) string {
 		if m[vocab.FieldControlPlane] != "" {

@@ -70,6 +70,10 @@ type State struct {
 	// excusedCuts are the hosts powered off mid-shutdown as they were
 	// deprovisioned.
 	excusedCuts []string
+	// foundUnhealthy: the Machines a MachineHealthCheck has found
+	// unhealthy at some point; their owner may remediate one on that
+	// verdict after it recovered.
+	foundUnhealthy map[string]bool
 	// Exercise counts what happened that rules judge (see Rule.Exercised).
 	Exercise Exercise
 }
@@ -116,7 +120,7 @@ func (s *State) upgrading() bool { return s.Before != nil && s.Steps[StepDone].I
 func newState() *State {
 	return &State{Objects: map[string]map[string]map[string]string{}, Steps: map[string]time.Time{},
 		LastConsumer: map[string]string{}, Reprovisioned: map[string]bool{}, drainGaveUp: map[string]bool{}, budgets: map[string]*budgetTrack{},
-		Changed: map[string]time.Time{}, podNodes: map[string]string{}, stoppedWith: map[string]map[string]bool{}, shutdowns: map[string]time.Time{}}
+		Changed: map[string]time.Time{}, podNodes: map[string]string{}, stoppedWith: map[string]map[string]bool{}, shutdowns: map[string]time.Time{}, foundUnhealthy: map[string]bool{}}
 }
 
 // count records what the entry did that a rule judges (before the
@@ -292,6 +296,9 @@ func (s *State) applyObject(e timeline.Entry) {
 			s.Created = append(s.Created, e.Object())
 		}
 		objs[e.Name] = e.New
+	}
+	if e.Kind == vocab.KindMachine && e.New[vocab.FieldHealthCheck] == "False" {
+		s.foundUnhealthy[e.Name] = true
 	}
 	if e.Kind == vocab.KindHost && e.New != nil {
 		if c := e.New[vocab.FieldConsumer]; c != "" {
