@@ -109,6 +109,8 @@ func inPlaceRun(cut bool) *history {
 		h.set(timeline.KindLab, "node-0", map[string]string{vocab.FieldLabKind: "boot", vocab.FieldReason: vocab.LabOSShutdown})
 	}
 	h.set(timeline.KindLab, "node-0", map[string]string{vocab.FieldLabKind: vocab.LabKindPower, vocab.FieldReason: "DomainStopped", vocab.FieldPower: vocab.LabPowerOff})
+	// Recorded in the same moment: a poll's rules run after all of it.
+	h.sameMoment(timeline.KindLab, "node-0", map[string]string{vocab.FieldLabKind: "bmc", vocab.FieldReason: "GracefulResetFailed"})
 	h.set(vocab.KindWorkloadAPI, "api", apiUp)
 	h.set(vocab.KindPod, "web-2", pod("c-cp-a", "app=web", true, false))
 	h.set(vocab.KindApp, "web", map[string]string{vocab.FieldReplicas: "1", vocab.FieldReadyCount: "1"})

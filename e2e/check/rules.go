@@ -263,11 +263,13 @@ func noWipeUnderLiveMachine(s *State, _ Params) []Violation {
 // cleanShutdowns: a power-off of a host whose graceful shutdown was
 // still under way.
 func cleanShutdowns(s *State, p Params) []Violation {
-	if s.cutShutdown == 0 || !s.upgrading() || s.Entry.Kind != timeline.KindLab {
+	e := s.Entry
+	c, ok := s.cuts[e.Name]
+	if !ok || !c.at.Equal(e.Time) || !s.upgrading() || e.Kind != timeline.KindLab || e.New[vocab.FieldPower] != vocab.LabPowerOff {
 		return nil
 	}
-	return violation(s, fmt.Sprintf("host %s was powered off %s into its graceful shutdown, before it finished", s.Entry.Name, p.labTime(s.cutShutdown)),
-		vocab.KindHost+"/"+s.Entry.Name)
+	return violation(s, fmt.Sprintf("host %s was powered off %s into its graceful shutdown, before it finished", e.Name, p.labTime(c.ran)),
+		vocab.KindHost+"/"+e.Name)
 }
 
 func cleanShutdownsNote(s *State, _ Params) string {

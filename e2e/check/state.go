@@ -65,8 +65,12 @@ type State struct {
 	stoppedWith map[string]map[string]bool
 	// shutdowns: when each host's graceful shutdown under way began;
 	// cutShutdown how long the one this entry's power-off cut had run.
-	shutdowns   map[string]time.Time
-	cutShutdown time.Duration
+	shutdowns map[string]time.Time
+	// cuts: for each host, its last power-off that came before its
+	// graceful shutdown finished, and how long that shutdown had run
+	// (keyed by host and found by the entry's time, as a poll's rules run
+	// after all its entries are applied).
+	cuts map[string]cutShutdown
 	// excusedCuts are the hosts powered off mid-shutdown as they were
 	// deprovisioned.
 	excusedCuts []string
@@ -120,7 +124,7 @@ func (s *State) upgrading() bool { return s.Before != nil && s.Steps[StepDone].I
 func newState() *State {
 	return &State{Objects: map[string]map[string]map[string]string{}, Steps: map[string]time.Time{},
 		LastConsumer: map[string]string{}, Reprovisioned: map[string]bool{}, drainGaveUp: map[string]bool{}, budgets: map[string]*budgetTrack{},
-		Changed: map[string]time.Time{}, podNodes: map[string]string{}, stoppedWith: map[string]map[string]bool{}, shutdowns: map[string]time.Time{}, foundUnhealthy: map[string]bool{}}
+		Changed: map[string]time.Time{}, podNodes: map[string]string{}, stoppedWith: map[string]map[string]bool{}, shutdowns: map[string]time.Time{}, cuts: map[string]cutShutdown{}, foundUnhealthy: map[string]bool{}}
 }
 
 // count records what the entry did that a rule judges (before the
@@ -173,11 +177,16 @@ func (s *State) apply(e timeline.Entry) {
 	s.applyObject(e)
 }
 
-// applyLab follows each host's graceful shutdowns: cutShutdown is set
-// when this entry is a power-off that came before the shutdown under
-// way on its host finished, to how long it had run.
+// cutShutdown is a power-off at a moment a graceful shutdown had run for
+// ran.
+type cutShutdown struct {
+	at  time.Time
+	ran time.Duration
+}
+
+// applyLab follows each host's graceful shutdowns: a power-off that came
+// before the shutdown under way on its host finished is a cut.
 func (s *State) applyLab(e timeline.Entry) {
-	s.cutShutdown = 0
 	switch {
 	case e.New[vocab.FieldReason] == vocab.LabOSShuttingDown:
 		s.shutdowns[e.Name] = e.Time
@@ -197,7 +206,7 @@ func (s *State) applyLab(e timeline.Entry) {
 			// nothing.
 			s.excusedCuts = append(s.excusedCuts, e.Name)
 		default:
-			s.cutShutdown = max(e.Time.Sub(began), time.Nanosecond)
+			s.cuts[e.Name] = cutShutdown{at: e.Time, ran: e.Time.Sub(began)}
 		}
 	}
 }

@@ -275,14 +275,15 @@ func bmcAddress(b *lab.BMCInfo) string {
 // The extension looks at an update once per CAPI hook retry
 // (RetryAfterSeconds: whole seconds of wall time), so a wait that spans
 // several of its steps (a drain's evictions, a flash, the whole update)
-// is kept to at least minStepsWait. With wallReboots (baremetal-operator
-// and Ironic carry the reboot, in wall time) so is the reboot retry: the
-// request takes them seconds to act on, whatever the lab's scale.
+// is kept to at least minStepsWait. With wallReboots the reboot is
+// carried in wall time (baremetal-operator and Ironic act on it; a real
+// VM reboots in real time, its agent reporting no shutdown phase) and
+// the reboot retry keeps its default in wall time.
 func ExtensionTimeFlags(s timescale.Scale, wallReboots bool) []string {
 	steps := func(d time.Duration) string { return max(s.Real(d), minStepsWait).String() }
 	retry := s.Real(inplace.DefaultRebootRetry)
 	if wallReboots {
-		retry = max(retry, minStepsWait)
+		retry = max(retry, inplace.DefaultRebootRetry)
 	}
 	return []string{
 		"--health-grace=" + s.Real(inplace.DefaultHealthGrace).String(),
@@ -304,14 +305,17 @@ const minPowerCheck = 2 * time.Second
 
 // ProviderTimeFlags are the inventory's waits, each in lab time (the
 // power check baremetal-operator's minute) converted once to wall time
-// at s. The power check is kept to at least minPowerCheck: it only
+// at s. The timeouts cover wall-time work too (BMC sessions, the deploy
+// ramdisk's heartbeats over HTTPS, the provider's polls), so they keep
+// at least minStepsWait; the power check keeps minPowerCheck: it only
 // bounds how soon a change made behind the provider's back shows.
 func ProviderTimeFlags(s timescale.Scale) []string {
+	steps := func(d time.Duration) string { return max(s.Real(d), minStepsWait).String() }
 	return []string{
 		BMCRetryDelayFlag(s),
-		"--deploy-timeout=" + s.Real(host.DefaultDeployTimeout).String(),
-		"--reset-timeout=" + s.Real(host.DefaultResetTimeout).String(),
-		"--soft-power-off-timeout=" + s.Real(host.DefaultSoftPowerOffTimeout).String(),
+		"--deploy-timeout=" + steps(host.DefaultDeployTimeout),
+		"--reset-timeout=" + steps(host.DefaultResetTimeout),
+		"--soft-power-off-timeout=" + steps(host.DefaultSoftPowerOffTimeout),
 		"--power-check-interval=" + max(s.Real(host.MetalPowerCheck), minPowerCheck).String(),
 	}
 }

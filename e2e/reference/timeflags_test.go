@@ -39,6 +39,10 @@ func TestTheManagersWaitsAreLabTimeAtAnyScale(t *testing.T) {
 		"reset-timeout": host.DefaultResetTimeout, "soft-power-off-timeout": host.DefaultSoftPowerOffTimeout,
 		"power-check-interval": host.MetalPowerCheck,
 	}
+	// The wall-time floors, by flag (none: 0).
+	floors := map[string]time.Duration{"flash-timeout": minStepsWait, "drain-timeout": minStepsWait, "update-deadline": minStepsWait,
+		"shutdown-timeout": minStepsWait, "deploy-timeout": minStepsWait, "reset-timeout": minStepsWait, "soft-power-off-timeout": minStepsWait,
+		"power-check-interval": minPowerCheck, "reboot-retry": inplace.DefaultRebootRetry}
 	for _, s := range []timescale.Scale{0.01, 0.1, 1} {
 		flags := append(ExtensionTimeFlags(s, true), ProviderTimeFlags(s)...)
 		got := labValues(t, flags, s)
@@ -46,12 +50,8 @@ func TestTheManagersWaitsAreLabTimeAtAnyScale(t *testing.T) {
 			t.Fatalf("scale %g: flags %v; want one for each of %v", float64(s), flags, want)
 		}
 		for name, lab := range want {
-			floored := s.Real(lab) < minStepsWait
-			switch {
-			case got[name] < lab:
-				t.Errorf("scale %g: --%s is %s of lab time, shorter than its %s", float64(s), name, got[name], lab)
-			case got[name] != lab && !floored:
-				t.Errorf("scale %g: --%s is %s of lab time, want %s", float64(s), name, got[name], lab)
+			if wall := max(s.Real(lab), floors[name]); got[name] != time.Duration(float64(wall)/float64(s)) {
+				t.Errorf("scale %g: --%s is %s of lab time, want %s (%s of wall time)", float64(s), name, got[name], lab, wall)
 			}
 		}
 	}

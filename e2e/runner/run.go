@@ -565,7 +565,9 @@ func (r *run) metal3Versions() *result.Metal3 {
 // minTimeScale, before the budget is fitted to it: the scenario's race
 // is not there at a faster one.
 func (r *run) slowToScenario() {
-	if floor := timescale.Scale(r.scenario.MinTimeScale); r.opts.Scale < floor {
+	if floor := timescale.Scale(r.scenario.MinTimeScale); r.opts.Scale < floor && r.opts.Shared != nil {
+		r.say("time scale %g kept, the fleet's lab's, below the scenario's minTimeScale %g: its race may not show", float64(r.opts.Scale), float64(floor))
+	} else if r.opts.Scale < floor {
 		r.say("time scale %g raised to the scenario's minTimeScale %g", float64(r.opts.Scale), float64(floor))
 		r.opts.Scale = floor
 	}

@@ -46,8 +46,10 @@
 // the host); stage the image in the background; activate the root the
 // agent answered with one try; reboot gracefully (BMC GracefulRestart, so
 // an OSTree host finalises its deployment; the agent's reboot for a host
-// with no BMC). An old OS still up 30 s after the reboot it asked for
-// gets a ForceRestart. On the new image: the health check, which commits
+// with no BMC). An old OS still running RebootRetry after the reboot it
+// asked for never got the request and gets a ForceRestart; one whose
+// agent reports it shutting down is left ShutdownTimeout, so a slow clean
+// shutdown is not cut (an OSTree host finalises last). On the new image: the health check, which commits
 // it, within HealthGrace of boot; the NIC flash when it comes after the
 // image; uncordon; done once the Node is Ready at the new kubelet version.
 //

@@ -39,11 +39,12 @@
 //     image updates, as cloud-init's state does whichever way the host
 //     keeps its images, and go with metadata cleaning or new user data.
 //     An admin's own /etc edits are the disk's and follow its model.
-//   - Power off, or the OS hung: at once, in the event loop so that it
+//   - A graceful shutdown's start, a power off, or the OS hung, whichever
+//     comes first after a boot: at once, in the event loop so that it
 //     comes before the next boot's kubelet starts anything, the node's
 //     kubelet, static pods and etcd member stop (Workload.StopNode). The
-//     Node turns NotReady after the node grace period unless a new boot
-//     came; without quorum the cluster refuses that write, so with the
+//     Node turns NotReady after the node grace period from then unless a
+//     new boot came; without quorum the cluster refuses that write, so with the
 //     only control-plane host off nothing marks the Node. The NotReady and
 //     the next boot's kubelet report are ordered by one lock: a NotReady
 //     for a power loss is written before the new boot's Ready, never

@@ -171,8 +171,9 @@ func TestAGracefulRestartIsAnsweredWhileTheOSShutsDown(t *testing.T) {
 	if took := time.Since(asked); took > time.Second {
 		t.Fatalf("GracefulRestart was answered after %s, the shutdown's time", took)
 	}
+	labtest.Expect(t, f.events, "node-0", lab.EventOSShuttingDown, time.Second)
 	if st := f.host.Status(); st.Power != lab.PoweredOn || st.Phase != lab.PhaseShuttingDown {
-		t.Fatalf("right after GracefulRestart the host is %s/%s, want On/ShuttingDown", st.Power, st.Phase)
+		t.Fatalf("while it shuts down the host is %s/%s, want On/ShuttingDown", st.Power, st.Phase)
 	}
 	labtest.Expect(t, f.events, "node-0", "OSRunning", 30*time.Second)
 	if took := time.Since(asked); took < 3*time.Second {
@@ -575,6 +576,7 @@ func TestAHungOSIgnoresGracefulResetsAndADeadSupplyRefusesPowerOn(t *testing.T) 
 		if err := sys.Reset(reset); err != nil {
 			t.Fatalf("%s of a hung OS: %v, want it accepted", reset, err)
 		}
+		time.Sleep(100 * time.Millisecond) // the OS would act on it after the answer
 		if s := f.host.Status(); s.Power != lab.PoweredOn || s.Phase != lab.PhaseHung {
 			t.Fatalf("after %s the hung host is %s/%s, want on and still hung", reset, s.Power, s.Phase)
 		}

@@ -203,8 +203,10 @@ func (b *BMC) reset(r *http.Request, resetType string) error {
 		if on {
 			b.graceful(false)
 		}
+		return nil
 	case "GracefulRestart":
-		b.graceful(true)
+		b.graceful(true) // applies staged updates once the host is on again
+		return nil
 	case "ForceRestart":
 		err = h.Reset()
 	case "PowerCycle":
@@ -216,9 +218,9 @@ func (b *BMC) reset(r *http.Request, resetType string) error {
 	case "PushPowerButton":
 		if on {
 			b.graceful(false)
-		} else {
-			err = h.PowerOn()
+			return nil
 		}
+		err = h.PowerOn()
 	case "Nmi":
 		// A diagnostic interrupt: the simulated OS logs it and goes on.
 		return nil

@@ -374,8 +374,9 @@ func (h *Host) waitPower(want PowerState) error {
 // Shutdown is a graceful shutdown: the OS stops within the modelled time,
 // an OSTree host finalises its staged deployment last (boot.go:
 // finalise), then the power goes off. A request while a shutdown is
-// under way returns at once: the OS is already going down, as it ignores
-// a second ACPI power-button event.
+// under way starts nothing (the OS ignores a second ACPI power-button
+// event) and returns once that shutdown has powered the host off, so a
+// restart asked meanwhile still powers it on again.
 func (h *Host) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	phase := h.phase
@@ -388,13 +389,13 @@ func (h *Host) Shutdown(ctx context.Context) error {
 	case PhaseHung:
 		return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, ErrHung)
 	case PhaseShuttingDown:
-		return nil
+		return h.untilOff(ctx)
 	case PhaseRunning:
 		h.emit(EventBoot, EventOSShuttingDown, "the OS is shutting down", nil)
 		err := h.machine.shutdown(ctx)
 		if err != nil {
 			h.mu.Lock()
-			if h.phase == PhaseShuttingDown { // the guest never took the request
+			if h.phase == PhaseShuttingDown { // it did not get as far as the power-off
 				h.phase = PhaseRunning
 				h.saveLocked()
 			}
@@ -403,6 +404,23 @@ func (h *Host) Shutdown(ctx context.Context) error {
 		return err
 	}
 	return h.PowerOff()
+}
+
+// untilOff waits, as long as ctx allows, for the power to go off.
+func (h *Host) untilOff(ctx context.Context) error {
+	for {
+		h.mu.Lock()
+		off, changed := h.power == PoweredOff, h.powerChanged
+		h.mu.Unlock()
+		if off {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // EventOSShuttingDown is the boot event a graceful shutdown starts with.
@@ -425,8 +443,11 @@ func (h *Host) SetShutdownTime(d time.Duration) {
 // (ErrPowerLost).
 func (h *Host) modelShutdown(context.Context) error {
 	h.mu.Lock()
-	cycle, took := h.cycle, h.shutdownTime
+	cycle, took, still := h.cycle, h.shutdownTime, h.phase == PhaseShuttingDown
 	h.mu.Unlock()
+	if !still { // a power cut came between the request and here
+		return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, ErrPowerLost)
+	}
 	if took == 0 {
 		took = timescale.Seconds(h.lab.def.Spec.Timing.ShutdownSeconds)
 	}
