@@ -374,7 +374,9 @@ func (e *Env) referenceProvider(o EnvOptions, name string, inventory bool) (mgmt
 }
 
 func (e *Env) referenceExtension(o EnvOptions, args []string) (mgmt.Provider, error) {
-	flags := append([]string{reference.BMCRetryDelayFlag(o.Scale)}, reference.ExtensionTimeFlags(o.Scale, o.Provider.Metal3Inventory() || o.Lab != nil && o.Lab.Backend() != lab.BackendTest)...)
+	// BMO and Ironic, or a real VM, carry the reboot in wall time.
+	wallReboots := o.Provider != nil && o.Provider.Metal3Inventory() || o.Lab != nil && o.Lab.Backend() != lab.BackendTest
+	flags := append([]string{reference.BMCRetryDelayFlag(o.Scale)}, reference.ExtensionTimeFlags(o.Scale, wallReboots)...)
 	args = append(append(flags, args...), o.ExtensionArgs...)
 	return reference.Extension(e.Site, o.ExtensionBinary, filepath.Join(o.Dir, "extension-certs"), args...)
 }
