@@ -167,7 +167,7 @@ func TestIronicCleansAndDeploysLabHostsThroughTheDeployRamdisk(t *testing.T) {
 // boots what was written from its disk.
 func TestIronicDeploysAnIPMIHostThroughNetworkBoot(t *testing.T) {
 	t.Parallel() // mostly Ironic's pauses between ipmitool commands
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	s, ir, c := startSite(t, ctx, "three-node-ipmi.yaml")
 	if err := s.Lab.SetNetworkBoot("provisioning", ir.BootScriptURL()); err != nil {
