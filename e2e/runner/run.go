@@ -594,7 +594,7 @@ func (r *run) slowToIronic() {
 // runs share one config.
 func (r *run) fitBudget() {
 	if limit, raised := r.scenario.Timeout.Duration+r.opts.ExtraTime, Limit(r.scenario, r.provider, r.opts.ExtraTime, r.opts.Scale); raised > limit {
-		r.say("timeout %s raised to %s, for the time scale %g and the provider's intervals (Ironic acts in wall time)", limit, raised, float64(r.opts.Scale))
+		r.say("timeout %s raised to %s, for the time scale %g (and on Metal3's inventory the provider's intervals, Ironic acting in wall time)", limit, raised, float64(r.opts.Scale))
 		r.opts.ExtraTime += raised - limit
 	}
 	if f := slower(r.opts.Scale); f > 1 {
