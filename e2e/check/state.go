@@ -63,16 +63,15 @@ type State struct {
 	// pods a drain moves that it still ran as it stopped (its NodeStopped
 	// event names them).
 	stoppedWith map[string]map[string]bool
-	// shutdowns: when each host's graceful shutdown under way began;
-	// cutShutdown how long the one this entry's power-off cut had run.
+	// shutdowns: when each host's graceful shutdown under way began.
 	shutdowns map[string]time.Time
 	// cuts: for each host, its last power-off that came before its
 	// graceful shutdown finished, and how long that shutdown had run
 	// (keyed by host and found by the entry's time, as a poll's rules run
 	// after all its entries are applied).
 	cuts map[string]cutShutdown
-	// excusedCuts are the hosts powered off mid-shutdown as they were
-	// deprovisioned.
+	// excusedCuts are the hosts powered off mid-shutdown during the
+	// upgrade with their Machine deleting or gone.
 	excusedCuts []string
 	// foundUnhealthy: the Machines a MachineHealthCheck has found
 	// unhealthy at some point; their owner may remediate one on that
@@ -204,7 +203,9 @@ func (s *State) applyLab(e timeline.Entry) {
 			// Its Machine is deleting or gone (a remediation) and its
 			// disk is to be wiped: the provisioner's power-off costs
 			// nothing.
-			s.excusedCuts = append(s.excusedCuts, e.Name)
+			if s.upgrading() {
+				s.excusedCuts = append(s.excusedCuts, e.Name)
+			}
 		default:
 			s.cuts[e.Name] = cutShutdown{at: e.Time, ran: e.Time.Sub(began)}
 		}
