@@ -7,8 +7,15 @@
 // --webhook-port with the certificate in --webhook-cert-dir, which the
 // ExtensionConfig's caBundle must trust; CAPI calls the hooks only with
 // the InPlaceUpdates feature gate on. It takes the flags CAPI's managers
-// take; --leader-elect and --sync-period are accepted for symmetry only
-// (the hooks are stateless calls).
+// take; --sync-period is accepted for symmetry only.
+//
+// Several replicas may run at once. Every one serves the hooks and the
+// webhook: an update's progress is kept on its BareMetalMachine and read
+// back from the host (an image write under way shows in the agent's
+// status), so a replica that never saw the update, or one restarted,
+// goes on with it. With --leader-elect (and, outside a cluster,
+// --leader-election-namespace) only the elected replica runs the
+// single-node controller.
 //
 // --ca-file and --cert-dir give the site's CA and the client certificate
 // the extension shows to host agents and BMCs (package hostagent's

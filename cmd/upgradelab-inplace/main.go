@@ -38,6 +38,7 @@ import (
 type options struct {
 	webhookPort                         int
 	webhookCertDir, healthAddr, metrics string
+	leaderElectionNamespace             string
 	leaderElect, insecureDiagnostics    bool
 	syncPeriod, healthGrace, retry      time.Duration
 	flashTimeout, drainTimeout          time.Duration
@@ -49,6 +50,12 @@ type options struct {
 	powerThroughHost                    bool
 }
 
+// leaderElectionID names the lease the replicas compete for. Only the
+// single-node controller needs a leader: the hooks' state lives on the
+// BareMetalMachine and the host (its agent reports a write under way), so
+// any replica can answer any call.
+const leaderElectionID = "upgradelab-inplace-singlenode"
+
 func main() {
 	var o options
 	fs := flag.CommandLine
@@ -57,7 +64,8 @@ func main() {
 	fs.StringVar(&o.healthAddr, "health-addr", ":9440", "address of /healthz and /readyz")
 	fs.StringVar(&o.metrics, "diagnostics-address", ":8443", "address of /metrics (0 turns it off)")
 	fs.BoolVar(&o.insecureDiagnostics, "insecure-diagnostics", false, "serve /metrics over plain HTTP")
-	fs.BoolVar(&o.leaderElect, "leader-elect", false, "accepted for symmetry with CAPI's managers; hooks are stateless calls")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect one replica to run the single-node controller (every replica serves the hooks and the webhook); needed with more than one replica")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the Pod's own; required outside a cluster)")
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "accepted for symmetry with CAPI's managers")
 	fs.DurationVar(&o.healthGrace, "health-grace", inplace.DefaultHealthGrace, "how long a freshly booted slot may fail its health check before the update fails")
 	fs.DurationVar(&o.flashTimeout, "flash-timeout", inplace.DefaultFlashTimeout, "how long a staged NIC flash may take to show on the NIC before the update fails")
@@ -109,7 +117,12 @@ func run(o options) error {
 	s := scheme()
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme: s, HealthProbeBindAddress: o.healthAddr,
-		Metrics: metricsserver.Options{BindAddress: o.metrics, SecureServing: !o.insecureDiagnostics},
+		Metrics:          metricsserver.Options{BindAddress: o.metrics, SecureServing: !o.insecureDiagnostics},
+		LeaderElection:   o.leaderElect,
+		LeaderElectionID: leaderElectionID, LeaderElectionNamespace: o.leaderElectionNamespace,
+		// A replica that stops leading ends, so a new leader never runs
+		// beside a former one that still thinks it leads.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return err

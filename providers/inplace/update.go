@@ -122,7 +122,9 @@ type Updater struct {
 	staging map[string]*staging
 }
 
-// staging is one machine's image write in the background. attempts
+// staging is one machine's image write in the background, started by
+// this process (a write another replica started shows in the host's
+// status: see writing). attempts
 // counts the writes of this checksum: one the host's restart cut short
 // is started again, up to maxWrites.
 type staging struct {
@@ -658,7 +660,15 @@ func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, st age
 	}
 	key := string(machine.UID)
 	attempts := 0
-	if s, ok := u.staging[key]; ok && s.checksum == want.Checksum {
+	s, ours := u.staging[key]
+	ours = ours && s.checksum == want.Checksum
+	if !ours && writing(st, want.Checksum) {
+		// A write this process did not start (another replica's, or
+		// this one's before it restarted) is under way: the host says
+		// how it ends.
+		return "", false, nil
+	}
+	if ours {
 		switch {
 		case !s.done:
 			return "", false, nil
@@ -674,7 +684,7 @@ func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, st age
 		}
 		attempts = s.attempts // cut short by a restart: write again
 	}
-	s := &staging{checksum: want.Checksum, bootID: st.OS.BootID, attempts: attempts + 1}
+	s = &staging{checksum: want.Checksum, bootID: st.OS.BootID, attempts: attempts + 1}
 	u.staging[key] = s
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -780,6 +790,17 @@ func uptime(st agentv1.Status) time.Duration {
 func staged(st agentv1.Status, root agentv1.RootID, checksum string) bool {
 	r := st.Images.Root(root)
 	return r != nil && r.State == agentv1.RootWritten && r.Checksum == checksum
+}
+
+// writing says whether an image write of checksum is under way on the
+// host's disk.
+func writing(st agentv1.Status, checksum string) bool {
+	for _, r := range st.Images.Roots {
+		if r.Checksum == checksum && r.State == agentv1.RootWriting {
+			return true
+		}
+	}
+	return false
 }
 
 // holds says whether the host's disk holds a whole copy of the image with

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -89,5 +92,49 @@ func TestAnUpdatePastItsDeadlineFails(t *testing.T) {
 				t.Fatalf("failure kept as %q (%v)", stored.Annotations[FailedAnnotation], ok)
 			}
 		})
+	}
+}
+
+// A replica that did not start the write under way on the host (another
+// replica did, or this process before it restarted) waits for it rather
+// than start a second one into the same root; with nothing under way it
+// starts the write.
+func TestStageLeavesAWriteItDidNotStartToTheHost(t *testing.T) {
+	var stages atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/stage") {
+			stages.Add(1)
+		}
+		http.Error(w, "no", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	ag := hostagent.New(srv.Client(), srv.URL)
+	want := infrav1.Image{URL: "http://images/new", Checksum: "bb"}
+	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{UID: "m-1"}}
+	st := func(state agentv1.RootState) agentv1.Status {
+		return agentv1.Status{OS: &agentv1.RunningOS{BootID: "boot-1"}, Images: agentv1.Images{Roots: []agentv1.Root{
+			{ID: "A", State: agentv1.RootWritten, Checksum: "aa", Committed: true},
+			{ID: "B", State: state, Checksum: "bb"},
+		}}}
+	}
+	u := &Updater{}
+	if _, done, err := u.stage(m, ag, st(agentv1.RootWriting), want); done || err != nil {
+		t.Fatalf("a write under way elsewhere: done %v, err %v", done, err)
+	}
+	if _, started := u.staging[string(m.UID)]; started {
+		t.Fatal("a second write was started while the host reports one under way")
+	}
+	if _, done, err := u.stage(m, ag, st(agentv1.RootCorrupt), want); done || err != nil {
+		t.Fatalf("after a cut write: done %v, err %v", done, err)
+	}
+	if _, started := u.staging[string(m.UID)]; !started {
+		t.Fatal("no write was started although none is under way")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for stages.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if stages.Load() != 1 {
+		t.Fatalf("the agent was asked to stage %d times, want 1", stages.Load())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,7 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -26,6 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/upgradelab/upgradelab/internal/failpoint"
 )
 
 // Annotations on the KubeadmControlPlane.
@@ -36,9 +41,14 @@ const (
 	PausedByAnnotation = "inplace.upgradelab.dev/paused-by-single-node"
 )
 
-// FieldManager is the field manager of what this controller writes: its
-// own, so a Machine's managed fields say who changed it.
-const FieldManager = "upgradelab-singlenode"
+// KCPFieldManager is KCP's own field manager (kcpManagerName in KCP's
+// controllers), under which this controller writes the desired objects of
+// an in-place update: it does KCP's work in KCP's place, so the fields
+// stay KCP's alone. Under a manager of its own, every field KCP's
+// syncMachines manages would become co-owned, and a later removal through
+// the KCP's machineTemplate (a label, an annotation, a feature gate) would
+// no longer apply. The pause annotations and the events say who acted.
+const KCPFieldManager = "capi-kubeadmcontrolplane"
 
 // CanUpdateMachine answers the hook in process (the extension's own
 // handler, Handlers.DoCanUpdateMachine).
@@ -75,6 +85,10 @@ const DefaultConcurrency = 10
 // recheck interval for a control plane that is not ready.
 const holdRecheck = 20 * time.Second
 
+// preflightRecheck is how soon a failed preflight check is tried again:
+// KCP's preflightFailedRequeueAfter.
+const preflightRecheck = 15 * time.Second
+
 // Workloads gives a client of a workload cluster.
 type Workloads interface {
 	Client(ctx context.Context, namespace, cluster string) (client.Client, error)
@@ -91,6 +105,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 		})).
+		// A Cluster unpaused (spec.paused false after a clusterctl move)
+		// lets its control plane go on.
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			ref := o.(*clusterv1.Cluster).Spec.ControlPlaneRef
+			if ref.Kind != "KubeadmControlPlane" {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}}}
+		})).
 		Named("singlenode").
 		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Concurrency, DefaultConcurrency)}).
 		Complete(r)
@@ -98,12 +121,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // facts are what one reconcile decides on.
 type facts struct {
-	optedIn    bool // annotation, one replica, not deleting
+	optedIn bool // annotation, one replica, not deleting
+	// paused: the Cluster is paused (spec.paused, as during a clusterctl
+	// move) or someone else paused the KCP: nothing is started, lifted or
+	// completed, as KCP does nothing for a paused object.
+	paused     bool
 	pausedByUs bool
 	oneMachine bool // exactly one Machine, with a Node
 	updating   bool // the Machine carries update-in-progress
-	upToDate   bool // KCP's UpToDate: the Machine matches the spec
-	eligible   bool // KCP's EligibleForInPlaceUpdate
+	// hookPending: the Machine's UpdateMachine hook is marked pending, the
+	// trigger's last write. Updating without it is a trigger cut short.
+	hookPending bool
+	upToDate    bool // KCP's UpToDate: the Machine matches the spec
+	eligible    bool // KCP's EligibleForInPlaceUpdate
 }
 
 // action is what the controller does about them.
@@ -114,8 +144,16 @@ const (
 	none action = "none"
 	// release: lift this package's pause, KCP takes over.
 	release action = "release"
+	// waitPaused: touch nothing (the Cluster or the KCP is paused by someone
+	// else).
+	waitPaused action = "wait"
 	// hold: keep the pause (an update is running).
 	hold action = "hold"
+	// completeTrigger: an earlier trigger stopped after marking the
+	// Machine (an error, a crash): write the rest, as KCP does for
+	// MachinesToCompleteTriggerInPlaceUpdate. Once the Machine is marked
+	// the update is committed to; nothing falls back to a rollout.
+	completeTrigger action = "complete-trigger"
 	// pauseLate: the spec changed without the webhook's pause (it was
 	// not installed, or the opt-in came after the change): pause now,
 	// best effort: KCP may have surged already.
@@ -128,8 +166,12 @@ const (
 // decide is the controller's decision table.
 func decide(f facts) action {
 	switch {
+	case f.paused:
+		return waitPaused
 	case !f.optedIn || !f.oneMachine:
 		return release // not ours to drive, or provisioning
+	case f.updating && !f.hookPending:
+		return completeTrigger
 	case f.updating:
 		return hold // CAPI's Machine controller runs UpdateMachine
 	case f.upToDate:
@@ -158,25 +200,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, kcp); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	f := facts{
-		optedIn:    OptedIn(kcp) && kcp.DeletionTimestamp.IsZero(),
-		pausedByUs: kcp.Annotations[PausedByAnnotation] == "true",
-	}
-	if !f.optedIn {
-		return ctrl.Result{}, r.release(ctx, kcp)
-	}
 	cluster := &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: kcp.Namespace, Name: kcp.Labels[clusterv1.ClusterNameLabel]}, cluster); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	f := facts{
+		optedIn:    OptedIn(kcp) && kcp.DeletionTimestamp.IsZero(),
+		pausedByUs: kcp.Annotations[PausedByAnnotation] == "true",
+		paused:     ptr.Deref(cluster.Spec.Paused, false),
+	}
+	if _, paused := kcp.Annotations[clusterv1.PausedAnnotation]; paused && !f.pausedByUs {
+		f.paused = true
+	}
+	if !f.optedIn || f.paused {
+		return r.act(ctx, decide(f), kcp, nil, nil, nil)
 	}
 	machines := &clusterv1.MachineList{}
 	if err := r.Client.List(ctx, machines, client.InNamespace(kcp.Namespace), client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: kcp.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
 	var res *pkg.UpToDateResult
+	var m *clusterv1.Machine
 	if f.oneMachine = len(machines.Items) == 1 && machines.Items[0].Status.NodeRef.IsDefined(); f.oneMachine {
-		m := &machines.Items[0]
+		m = &machines.Items[0]
 		_, f.updating = m.Annotations[clusterv1.UpdateInProgressAnnotation]
+		f.hookPending = hookPending(m)
 		var err error
 		if f.upToDate, res, err = r.upToDate(ctx, cluster, kcp, m); err != nil {
 			return ctrl.Result{}, err
@@ -185,16 +233,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	a := decide(f)
 	log.FromContext(ctx).V(4).Info("single-node decision", "facts", fmt.Sprintf("%+v", f), "action", a)
+	return r.act(ctx, a, kcp, cluster, m, res)
+}
+
+// act carries out decide's action.
+func (r *Reconciler) act(ctx context.Context, a action, kcp *controlplanev1.KubeadmControlPlane, cluster *clusterv1.Cluster, m *clusterv1.Machine, res *pkg.UpToDateResult) (ctrl.Result, error) {
 	switch a {
+	case waitPaused:
+		log.FromContext(ctx).V(2).Info("the Cluster or the KubeadmControlPlane is paused: waiting")
+		return ctrl.Result{}, nil
 	case release:
 		return ctrl.Result{}, r.release(ctx, kcp)
 	case hold:
 		return ctrl.Result{RequeueAfter: holdRecheck}, nil
+	case completeTrigger:
+		log.FromContext(ctx).Info("completing an in-place update trigger cut short", "machine", m.Name)
+		return ctrl.Result{}, r.trigger(ctx, m, res)
 	case pauseLate:
 		log.FromContext(ctx).Info("the spec changed while KCP ran unpaused (is the webhook installed?); pausing it now", "why", strings.Join(res.LogMessages, "; "))
 		return ctrl.Result{RequeueAfter: time.Second}, r.pause(ctx, kcp)
 	}
-	return r.update(ctx, cluster, kcp, &machines.Items[0], res)
+	return r.update(ctx, cluster, kcp, m, res)
+}
+
+// hookPending says whether the Machine's UpdateMachine hook is marked
+// pending (runtime.cluster.x-k8s.io/pending-hooks).
+func hookPending(m *clusterv1.Machine) bool {
+	return slices.Contains(strings.Split(m.Annotations[runtimev1.PendingHooksAnnotation], ","), "UpdateMachine")
 }
 
 // OptedIn says whether a KCP is one this package drives.
@@ -206,6 +271,15 @@ func OptedIn(kcp *controlplanev1.KubeadmControlPlane) bool {
 // needs an update that may be made in place.
 func (r *Reconciler) update(ctx context.Context, cluster *clusterv1.Cluster, kcp *controlplanev1.KubeadmControlPlane, m *clusterv1.Machine, res *pkg.UpToDateResult) (ctrl.Result, error) {
 	logger := log.FromContext(ctx).WithValues("machine", m.Name)
+	failed, err := r.preflight(ctx, cluster, kcp, m)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("preflight checks: %w", err)
+	}
+	if failed != "" {
+		logger.Info("waiting for the control plane to pass preflight checks", "failures", failed)
+		r.event(kcp, corev1.EventTypeWarning, "ControlPlaneUnhealthy", "waiting for the control plane to pass preflight checks before updating in place: "+failed)
+		return ctrl.Result{RequeueAfter: preflightRecheck}, nil
+	}
 	if err := r.prepareWorkload(ctx, cluster, kcp); err != nil {
 		return ctrl.Result{}, fmt.Errorf("preparing the workload cluster for %s: %w", kcp.Spec.Version, err)
 	}
@@ -335,7 +409,7 @@ func (r *Reconciler) canUpdate(ctx context.Context, m *clusterv1.Machine, res *p
 func (r *Reconciler) dryRunApply(ctx context.Context, obj client.Object) error {
 	obj.SetManagedFields(nil)
 	obj.SetResourceVersion("")
-	return r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll) //nolint:staticcheck // typed apply configurations do not exist for CAPI's kinds
+	return r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(KCPFieldManager), client.ForceOwnership, client.DryRunAll) //nolint:staticcheck // typed apply configurations do not exist for CAPI's kinds
 }
 
 // upToDate asks KCP's own package whether m matches the KCP's spec, and
@@ -360,17 +434,56 @@ func (r *Reconciler) upToDate(ctx context.Context, cluster *clusterv1.Cluster, k
 }
 
 // trigger does what KCP does to start an in-place update
-// (inplace_trigger.go): mark the Machine, apply the desired InfraMachine,
-// KubeadmConfig and Machine, and mark the UpdateMachine hook pending.
+// (inplace_trigger.go), under KCP's field manager: mark the Machine,
+// apply the desired InfraMachine, KubeadmConfig and Machine, and mark the
+// UpdateMachine hook pending. It is re-entrant: a trigger cut short after
+// the mark is completed by the next reconcile (completeTrigger), with the
+// desired objects of the spec as it is then, as KCP completes one. Each
+// mark is waited for in the cache, so the next reconcile cannot read the
+// Machine from before it and start again.
 func (r *Reconciler) trigger(ctx context.Context, m *clusterv1.Machine, res *pkg.UpToDateResult) error {
-	orig := m.DeepCopy()
-	if m.Annotations == nil {
-		m.Annotations = map[string]string{}
+	if _, ok := m.Annotations[clusterv1.UpdateInProgressAnnotation]; !ok {
+		orig := m.DeepCopy()
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[clusterv1.UpdateInProgressAnnotation] = ""
+		if err := r.Client.Patch(ctx, m, client.MergeFrom(orig)); err != nil {
+			return err
+		}
+		if err := r.waitForCache(ctx, m, func(m *clusterv1.Machine) bool {
+			_, ok := m.Annotations[clusterv1.UpdateInProgressAnnotation]
+			return ok
+		}); err != nil {
+			return err
+		}
 	}
-	m.Annotations[clusterv1.UpdateInProgressAnnotation] = ""
-	if err := r.Client.Patch(ctx, m, client.MergeFrom(orig)); err != nil {
+	failpoint.Crash(FailpointMarked)
+	if res.DesiredMachine == nil || res.DesiredInfraMachine == nil || res.DesiredKubeadmConfig == nil {
+		return fmt.Errorf("machine %s: cannot complete the in-place update's trigger: KCP's UpToDate gave no desired Machine, InfraMachine or KubeadmConfig", m.Name)
+	}
+	if err := r.applyDesired(ctx, m, res); err != nil {
 		return err
 	}
+	latest := &clusterv1.Machine{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(m), latest); err != nil {
+		return err
+	}
+	if !hookPending(latest) {
+		orig := latest.DeepCopy()
+		hooks := strings.Split(latest.Annotations[runtimev1.PendingHooksAnnotation], ",")
+		latest.Annotations[runtimev1.PendingHooksAnnotation] = strings.Trim(strings.Join(append(hooks, "UpdateMachine"), ","), ",")
+		if err := r.Client.Patch(ctx, latest, client.MergeFrom(orig)); err != nil {
+			return err
+		}
+	}
+	return r.waitForCache(ctx, latest, hookPending)
+}
+
+// applyDesired writes the desired InfraMachine, KubeadmConfig and Machine,
+// each marked update-in-progress where CAPI's Machine controller looks
+// for it, without the labels and annotations KCP's syncMachines keeps.
+func (r *Reconciler) applyDesired(ctx context.Context, m *clusterv1.Machine, res *pkg.UpToDateResult) error {
 	infra := res.DesiredInfraMachine.DeepCopy()
 	infra.SetLabels(nil)
 	infra.SetAnnotations(map[string]string{
@@ -381,49 +494,56 @@ func (r *Reconciler) trigger(ctx context.Context, m *clusterv1.Machine, res *pkg
 	if err := r.apply(ctx, infra); err != nil {
 		return fmt.Errorf("machine %s: infrastructure machine: %w", m.Name, err)
 	}
-	// The KubeadmConfig's spec is patched to the desired one, not
-	// applied: an apply by this field manager could change what KCP's
-	// manager owns but never remove it (a feature gate KCP set for the
-	// old version, which the new version's KubeadmConfig drops, would
-	// stay), and a merge patch from the current spec removes it.
-	kc := &bootstrapv1.KubeadmConfig{}
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(res.DesiredKubeadmConfig), kc); err != nil {
+	kc := res.DesiredKubeadmConfig.DeepCopy()
+	kc.SetGroupVersionKind(bootstrapv1.GroupVersion.WithKind("KubeadmConfig"))
+	kc.Labels = nil
+	kc.Annotations = map[string]string{clusterv1.UpdateInProgressAnnotation: ""}
+	if err := r.apply(ctx, kc); err != nil {
 		return fmt.Errorf("machine %s: KubeadmConfig: %w", m.Name, err)
 	}
-	before := kc.DeepCopy()
-	kc.Spec = *res.DesiredKubeadmConfig.Spec.DeepCopy()
-	kc.Spec.InitConfiguration = bootstrapv1.InitConfiguration{}
-	if kc.Annotations == nil {
-		kc.Annotations = map[string]string{}
-	}
-	kc.Annotations[clusterv1.UpdateInProgressAnnotation] = ""
-	if err := r.Client.Patch(ctx, kc, client.MergeFrom(before), client.FieldOwner(FieldManager)); err != nil {
-		return fmt.Errorf("machine %s: KubeadmConfig: %w", m.Name, err)
+	if kc.Spec.InitConfiguration.IsDefined() {
+		// The apply removes only what KCP's manager owns; an
+		// initConfiguration nobody owns (written by an older KCP) goes
+		// with a patch, as KCP removes it.
+		before := kc.DeepCopy()
+		kc.Spec.InitConfiguration = bootstrapv1.InitConfiguration{}
+		if err := r.Client.Patch(ctx, kc, client.MergeFrom(before)); err != nil {
+			return fmt.Errorf("machine %s: KubeadmConfig: removing initConfiguration: %w", m.Name, err)
+		}
 	}
 	desired := res.DesiredMachine.DeepCopy()
 	desired.SetGroupVersionKind(clusterv1.GroupVersion.WithKind("Machine"))
 	if err := r.apply(ctx, desired); err != nil {
 		return fmt.Errorf("machine %s: %w", m.Name, err)
 	}
-	latest := &clusterv1.Machine{}
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(m), latest); err != nil {
-		return err
-	}
-	orig = latest.DeepCopy()
-	hooks := strings.Split(latest.Annotations[runtimev1.PendingHooksAnnotation], ",")
-	for _, h := range hooks {
-		if h == "UpdateMachine" {
-			return nil
+	return nil
+}
+
+// cacheWait bounds waitForCache; KCP's own wait allows 10 s.
+const cacheWait = 10 * time.Second
+
+// waitForCache waits until the client's cache holds m as written (ok
+// says so), as KCP's WaitForCacheToBeUpToDate does after the trigger's
+// marks.
+func (r *Reconciler) waitForCache(ctx context.Context, m *clusterv1.Machine, ok func(*clusterv1.Machine) bool) error {
+	var seen *clusterv1.Machine
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, cacheWait, true, func(ctx context.Context) (bool, error) {
+		seen = &clusterv1.Machine{}
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(m), seen); err != nil {
+			return false, client.IgnoreNotFound(err)
 		}
+		return ok(seen), nil
+	})
+	if err != nil {
+		return fmt.Errorf("machine %s: the cache did not show the in-place update's mark within %s: %w", m.Name, cacheWait, err)
 	}
-	latest.Annotations[runtimev1.PendingHooksAnnotation] = strings.Trim(strings.Join(append(hooks, "UpdateMachine"), ","), ",")
-	return r.Client.Patch(ctx, latest, client.MergeFrom(orig))
+	return nil
 }
 
 func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
 	obj.SetManagedFields(nil)
 	obj.SetResourceVersion("")
-	return r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership) //nolint:staticcheck // typed apply configurations do not exist for CAPI's kinds
+	return r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(KCPFieldManager), client.ForceOwnership) //nolint:staticcheck // typed apply configurations do not exist for CAPI's kinds
 }
 
 // pause pauses the KCP (marking the pause as ours), only as it was read,

@@ -76,12 +76,18 @@ func TestDecide(t *testing.T) {
 		{"not opted in: any pause of ours is lifted", facts{pausedByUs: true}, release},
 		{"provisioning (no Machine with a Node yet)", facts{optedIn: true, pausedByUs: true}, release},
 		{"steady: KCP runs unpaused", steady, release},
-		{"an update runs: hold", facts{optedIn: true, oneMachine: true, updating: true, pausedByUs: true}, hold},
-		{"an update runs although the pause was lifted by hand: no new pause", facts{optedIn: true, oneMachine: true, updating: true}, hold},
+		{"an update runs: hold", facts{optedIn: true, oneMachine: true, updating: true, hookPending: true, pausedByUs: true}, hold},
+		{"an update runs although the pause was lifted by hand: no new pause", facts{optedIn: true, oneMachine: true, updating: true, hookPending: true}, hold},
 		{"the update finished: release", facts{optedIn: true, oneMachine: true, upToDate: true, pausedByUs: true}, release},
 		{"the webhook paused a change that can be made in place", facts{optedIn: true, oneMachine: true, eligible: true, pausedByUs: true}, update},
 		{"a change KCP must roll out (rolloutAfter, certificates)", facts{optedIn: true, oneMachine: true, eligible: false, pausedByUs: true}, release},
 		{"a change KCP saw unpaused (no webhook): pause late", facts{optedIn: true, oneMachine: true, eligible: true}, pauseLate},
+		{"the Machine is marked, its hook not yet: complete the trigger", facts{optedIn: true, oneMachine: true, updating: true, pausedByUs: true, eligible: true}, completeTrigger},
+		{"a marked Machine looks up to date (its objects written): still complete", facts{optedIn: true, oneMachine: true, updating: true, pausedByUs: true, upToDate: true}, completeTrigger},
+		{"the trigger complete: hold", facts{optedIn: true, oneMachine: true, updating: true, hookPending: true, pausedByUs: true}, hold},
+		{"the Cluster is paused (clusterctl move): touch nothing", facts{optedIn: true, oneMachine: true, eligible: true, pausedByUs: true, paused: true}, waitPaused},
+		{"paused, with a trigger cut short: not even completed", facts{optedIn: true, oneMachine: true, updating: true, pausedByUs: true, paused: true}, waitPaused},
+		{"paused and done: our pause is not lifted while paused", facts{optedIn: true, oneMachine: true, upToDate: true, pausedByUs: true, paused: true}, waitPaused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := decide(tc.f); got != tc.want {

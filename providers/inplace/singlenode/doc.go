@@ -22,20 +22,23 @@
 //     PrepareKubeadmConfigsForDiff), and judges the answer as KCP does
 //     (inplace.MatchesAfterPatches); then starts the update with CAPI's
 //     in-place protocol (the update-in-progress annotations, the desired
-//     objects and the pending UpdateMachine hook KCP writes), under its
-//     own field manager ([FieldManager]);
+//     objects and the pending UpdateMachine hook KCP writes), under KCP's
+//     own field manager ([KCPFieldManager]), re-entrant and waiting for
+//     its cache after each mark as KCP's trigger is, after KCP's
+//     preflight checks;
 //   - CAPI's Machine controller calls UpdateMachine; once the Machine
 //     matches the spec the controller lifts the pause and KCP finds its
 //     Machine up to date.
 //
-// The desired KubeadmConfig's spec is merge-patched rather than applied:
-// an apply by this field manager can change what KCP's manager owns but
-// never delete it, so a feature gate KCP set for the old version would
-// stay. A change that cannot be made in place is handed back to KCP
-// unpaused (with a Warning event), which then behaves as upstream. A spec
-// change the webhook missed (not installed, or the opt-in came later) is
-// paused late, best effort: KCP may have surged already. decide is the
-// whole decision table. Only a pause this package set is ever lifted.
+// A change that cannot be made in place is handed back to KCP unpaused
+// (with a Warning event), which then behaves as upstream. The webhook
+// fails closed for the writes it pauses (its configuration's match
+// conditions select only those), so a spec change made while the
+// extension is down is refused rather than let through to a surge; one
+// it missed anyway (not installed, or the opt-in came later) is paused
+// late, best effort: KCP may have surged already. A paused Cluster or a
+// KCP paused by someone else is left alone. decide is the whole decision
+// table. Only a pause this package set is ever lifted.
 //
 // The controller reconciles ten KCPs at once ([DefaultConcurrency], KCP's
 // own default) and is woken by its Machine's changes, as KCP is; a KCP
