@@ -83,7 +83,8 @@ func main() {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	// The process ID tells replicas apart where their logs are merged.
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)).WithValues("pid", os.Getpid()))
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "upgradelab-inplace:", err)
 		os.Exit(1)

@@ -941,3 +941,48 @@ func TestEveryRuleHasAGroupAndGroupsAreTogether(t *testing.T) {
 		seen[r.Group], last = true, r.Group
 	}
 }
+
+// A Machine that starts its update while the Cluster is paused breaks
+// paused-respected, at that moment and naming it; the same update once
+// the pause is lifted passes.
+func TestNothingMovesWhileTheClusterIsPaused(t *testing.T) {
+	paused := map[string]string{vocab.FieldPaused: "true"}
+	// pausedRun inserts the pause after the upgrade step and lifts it
+	// before the entry at liftBefore (-1: never).
+	pausedRun := func(liftBefore int) []timeline.Entry {
+		var out []timeline.Entry
+		good := goodInPlace().entries
+		for i, e := range good {
+			if i == liftBefore {
+				out = append(out, timeline.Entry{Time: e.Time.Add(-time.Millisecond), Kind: vocab.KindCluster, Name: "c", Old: paused, New: map[string]string{}})
+			}
+			out = append(out, e)
+			if e.Kind == timeline.KindStep && e.Name == StepUpgrade {
+				out = append(out, timeline.Entry{Time: e.Time.Add(time.Millisecond), Kind: vocab.KindCluster, Name: "c", New: paused})
+			}
+		}
+		return out
+	}
+	result := func(entries []timeline.Entry) Result {
+		for _, r := range Run(entries, inPlace) {
+			if r.Rule == "paused-respected" {
+				return r
+			}
+		}
+		t.Fatal("no paused-respected result")
+		return Result{}
+	}
+	got := result(pausedRun(-1))
+	if got.Status != Fail || len(got.Violations) == 0 {
+		t.Fatalf("an update while paused: %s %v; want it failed", got.Status, got.Violations)
+	}
+	if v := got.Violations[0]; strings.Join(v.Objects, ",") != "Machine/c-cp-a" || !strings.Contains(v.Message, "changed version v1.35.3 -> v1.36.3 while its Cluster was paused") {
+		t.Fatalf("violation %s", v)
+	}
+	firstMachineChange := slices.IndexFunc(goodInPlace().entries, func(e timeline.Entry) bool {
+		return e.Kind == vocab.KindMachine && e.Old != nil && e.New[vocab.FieldVersion] == "v1.36.3"
+	})
+	if got := result(pausedRun(firstMachineChange)); got.Status != Pass {
+		t.Fatalf("an update after the pause was lifted: %s %v; want pass", got.Status, got.Violations)
+	}
+}

@@ -47,6 +47,8 @@ var Rules = []Rule{
 		Applies: func(p Params) bool { return p.ControlPlaneReplicas >= 3 }, During: etcdQuorumRule},
 	{Name: "deletion-order", Group: GroupRollout, Why: "a Machine at the new version is never deleted while one of the same owner is still at the old version (unless a MachineHealthCheck found it unhealthy: remediation)",
 		During: deletionOrder, Exercised: func(s *State, _ Params) bool { return s.Exercise.Deletions > 0 }},
+	{Name: "paused-respected", Group: GroupRollout, Why: "while its Cluster is paused (spec.paused, as during clusterctl move) no Machine of it is created, deleted, starts an in-place update or changes version",
+		During: pausedRespected},
 	{Name: "same-machines", Group: GroupRollout, Why: "an in-place upgrade keeps every Machine (name and UID); none created, deleted or being deleted",
 		Applies: func(p Params) bool { return p.Expect.SameMachines }, During: sameMachines},
 	// Where CAPI and the cluster end.
@@ -369,6 +371,39 @@ func etcdMemberRemovedFirst(s *State, _ Params) []Violation {
 		}
 	}
 	return out
+}
+
+// pausedRespected judges the change just applied: a Machine's, while
+// the Cluster is paused.
+func pausedRespected(s *State, _ Params) []Violation {
+	e := s.Entry
+	if e.Kind != vocab.KindMachine || !clusterPaused(s) {
+		return nil
+	}
+	var what string
+	switch {
+	case e.Old == nil && e.New != nil:
+		what = "was created"
+	case e.New == nil || e.New[vocab.FieldDeleting] != "" && e.Old[vocab.FieldDeleting] == "":
+		what = "was deleted"
+	case e.New[vocab.FieldUpdating] != "" && e.Old[vocab.FieldUpdating] == "":
+		what = "started an in-place update"
+	case e.New[vocab.FieldVersion] != e.Old[vocab.FieldVersion]:
+		what = fmt.Sprintf("changed version %s -> %s", e.Old[vocab.FieldVersion], e.New[vocab.FieldVersion])
+	default:
+		return nil
+	}
+	return violation(s, fmt.Sprintf("Machine %s %s while its Cluster was paused", e.Name, what), e.Object())
+}
+
+// clusterPaused says whether a Cluster of the run is paused now.
+func clusterPaused(s *State) bool {
+	for _, c := range s.Objects[vocab.KindCluster] {
+		if c[vocab.FieldPaused] != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func sameMachines(s *State, _ Params) []Violation {

@@ -203,9 +203,12 @@ func (p *Plane) Processes() []Process {
 	if p.controllerManager != nil {
 		add("kube-controller-manager", p.controllerManager.PID())
 	}
+	p.procsMu.Lock()
+	procs := p.procs
+	p.procsMu.Unlock()
 	for i, m := range p.managers {
-		if i < len(p.procs) {
-			add(m.name, p.procs[i].PID())
+		if i < len(procs) {
+			add(m.name, procs[i].PID())
 		}
 	}
 	return out

@@ -102,8 +102,18 @@ type Plane struct {
 	// LogDir holds one log file per process.
 	LogDir string
 
-	env   *envtest.Environment
-	procs []*proc.Process
+	env *envtest.Environment
+	// procs are the managers' processes, in managers' order; a manager
+	// fault (managerfaults.go) replaces one in the background, so they
+	// are read and written under procsMu, and none is started once Stop
+	// set managersStopped.
+	procsMu         sync.Mutex
+	procs           []*proc.Process
+	managersStopped bool
+	// extra are replicas beyond a manager's first (Replicate), and
+	// spreaders the addresses in front of them.
+	extra     []*proc.Process
+	spreaders []io.Closer
 	// controllerManager is kube-controller-manager (Options.ControllerManager).
 	controllerManager *proc.Process
 	managers          []managerSpec
@@ -538,40 +548,6 @@ func (p *Plane) registerExtensions(ctx context.Context, caPEM []byte, host strin
 	return nil
 }
 
-// KillAndRestart kills a manager (SIGKILL: no cleanup, as a crash or an
-// OOM kill) and starts it again with the same flags, returning once it is
-// ready. name is "capi", "kcp", "cabpk" or a Provider's name.
-func (p *Plane) KillAndRestart(ctx context.Context, name string) error {
-	if p.kind != nil {
-		return p.restartPod(ctx, name)
-	}
-	for i, m := range p.managers {
-		if m.name != name {
-			continue
-		}
-		old := p.procs[i]
-		old.Kill()
-		env, err := m.localEnv(p.certDir, p.LogDir)
-		if err != nil {
-			return err
-		}
-		child, err := proc.Start(m.name, m.binary, m.args(p.certDir, p.ports[m.name]), env, p.LogDir)
-		if err != nil {
-			return err
-		}
-		p.procs[i] = child
-		_ = p.reaper.Record(child.PID())
-		fmt.Fprintf(p.progress, "mgmt: %s killed (pid %d) and restarted (pid %d)\n", name, old.PID(), child.PID())
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		defer cancel()
-		if err := child.WaitHealthy(ctx, p.ports[m.name].healthURL()); err != nil || !m.certsUnderTMPDIR {
-			return err
-		}
-		return child.WaitListening(ctx, webhookAddr(p.ports[m.name]))
-	}
-	return fmt.Errorf("mgmt: no manager %q", name)
-}
-
 // Stop ends the managers, then the embedded API server, and forgets them.
 // On an existing cluster it removes the webhook configurations it installed
 // (the API server could not reach them any more) and keeps CRDs and objects.
@@ -580,12 +556,18 @@ func (p *Plane) Stop() {
 	p.stopSupervising()
 	// Each manager shuts down on its own (about a second each: its
 	// servers, then its controllers), so all at once rather than in turn.
+	p.procsMu.Lock()
+	procs := slices.Concat(p.procs, p.extra)
+	for _, s := range p.spreaders {
+		_ = s.Close()
+	}
+	p.procs, p.extra, p.spreaders, p.managersStopped = nil, nil, nil, true
+	p.procsMu.Unlock()
 	var stopping sync.WaitGroup
-	for _, child := range p.procs {
+	for _, child := range procs {
 		stopping.Go(func() { child.Stop(10 * time.Second) })
 	}
 	stopping.Wait()
-	p.procs = nil
 	if p.controllerManager != nil {
 		p.controllerManager.Stop(10 * time.Second)
 		p.controllerManager = nil

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -107,6 +108,7 @@ func DeploymentSummary(d *clusterv1.MachineDeployment) map[string]string {
 // ClusterSummary is CAPI's verdict on a Cluster.
 func ClusterSummary(c *clusterv1.Cluster) map[string]string {
 	s := map[string]string{}
+	set(s, vocab.FieldPaused, ptr.Deref(c.Spec.Paused, false))
 	condition(s, vocab.FieldAvailable, c.Status.Conditions, clusterv1.ClusterAvailableCondition)
 	condition(s, vocab.FieldCPUpToDate, c.Status.Conditions, clusterv1.ClusterControlPlaneMachinesUpToDateCondition)
 	condition(s, vocab.FieldWorkersUpToDate, c.Status.Conditions, clusterv1.ClusterWorkerMachinesUpToDateCondition)

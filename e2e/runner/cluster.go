@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -269,7 +272,7 @@ func (r *run) moveTo(ctx context.Context, to scenario.Release, suffix string) er
 		kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag = v["COREDNS_VERSION"]
 	}
 	kcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name = clusterName + "-cp-" + suffix
-	if err := r.env.Client.Patch(ctx, kcp, kcpPatch); err != nil {
+	if err := r.patchAsUser(ctx, kcp, kcpPatch); err != nil {
 		return err
 	}
 	md := &clusterv1.MachineDeployment{}
@@ -280,6 +283,45 @@ func (r *run) moveTo(ctx context.Context, to scenario.Release, suffix string) er
 	md.Spec.Template.Spec.Version = to.Version
 	md.Spec.Template.Spec.InfrastructureRef.Name = clusterName + "-md-" + suffix
 	return r.env.Client.Patch(ctx, md, mdPatch)
+}
+
+// StepWriteRefused is the timeline's step for a user's write refused
+// because an admission webhook could not be called.
+const StepWriteRefused = "write-refused"
+
+// patchAsUser patches obj as a user or a GitOps tool would: a write
+// refused because an admission webhook could not be called (its server
+// down, as a fail-closed webhook refuses then) is sent again every
+// second until it goes through. The first refusal is a step on the
+// timeline and a progress line, so the report shows when the change
+// waited and why.
+func (r *run) patchAsUser(ctx context.Context, obj client.Object, patch client.Patch) error {
+	refused := false
+	for {
+		err := r.env.Client.Patch(ctx, obj, patch)
+		if err == nil || !webhookUnreachable(err) {
+			if err == nil && refused {
+				r.say("the write of %s went through", obj.GetName())
+			}
+			return err
+		}
+		if !refused {
+			refused = true
+			r.say("the write of %s was refused (%v); sending it again, as a user or GitOps would", obj.GetName(), err)
+			r.tl.Step(StepWriteRefused, fmt.Sprintf("%s: %v", obj.GetName(), err))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// webhookUnreachable says whether the API server refused a write because
+// it could not call an admission webhook.
+func webhookUnreachable(err error) bool {
+	return apierrors.IsInternalError(err) && strings.Contains(err.Error(), "failed calling webhook")
 }
 
 func (r *run) patchCluster(ctx context.Context, change func(*clusterv1.Cluster)) error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,6 +26,7 @@ import (
 // it did as a step "fault:NAME" so the report and the checks see when.
 // An action that cannot be carried out is sent on errs.
 func (r *run) injectFaults(ctx context.Context, errs chan<- error) {
+	r.atStep = map[string][]chan struct{}{}
 	for _, f := range r.scenario.Faults {
 		entries := make(chan timeline.Entry, 1024)
 		r.tl.OnEntry(func(e timeline.Entry) {
@@ -33,12 +35,31 @@ func (r *run) injectFaults(ctx context.Context, errs chan<- error) {
 			default: // a fault waits for one moment; missing later entries is harmless
 			}
 		})
+		acted := make(chan struct{})
+		if f.When.LabEvent == "" && f.When.Delay.Duration == 0 {
+			step := or(f.When.AfterStep, check.StepUpgrade)
+			r.atStep[step] = append(r.atStep[step], acted)
+		}
 		go func(f scenario.Fault) {
+			defer close(acted)
 			if err := r.fire(ctx, f, entries); err != nil && ctx.Err() == nil {
 				errs <- fmt.Errorf("fault %s: %w", f.Name, err)
 			}
 		}(f)
 	}
+}
+
+// awaitFaultsAt waits until the faults that act at step have (see
+// run.atStep).
+func (r *run) awaitFaultsAt(ctx context.Context, step string) error {
+	for _, acted := range r.atStep[step] {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-acted:
+		}
+	}
+	return nil
 }
 
 // fire waits for the fault's moment, then injects it.
@@ -60,6 +81,17 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 	case f.Restart == "apiserver":
 		announce("kill and restart the management kube-apiserver")
 		return r.env.Plane.RestartAPIServer(ctx)
+	case f.Restart != "" && f.DownFor.Duration > 0:
+		announce(fmt.Sprintf("kill %s; it starts again in %s", f.Restart, f.DownFor.Duration))
+		return r.env.Plane.KillFor(ctx, f.Restart, f.DownFor.Duration)
+	case f.Restart != "" && f.Replicas > 0:
+		announce(fmt.Sprintf("%s runs as %d replicas electing a leader", f.Restart, f.Replicas))
+		return r.env.Plane.Replicate(ctx, f.Restart, f.Replicas)
+	case f.Restart != "" && f.Failpoint != "":
+		r.say("fault %s: %s armed to crash at %s", f.Name, f.Restart, f.Failpoint)
+		return r.env.Plane.CrashAt(ctx, f.Restart, f.Failpoint, func(pid int) {
+			announce(fmt.Sprintf("%s (pid %d) crashed at failpoint %s; started again", f.Restart, pid, f.Failpoint))
+		})
 	case f.Restart != "":
 		announce(fmt.Sprintf("kill and restart %s (host %s)", f.Restart, or(host, "-")))
 		return r.env.Plane.KillAndRestart(ctx, f.Restart)
@@ -72,6 +104,8 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 		}
 		announce(fmt.Sprintf("the OS of %s hangs; only a power cycle brings it back", host))
 		return h.Hang()
+	case f.PauseCluster != nil:
+		return r.pauseCluster(ctx, f.Name, f.PauseCluster.For.Duration, announce)
 	case f.SlowShutdown != nil:
 		return r.slowShutdowns(host, f.SlowShutdown.Takes.Duration, announce)
 	case f.AgentCrash != nil:
@@ -82,6 +116,29 @@ func (r *run) fire(ctx context.Context, f scenario.Fault, entries <-chan timelin
 	case f.BMC != nil:
 		r.degradeBMCs(*f.BMC, announce)
 	}
+	return nil
+}
+
+// pauseCluster pauses the run's Cluster as clusterctl move does, and
+// lifts the pause d later (a step "fault:NAME:lifted").
+func (r *run) pauseCluster(ctx context.Context, name string, d time.Duration, announce func(string)) error {
+	if err := r.patchCluster(ctx, func(c *clusterv1.Cluster) { c.Spec.Paused = ptr.To(true) }); err != nil {
+		return err
+	}
+	announce(fmt.Sprintf("the Cluster is paused (spec.paused) for %s", d))
+	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		if err := r.patchCluster(ctx, func(c *clusterv1.Cluster) { c.Spec.Paused = nil }); err != nil {
+			r.say("fault %s: lifting the Cluster's pause: %v", name, err)
+			return
+		}
+		r.say("fault %s: the Cluster's pause is lifted", name)
+		r.tl.Step("fault:"+name+":lifted", "spec.paused removed")
+	}()
 	return nil
 }
 

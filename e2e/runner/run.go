@@ -117,6 +117,11 @@ type run struct {
 	env      *Env
 	tl       *timeline.Timeline
 	prefix   string
+	// atStep are the faults that act the moment a step is recorded (no
+	// lab event, no delay), by step: each channel closes once its fault
+	// acted, and the step's work waits for them (awaitFaultsAt), so such
+	// a fault lands before the work, not somewhere in it.
+	atStep map[string][]chan struct{}
 	// faultErrs carries faults that could not be injected.
 	faultErrs chan error
 
@@ -362,6 +367,9 @@ func (r *run) execute(parent context.Context) (err error) {
 	r.faultErrs = make(chan error, len(r.scenario.Faults))
 	r.injectFaults(faultCtx, r.faultErrs)
 	r.tl.Step("env", "plane and lab up")
+	if err := r.awaitFaultsAt(ctx, "env"); err != nil {
+		return err
+	}
 	if err := r.waitForWave(ctx, limit, "let this cluster provision", Wave.Admit); err != nil {
 		return err
 	}
@@ -682,6 +690,9 @@ func (r *run) writeDataStep(ctx context.Context) error {
 // wait for the scenario's outcome.
 func (r *run) upgradeAndWait(ctx context.Context) error {
 	r.tl.Step(check.StepUpgrade, fmt.Sprintf("%s -> %s (%s)", r.scenario.From.Version, r.scenario.To.Version, r.scenario.Strategy))
+	if err := r.awaitFaultsAt(ctx, check.StepUpgrade); err != nil {
+		return err
+	}
 	r.say("step 5/6: upgrading to %s (%s)", r.scenario.To.Version, r.scenario.Strategy)
 	if err := r.upgrade(ctx); err != nil {
 		return err

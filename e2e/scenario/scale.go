@@ -35,6 +35,7 @@ func (s *Scenario) AtScale(scale timescale.Scale) *Scenario {
 	w.Faults = make([]Fault, len(s.Faults))
 	for i, f := range s.Faults {
 		f.When.Delay = wall(scale, f.When.Delay)
+		f.DownFor = wall(scale, f.DownFor)
 		if f.BMC != nil {
 			b := *f.BMC
 			b.Latency, b.Offline = wall(scale, b.Latency), wall(scale, b.Offline)
@@ -44,6 +45,9 @@ func (s *Scenario) AtScale(scale timescale.Scale) *Scenario {
 			p := *f.PowerLoss
 			p.RestoreAfter = wall(scale, p.RestoreAfter)
 			f.PowerLoss = &p
+		}
+		if f.PauseCluster != nil {
+			f.PauseCluster = &PauseClusterFault{For: wall(scale, f.PauseCluster.For)}
 		}
 		if f.AgentCrash != nil {
 			f.AgentCrash = &AgentCrashFault{RestartAfter: wall(scale, f.AgentCrash.RestartAfter)}

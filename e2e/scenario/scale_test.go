@@ -48,7 +48,7 @@ func TestEveryDurationIsLabTimeAtAnyScale(t *testing.T) {
 			})
 		}
 	}
-	for _, field := range []string{"Cluster.HealthCheck.UnhealthyAfter", "Workload.NodeDrainTimeout", "Expect.StallFor", "Faults.When.Delay", "Faults.BMC.Latency", "Faults.BMC.Offline", "Faults.PowerLoss.RestoreAfter", "Faults.AgentCrash.RestartAfter", "Faults.SlowShutdown.Takes", "Expect.MaxAPIOutage"} {
+	for _, field := range []string{"Cluster.HealthCheck.UnhealthyAfter", "Workload.NodeDrainTimeout", "Expect.StallFor", "Faults.When.Delay", "Faults.BMC.Latency", "Faults.BMC.Offline", "Faults.PowerLoss.RestoreAfter", "Faults.AgentCrash.RestartAfter", "Faults.SlowShutdown.Takes", "Faults.DownFor", "Faults.PauseCluster.For", "Expect.MaxAPIOutage"} {
 		if !seen[field] {
 			t.Errorf("no scenario sets %s: the walk never compared it", field)
 		}

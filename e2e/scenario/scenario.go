@@ -309,6 +309,20 @@ type Fault struct {
 	// manager of the provider config (the reference's are baremetal and
 	// inplace).
 	Restart string `yaml:"restart"`
+	// DownFor, with restart, keeps the manager down that long before it
+	// starts again, as one whose only Pod was evicted is: the fault acts
+	// at the kill, and the run goes on meanwhile.
+	DownFor Duration `yaml:"downFor"`
+	// Failpoint, with restart, starts the manager again with that
+	// failpoint armed (internal/failpoint): it crashes when its work
+	// reaches the point, and is started again unarmed. The fault fires
+	// at the crash; a run whose manager never reaches the point fails.
+	Failpoint string `yaml:"failpoint"`
+	// Replicas, with restart, replaces the manager by that many replicas
+	// electing a leader (--leader-elect) behind one address that hands
+	// each connection to the next, as a Deployment's Pods behind their
+	// Service: calls a replica never saw the start of come to it.
+	Replicas int `yaml:"replicas"`
 	// BMC makes every BMC slow and flaky from then on, or takes the BMC of
 	// the lab event's host offline for a while.
 	BMC *BMCFault `yaml:"bmc"`
@@ -326,6 +340,14 @@ type Fault struct {
 	// SlowShutdown makes graceful shutdowns slow from then on: of the lab
 	// event's host, or of every host without one.
 	SlowShutdown *SlowShutdownFault `yaml:"slowShutdown"`
+	// PauseCluster pauses the run's Cluster (spec.paused, as clusterctl
+	// move does while it moves it) and lifts the pause For later.
+	PauseCluster *PauseClusterFault `yaml:"pauseCluster"`
+}
+
+// PauseClusterFault is a Cluster paused for a while.
+type PauseClusterFault struct {
+	For Duration `yaml:"for"`
 }
 
 // SlowShutdownFault is an OS whose graceful shutdown takes Takes, lab
@@ -576,13 +598,16 @@ func (s *Scenario) validateFault(p *specfile.Problems, field string, f Fault) {
 		p.Add(field+".name", "required")
 	}
 	actions := 0
-	for _, set := range []bool{f.Restart != "", f.BMC != nil, f.PowerLoss != nil, f.AgentCrash != nil, f.Hang != nil, f.SlowShutdown != nil} {
+	for _, set := range []bool{f.Restart != "", f.BMC != nil, f.PowerLoss != nil, f.AgentCrash != nil, f.Hang != nil, f.SlowShutdown != nil, f.PauseCluster != nil} {
 		if set {
 			actions++
 		}
 	}
 	if actions != 1 {
-		p.Add(field, "give exactly one of restart, bmc, powerLoss, agentCrash, hang and slowShutdown")
+		p.Add(field, "give exactly one of restart, bmc, powerLoss, agentCrash, hang, slowShutdown and pauseCluster")
+	}
+	if f.PauseCluster != nil && f.PauseCluster.For.Duration <= 0 {
+		p.Add(field+".pauseCluster.for", "%s: say how long the Cluster stays paused (e.g. 3m)", f.PauseCluster.For.Duration)
 	}
 	if f.SlowShutdown != nil && f.SlowShutdown.Takes.Duration <= 0 {
 		p.Add(field+".slowShutdown.takes", "%s: a graceful shutdown takes some time (e.g. 3m)", f.SlowShutdown.Takes.Duration)
@@ -615,6 +640,7 @@ func (s *Scenario) validateFault(p *specfile.Problems, field string, f Fault) {
 	if f.Restart == "inplace" && s.Strategy != InPlace {
 		p.Add(field+".restart", "the in-place extension runs only for strategy in-place")
 	}
+	s.validateRestart(p, field, f)
 	if f.BMC != nil && (f.BMC.ErrorRate < 0 || f.BMC.ErrorRate > 0.9 || f.BMC.Latency.Duration < 0) {
 		p.Add(field+".bmc", "errorRate must be within 0..0.9 and latency not negative")
 	}
@@ -623,6 +649,30 @@ func (s *Scenario) validateFault(p *specfile.Problems, field string, f Fault) {
 	}
 	if f.When.Delay.Duration < 0 {
 		p.Add(field+".when.delay", "%s is negative", f.When.Delay.Duration)
+	}
+}
+
+// validateRestart checks what may go with restart: downFor, a failpoint
+// or replicas, for a manager (not the API server).
+func (s *Scenario) validateRestart(p *specfile.Problems, field string, f Fault) {
+	set := 0
+	for _, v := range []bool{f.DownFor.Duration != 0, f.Failpoint != "", f.Replicas != 0} {
+		if v {
+			set++
+		}
+	}
+	switch {
+	case set == 0:
+	case f.Restart == "" || f.Restart == "apiserver":
+		p.Add(field, "downFor, failpoint and replicas go with restart of a manager")
+	case set > 1:
+		p.Add(field, "downFor, failpoint and replicas exclude each other")
+	case f.Replicas != 0 && (f.Replicas < 2 || f.Replicas > 5):
+		p.Add(field+".replicas", "%d: between 2 and 5", f.Replicas)
+	case f.DownFor.Duration < 0:
+		p.Add(field+".downFor", "%s is negative", f.DownFor.Duration)
+	case f.Failpoint != "" && !namePattern.MatchString(f.Failpoint):
+		p.Add(field+".failpoint", "%q is not a failpoint's name (lower-case letters, digits and dashes)", f.Failpoint)
 	}
 }
 

@@ -52,6 +52,9 @@ const (
 	FieldUID        = "uid"
 	FieldDeleting   = "deleting"
 	FieldUpdating   = "updating"
+	// FieldPaused: a Cluster's spec.paused (CAPI's controllers leave it
+	// and everything of it alone).
+	FieldPaused = "paused"
 	// FieldUpdateFailed: CAPI's Updating condition says the in-place
 	// update failed (the extension refused or the host fell back).
 	FieldUpdateFailed = "updateFailed"
