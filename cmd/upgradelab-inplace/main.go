@@ -141,16 +141,18 @@ func run(o options) error {
 		return err
 	}
 	workloads := &inplace.Workloads{Management: direct, Scheme: s}
-	handlers := inplace.NewHandlers(
-		serializer.NewCodecFactory(s).UniversalDecoder(infrav1.GroupVersion, bootstrapv1.GroupVersion),
-		&inplace.Updater{
-			Client: direct, AgentHTTP: httpClient, BMCHTTP: redfish.Retrying(httpClient, o.bmcRetries, o.bmcRetryDelay),
-			ReadManifest: manifestReader(httpClient), ReadFirmware: firmwareReader(httpClient),
-			Workloads:   workloads,
-			HealthGrace: o.healthGrace, FlashTimeout: o.flashTimeout, DrainTimeout: o.drainTimeout, Retry: o.retry, Deadline: o.deadline,
-			RebootRetry: o.rebootRetry, ShutdownTimeout: o.shutdownTimeout,
-			PowerThroughHost: o.powerThroughHost,
-		})
+	updater := &inplace.Updater{
+		Client: direct, AgentHTTP: httpClient, BMCHTTP: redfish.Retrying(httpClient, o.bmcRetries, o.bmcRetryDelay),
+		ReadManifest: manifestReader(httpClient), ReadFirmware: firmwareReader(httpClient),
+		Workloads:   workloads,
+		HealthGrace: o.healthGrace, FlashTimeout: o.flashTimeout, DrainTimeout: o.drainTimeout, Retry: o.retry, Deadline: o.deadline,
+		RebootRetry: o.rebootRetry, ShutdownTimeout: o.shutdownTimeout,
+		PowerThroughHost: o.powerThroughHost,
+	}
+	handlers := inplace.NewHandlers(serializer.NewCodecFactory(s).UniversalDecoder(infrav1.GroupVersion, bootstrapv1.GroupVersion), updater)
+	if err := (&inplace.RevertWatcher{Client: mgr.GetClient(), Updater: updater}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	for _, h := range []server.ExtensionHandler{
 		{Hook: runtimehooksv1.CanUpdateMachine, Name: "can-update-machine", HandlerFunc: handlers.DoCanUpdateMachine},
 		{Hook: runtimehooksv1.CanUpdateMachineSet, Name: "can-update-machineset", HandlerFunc: handlers.DoCanUpdateMachineSet},

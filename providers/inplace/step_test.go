@@ -472,6 +472,33 @@ var updaterSteps = []updaterStep{
 		}
 		return p
 	}},
+	{name: "a failed firmware update whose owner reverted the firmware alone is abandoned", want: "done: the update to http://images/v1.36.3 failed (the flash failed) and KubeadmControlPlane c-cp now asks for http://images/v1.36.3:", run: func(w *stepWorld) progress {
+		ctx := context.Background()
+		fw := &infrav1.FirmwarePackage{URL: "http://firmware/nvm-9.50.json"}
+		w.bmm.Spec.NICFirmware = fw
+		tmpl := &infrav1.BareMetalMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-cp-to"},
+			Spec: infrav1.BareMetalMachineTemplateSpec{Template: infrav1.BareMetalMachineTemplateResource{Spec: infrav1.BareMetalMachineSpec{Image: w.bmm.Spec.Image}}}}
+		kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-cp"}}
+		kcp.Spec.MachineTemplate.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "BareMetalMachineTemplate", Name: "c-cp-to"}
+		stored := &infrav1.BareMetalMachine{}
+		if err := w.mgmt.Get(ctx, client.ObjectKeyFromObject(w.bmm), stored); err != nil {
+			w.t.Fatal(err)
+		}
+		stored.Annotations = map[string]string{FailedAnnotation: updateKey(w.bmm.Spec.Image, fw) + " the flash failed"}
+		for _, o := range []client.Object{tmpl, kcp} {
+			if err := w.mgmt.Create(ctx, o); err != nil {
+				w.t.Fatal(err)
+			}
+		}
+		if err := w.mgmt.Update(ctx, stored); err != nil {
+			w.t.Fatal(err)
+		}
+		p := w.step()
+		if !p.abandoned {
+			w.t.Errorf("not marked abandoned: %+v", p)
+		}
+		return p
+	}},
 }
 
 // The update's step machine, each case from the host as it reports

@@ -339,7 +339,7 @@ func (u *Updater) next(ctx context.Context, desired *clusterv1.Machine, desiredB
 	want, fw := desiredBMM.Spec.Image, desiredBMM.Spec.NICFirmware
 	key := updateKey(want, fw)
 	if msg, ok := failedFor(bmm, key); ok {
-		if p, abandoned, err := u.abandon(ctx, desired, bmm, want, msg); err != nil || abandoned {
+		if p, abandoned, err := u.abandon(ctx, desired, bmm, want, key, msg); err != nil || abandoned {
 			return p, err
 		}
 		return progress{failed: true, message: msg}, nil
@@ -404,10 +404,10 @@ type inFlight struct {
 // happened, and the host as it is) lets the owner take the Machine to
 // what it asks for now, in place again. The update's annotations go, so
 // a later update to the same image starts fresh.
-func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, bmm *infrav1.BareMetalMachine, want infrav1.Image, failure string) (progress, bool, error) {
-	img, owner, err := u.ownerImage(ctx, desired)
-	if err != nil || owner == "" || img.Checksum == want.Checksum {
-		return progress{}, false, err
+func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, bmm *infrav1.BareMetalMachine, want infrav1.Image, key, failure string) (progress, bool, error) {
+	asked, owner, err := u.ownerAsks(ctx, desired)
+	if err != nil || owner == "" || updateKey(asked.Image, asked.NICFirmware) == key {
+		return progress{}, false, err // the owner still asks for what failed
 	}
 	h, noHost, err := u.findHost(ctx, client.ObjectKeyFromObject(desired))
 	if err != nil || noHost != "" {
@@ -418,14 +418,22 @@ func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, bmm *
 		return progress{}, false, nil
 	}
 	patch := client.MergeFrom(bmm.DeepCopy())
-	for _, a := range []string{FailedAnnotation, RebootAnnotation, StartedAnnotation} {
+	for _, a := range []string{FailedAnnotation, RebootAnnotation, StartedAnnotation, OwnerAsksAnnotation} {
 		delete(bmm.Annotations, a)
 	}
 	if err := u.Client.Patch(ctx, bmm, patch); err != nil {
 		return progress{}, false, err
 	}
 	return progress{done: true, abandoned: true, message: fmt.Sprintf("the update to %s failed (%s) and %s now asks for %s: abandoned; %s runs %s, committed",
-		want.URL, failure, owner, img.URL, h.node.Name, st.OS.Image.Name)}, true, nil
+		want.URL, failure, owner, describeAsk(asked), h.node.Name, st.OS.Image.Name)}, true, nil
+}
+
+// describeAsk names an image and the NIC firmware that goes with it.
+func describeAsk(spec infrav1.BareMetalMachineSpec) string {
+	if spec.NICFirmware == nil {
+		return spec.Image.URL
+	}
+	return spec.Image.URL + " with NIC firmware " + spec.NICFirmware.URL
 }
 
 // runsCommitted says whether the host runs an installed image that passed
@@ -434,36 +442,38 @@ func runsCommitted(st agentv1.Status) bool {
 	return st.OS != nil && st.OS.Source == agentv1.FromDisk && st.Images.Booted != nil && st.Images.Booted.Committed
 }
 
-// ownerImage is the image a Machine's owner asks for now: its
-// KubeadmControlPlane's or MachineDeployment's BareMetalMachineTemplate
-// ("" owner when the Machine has neither, or another kind of template).
-func (u *Updater) ownerImage(ctx context.Context, m *clusterv1.Machine) (infrav1.Image, string, error) {
+// ownerAsks is what a Machine's owner asks of its host now: the image and
+// NIC firmware of its KubeadmControlPlane's or MachineDeployment's
+// BareMetalMachineTemplate ("" owner when the Machine has neither, or
+// another kind of template). A revert of the firmware alone changes what
+// it asks as much as a revert of the image.
+func (u *Updater) ownerAsks(ctx context.Context, m *clusterv1.Machine) (infrav1.BareMetalMachineSpec, string, error) {
 	var ref clusterv1.ContractVersionedObjectReference
 	var owner string
 	switch {
 	case m.Labels[clusterv1.MachineControlPlaneNameLabel] != "":
 		kcp := &controlplanev1.KubeadmControlPlane{}
 		if err := u.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Labels[clusterv1.MachineControlPlaneNameLabel]}, kcp); err != nil {
-			return infrav1.Image{}, "", client.IgnoreNotFound(err)
+			return infrav1.BareMetalMachineSpec{}, "", client.IgnoreNotFound(err)
 		}
 		ref, owner = kcp.Spec.MachineTemplate.Spec.InfrastructureRef, "KubeadmControlPlane "+kcp.Name
 	case m.Labels[clusterv1.MachineDeploymentNameLabel] != "":
 		md := &clusterv1.MachineDeployment{}
 		if err := u.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Labels[clusterv1.MachineDeploymentNameLabel]}, md); err != nil {
-			return infrav1.Image{}, "", client.IgnoreNotFound(err)
+			return infrav1.BareMetalMachineSpec{}, "", client.IgnoreNotFound(err)
 		}
 		ref, owner = md.Spec.Template.Spec.InfrastructureRef, "MachineDeployment "+md.Name
 	default:
-		return infrav1.Image{}, "", nil
+		return infrav1.BareMetalMachineSpec{}, "", nil
 	}
 	if ref.Kind != "BareMetalMachineTemplate" || ref.APIGroup != infrav1.GroupVersion.Group {
-		return infrav1.Image{}, "", nil
+		return infrav1.BareMetalMachineSpec{}, "", nil
 	}
 	t := &infrav1.BareMetalMachineTemplate{}
 	if err := u.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, t); err != nil {
-		return infrav1.Image{}, "", client.IgnoreNotFound(err)
+		return infrav1.BareMetalMachineSpec{}, "", client.IgnoreNotFound(err)
 	}
-	return t.Spec.Template.Spec.Image, owner, nil
+	return t.Spec.Template.Spec, owner, nil
 }
 
 // updateKey names what an update brings, so a failure is remembered for
