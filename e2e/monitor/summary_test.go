@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -46,7 +47,7 @@ func TestSummariesCarryWhatTheChecksRead(t *testing.T) {
 	}
 
 	ms := &clusterv1.MachineSet{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{clusterv1.MachineDeploymentNameLabel: "sc-md"}},
-		Spec: clusterv1.MachineSetSpec{Replicas: ptr(2), Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{Version: "v1.36.3"}}}}
+		Spec: clusterv1.MachineSetSpec{Replicas: ptr.To[int32](2), Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{Version: "v1.36.3"}}}}
 	if s := MachineSetSummary(ms); s[vocab.FieldDeployment] != "sc-md" || s[vocab.FieldVersion] != "v1.36.3" || s[vocab.FieldReplicas] != "2" {
 		t.Errorf("MachineSet summary %v", s)
 	}
@@ -63,10 +64,10 @@ func TestSummariesCarryWhatTheChecksRead(t *testing.T) {
 	}
 
 	surge := intstr.FromInt32(0)
-	k := &controlplanev1.KubeadmControlPlane{Spec: controlplanev1.KubeadmControlPlaneSpec{Replicas: ptr(3), Version: "v1.36.3",
+	k := &controlplanev1.KubeadmControlPlane{Spec: controlplanev1.KubeadmControlPlaneSpec{Replicas: ptr.To[int32](3), Version: "v1.36.3",
 		Rollout: controlplanev1.KubeadmControlPlaneRolloutSpec{Strategy: controlplanev1.KubeadmControlPlaneRolloutStrategy{
 			RollingUpdate: controlplanev1.KubeadmControlPlaneRolloutStrategyRollingUpdate{MaxSurge: &surge}}}},
-		Status: controlplanev1.KubeadmControlPlaneStatus{UpToDateReplicas: ptr(2)}}
+		Status: controlplanev1.KubeadmControlPlaneStatus{UpToDateReplicas: ptr.To[int32](2)}}
 	if s := ControlPlaneSummary(k); s[vocab.FieldReplicas] != "3" || s[vocab.FieldMaxSurge] != "0" || s[vocab.FieldUpToDateCount] != "2" || s[vocab.FieldAvailableCount] != "0" || s[vocab.FieldCoreDNS] != "" {
 		t.Errorf("KCP summary %v", s)
 	}
@@ -82,7 +83,6 @@ func TestSummariesCarryWhatTheChecksRead(t *testing.T) {
 	}
 }
 
-func ptr(v int32) *int32 { return &v }
 
 func TestKubeadmConfigSummaryReadsTheVersionAndGates(t *testing.T) {
 	s := KubeadmConfigSummary("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.3\nfeatureGates:\n  B: false\n  A: true\n")
@@ -94,5 +94,17 @@ func TestKubeadmConfigSummaryReadsTheVersionAndGates(t *testing.T) {
 	}
 	if s := KubeadmConfigSummary("kubernetesVersion: [1"); !strings.HasPrefix(s[vocab.FieldVersion], "unreadable") {
 		t.Fatalf("broken YAML: %v", s)
+	}
+}
+
+// A paused Cluster says so in its summary; an unpaused one does not.
+func TestClusterSummarySaysWhetherTheClusterIsPaused(t *testing.T) {
+	c := &clusterv1.Cluster{Spec: clusterv1.ClusterSpec{Paused: ptr.To(true)}}
+	if s := ClusterSummary(c); s[vocab.FieldPaused] != "true" {
+		t.Fatalf("paused Cluster: summary %v", s)
+	}
+	c.Spec.Paused = ptr.To(false)
+	if s := ClusterSummary(c); s[vocab.FieldPaused] != "" {
+		t.Fatalf("unpaused Cluster: summary %v", s)
 	}
 }

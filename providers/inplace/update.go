@@ -672,16 +672,15 @@ func (u *Updater) stage(machine *clusterv1.Machine, ag *hostagent.Client, st age
 	attempts := 0
 	s, ours := u.staging[key]
 	ours = ours && s.checksum == want.Checksum
-	if !ours && writing(st, want.Checksum) {
-		// A write this process did not start (another replica's, or
-		// this one's before it restarted) is under way: the host says
-		// how it ends.
+	if ours && !s.done || writing(st, want.Checksum) {
+		// A write is under way: this process's, or one it did not
+		// start (another replica's, this one's before it restarted, or
+		// one whose call failed while the host went on), which the host
+		// refuses to run twice at once. The host says how it ends.
 		return "", false, nil
 	}
 	if ours {
 		switch {
-		case !s.done:
-			return "", false, nil
 		case s.err == nil && staged(st, s.root, want.Checksum):
 			delete(u.staging, key)
 			return s.root, true, nil

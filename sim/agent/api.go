@@ -134,7 +134,7 @@ func replyErr(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
 	switch {
 	case errors.Is(err, lab.ErrNotRunning), errors.Is(err, disk.ErrNotWritten), errors.Is(err, disk.ErrNotBooted),
-		errors.Is(err, disk.ErrNoFallback), errors.Is(err, disk.ErrNoSuchRoot):
+		errors.Is(err, disk.ErrNoFallback), errors.Is(err, disk.ErrNoSuchRoot), errors.Is(err, disk.ErrWriteUnderWay):
 		status = http.StatusConflict
 	case errors.Is(err, disk.ErrNoSpace):
 		status = http.StatusInsufficientStorage

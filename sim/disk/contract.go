@@ -9,9 +9,31 @@ import "fmt"
 // stages into: the slot that is not running on an A/B disk, a new staged
 // deployment on an OSTree one. That root is unbootable until FinishStage.
 // An image the root has no room for is refused (ErrNoSpace) before
-// anything changes.
+// anything changes, and so is a second write while one is under way
+// (ErrWriteUnderWay), as RAUC refuses an install while one runs and
+// rpm-ostree a transaction while another is in progress: two writers
+// interleaving into one partition would leave neither image whole.
 func (d *Disk) BeginStage(image, checksum string, sizeMiB int) (RootID, error) {
+	if id, busy := d.writeUnderWay(); busy {
+		return "", fmt.Errorf("write %s: root %s is being written: %w", image, id, ErrWriteUnderWay)
+	}
 	return d.model().beginStage(d, image, checksum, sizeMiB)
+}
+
+// writeUnderWay names the root being written, if one is.
+func (d *Disk) writeUnderWay() (RootID, bool) {
+	if t := d.Tree; t != nil {
+		if s := t.Staged; s != nil && s.State == Writing {
+			return s.ID, true
+		}
+		return "", false
+	}
+	for id, s := range d.Slots {
+		if s.State == Writing {
+			return id, true
+		}
+	}
+	return "", false
 }
 
 // FinishStage marks a stage complete. The root still does not boot until

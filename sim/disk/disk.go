@@ -107,14 +107,16 @@ func New(kind Kind, recoveryImage string, keep int) (*Disk, error) {
 
 // Errors a caller can act on.
 var (
-	ErrNotWritten  = errors.New("root holds no complete image")
-	ErrNotWriting  = errors.New("no write under way on root")
-	ErrNotBooted   = errors.New("not booted from a root")
-	ErrNoFallback  = errors.New("no committed fallback image to roll back to")
-	ErrNoSuchRoot  = errors.New("no such root")
-	ErrNoSpace     = errors.New("no space left on device")
-	ErrEtcPathBad  = errors.New("an /etc file path must be absolute and under /etc/")
-	errUnknownKind = errors.New("unknown disk kind")
+	ErrNotWritten = errors.New("root holds no complete image")
+	ErrNotWriting = errors.New("no write under way on root")
+	// ErrWriteUnderWay: another image write is not finished.
+	ErrWriteUnderWay = errors.New("an image write is under way")
+	ErrNotBooted     = errors.New("not booted from a root")
+	ErrNoFallback    = errors.New("no committed fallback image to roll back to")
+	ErrNoSuchRoot    = errors.New("no such root")
+	ErrNoSpace       = errors.New("no space left on device")
+	ErrEtcPathBad    = errors.New("an /etc file path must be absolute and under /etc/")
+	errUnknownKind   = errors.New("unknown disk kind")
 )
 
 // model is what each kind implements; Disk dispatches to it.

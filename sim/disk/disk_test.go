@@ -221,6 +221,15 @@ var contractCases = []contractCase{
 		),
 	},
 	{
+		name: "one writer: a second write while one is under way is refused, and may start once the first ends",
+		steps: append(installed("os-1"),
+			step{do: "begin os-2"},
+			step{do: "stage os-3", err: ErrWriteUnderWay},
+			step{do: "powerloss"},
+			step{do: "stage os-3"},
+		),
+	},
+	{
 		name: "disk space: OSTree's deployments share one root, an A/B slot is its own",
 		steps: append(installed("os-1"),
 			step{do: "stage os-huge", errKind: map[Kind]error{AB: ErrNoSpace, OSTree: nil},
