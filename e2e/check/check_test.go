@@ -252,6 +252,11 @@ type brokenRule struct {
 // brokenRules are the rules TestBrokenRulesFailWithTheMomentAndTheObjects
 // breaks, one at a time.
 var brokenRules = []brokenRule{
+	{name: "a second write while one is under way", rule: "one-writer", params: inPlace,
+		breakIt: func(h *history) {
+			h.set(timeline.KindLab, "node-0", map[string]string{vocab.FieldLabKind: "disk", vocab.FieldReason: vocab.LabWriteBusy, "image": "ubuntu-24.04-k8s-v1.36.3"})
+		},
+		objects: []string{"BareMetalHost/node-0"}, message: "host node-0 was asked to write ubuntu-24.04-k8s-v1.36.3 while another write was under way"},
 	{name: "a host bound twice", rule: "host-bound-once", params: inPlace,
 		breakIt: func(h *history) { h.set(vocab.KindHost, "node-1", host("c-cp-a", "provisioning")) },
 		objects: []string{"BareMetalHost/node-0", "BareMetalHost/node-1"}, message: "bound to 2 hosts"},

@@ -98,6 +98,8 @@ var Rules = []Rule{
 	{Name: "clean-shutdowns", Group: GroupHost, Why: "no host's graceful shutdown is cut short by a power-off during the upgrade (an OSTree host would lose its staged deployment, an A/B host's services stop uncleanly, etcd among them), unless its Machine is being deleted; a fault that cuts the power is not judged",
 		Applies: func(p Params) bool { return p.HostsVisible && !p.PowerCuts }, During: cleanShutdowns, Note: cleanShutdownsNote,
 		Exercised: func(s *State, _ Params) bool { return s.Exercise.Shutdowns > 0 }},
+	{Name: "one-writer", Group: GroupHost, Why: "no host is asked for an image write while another is under way on its disk (two writers into one partition leave neither image whole; the host refuses the second, and an updater that sends it lost track of its own write)",
+		During: oneWriter},
 	{Name: "same-hosts", Group: GroupHost, Why: "the cluster ends on the hosts it started on (node reuse)",
 		Applies: func(p Params) bool { return p.Expect.SameHosts && p.HostsVisible && finished(p) }, End: sameHosts},
 	{Name: "spares-left", Group: GroupHost, Why: "the expected number of spare hosts is free at the end",
@@ -271,6 +273,17 @@ func cleanShutdowns(s *State, p Params) []Violation {
 		return nil
 	}
 	return violation(s, fmt.Sprintf("host %s was powered off %s into its graceful shutdown, before it finished", e.Name, p.labTime(c.ran)),
+		vocab.KindHost+"/"+e.Name)
+}
+
+// oneWriter: a host's disk refused a write because another was under
+// way.
+func oneWriter(s *State, _ Params) []Violation {
+	e := s.Entry
+	if e.Kind != timeline.KindLab || e.New[vocab.FieldReason] != vocab.LabWriteBusy {
+		return nil
+	}
+	return violation(s, fmt.Sprintf("host %s was asked to write %s while another write was under way on its disk", e.Name, or(e.New["image"], "an image")),
 		vocab.KindHost+"/"+e.Name)
 }
 

@@ -83,7 +83,6 @@ func TestSummariesCarryWhatTheChecksRead(t *testing.T) {
 	}
 }
 
-
 func TestKubeadmConfigSummaryReadsTheVersionAndGates(t *testing.T) {
 	s := KubeadmConfigSummary("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.3\nfeatureGates:\n  B: false\n  A: true\n")
 	if s[vocab.FieldVersion] != "v1.36.3" || s[vocab.FieldFeatureGates] != "A=true,B=false" {

@@ -12,7 +12,7 @@ func TestParse(t *testing.T) {
 	for in, want := range map[string]map[string]bool{
 		"":               {},
 		"a":              {"a": true},
-		" a , b ,,":      {"a": true, "b": true},
+		"a , b ,,":       {"a": true, "b": true},
 		"trigger-marked": {"trigger-marked": true},
 	} {
 		if got := parse(in); !maps.Equal(got, want) {

@@ -159,6 +159,9 @@ const (
 	// ends it, just before the power goes.
 	LabOSShuttingDown = "OSShuttingDown"
 	LabOSShutdown     = "OSShutdown"
+	// LabWriteBusy is an image write a host's disk refused because
+	// another was under way on it.
+	LabWriteBusy = "WriteBusy"
 )
 
 // Etcd health values of an EventEtcdHealth event's "health" (what the

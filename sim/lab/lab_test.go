@@ -257,6 +257,34 @@ func TestWriteRefusesABadChecksumAndPowerLossCutsTheWrite(t *testing.T) {
 	}
 }
 
+// A second image write while one is under way is refused (WriteBusy),
+// and the first goes on to finish, on either kind of disk.
+func TestASecondWriteWhileOneIsUnderWayIsRefused(t *testing.T) {
+	for _, kind := range disk.Kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			l, h, events := inRecovery(t, kind, 0.05)
+			b, _ := l.Definition().Catalog.Get("ubuntu-24.04-k8s-v1.36.3")
+			url := l.ImageServer().ImageURL(b.Name)
+			first := make(chan error, 1)
+			go func() {
+				_, err := h.WriteImage(context.Background(), url, b.SHA256)
+				first <- err
+			}()
+			expect(t, events, "node-0", "WriteStarted")
+			if _, err := h.WriteImage(context.Background(), url, b.SHA256); !errors.Is(err, disk.ErrWriteUnderWay) {
+				t.Fatalf("a second write while one is under way: %v, want refused", err)
+			}
+			expect(t, events, "node-0", vocab.LabWriteBusy)
+			if err := <-first; err != nil {
+				t.Fatalf("the first write: %v", err)
+			}
+			if im := h.Status().Disk.Images(); im.Staged == nil || im.Staged.State != disk.Written {
+				t.Fatalf("after the first write: %+v", im.Staged)
+			}
+		})
+	}
+}
+
 // An image the host's disk has no room for is refused before a byte is
 // written, on either kind: a 1 GiB root cannot take a 2 GiB image.
 func TestWriteRefusesAnImageTheDiskHasNoRoomFor(t *testing.T) {

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/internal/timescale"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/image"
 	"github.com/upgradelab/upgradelab/sim/nic"
@@ -114,7 +116,7 @@ func (h *Host) modelWriteImage(ctx context.Context, url, wantSHA256 string) (dis
 	h.saveLocked()
 	h.mu.Unlock()
 	if err != nil {
-		h.emit(EventDisk, "WriteRefused", err.Error(), map[string]string{"url": url, "image": m.Name})
+		h.emit(EventDisk, writeRefusal(err), err.Error(), map[string]string{"url": url, "image": m.Name})
 		return "", fmt.Errorf("host %s: %w", h.spec.Name, err)
 	}
 	h.emit(EventDisk, "WriteStarted", fmt.Sprintf("writing %s (%d MiB) to %s", m.Name, sizeMiB, where), map[string]string{"root": string(root), "image": m.Name})
@@ -297,4 +299,14 @@ func (h *Host) fetchImage(ctx context.Context, url, wantSHA256 string) ([]byte, 
 		return nil, imagev1.Manifest{}, fmt.Errorf("host %s: stage: %s: %w", h.spec.Name, url, err)
 	}
 	return payload, m, nil
+}
+
+// writeRefusal is the event reason of an image write the disk refused:
+// vocab.LabWriteBusy when another write was under way (the rules judge
+// an updater by it), WriteRefused otherwise.
+func writeRefusal(err error) string {
+	if errors.Is(err, disk.ErrWriteUnderWay) {
+		return vocab.LabWriteBusy
+	}
+	return "WriteRefused"
 }

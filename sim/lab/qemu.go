@@ -471,8 +471,9 @@ func (v *vmHost) writeImage(ctx context.Context, url, wantSHA256 string) (disk.R
 	var res agentv1.StageResult
 	if err := v.api.Call(ctx, agentv1.PathStage, agentv1.StageRequest{URL: guestURL, SHA256: p.SHA256}, &res); err != nil {
 		v.refreshDisk()
-		h.emit(EventDisk, "WriteRefused", err.Error(), map[string]string{"url": url, "image": m.Name})
-		return "", fmt.Errorf("host %s: stage %s: %w", h.spec.Name, m.Name, guestErr(err))
+		err = guestErr(err)
+		h.emit(EventDisk, writeRefusal(err), err.Error(), map[string]string{"url": url, "image": m.Name})
+		return "", fmt.Errorf("host %s: stage %s: %w", h.spec.Name, m.Name, err)
 	}
 	v.refreshDisk()
 	h.emit(EventDisk, "WriteFinished", fmt.Sprintf("%s written to slot %s", m.Name, res.Root), map[string]string{"root": string(res.Root), "image": m.Name})
@@ -506,6 +507,9 @@ func guestErr(err error) error {
 	case http.StatusInsufficientStorage:
 		return fmt.Errorf("%w: %w", disk.ErrNoSpace, err)
 	case http.StatusConflict:
+		if strings.Contains(ae.Message, disk.ErrWriteUnderWay.Error()) {
+			return fmt.Errorf("%w: %w", disk.ErrWriteUnderWay, err)
+		}
 		return fmt.Errorf("%w: %w", disk.ErrNotWritten, err)
 	}
 	return err

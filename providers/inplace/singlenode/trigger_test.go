@@ -98,17 +98,7 @@ func TestATriggerCutShortIsCompleted(t *testing.T) {
 	if _, ok := gotKC.Annotations[clusterv1.UpdateInProgressAnnotation]; !ok || !gotKC.Spec.ClusterConfiguration.FeatureGates["A"] {
 		t.Errorf("KubeadmConfig: annotations %v, feature gates %v", gotKC.Annotations, gotKC.Spec.ClusterConfiguration.FeatureGates)
 	}
-	for _, o := range []client.Object{stored, gotBMM, gotKC} {
-		var appliers []string
-		for _, mf := range o.GetManagedFields() {
-			if mf.Operation == metav1.ManagedFieldsOperationApply {
-				appliers = append(appliers, mf.Manager)
-			}
-		}
-		if len(appliers) != 1 || appliers[0] != KCPFieldManager {
-			t.Errorf("%T %s applied by %v, want KCP's manager alone: the fields KCP manages would become co-owned", o, o.GetName(), appliers)
-		}
-	}
+	appliedByKCPAlone(t, stored, gotBMM, gotKC)
 
 	// Again: nothing is marked twice.
 	if err := r.trigger(ctx, stored, res); err != nil {
@@ -119,6 +109,23 @@ func TestATriggerCutShortIsCompleted(t *testing.T) {
 	}
 	if got := stored.Annotations[runtimev1.PendingHooksAnnotation]; got != "UpdateMachine" {
 		t.Errorf("after a second trigger, pending hooks %q", got)
+	}
+}
+
+// appliedByKCPAlone fails t unless each object was applied by KCP's
+// field manager and no other.
+func appliedByKCPAlone(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		var appliers []string
+		for _, mf := range o.GetManagedFields() {
+			if mf.Operation == metav1.ManagedFieldsOperationApply {
+				appliers = append(appliers, mf.Manager)
+			}
+		}
+		if len(appliers) != 1 || appliers[0] != KCPFieldManager {
+			t.Errorf("%T %s applied by %v, want KCP's manager alone: the fields KCP manages would become co-owned", o, o.GetName(), appliers)
+		}
 	}
 }
 
