@@ -184,7 +184,7 @@ func TestAGoodRunPassesEveryRuleThatApplies(t *testing.T) {
 		switch r.Rule {
 		case "md-max-machines", "md-min-available", "end-workers", "spares-left", "end-rolled-back", "reverted-after-failure", "etcd-quorum", "workload-data", "etc-merged":
 			want = NotApplicable
-		case "kcp-one-deleting", "no-wipe-under-live-machine", "etcd-member-removed-first", "deletion-order":
+		case "kcp-one-deleting", "no-wipe-under-live-machine", "etcd-member-removed-first", "deletion-order", "paused-respected":
 			want = NotExercised
 		}
 		if r.Status != want {
@@ -976,6 +976,9 @@ func TestNothingMovesWhileTheClusterIsPaused(t *testing.T) {
 		}
 		t.Fatal("no paused-respected result")
 		return Result{}
+	}
+	if got := result(goodInPlace().entries); got.Status != NotExercised {
+		t.Fatalf("a run whose Cluster was never paused: %s; want not exercised", got.Status)
 	}
 	got := result(pausedRun(-1))
 	if got.Status != Fail || len(got.Violations) == 0 {

@@ -99,6 +99,8 @@ type Exercise struct {
 	// Shutdowns: graceful shutdowns of hosts that began after the
 	// upgrade step.
 	Shutdowns int
+	// ClusterPauses: times a Cluster became paused.
+	ClusterPauses int
 }
 
 // budgetTrack follows one budget across polls: its healthy pods and
@@ -172,6 +174,9 @@ func (s *State) apply(e timeline.Entry) {
 	}
 	if e.Kind == vocab.KindWorkloadAPI && s.upgrading() && e.New != nil {
 		s.applyWorkloadAPI(e)
+	}
+	if e.Kind == vocab.KindCluster && e.New[vocab.FieldPaused] != "" && e.Old[vocab.FieldPaused] == "" {
+		s.Exercise.ClusterPauses++
 	}
 	s.applyObject(e)
 }
