@@ -47,7 +47,7 @@ var Rules = []Rule{
 		Applies: func(p Params) bool { return p.ControlPlaneReplicas >= 3 }, During: etcdQuorumRule},
 	{Name: "deletion-order", Group: GroupRollout, Why: "a Machine at the new version is never deleted while one of the same owner is still at the old version (unless a MachineHealthCheck found it unhealthy: remediation)",
 		During: deletionOrder, Exercised: func(s *State, _ Params) bool { return s.Exercise.Deletions > 0 }},
-	{Name: "paused-respected", Group: GroupRollout, Why: "while its Cluster is paused (spec.paused, as during clusterctl move) no Machine of it is created, deleted, starts an in-place update or changes version",
+	{Name: "paused-respected", Group: GroupRollout, Why: "while its Cluster is paused (spec.paused, as during clusterctl move), none of its Machines is created, deleted, starts an in-place update or changes version",
 		During: pausedRespected, Exercised: func(s *State, _ Params) bool { return s.Exercise.ClusterPauses > 0 }},
 	{Name: "same-machines", Group: GroupRollout, Why: "an in-place upgrade keeps every Machine (name and UID); none created, deleted or being deleted",
 		Applies: func(p Params) bool { return p.Expect.SameMachines }, During: sameMachines},
