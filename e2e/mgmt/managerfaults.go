@@ -178,19 +178,16 @@ func (p *Plane) Replicate(ctx context.Context, name string, n int) error {
 		return err
 	}
 	var backends []string
-	var replicas []*proc.Process
 	for k := range n {
 		ports := managerPorts{webhook: all[3*k], health: all[3*k+1], diagnostics: all[3*k+2]}
 		args := slices.DeleteFunc(m.args(p.certDir, ports), func(a string) bool { return a == "--leader-elect=false" })
 		args = append(args, "--leader-elect=true", "--leader-election-namespace="+m.id.namespace)
 		// One log for all replicas (each line is written whole), so
 		// the RBAC refusals read from it (Forbidden) cover every one.
-		child, err := proc.Start(m.name, m.binary, args, env, p.LogDir)
-		if err != nil {
+		child, err := p.startReplica(m, k, i, args, env)
+		if err != nil || child == nil {
 			return err
 		}
-		_ = p.reaper.Record(child.PID())
-		replicas = append(replicas, child)
 		backends = append(backends, webhookAddr(ports))
 		if err := p.waitReady(ctx, m, child, ports); err != nil {
 			return err
@@ -201,12 +198,33 @@ func (p *Plane) Replicate(ctx context.Context, name string, n int) error {
 		return err
 	}
 	p.procsMu.Lock()
-	p.procs[i] = replicas[0]
-	p.extra = append(p.extra, replicas[1:]...)
 	p.spreaders = append(p.spreaders, spread)
 	p.procsMu.Unlock()
 	fmt.Fprintf(p.progress, "mgmt: %s runs as %d replicas electing a leader, behind %s\n", name, n, webhookAddr(p.ports[name]))
 	return nil
+}
+
+// startReplica starts replica k of manager i and keeps it where Stop
+// finds it (the first in the manager's own place, the others beside),
+// so a replicate that fails half-way leaves nothing running unseen; nil
+// (and no process) once the plane is stopping.
+func (p *Plane) startReplica(m managerSpec, k, i int, args, env []string) (*proc.Process, error) {
+	p.procsMu.Lock()
+	defer p.procsMu.Unlock()
+	if p.managersStopped {
+		return nil, nil
+	}
+	child, err := proc.Start(m.name, m.binary, args, env, p.LogDir)
+	if err != nil {
+		return nil, err
+	}
+	if k == 0 {
+		p.procs[i] = child
+	} else {
+		p.extra = append(p.extra, child)
+	}
+	_ = p.reaper.Record(child.PID())
+	return child, nil
 }
 
 // waitReady waits until a manager's process answers /readyz (and, for

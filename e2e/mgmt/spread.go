@@ -12,7 +12,9 @@ import (
 // Deployment's Pods. TLS passes through: every replica serves the same
 // certificate.
 //
-// A connection left idle for idleClose is closed. A client that keeps its
+// A connection left idle for idleClose after the backend last sent
+// something (an answer, not a request still being worked on) is closed.
+// A client that keeps its
 // connections (CAPI's runtime client, the API server's webhook client)
 // would otherwise send every call to the replica its first connection
 // reached; closed, each call a second or more apart dials anew and lands
@@ -48,7 +50,9 @@ func (s *spreader) serve() {
 }
 
 // pipe copies both ways between c and a connection to backend until one
-// side ends or the pair is idle for idleClose.
+// side ends, or the backend spoke last and the pair has been idle for
+// idleClose. last is when bytes last moved, negative when the client
+// sent them (a request the backend may still be working on).
 func (s *spreader) pipe(c net.Conn, backend string) {
 	defer c.Close()
 	b, err := net.DialTimeout("tcp", backend, 5*time.Second)
@@ -57,16 +61,16 @@ func (s *spreader) pipe(c net.Conn, backend string) {
 	}
 	defer b.Close()
 	var last atomic.Int64
-	last.Store(time.Now().UnixNano())
+	last.Store(-time.Now().UnixNano())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	copyOne := func(dst, src net.Conn) {
+	copyOne := func(dst, src net.Conn, sign int64) {
 		defer cancel()
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := src.Read(buf)
 			if n > 0 {
-				last.Store(time.Now().UnixNano())
+				last.Store(sign * time.Now().UnixNano())
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					return
 				}
@@ -76,8 +80,8 @@ func (s *spreader) pipe(c net.Conn, backend string) {
 			}
 		}
 	}
-	go copyOne(b, c)
-	go copyOne(c, b)
+	go copyOne(b, c, -1)
+	go copyOne(c, b, 1)
 	tick := time.NewTicker(idleClose / 4)
 	defer tick.Stop()
 	for {
@@ -85,7 +89,7 @@ func (s *spreader) pipe(c net.Conn, backend string) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			if time.Since(time.Unix(0, last.Load())) > idleClose {
+			if at := last.Load(); at > 0 && time.Since(time.Unix(0, at)) > idleClose {
 				return
 			}
 		}

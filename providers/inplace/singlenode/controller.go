@@ -200,10 +200,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, kcp); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	// A KCP whose Cluster is gone is not paused by it: one no longer
+	// opted in still has any pause of ours lifted.
 	cluster := &clusterv1.Cluster{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: kcp.Namespace, Name: kcp.Labels[clusterv1.ClusterNameLabel]}, cluster); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: kcp.Namespace, Name: kcp.Labels[clusterv1.ClusterNameLabel]}, cluster)
+	if client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, err
 	}
+	clusterGone := err != nil
 	f := facts{
 		optedIn:    OptedIn(kcp) && kcp.DeletionTimestamp.IsZero(),
 		pausedByUs: kcp.Annotations[PausedByAnnotation] == "true",
@@ -212,8 +216,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if _, paused := kcp.Annotations[clusterv1.PausedAnnotation]; paused && !f.pausedByUs {
 		f.paused = true
 	}
-	if !f.optedIn || f.paused {
+	switch {
+	case !f.optedIn || f.paused:
 		return r.act(ctx, decide(f), kcp, nil, nil, nil)
+	case clusterGone:
+		return ctrl.Result{}, nil // nothing to drive without its Cluster
 	}
 	machines := &clusterv1.MachineList{}
 	if err := r.Client.List(ctx, machines, client.InNamespace(kcp.Namespace), client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: kcp.Name}); err != nil {
@@ -225,7 +232,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		m = &machines.Items[0]
 		_, f.updating = m.Annotations[clusterv1.UpdateInProgressAnnotation]
 		f.hookPending = hookPending(m)
-		var err error
 		if f.upToDate, res, err = r.upToDate(ctx, cluster, kcp, m); err != nil {
 			return ctrl.Result{}, err
 		}

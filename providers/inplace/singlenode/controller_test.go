@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
@@ -150,5 +151,32 @@ func TestPauseOnChange(t *testing.T) {
 				t.Fatalf("paused = %v, want %v (patches %+v)", paused, tc.wantPause, resp.Patches)
 			}
 		})
+	}
+}
+
+// A KCP no longer opted in has this package's pause lifted even when its
+// Cluster is gone; one still opted in is left as it is.
+func TestAPauseOfOursIsLiftedWithoutTheCluster(t *testing.T) {
+	for _, optedIn := range []bool{false, true} {
+		kcp := &controlplanev1.KubeadmControlPlane{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-cp", Labels: map[string]string{clusterv1.ClusterNameLabel: "c"},
+				Annotations: map[string]string{clusterv1.PausedAnnotation: "", PausedByAnnotation: "true"}},
+			Spec: controlplanev1.KubeadmControlPlaneSpec{Replicas: ptr.To[int32](1)},
+		}
+		if optedIn {
+			kcp.Annotations[Annotation] = "true"
+		}
+		c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(kcp).Build()
+		r := &Reconciler{Client: c}
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(kcp)}); err != nil {
+			t.Fatal(err)
+		}
+		got := &controlplanev1.KubeadmControlPlane{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(kcp), got); err != nil {
+			t.Fatal(err)
+		}
+		if _, paused := got.Annotations[clusterv1.PausedAnnotation]; paused == !optedIn {
+			t.Errorf("opted in %v: paused %v after a reconcile without the Cluster", optedIn, paused)
+		}
 	}
 }
