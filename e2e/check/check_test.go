@@ -49,11 +49,22 @@ func (h *history) step(name string) *history {
 }
 
 func machine(version, uid, infra string, cp bool, upToDate string) map[string]string {
-	m := map[string]string{vocab.FieldVersion: version, vocab.FieldUID: uid, vocab.FieldInfra: infra,
+	m := map[string]string{vocab.FieldVersion: version, vocab.FieldUID: uid, vocab.FieldInfra: infra, vocab.FieldNode: infra,
 		vocab.FieldUpToDate: upToDate, vocab.FieldAvailable: "True", vocab.FieldProviderID: "upgradelab://" + infra}
 	if cp {
 		m[vocab.FieldControlPlane] = "true"
 	}
+	return m
+}
+
+// osRunning is a host's OS up from its disk, on an image of version.
+func osRunning(version string) map[string]string {
+	return map[string]string{vocab.FieldLabKind: "boot", vocab.FieldReason: vocab.LabOSRunning, vocab.FieldLabSource: vocab.LabSourceDisk, vocab.FieldKubernetesVersion: version}
+}
+
+// updating is m marked update-in-progress.
+func updating(m map[string]string) map[string]string {
+	m[vocab.FieldUpdating] = "true"
 	return m
 }
 
@@ -75,6 +86,7 @@ func provisionedSingleNode() *history {
 	h.set(vocab.KindControlPlane, "c-cp", kcp("v1.35.3", "1", "1", "1"))
 	h.set(vocab.KindMachine, "c-cp-a", machine("v1.35.3", "u1", "c-cp-a", true, "True"))
 	h.set(vocab.KindHost, "node-0", host("c-cp-a", "provisioned"))
+	h.set(timeline.KindLab, "node-0", osRunning("v1.35.3"))
 	h.set(vocab.KindNode, "c-cp-a", map[string]string{vocab.FieldReady: "True", vocab.FieldKubelet: "v1.35.3"})
 	h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a", vocab.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
 	h.set(vocab.KindAddon, "coredns", map[string]string{vocab.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
@@ -96,7 +108,7 @@ func inPlaceRun(cut bool) *history {
 	h.step(StepUpgrade)
 	h.set(vocab.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
 	h.set(vocab.KindAddon, vocab.AddonKubeadmConfig, map[string]string{vocab.FieldVersion: "v1.36.3"})
-	h.set(vocab.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
+	h.set(vocab.KindMachine, "c-cp-a", updating(machine("v1.36.3", "u1", "c-cp-a", true, "False")))
 	// The extension drains (the budget lets the one replica go), then
 	// reboots: the API is down until the host is back.
 	h.set(vocab.KindPod, "web-1", pod("c-cp-a", "app=web", false, true))
@@ -111,6 +123,7 @@ func inPlaceRun(cut bool) *history {
 	h.set(timeline.KindLab, "node-0", map[string]string{vocab.FieldLabKind: vocab.LabKindPower, vocab.FieldReason: "DomainStopped", vocab.FieldPower: vocab.LabPowerOff})
 	// Recorded in the same moment: a poll's rules run after all of it.
 	h.sameMoment(timeline.KindLab, "node-0", map[string]string{vocab.FieldLabKind: "bmc", vocab.FieldReason: "GracefulResetFailed"})
+	h.set(timeline.KindLab, "node-0", osRunning("v1.36.3"))
 	h.set(vocab.KindWorkloadAPI, "api", apiUp)
 	h.set(vocab.KindPod, "web-2", pod("c-cp-a", "app=web", true, false))
 	h.set(vocab.KindApp, "web", map[string]string{vocab.FieldReplicas: "1", vocab.FieldReadyCount: "1"})
@@ -257,6 +270,14 @@ var brokenRules = []brokenRule{
 			h.set(timeline.KindLab, "node-0", map[string]string{vocab.FieldLabKind: "disk", vocab.FieldReason: vocab.LabWriteBusy, "image": "ubuntu-24.04-k8s-v1.36.3"})
 		},
 		objects: []string{"BareMetalHost/node-0"}, message: "host node-0 was asked to write ubuntu-24.04-k8s-v1.36.3 while another write was under way"},
+	{name: "a Machine done while its Node runs the old kubelet", rule: "spec-matches-host", params: inPlace,
+		breakIt: func(h *history) {
+			h.set(vocab.KindNode, "c-cp-a", map[string]string{vocab.FieldReady: "True", vocab.FieldKubelet: "v1.35.3"})
+		},
+		objects: []string{"Machine/c-cp-a", "Node/c-cp-a"}, message: "Machine c-cp-a says v1.36.3, not updating, while its Node c-cp-a runs kubelet v1.35.3"},
+	{name: "a Machine done while its host runs the old image", rule: "spec-matches-host", params: inPlace,
+		breakIt: func(h *history) { h.set(timeline.KindLab, "node-0", osRunning("v1.35.3")) },
+		objects: []string{"BareMetalHost/node-0", "Machine/c-cp-a"}, message: "Machine c-cp-a says v1.36.3, not updating, while its host node-0 runs an image of v1.35.3"},
 	{name: "a host bound twice", rule: "host-bound-once", params: inPlace,
 		breakIt: func(h *history) { h.set(vocab.KindHost, "node-1", host("c-cp-a", "provisioning")) },
 		objects: []string{"BareMetalHost/node-0", "BareMetalHost/node-1"}, message: "bound to 2 hosts"},
@@ -789,14 +810,16 @@ func reverted(failed bool) *history {
 	h.step(StepUpgrade)
 	h.set(vocab.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))
 	h.set(vocab.KindAddon, vocab.AddonKubeadmConfig, map[string]string{vocab.FieldVersion: "v1.36.3"})
-	m := machine("v1.36.3", "u1", "c-cp-a", true, "False")
+	m := updating(machine("v1.36.3", "u1", "c-cp-a", true, "False"))
 	if failed {
 		m[vocab.FieldUpdateFailed] = "true"
 	}
 	h.set(vocab.KindMachine, "c-cp-a", m)
 	h.step(StepRevert)
 	h.set(vocab.KindControlPlane, "c-cp", kcp("v1.35.3", "1", "1", "0"))
+	// The extension points the failed update at what the KCP asks now.
 	h.set(vocab.KindAddon, vocab.AddonKubeadmConfig, map[string]string{vocab.FieldVersion: "v1.35.3", vocab.FieldFeatureGates: "ControlPlaneKubeletLocalMode=true"})
+	h.set(vocab.KindMachine, "c-cp-a", updating(machine("v1.35.3", "u1", "c-cp-a", true, "False")))
 	h.set(vocab.KindMachine, "c-cp-a", machine("v1.35.3", "u1", "c-cp-a", true, "True"))
 	h.set(vocab.KindControlPlane, "c-cp", kcp("v1.35.3", "1", "1", "1"))
 	h.set(vocab.KindApp, "web", map[string]string{vocab.FieldReplicas: "1", vocab.FieldReadyCount: "1"})
@@ -829,10 +852,54 @@ func TestARevertIsJudgedAtTheOldVersion(t *testing.T) {
 	if st := statuses(Run(reverted(false).entries, revertedParams)); st["reverted-after-failure"] != Fail {
 		t.Errorf("a revert without a failure: reverted-after-failure %s; want fail", st["reverted-after-failure"])
 	}
+	if st["spec-matches-host"] != Pass {
+		t.Errorf("spec-matches-host %s; want pass", st["spec-matches-host"])
+	}
 	h := reverted(true)
 	h.set(vocab.KindAddon, vocab.AddonKubeadmConfig, map[string]string{vocab.FieldVersion: "v1.36.3"})
 	if st := statuses(Run(h.entries, revertedParams)); st["end-kubeadm-config"] != Fail {
 		t.Errorf("kubeadm-config left at the failed version: end-kubeadm-config %s; want fail", st["end-kubeadm-config"])
+	}
+}
+
+// A failed update answered done at its owner's revert, the Machine still
+// saying the failed version until its owner takes it in place again,
+// breaks spec-matches-host for that moment.
+func TestARevertAnsweredDoneAtTheFailedVersionDoesNotMatchTheHost(t *testing.T) {
+	h := provisionedSingleNode()
+	h.step(StepUpgrade)
+	failed := updating(machine("v1.36.3", "u1", "c-cp-a", true, "False"))
+	failed[vocab.FieldUpdateFailed] = "true"
+	h.set(vocab.KindMachine, "c-cp-a", failed)
+	h.step(StepRevert)
+	h.set(vocab.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "False"))
+	h.set(vocab.KindMachine, "c-cp-a", updating(machine("v1.35.3", "u1", "c-cp-a", true, "False")))
+	h.set(vocab.KindMachine, "c-cp-a", machine("v1.35.3", "u1", "c-cp-a", true, "True"))
+	h.step(StepDone)
+	var got *Result
+	for _, r := range Run(h.entries, revertedParams) {
+		if r.Rule == "spec-matches-host" {
+			got = &r
+		}
+	}
+	if got == nil || got.Status != Fail || len(got.Violations) != 2 {
+		t.Fatalf("spec-matches-host: %+v; want a failure naming the Node and the host", got)
+	}
+	for _, v := range got.Violations {
+		if !strings.Contains(v.Message, "Machine c-cp-a says v1.36.3, not updating") {
+			t.Errorf("violation %s", v)
+		}
+	}
+}
+
+// A host that booted a ramdisk (inspection, provisioning) runs no
+// Machine's image: spec-matches-host forgets its last disk image.
+func TestARamdiskBootIsNoImageOfTheMachine(t *testing.T) {
+	h := provisionedSingleNode()
+	h.set(timeline.KindLab, "node-0", map[string]string{vocab.FieldLabKind: "boot", vocab.FieldReason: vocab.LabOSRunning, vocab.FieldLabSource: "virtual-media", vocab.FieldKubernetesVersion: "v1.34.0"})
+	h.set(vocab.KindMachine, "c-cp-a", machine("v1.35.3", "u1", "c-cp-a", true, "True"))
+	if st := statuses(Run(h.entries, inPlace)); st["spec-matches-host"] != Pass {
+		t.Errorf("spec-matches-host %s after a ramdisk boot; want pass", st["spec-matches-host"])
 	}
 }
 
@@ -984,7 +1051,7 @@ func TestNothingMovesWhileTheClusterIsPaused(t *testing.T) {
 	if got.Status != Fail || len(got.Violations) == 0 {
 		t.Fatalf("an update while paused: %s %v; want it failed", got.Status, got.Violations)
 	}
-	if v := got.Violations[0]; strings.Join(v.Objects, ",") != "Machine/c-cp-a" || !strings.Contains(v.Message, "changed version v1.35.3 -> v1.36.3 while its Cluster was paused") {
+	if v := got.Violations[0]; strings.Join(v.Objects, ",") != "Machine/c-cp-a" || !strings.Contains(v.Message, "started an in-place update while its Cluster was paused") {
 		t.Fatalf("violation %s", v)
 	}
 	firstMachineChange := slices.IndexFunc(goodInPlace().entries, func(e timeline.Entry) bool {

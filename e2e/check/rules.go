@@ -49,6 +49,8 @@ var Rules = []Rule{
 		During: deletionOrder, Exercised: func(s *State, _ Params) bool { return s.Exercise.Deletions > 0 }},
 	{Name: "paused-respected", Group: GroupRollout, Why: "while its Cluster is paused (spec.paused, as during clusterctl move), none of its Machines is created, deleted, starts an in-place update or changes version",
 		During: pausedRespected, Exercised: func(s *State, _ Params) bool { return s.Exercise.ClusterPauses > 0 }},
+	{Name: "spec-matches-host", Group: GroupRollout, Why: "outside an in-place update, a Machine's version is its Node's kubelet and the version of the image its host booted (an update answered done while the host runs another image leaves CAPI judging a cluster that is not there)",
+		During: specMatchesHost},
 	{Name: "same-machines", Group: GroupRollout, Why: "an in-place upgrade keeps every Machine (name and UID); none created, deleted or being deleted",
 		Applies: func(p Params) bool { return p.Expect.SameMachines }, During: sameMachines},
 	// Where CAPI and the cluster end.
@@ -407,6 +409,37 @@ func pausedRespected(s *State, _ Params) []Violation {
 		return nil
 	}
 	return violation(s, fmt.Sprintf("Machine %s %s while its Cluster was paused", e.Name, what), e.Object())
+}
+
+// specMatchesHost judges every moment: each Machine with a Node, not
+// updating in place and not deleting, says the version its Node's
+// kubelet runs, and the image its host last booted from disk (where the
+// lab's events tell it) ships that version too.
+func specMatchesHost(s *State, _ Params) []Violation {
+	var out []Violation
+	hostOf := map[string]string{}
+	for _, h := range s.names(vocab.KindHost) {
+		if c := s.get(vocab.KindHost, h)[vocab.FieldConsumer]; c != "" {
+			hostOf[c] = h
+		}
+	}
+	for _, name := range s.names(vocab.KindMachine) {
+		m := s.get(vocab.KindMachine, name)
+		if m[vocab.FieldUpdating] != "" || m[vocab.FieldDeleting] != "" || m[vocab.FieldNode] == "" {
+			continue
+		}
+		version, node := m[vocab.FieldVersion], m[vocab.FieldNode]
+		if kubelet := s.get(vocab.KindNode, node)[vocab.FieldKubelet]; kubelet != "" && kubelet != version {
+			out = append(out, violation(s, fmt.Sprintf("Machine %s says %s, not updating, while its Node %s runs kubelet %s", name, version, node, kubelet),
+				vocab.KindMachine+"/"+name, vocab.KindNode+"/"+node)...)
+		}
+		host := hostOf[m[vocab.FieldInfra]]
+		if booted := s.hostKubelet[host]; booted != "" && booted != version {
+			out = append(out, violation(s, fmt.Sprintf("Machine %s says %s, not updating, while its host %s runs an image of %s", name, version, host, booted),
+				vocab.KindMachine+"/"+name, vocab.KindHost+"/"+host)...)
+		}
+	}
+	return out
 }
 
 // clusterPaused says whether a Cluster of the run is paused now.

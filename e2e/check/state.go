@@ -73,6 +73,10 @@ type State struct {
 	// excusedCuts are the hosts powered off mid-shutdown during the
 	// upgrade with their Machine deleting or gone.
 	excusedCuts []string
+	// hostKubelet: for each host, the Kubernetes version of the image it
+	// last booted from its disk ("" or absent: unknown, or it last
+	// booted a ramdisk).
+	hostKubelet map[string]string
 	// foundUnhealthy: the Machines a MachineHealthCheck has found
 	// unhealthy at some point; their owner may remediate one on that
 	// verdict after it recovered.
@@ -125,7 +129,7 @@ func (s *State) upgrading() bool { return s.Before != nil && s.Steps[StepDone].I
 func newState() *State {
 	return &State{Objects: map[string]map[string]map[string]string{}, Steps: map[string]time.Time{},
 		LastConsumer: map[string]string{}, Reprovisioned: map[string]bool{}, drainGaveUp: map[string]bool{}, budgets: map[string]*budgetTrack{},
-		Changed: map[string]time.Time{}, podNodes: map[string]string{}, stoppedWith: map[string]map[string]bool{}, shutdowns: map[string]time.Time{}, cuts: map[string]cutShutdown{}, foundUnhealthy: map[string]bool{}}
+		Changed: map[string]time.Time{}, podNodes: map[string]string{}, stoppedWith: map[string]map[string]bool{}, shutdowns: map[string]time.Time{}, cuts: map[string]cutShutdown{}, foundUnhealthy: map[string]bool{}, hostKubelet: map[string]string{}}
 }
 
 // count records what the entry did that a rule judges (before the
@@ -188,10 +192,15 @@ type cutShutdown struct {
 	ran time.Duration
 }
 
-// applyLab follows each host's graceful shutdowns: a power-off that came
-// before the shutdown under way on its host finished is a cut.
+// applyLab follows what each host booted, and its graceful shutdowns: a
+// power-off that came before the shutdown under way on its host finished
+// is a cut.
 func (s *State) applyLab(e timeline.Entry) {
 	switch {
+	case e.New[vocab.FieldReason] == vocab.LabOSRunning && e.New[vocab.FieldLabSource] == vocab.LabSourceDisk:
+		s.hostKubelet[e.Name] = e.New[vocab.FieldKubernetesVersion]
+	case e.New[vocab.FieldReason] == vocab.LabOSRunning:
+		delete(s.hostKubelet, e.Name)
 	case e.New[vocab.FieldReason] == vocab.LabOSShuttingDown:
 		s.shutdowns[e.Name] = e.Time
 		if s.upgrading() {

@@ -159,6 +159,14 @@ const (
 	// ends it, just before the power goes.
 	LabOSShuttingDown = "OSShuttingDown"
 	LabOSShutdown     = "OSShutdown"
+	// LabOSRunning is a host's OS up: FieldLabSource says where it
+	// booted from (LabSourceDisk: its installed image, not a ramdisk)
+	// and FieldKubernetesVersion the version of the kubelet its image
+	// ships.
+	LabOSRunning           = "OSRunning"
+	FieldLabSource         = "source"
+	LabSourceDisk          = "disk"
+	FieldKubernetesVersion = "kubernetesVersion"
 	// LabWriteBusy is an image write a host's disk refused because
 	// another was under way on it.
 	LabWriteBusy = "WriteBusy"

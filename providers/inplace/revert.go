@@ -80,7 +80,7 @@ func (w *RevertWatcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, nil
 	}
 	asked, owner, err := w.Updater.ownerAsks(ctx, m)
-	if err != nil || owner == "" {
+	if err != nil || owner == nil {
 		return ctrl.Result{}, err
 	}
 	askKey := updateKey(asked.Image, asked.NICFirmware)
@@ -88,6 +88,6 @@ func (w *RevertWatcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if askKey == failedKey || bmm.Annotations[OwnerAsksAnnotation] == askKey {
 		return ctrl.Result{}, nil
 	}
-	ctrl.LoggerFrom(ctx).Info("the owner of a failed in-place update asks for something else now; telling CAPI's Machine controller", "owner", owner, "asks", describeAsk(asked))
+	ctrl.LoggerFrom(ctx).Info("the owner of a failed in-place update asks for something else now; telling CAPI's Machine controller", "owner", owner.kind+" "+owner.name, "asks", describeAsk(asked))
 	return ctrl.Result{}, w.Updater.annotate(ctx, bmm, OwnerAsksAnnotation, askKey)
 }

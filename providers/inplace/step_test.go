@@ -13,6 +13,8 @@ import (
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta/testrestmapper"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -25,6 +27,7 @@ import (
 	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+	"github.com/upgradelab/upgradelab/providers/inplace/askcp"
 	"github.com/upgradelab/upgradelab/sim/disk"
 )
 
@@ -237,7 +240,7 @@ func newStepWorldOS(t *testing.T, kind disk.Kind) *stepWorld {
 	srv := w.host.serve(t)
 
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, controlplanev1.AddToScheme, bootstrapv1.AddToScheme, metal3.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, controlplanev1.AddToScheme, bootstrapv1.AddToScheme, metal3.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(s); err != nil {
 			t.Fatal(err)
 		}
@@ -250,7 +253,7 @@ func newStepWorldOS(t *testing.T, kind disk.Kind) *stepWorld {
 		Spec: infrav1.BareMetalMachineSpec{Image: newImage}, Status: infrav1.BareMetalMachineStatus{Host: "node-0"}}
 	w.kc = &bootstrapv1.KubeadmConfig{} // v1.36.3: KCP sets no feature gate
 	bmh := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "node-0"}}
-	w.mgmt = fake.NewClientBuilder().WithScheme(s).WithObjects(w.machine.DeepCopy(), w.bmm.DeepCopy(), bmh).WithStatusSubresource(&infrav1.BareMetalMachine{}).Build()
+	w.mgmt = fake.NewClientBuilder().WithScheme(s).WithRESTMapper(testrestmapper.TestOnlyStaticRESTMapper(s)).WithObjects(w.machine.DeepCopy(), w.bmm.DeepCopy(), bmh).WithStatusSubresource(&infrav1.BareMetalMachine{}).Build()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp-1", Annotations: map[string]string{agentv1.AgentURLAnnotation: srv.URL}},
 		Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.35.3"}, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	w.wl = fake.NewClientBuilder().WithScheme(s).WithObjects(node).WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string {
@@ -313,6 +316,88 @@ func (w *stepWorld) annotations() map[string]string {
 		w.t.Fatal(err)
 	}
 	return b.Annotations
+}
+
+// ownedByKCP makes the world's Machine a KubeadmControlPlane's, as CAPI
+// keeps one: the Cluster, the KCP at version asking for image (and NIC
+// firmware fw) through its template, the Machine's references and its
+// KubeadmConfig, all marked update-in-progress, the CRDs CAPI's contract
+// helpers read, and the workload cluster's kubeadm-config at the version
+// the Machine's update moved it to.
+func (w *stepWorld) ownedByKCP(version string, image infrav1.Image, fw *infrav1.FirmwarePackage) {
+	w.t.Helper()
+	ctx := context.Background()
+	updating := map[string]string{clusterv1.UpdateInProgressAnnotation: ""}
+	tmpl := &infrav1.BareMetalMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-cp-" + version},
+		Spec: infrav1.BareMetalMachineTemplateSpec{Template: infrav1.BareMetalMachineTemplateResource{Spec: infrav1.BareMetalMachineSpec{Image: image, NICFirmware: fw}}}}
+	kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-cp", UID: "kcp-uid"}}
+	kcp.Spec.Version = version
+	kcp.Spec.MachineTemplate.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "BareMetalMachineTemplate", Name: tmpl.Name}
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+	kc := &bootstrapv1.KubeadmConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp-1", Annotations: updating},
+		Spec: bootstrapv1.KubeadmConfigSpec{JoinConfiguration: bootstrapv1.JoinConfiguration{NodeRegistration: bootstrapv1.NodeRegistrationOptions{Name: "cp-1"}}}}
+	objs := []client.Object{tmpl, kcp, cluster, kc}
+	for _, plural := range []string{"baremetalmachinetemplates", "baremetalmachines"} {
+		objs = append(objs, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{
+			Name: plural + "." + infrav1.GroupVersion.Group, Labels: map[string]string{"cluster.x-k8s.io/v1beta2": infrav1.GroupVersion.Version}}})
+	}
+	for _, o := range objs {
+		if err := w.mgmt.Create(ctx, o); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	stored := &clusterv1.Machine{}
+	if err := w.mgmt.Get(ctx, client.ObjectKeyFromObject(w.machine), stored); err != nil {
+		w.t.Fatal(err)
+	}
+	stored.Annotations = updating
+	stored.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "BareMetalMachine", Name: w.bmm.Name}
+	stored.Spec.Bootstrap.ConfigRef = clusterv1.ContractVersionedObjectReference{APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfig", Name: kc.Name}
+	if err := w.mgmt.Update(ctx, stored); err != nil {
+		w.t.Fatal(err)
+	}
+	// The failed update's objects, as KCP's trigger wrote them: under
+	// its field manager, so that an apply of KCP's spec now removes
+	// what it no longer asks for.
+	bmm := &infrav1.BareMetalMachine{TypeMeta: metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: "BareMetalMachine"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: w.bmm.Name, Annotations: map[string]string{clusterv1.UpdateInProgressAnnotation: "",
+			clusterv1.TemplateClonedFromNameAnnotation:      "c-cp-failed",
+			clusterv1.TemplateClonedFromGroupKindAnnotation: "BareMetalMachineTemplate." + infrav1.GroupVersion.Group}},
+		Spec: w.bmm.Spec}
+	if err := askcp.Apply(ctx, w.mgmt, bmm); err != nil {
+		w.t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kubeadm-config"},
+		Data: map[string]string{"ClusterConfiguration": "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.3\n"}}
+	if err := w.wl.Create(ctx, cm); err != nil {
+		w.t.Fatal(err)
+	}
+	w.machine, w.kc = stored, kc
+}
+
+// followStored makes the world's desired objects the stored ones, as
+// CAPI's next UpdateMachine call carries them.
+func (w *stepWorld) followStored() {
+	w.t.Helper()
+	ctx := context.Background()
+	for _, o := range []client.Object{w.machine, w.bmm, w.kc} {
+		if err := w.mgmt.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
+// kubeadmConfigVersion is the kubernetesVersion of the workload
+// cluster's kubeadm-config.
+func (w *stepWorld) kubeadmConfigVersion() string {
+	w.t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := w.wl.Get(context.Background(), client.ObjectKey{Namespace: "kube-system", Name: "kubeadm-config"}, cm); err != nil {
+		w.t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(cm.Data["ClusterConfiguration"], "kubernetesVersion: ")
+	v, _, _ := strings.Cut(rest, "\n")
+	return v
 }
 
 // updaterStep is one case of the update's step machine: what the test does
@@ -446,56 +531,76 @@ var updaterSteps = []updaterStep{
 		w.now = w.now.Add(2 * time.Hour)
 		return w.step()
 	}},
-	{name: "a failure whose owner was reverted is abandoned on a committed image", want: "done: the update to http://images/v1.36.3 failed", run: func(w *stepWorld) progress {
-		ctx := context.Background()
-		tmpl := &infrav1.BareMetalMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-cp-from"},
-			Spec: infrav1.BareMetalMachineTemplateSpec{Template: infrav1.BareMetalMachineTemplateResource{Spec: infrav1.BareMetalMachineSpec{Image: oldImage}}}}
-		kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-cp"}}
-		kcp.Spec.MachineTemplate.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "BareMetalMachineTemplate", Name: "c-cp-from"}
-		for _, o := range []client.Object{tmpl, kcp} {
-			if err := w.mgmt.Create(ctx, o); err != nil {
-				w.t.Fatal(err)
-			}
-		}
+	{name: "a failure whose KCP was reverted goes on to what the KCP asks", want: "done", run: func(w *stepWorld) progress {
+		w.ownedByKCP("v1.35.3", oldImage, nil)
 		w.step()
 		w.now = w.now.Add(time.Minute)
 		w.host.boot(w.t, "v1.35.3", w.now.Add(-time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
 		if p := w.step(); !p.failed {
 			w.t.Fatalf("the fallback: %+v; want a failure", p)
 		}
-		p := w.step() // the owner asks for the old image: abandoned
-		if !p.abandoned {
-			w.t.Errorf("not marked abandoned: %+v", p)
+		p := w.step() // the KCP asks for the old image: the update is pointed at it
+		if !p.abandoned || p.done || !strings.Contains(p.message, "the Machine asks for it too") {
+			w.t.Fatalf("after the revert: %+v; want the failed update abandoned and the Machine pointed at the KCP's spec, not done", p)
 		}
 		if a := w.annotations(); a[FailedAnnotation] != "" || a[RebootAnnotation] != "" {
 			w.t.Errorf("annotations kept after abandoning: %v", a)
 		}
-		return p
+		w.followStored()
+		if w.machine.Spec.Version != "v1.35.3" || w.bmm.Spec.Image != oldImage {
+			w.t.Errorf("the Machine asks for %s on %s after the revert; want the KCP's v1.35.3 on %s", w.machine.Spec.Version, w.bmm.Spec.Image.URL, oldImage.URL)
+		}
+		for name, o := range map[string]client.Object{"Machine": w.machine, "BareMetalMachine": w.bmm, "KubeadmConfig": w.kc} {
+			if _, ok := o.GetAnnotations()[clusterv1.UpdateInProgressAnnotation]; !ok {
+				w.t.Errorf("%s lost its update-in-progress mark: the update is not over", name)
+			}
+		}
+		if v := w.kubeadmConfigVersion(); v != "v1.35.3" {
+			w.t.Errorf("the workload's kubeadm-config says %s after the revert; want the KCP's v1.35.3 (KCP moves it only before it rolls a Machine)", v)
+		}
+		return w.step() // CAPI's next call brings what the Machine asks now, which the host runs
 	}},
-	{name: "a failed firmware update whose owner reverted the firmware alone is abandoned", want: "done: the update to http://images/v1.36.3 failed (the flash failed) and KubeadmControlPlane c-cp now asks for http://images/v1.36.3:", run: func(w *stepWorld) progress {
+	{name: "a failed firmware update whose KCP reverted the firmware alone goes on without it", want: "running: the update to http://images/v1.36.3 failed (the flash failed) and KubeadmControlPlane c-cp now asks for http://images/v1.36.3: the Machine asks for it too", run: func(w *stepWorld) progress {
 		ctx := context.Background()
 		fw := &infrav1.FirmwarePackage{URL: "http://firmware/nvm-9.50.json"}
 		w.bmm.Spec.NICFirmware = fw
-		tmpl := &infrav1.BareMetalMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-cp-to"},
-			Spec: infrav1.BareMetalMachineTemplateSpec{Template: infrav1.BareMetalMachineTemplateResource{Spec: infrav1.BareMetalMachineSpec{Image: w.bmm.Spec.Image}}}}
-		kcp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-cp"}}
-		kcp.Spec.MachineTemplate.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "BareMetalMachineTemplate", Name: "c-cp-to"}
+		w.ownedByKCP("v1.36.3", w.bmm.Spec.Image, nil)
 		stored := &infrav1.BareMetalMachine{}
 		if err := w.mgmt.Get(ctx, client.ObjectKeyFromObject(w.bmm), stored); err != nil {
 			w.t.Fatal(err)
 		}
-		stored.Annotations = map[string]string{FailedAnnotation: updateKey(w.bmm.Spec.Image, fw) + " the flash failed"}
-		for _, o := range []client.Object{tmpl, kcp} {
-			if err := w.mgmt.Create(ctx, o); err != nil {
-				w.t.Fatal(err)
-			}
-		}
+		stored.Annotations[FailedAnnotation] = updateKey(w.bmm.Spec.Image, fw) + " the flash failed"
 		if err := w.mgmt.Update(ctx, stored); err != nil {
 			w.t.Fatal(err)
 		}
 		p := w.step()
-		if !p.abandoned {
-			w.t.Errorf("not marked abandoned: %+v", p)
+		w.followStored()
+		if w.bmm.Spec.NICFirmware != nil {
+			w.t.Errorf("the BareMetalMachine still asks for NIC firmware %s; the KCP asks for none", w.bmm.Spec.NICFirmware.URL)
+		}
+		return p
+	}},
+	{name: "a failure whose MachineDeployment was reverted is abandoned on a committed image", want: "done: the update to http://images/v1.36.3 failed (http://images/v1.36.3 did not boot: the host fell back to img-v1.35.3) and MachineDeployment c-md now asks for http://images/v1.35.3: abandoned", run: func(w *stepWorld) progress {
+		ctx := context.Background()
+		tmpl := &infrav1.BareMetalMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-md-from"},
+			Spec: infrav1.BareMetalMachineTemplateSpec{Template: infrav1.BareMetalMachineTemplateResource{Spec: infrav1.BareMetalMachineSpec{Image: oldImage}}}}
+		md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-md"}}
+		md.Spec.Template.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "BareMetalMachineTemplate", Name: "c-md-from"}
+		for _, o := range []client.Object{tmpl, md} {
+			if err := w.mgmt.Create(ctx, o); err != nil {
+				w.t.Fatal(err)
+			}
+		}
+		w.machine.Labels = map[string]string{clusterv1.MachineDeploymentNameLabel: "c-md"}
+		w.step()
+		w.now = w.now.Add(time.Minute)
+		w.host.boot(w.t, "v1.35.3", w.now.Add(-time.Second), nil)
+		if p := w.step(); !p.failed {
+			w.t.Fatalf("the fallback: %+v; want a failure", p)
+		}
+		p := w.step()
+		if a := w.annotations(); a[FailedAnnotation] != "" || a[RebootAnnotation] != "" {
+			w.t.Errorf("annotations kept after abandoning: %v", a)
 		}
 		return p
 	}},

@@ -27,6 +27,7 @@ import (
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
 	"github.com/upgradelab/upgradelab/providers/baremetal/hostagent"
 	"github.com/upgradelab/upgradelab/providers/baremetal/redfish"
+	"github.com/upgradelab/upgradelab/providers/inplace/askcp"
 )
 
 // Annotations the updater keeps on the BareMetalMachine, so an update
@@ -168,8 +169,10 @@ func (u *Updater) now() time.Time {
 	return time.Now()
 }
 
-// progress is one step's outcome. abandoned is done without the update:
-// a failed update whose owner was reverted.
+// progress is one step's outcome. abandoned: a failed update was given up
+// because its owner was reverted (see abandon); done with it, the Machine
+// keeps the failed spec, without it the update goes on to what the owner
+// asks now.
 type progress struct {
 	done, failed, abandoned bool
 	message                 string
@@ -396,17 +399,24 @@ type inFlight struct {
 	key   string
 }
 
-// abandon ends a failed update whose owner no longer asks for its image
+// abandon ends a failed update whose owner now asks for something else
 // (the user reverted the KubeadmControlPlane or MachineDeployment), once
 // the host runs a committed image. CAPI defines no way out of a failed
 // UpdateMachine but remediation, and promises not to change the
-// Machine's spec until the hook answers done; answering done (with what
-// happened, and the host as it is) lets the owner take the Machine to
-// what it asks for now, in place again. The update's annotations go, so
-// a later update to the same image starts fresh.
+// Machine's spec until the hook answers done; answering done at once
+// would leave the Machine saying the failed version while its host runs
+// another until the owner took it back.
+//
+// A KubeadmControlPlane's Machine is pointed at what its KCP asks now
+// (retarget): the update goes on, and is done only when the host runs
+// that. A MachineDeployment's Machine is answered done, saying the failed
+// version until its MachineDeployment takes it in place again: the
+// desired objects of a MachineSet are not something CAPI's packages
+// compute outside its controller. Either way the failed update's
+// annotations go, so a later update to the same image starts fresh.
 func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, bmm *infrav1.BareMetalMachine, want infrav1.Image, key, failure string) (progress, bool, error) {
 	asked, owner, err := u.ownerAsks(ctx, desired)
-	if err != nil || owner == "" || updateKey(asked.Image, asked.NICFirmware) == key {
+	if err != nil || owner == nil || updateKey(asked.Image, asked.NICFirmware) == key {
 		return progress{}, false, err // the owner still asks for what failed
 	}
 	h, noHost, err := u.findHost(ctx, client.ObjectKeyFromObject(desired))
@@ -417,6 +427,12 @@ func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, bmm *
 	if err != nil || !runsCommitted(st) {
 		return progress{}, false, nil
 	}
+	what := fmt.Sprintf("the update to %s failed (%s) and %s %s now asks for %s", want.URL, failure, owner.kind, owner.name, describeAsk(asked))
+	if owner.kcp != nil {
+		if err := u.retarget(ctx, h.machine, owner.kcp); err != nil {
+			return progress{}, false, fmt.Errorf("%s: pointing the update at it: %w", what, err)
+		}
+	}
 	patch := client.MergeFrom(bmm.DeepCopy())
 	for _, a := range []string{FailedAnnotation, RebootAnnotation, StartedAnnotation, OwnerAsksAnnotation} {
 		delete(bmm.Annotations, a)
@@ -424,8 +440,35 @@ func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, bmm *
 	if err := u.Client.Patch(ctx, bmm, patch); err != nil {
 		return progress{}, false, err
 	}
-	return progress{done: true, abandoned: true, message: fmt.Sprintf("the update to %s failed (%s) and %s now asks for %s: abandoned; %s runs %s, committed",
-		want.URL, failure, owner, describeAsk(asked), h.node.Name, st.OS.Image.Name)}, true, nil
+	if owner.kcp != nil {
+		return progress{abandoned: true, message: fmt.Sprintf("%s: the Machine asks for it too, and the update goes on to it from %s, committed on %s", what, st.OS.Image.Name, h.node.Name)}, true, nil
+	}
+	return progress{done: true, abandoned: true, message: fmt.Sprintf("%s: abandoned; %s runs %s, committed", what, h.node.Name, st.OS.Image.Name)}, true, nil
+}
+
+// retarget writes, in KCP's place, what KCP would write to start an
+// in-place update of m to its spec as it is now (askcp): the workload
+// cluster's kubeadm-config at the KCP's version (KCP moves it only before
+// it rolls a Machine, and a Machine made up to date here is not rolled),
+// then the desired InfraMachine, KubeadmConfig and Machine, still marked
+// update-in-progress. CAPI's next UpdateMachine call brings them.
+func (u *Updater) retarget(ctx context.Context, m *clusterv1.Machine, kcp *controlplanev1.KubeadmControlPlane) error {
+	cluster := &clusterv1.Cluster{}
+	if err := u.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.ClusterName}, cluster); err != nil {
+		return err
+	}
+	_, res, err := askcp.UpToDate(ctx, u.Client, cluster, kcp, m)
+	if err != nil {
+		return err
+	}
+	wl, err := u.Workloads.Client(ctx, m.Namespace, m.Spec.ClusterName)
+	if err != nil {
+		return err
+	}
+	if err := askcp.MoveKubeadmConfig(ctx, wl, kcp); err != nil {
+		return fmt.Errorf("kubeadm-config: %w", err)
+	}
+	return askcp.ApplyDesired(ctx, u.Client, m, res)
 }
 
 // describeAsk names an image and the NIC firmware that goes with it.
@@ -442,36 +485,43 @@ func runsCommitted(st agentv1.Status) bool {
 	return st.OS != nil && st.OS.Source == agentv1.FromDisk && st.Images.Booted != nil && st.Images.Booted.Committed
 }
 
+// machineOwner is the KubeadmControlPlane or MachineDeployment a Machine
+// belongs to (kcp is set for the first).
+type machineOwner struct {
+	kind, name string
+	kcp        *controlplanev1.KubeadmControlPlane
+}
+
 // ownerAsks is what a Machine's owner asks of its host now: the image and
 // NIC firmware of its KubeadmControlPlane's or MachineDeployment's
-// BareMetalMachineTemplate ("" owner when the Machine has neither, or
+// BareMetalMachineTemplate (no owner when the Machine has neither, or
 // another kind of template). A revert of the firmware alone changes what
 // it asks as much as a revert of the image.
-func (u *Updater) ownerAsks(ctx context.Context, m *clusterv1.Machine) (infrav1.BareMetalMachineSpec, string, error) {
+func (u *Updater) ownerAsks(ctx context.Context, m *clusterv1.Machine) (infrav1.BareMetalMachineSpec, *machineOwner, error) {
 	var ref clusterv1.ContractVersionedObjectReference
-	var owner string
+	var owner *machineOwner
 	switch {
 	case m.Labels[clusterv1.MachineControlPlaneNameLabel] != "":
 		kcp := &controlplanev1.KubeadmControlPlane{}
 		if err := u.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Labels[clusterv1.MachineControlPlaneNameLabel]}, kcp); err != nil {
-			return infrav1.BareMetalMachineSpec{}, "", client.IgnoreNotFound(err)
+			return infrav1.BareMetalMachineSpec{}, nil, client.IgnoreNotFound(err)
 		}
-		ref, owner = kcp.Spec.MachineTemplate.Spec.InfrastructureRef, "KubeadmControlPlane "+kcp.Name
+		ref, owner = kcp.Spec.MachineTemplate.Spec.InfrastructureRef, &machineOwner{kind: "KubeadmControlPlane", name: kcp.Name, kcp: kcp}
 	case m.Labels[clusterv1.MachineDeploymentNameLabel] != "":
 		md := &clusterv1.MachineDeployment{}
 		if err := u.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Labels[clusterv1.MachineDeploymentNameLabel]}, md); err != nil {
-			return infrav1.BareMetalMachineSpec{}, "", client.IgnoreNotFound(err)
+			return infrav1.BareMetalMachineSpec{}, nil, client.IgnoreNotFound(err)
 		}
-		ref, owner = md.Spec.Template.Spec.InfrastructureRef, "MachineDeployment "+md.Name
+		ref, owner = md.Spec.Template.Spec.InfrastructureRef, &machineOwner{kind: "MachineDeployment", name: md.Name}
 	default:
-		return infrav1.BareMetalMachineSpec{}, "", nil
+		return infrav1.BareMetalMachineSpec{}, nil, nil
 	}
 	if ref.Kind != "BareMetalMachineTemplate" || ref.APIGroup != infrav1.GroupVersion.Group {
-		return infrav1.BareMetalMachineSpec{}, "", nil
+		return infrav1.BareMetalMachineSpec{}, nil, nil
 	}
 	t := &infrav1.BareMetalMachineTemplate{}
 	if err := u.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, t); err != nil {
-		return infrav1.BareMetalMachineSpec{}, "", client.IgnoreNotFound(err)
+		return infrav1.BareMetalMachineSpec{}, nil, client.IgnoreNotFound(err)
 	}
 	return t.Spec.Template.Spec, owner, nil
 }

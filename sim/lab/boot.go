@@ -16,6 +16,7 @@ import (
 
 	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/internal/timescale"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/image"
 	"github.com/upgradelab/upgradelab/sim/ipxe"
@@ -250,8 +251,9 @@ func (h *Host) osUp(ctx context.Context, target BootTarget, running *RunningOS) 
 	h.bootCount++
 	h.saveLocked()
 	h.mu.Unlock()
-	h.emit(EventBoot, "OSRunning", fmt.Sprintf("booted %s from %s", running.Image.Name, running.Source),
-		map[string]string{"target": string(target), "source": string(running.Source), "root": string(running.Root), "image": running.Image.Name})
+	h.emit(EventBoot, vocab.LabOSRunning, fmt.Sprintf("booted %s from %s", running.Image.Name, running.Source),
+		map[string]string{"target": string(target), vocab.FieldLabSource: string(running.Source), "root": string(running.Root), "image": running.Image.Name,
+			vocab.FieldKubernetesVersion: running.Image.KubernetesVersion})
 	for _, l := range running.Links {
 		if l.Message != "" || !l.Up {
 			h.emit(EventNIC, l.Rule, l.Message, map[string]string{"port": l.Port, "up": fmt.Sprint(l.Up)})

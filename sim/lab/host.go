@@ -76,7 +76,7 @@ const (
 type OSSource string
 
 const (
-	FromDisk         OSSource = "disk"
+	FromDisk         OSSource = vocab.LabSourceDisk
 	FromRecovery     OSSource = "recovery-partition"
 	FromVirtualMedia OSSource = "virtual-media"
 	// FromNetwork: PXE, then the boot script of the provisioning

@@ -8,16 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/blang/semver/v4"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
-	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
@@ -31,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/upgradelab/upgradelab/internal/failpoint"
+	"github.com/upgradelab/upgradelab/providers/inplace/askcp"
 )
 
 // Annotations on the KubeadmControlPlane.
@@ -40,15 +37,6 @@ const (
 	// PausedByAnnotation marks a pause this package set (and may lift).
 	PausedByAnnotation = "inplace.upgradelab.dev/paused-by-single-node"
 )
-
-// KCPFieldManager is KCP's own field manager (kcpManagerName in KCP's
-// controllers), under which this controller writes the desired objects of
-// an in-place update: it does KCP's work in KCP's place, so the fields
-// stay KCP's alone. Under a manager of its own, every field KCP's
-// syncMachines manages would become co-owned, and a later removal through
-// the KCP's machineTemplate (a label, an annotation, a feature gate) would
-// no longer apply. The pause annotations and the events say who acted.
-const KCPFieldManager = "capi-kubeadmcontrolplane"
 
 // CanUpdateMachine answers the hook in process (the extension's own
 // handler, Handlers.DoCanUpdateMachine).
@@ -232,7 +220,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		m = &machines.Items[0]
 		_, f.updating = m.Annotations[clusterv1.UpdateInProgressAnnotation]
 		f.hookPending = hookPending(m)
-		if f.upToDate, res, err = r.upToDate(ctx, cluster, kcp, m); err != nil {
+		if f.upToDate, res, err = askcp.UpToDate(ctx, r.Client, cluster, kcp, m); err != nil {
 			return ctrl.Result{}, err
 		}
 		f.eligible = res.EligibleForInPlaceUpdate
@@ -312,44 +300,14 @@ func (r *Reconciler) event(obj *controlplanev1.KubeadmControlPlane, kind, reason
 	}
 }
 
-// prepareWorkload is what KCP's updateControlPlane does in the workload
-// cluster before it rolls a Machine (KCP v1.14,
-// reconcilers/kubeadmcontrolplane/update.go), with the same functions of
-// KCP's package: the ClusterRoles and bindings kubeadm of the new version
-// needs, and the kubeadm-config ClusterConfiguration (version, image
-// repository, feature gates, API server, controller manager, scheduler,
-// certificate validity, encryption algorithm, etcd), which the host's
-// `kubeadm upgrade node` reads. Both are idempotent.
+// prepareWorkload moves the workload cluster's kubeadm-config and RBAC as
+// KCP's rollout would (askcp.MoveKubeadmConfig).
 func (r *Reconciler) prepareWorkload(ctx context.Context, cluster *clusterv1.Cluster, kcp *controlplanev1.KubeadmControlPlane) error {
 	wl, err := r.Workloads.Client(ctx, cluster.Namespace, cluster.Name)
 	if err != nil {
 		return err
 	}
-	w := &pkg.Workload{Client: wl}
-	version, err := semver.ParseTolerant(kcp.Spec.Version)
-	if err != nil {
-		return err
-	}
-	if err := w.EnsureKubeadmPermissions(ctx, version); err != nil {
-		return err
-	}
-	var mutators []func(*bootstrapv1.ClusterConfiguration)
-	if cc := kcp.Spec.KubeadmConfigSpec.ClusterConfiguration; cc.IsDefined() {
-		mutators = append(mutators,
-			w.UpdateImageRepositoryInKubeadmConfigMap(pkg.ImageRepositoryFromClusterConfig(cc)),
-			w.UpdateFeatureGatesInKubeadmConfigMap(kcp.Spec.KubeadmConfigSpec, version),
-			w.UpdateAPIServerInKubeadmConfigMap(cc.APIServer),
-			w.UpdateControllerManagerInKubeadmConfigMap(cc.ControllerManager),
-			w.UpdateSchedulerInKubeadmConfigMap(cc.Scheduler),
-			w.UpdateCertificateValidityPeriodDays(cc.CertificateValidityPeriodDays),
-			w.UpdateEncryptionAlgorithm(cc.EncryptionAlgorithm))
-		if cc.Etcd.External.IsDefined() {
-			mutators = append(mutators, w.UpdateEtcdExternalInKubeadmConfigMap(cc.Etcd.External))
-		} else {
-			mutators = append(mutators, w.UpdateEtcdLocalInKubeadmConfigMap(cc.Etcd.Local))
-		}
-	}
-	return w.UpdateClusterConfiguration(ctx, version, mutators...)
+	return askcp.MoveKubeadmConfig(ctx, wl, kcp)
 }
 
 // canUpdate builds the CanUpdateMachine request as KCP does
@@ -415,28 +373,7 @@ func (r *Reconciler) canUpdate(ctx context.Context, m *clusterv1.Machine, res *p
 func (r *Reconciler) dryRunApply(ctx context.Context, obj client.Object) error {
 	obj.SetManagedFields(nil)
 	obj.SetResourceVersion("")
-	return r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(KCPFieldManager), client.ForceOwnership, client.DryRunAll) //nolint:staticcheck // typed apply configurations do not exist for CAPI's kinds
-}
-
-// upToDate asks KCP's own package whether m matches the KCP's spec, and
-// what the desired objects are.
-func (r *Reconciler) upToDate(ctx context.Context, cluster *clusterv1.Cluster, kcp *controlplanev1.KubeadmControlPlane, m *clusterv1.Machine) (bool, *pkg.UpToDateResult, error) {
-	mapping, err := r.Client.RESTMapper().RESTMapping(m.Spec.InfrastructureRef.GroupKind())
-	if err != nil {
-		return false, nil, fmt.Errorf("machine %s: infrastructure kind: %w", m.Name, err)
-	}
-	infra := &unstructured.Unstructured{}
-	infra.SetGroupVersionKind(mapping.GroupVersionKind)
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}, infra); err != nil {
-		return false, nil, err
-	}
-	kc := &bootstrapv1.KubeadmConfig{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.Bootstrap.ConfigRef.Name}, kc); err != nil {
-		return false, nil, err
-	}
-	now := metav1.Now()
-	return pkg.UpToDate(ctx, r.Client, cluster, m, kcp, &now,
-		map[string]*unstructured.Unstructured{m.Name: infra}, map[string]*bootstrapv1.KubeadmConfig{m.Name: kc})
+	return r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(askcp.FieldManager), client.ForceOwnership, client.DryRunAll) //nolint:staticcheck // typed apply configurations do not exist for CAPI's kinds
 }
 
 // trigger does what KCP does to start an in-place update
@@ -465,10 +402,7 @@ func (r *Reconciler) trigger(ctx context.Context, m *clusterv1.Machine, res *pkg
 		}
 	}
 	failpoint.Crash(FailpointMarked)
-	if res.DesiredMachine == nil || res.DesiredInfraMachine == nil || res.DesiredKubeadmConfig == nil {
-		return fmt.Errorf("machine %s: cannot complete the in-place update's trigger: KCP's UpToDate gave no desired Machine, InfraMachine or KubeadmConfig", m.Name)
-	}
-	if err := r.applyDesired(ctx, m, res); err != nil {
+	if err := askcp.ApplyDesired(ctx, r.Client, m, res); err != nil {
 		return err
 	}
 	latest := &clusterv1.Machine{}
@@ -484,45 +418,6 @@ func (r *Reconciler) trigger(ctx context.Context, m *clusterv1.Machine, res *pkg
 		}
 	}
 	return r.waitForCache(ctx, latest, hookPending)
-}
-
-// applyDesired writes the desired InfraMachine, KubeadmConfig and Machine,
-// each marked update-in-progress where CAPI's Machine controller looks
-// for it, without the labels and annotations KCP's syncMachines keeps.
-func (r *Reconciler) applyDesired(ctx context.Context, m *clusterv1.Machine, res *pkg.UpToDateResult) error {
-	infra := res.DesiredInfraMachine.DeepCopy()
-	infra.SetLabels(nil)
-	infra.SetAnnotations(map[string]string{
-		clusterv1.TemplateClonedFromNameAnnotation:      infra.GetAnnotations()[clusterv1.TemplateClonedFromNameAnnotation],
-		clusterv1.TemplateClonedFromGroupKindAnnotation: infra.GetAnnotations()[clusterv1.TemplateClonedFromGroupKindAnnotation],
-		clusterv1.UpdateInProgressAnnotation:            "",
-	})
-	if err := r.apply(ctx, infra); err != nil {
-		return fmt.Errorf("machine %s: infrastructure machine: %w", m.Name, err)
-	}
-	kc := res.DesiredKubeadmConfig.DeepCopy()
-	kc.SetGroupVersionKind(bootstrapv1.GroupVersion.WithKind("KubeadmConfig"))
-	kc.Labels = nil
-	kc.Annotations = map[string]string{clusterv1.UpdateInProgressAnnotation: ""}
-	if err := r.apply(ctx, kc); err != nil {
-		return fmt.Errorf("machine %s: KubeadmConfig: %w", m.Name, err)
-	}
-	if kc.Spec.InitConfiguration.IsDefined() {
-		// The apply removes only what KCP's manager owns; an
-		// initConfiguration nobody owns (written by an older KCP) goes
-		// with a patch, as KCP removes it.
-		before := kc.DeepCopy()
-		kc.Spec.InitConfiguration = bootstrapv1.InitConfiguration{}
-		if err := r.Client.Patch(ctx, kc, client.MergeFrom(before)); err != nil {
-			return fmt.Errorf("machine %s: KubeadmConfig: removing initConfiguration: %w", m.Name, err)
-		}
-	}
-	desired := res.DesiredMachine.DeepCopy()
-	desired.SetGroupVersionKind(clusterv1.GroupVersion.WithKind("Machine"))
-	if err := r.apply(ctx, desired); err != nil {
-		return fmt.Errorf("machine %s: %w", m.Name, err)
-	}
-	return nil
 }
 
 // cacheWait bounds waitForCache; KCP's own wait allows 10 s.
@@ -544,12 +439,6 @@ func (r *Reconciler) waitForCache(ctx context.Context, m *clusterv1.Machine, ok 
 		return fmt.Errorf("machine %s: the cache did not show the in-place update's mark within %s: %w", m.Name, cacheWait, err)
 	}
 	return nil
-}
-
-func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
-	obj.SetManagedFields(nil)
-	obj.SetResourceVersion("")
-	return r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(KCPFieldManager), client.ForceOwnership) //nolint:staticcheck // typed apply configurations do not exist for CAPI's kinds
 }
 
 // pause pauses the KCP (marking the pause as ours), only as it was read,

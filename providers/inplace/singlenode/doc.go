@@ -23,7 +23,7 @@
 //     (inplace.MatchesAfterPatches); then starts the update with CAPI's
 //     in-place protocol (the update-in-progress annotations, the desired
 //     objects and the pending UpdateMachine hook KCP writes), under KCP's
-//     own field manager ([KCPFieldManager]), re-entrant and waiting for
+//     own field manager ([askcp.FieldManager]), re-entrant and waiting for
 //     its cache after each mark as KCP's trigger is, after KCP's
 //     preflight checks;
 //   - CAPI's Machine controller calls UpdateMachine; once the Machine

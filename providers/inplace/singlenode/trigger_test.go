@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/upgradelab/upgradelab/providers/baremetal/api/v1alpha1"
+	"github.com/upgradelab/upgradelab/providers/inplace/askcp"
 )
 
 func testScheme(t *testing.T) *runtime.Scheme {
@@ -123,7 +124,7 @@ func appliedByKCPAlone(t *testing.T, objs ...client.Object) {
 				appliers = append(appliers, mf.Manager)
 			}
 		}
-		if len(appliers) != 1 || appliers[0] != KCPFieldManager {
+		if len(appliers) != 1 || appliers[0] != askcp.FieldManager {
 			t.Errorf("%T %s applied by %v, want KCP's manager alone: the fields KCP manages would become co-owned", o, o.GetName(), appliers)
 		}
 	}

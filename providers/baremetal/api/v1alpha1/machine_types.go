@@ -117,9 +117,9 @@ const (
 	InPlaceUpdatingReason     = "InPlaceUpdating"
 	InPlaceUpdateFailedReason = "InPlaceUpdateFailed"
 	InPlaceUpdatedReason      = "InPlaceUpdated"
-	// InPlaceUpdateAbandonedReason: the update failed, its owner was
-	// reverted, and the extension let CAPI end it (the host runs the
-	// slot it fell back to).
+	// InPlaceUpdateAbandonedReason: the update failed and its owner was
+	// reverted; the host runs the image it fell back to, and the update
+	// goes on to what the owner asks now (a KCP's Machine) or is ended.
 	InPlaceUpdateAbandonedReason = "InPlaceUpdateAbandoned"
 )
 
