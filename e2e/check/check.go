@@ -61,6 +61,10 @@ type Params struct {
 	// Apps: the workload cluster ran the application (pods, budget), so
 	// the drain and budget rules can judge it.
 	Apps bool
+	// AddonPods: the workload cluster runs the add-ons' pods (the lab's
+	// controllers roll them), so end-kube-proxy and end-coredns judge the
+	// images the pods run, not only the templates KCP wrote.
+	AddonPods bool `json:",omitempty"`
 	// EtcdOnHosts: etcd's state comes from the members on the hosts (the
 	// lab's workload events); otherwise etcd-quorum reads the members'
 	// Nodes.
@@ -84,7 +88,7 @@ type Params struct {
 // provider.
 func ParamsFor(s *scenario.Scenario) Params {
 	return Params{Strategy: s.Strategy, ControlPlaneReplicas: s.Cluster.ControlPlane.Replicas, Workers: s.Cluster.Workers.Replicas, FromVersion: s.From.Version, ToVersion: s.To.Version,
-		Expect: s.Expect, HostsVisible: true, HostData: true, WorkloadData: true, Apps: true, EtcdOnHosts: true, MaxAPIOutage: s.APIOutageBound(),
+		Expect: s.Expect, HostsVisible: true, HostData: true, WorkloadData: true, Apps: true, AddonPods: true, EtcdOnHosts: true, MaxAPIOutage: s.APIOutageBound(),
 		PowerCuts: s.CutsPower()}
 }
 

@@ -57,6 +57,11 @@ func machine(version, uid, infra string, cp bool, upToDate string) map[string]st
 	return m
 }
 
+// addon is an add-on whose template and pods all run image.
+func addon(image string) map[string]string {
+	return map[string]string{vocab.FieldImage: image, vocab.FieldPodImages: image}
+}
+
 // osRunning is a host's OS up from its disk, on an image of version.
 func osRunning(version string) map[string]string {
 	return map[string]string{vocab.FieldLabKind: "boot", vocab.FieldReason: vocab.LabOSRunning, vocab.FieldLabSource: vocab.LabSourceDisk, vocab.FieldKubernetesVersion: version}
@@ -89,7 +94,7 @@ func provisionedSingleNode() *history {
 	h.set(timeline.KindLab, "node-0", osRunning("v1.35.3"))
 	h.set(vocab.KindNode, "c-cp-a", map[string]string{vocab.FieldReady: "True", vocab.FieldKubelet: "v1.35.3"})
 	h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a", vocab.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
-	h.set(vocab.KindAddon, "coredns", map[string]string{vocab.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
+	h.set(vocab.KindAddon, "coredns", addon("registry.k8s.io/coredns/coredns:v1.12.1"))
 	h.set(vocab.KindAddon, vocab.AddonKubeadmConfig, map[string]string{vocab.FieldVersion: "v1.35.3", vocab.FieldFeatureGates: "ControlPlaneKubeletLocalMode=true"})
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "written"})
 	return h
@@ -131,8 +136,8 @@ func inPlaceRun(cut bool) *history {
 	h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a", vocab.FieldImage: "registry.k8s.io/etcd:3.6.5-0"})
 	h.set(vocab.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "True"))
 	h.set(vocab.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "1"))
-	h.set(vocab.KindAddon, "kube-proxy", map[string]string{vocab.FieldImage: "registry.k8s.io/kube-proxy:v1.36.3"})
-	h.set(vocab.KindAddon, "coredns", map[string]string{vocab.FieldImage: "registry.k8s.io/coredns/coredns:v1.13.1"})
+	h.set(vocab.KindAddon, "kube-proxy", addon("registry.k8s.io/kube-proxy:v1.36.3"))
+	h.set(vocab.KindAddon, "coredns", addon("registry.k8s.io/coredns/coredns:v1.13.1"))
 	h.set(vocab.KindCluster, "c", done)
 	h.step(StepDone)
 	h.set(KindHostData, "node-0", map[string]string{FieldMarker: "present"})
@@ -147,7 +152,7 @@ func withOSTree(p Params) Params {
 }
 
 var inPlace = Params{Strategy: scenario.InPlace, ToVersion: "v1.36.3", ToCoreDNS: "v1.13.1", ToEtcd: "3.6.5-0", HostsVisible: true, SparesVisible: true, RBACEnforced: true, HostData: true,
-	Apps: true, EtcdOnHosts: true, MaxAPIOutage: 30 * time.Second, ControlPlaneReplicas: 1,
+	Apps: true, AddonPods: true, EtcdOnHosts: true, MaxAPIOutage: 30 * time.Second, ControlPlaneReplicas: 1,
 	Expect: scenario.Expect{SameMachines: true, SameHosts: true, PersistentData: "kept"}}
 
 var (
@@ -278,6 +283,17 @@ var brokenRules = []brokenRule{
 	{name: "a Machine done while its host runs the old image", rule: "spec-matches-host", params: inPlace,
 		breakIt: func(h *history) { h.set(timeline.KindLab, "node-0", osRunning("v1.35.3")) },
 		objects: []string{"BareMetalHost/node-0", "Machine/c-cp-a"}, message: "Machine c-cp-a says v1.36.3, not updating, while its host node-0 runs an image of v1.35.3"},
+	{name: "CoreDNS's pods left on the old image", rule: "end-coredns", params: inPlace,
+		breakIt: func(h *history) {
+			h.set(vocab.KindAddon, "coredns", map[string]string{vocab.FieldImage: "registry.k8s.io/coredns/coredns:v1.13.1",
+				vocab.FieldPodImages: "registry.k8s.io/coredns/coredns:v1.12.1,registry.k8s.io/coredns/coredns:v1.13.1"})
+		},
+		objects: []string{"Addon/coredns"}, message: "but its pods end on registry.k8s.io/coredns/coredns:v1.12.1,registry.k8s.io/coredns/coredns:v1.13.1: the rollout did not reach them"},
+	{name: "kube-proxy without pods", rule: "end-kube-proxy", params: inPlace,
+		breakIt: func(h *history) {
+			h.set(vocab.KindAddon, "kube-proxy", map[string]string{vocab.FieldImage: "registry.k8s.io/kube-proxy:v1.36.3"})
+		},
+		objects: []string{"Addon/kube-proxy"}, message: "the kube-proxy DaemonSet ends with no pods"},
 	{name: "a host bound twice", rule: "host-bound-once", params: inPlace,
 		breakIt: func(h *history) { h.set(vocab.KindHost, "node-1", host("c-cp-a", "provisioning")) },
 		objects: []string{"BareMetalHost/node-0", "BareMetalHost/node-1"}, message: "bound to 2 hosts"},
@@ -381,12 +397,12 @@ var brokenRules = []brokenRule{
 		objects: []string{"Addon/kubeadm-config"}, message: `kubernetesVersion "v1.35.3", not v1.36.3 (featureGates ControlPlaneKubeletLocalMode=true)`},
 	{name: "kube-proxy left behind", rule: "end-kube-proxy", params: inPlace,
 		breakIt: func(h *history) {
-			h.set(vocab.KindAddon, "kube-proxy", map[string]string{vocab.FieldImage: "registry.k8s.io/kube-proxy:v1.35.3"})
+			h.set(vocab.KindAddon, "kube-proxy", addon("registry.k8s.io/kube-proxy:v1.35.3"))
 		},
 		objects: []string{"Addon/kube-proxy"}, message: "kube-proxy ends on registry.k8s.io/kube-proxy:v1.35.3, not the image of v1.36.3"},
 	{name: "CoreDNS left behind", rule: "end-coredns", params: inPlace,
 		breakIt: func(h *history) {
-			h.set(vocab.KindAddon, "coredns", map[string]string{vocab.FieldImage: "registry.k8s.io/coredns/coredns:v1.12.1"})
+			h.set(vocab.KindAddon, "coredns", addon("registry.k8s.io/coredns/coredns:v1.12.1"))
 		},
 		objects: []string{"Addon/coredns"}, message: "CoreDNS ends on registry.k8s.io/coredns/coredns:v1.12.1, not v1.13.1"},
 	{name: "etcd not upgraded on the node", rule: "end-etcd", params: inPlace,
@@ -805,7 +821,7 @@ func TestSummaryNamesWhatDidNotPass(t *testing.T) {
 // reported the failure before the revert.
 func reverted(failed bool) *history {
 	h := provisionedSingleNode()
-	h.set(vocab.KindAddon, "kube-proxy", map[string]string{vocab.FieldImage: "registry.k8s.io/kube-proxy:v1.35.3"})
+	h.set(vocab.KindAddon, "kube-proxy", addon("registry.k8s.io/kube-proxy:v1.35.3"))
 	h.set(vocab.KindWorkloadAPI, "api", apiUp)
 	h.step(StepUpgrade)
 	h.set(vocab.KindControlPlane, "c-cp", kcp("v1.36.3", "1", "1", "0"))

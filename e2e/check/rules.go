@@ -62,9 +62,9 @@ var Rules = []Rule{
 		Applies: func(p Params) bool { return p.Workers > 0 && upgraded(p) }, End: endWorkers},
 	{Name: "end-kubeadm-config", Group: GroupEnd, Why: "the kubeadm-config ClusterConfiguration ends at the new kubernetesVersion (KCP updates it before it rolls a Machine; kubeadm upgrade node reads it)",
 		Applies: upgraded, End: endKubeadmConfig},
-	{Name: "end-kube-proxy", Group: GroupEnd, Why: "KCP moved the kube-proxy DaemonSet to the new version's image",
+	{Name: "end-kube-proxy", Group: GroupEnd, Why: "KCP moved the kube-proxy DaemonSet to the new version's image, and every kube-proxy pod runs it",
 		Applies: upgraded, End: endKubeProxy},
-	{Name: "end-coredns", Group: GroupEnd, Why: "KCP moved CoreDNS to the tag its spec asks for at the new version",
+	{Name: "end-coredns", Group: GroupEnd, Why: "KCP moved CoreDNS to the tag its spec asks for at the new version, and every CoreDNS pod runs it",
 		Applies: func(p Params) bool { return upgraded(p) && p.ToCoreDNS != "" }, End: endCoreDNS},
 	{Name: "end-etcd", Group: GroupEnd, Why: "every etcd member runs the new version's etcd (kubeadm on a new or upgraded node)",
 		Applies: func(p Params) bool { return upgraded(p) && p.ToEtcd != "" }, End: endEtcd},
@@ -564,20 +564,21 @@ func endKubeadmConfig(s *State, p Params) []Violation {
 }
 
 // endKubeProxy: kubeadm's kube-proxy runs the image of the control
-// plane's version, which KCP sets during an upgrade.
+// plane's version, which KCP sets during an upgrade, on every pod.
 func endKubeProxy(s *State, p Params) []Violation {
-	return addonEndsOn(s, "kube-proxy", "kube-proxy", "DaemonSet", endVersion(p), "the image of "+endVersion(p))
+	return addonEndsOn(s, p, "kube-proxy", "kube-proxy", "DaemonSet", endVersion(p), "the image of "+endVersion(p))
 }
 
 // endCoreDNS: KCP's last upgrade step rewrote the CoreDNS Deployment to
-// the tag its ClusterConfiguration names.
+// the tag its ClusterConfiguration names, and its pods rolled to it.
 func endCoreDNS(s *State, p Params) []Violation {
-	return addonEndsOn(s, "coredns", "CoreDNS", "Deployment", p.ToCoreDNS, p.ToCoreDNS)
+	return addonEndsOn(s, p, "coredns", "CoreDNS", "Deployment", p.ToCoreDNS, p.ToCoreDNS)
 }
 
 // addonEndsOn: the add-on recorded as name (label, a kind of workload)
-// ends on an image tagged tag; want says that tag in the message.
-func addonEndsOn(s *State, name, label, kind, tag, want string) []Violation {
+// ends on an image tagged tag, in its template and (p.AddonPods) in
+// every pod it runs; want says that tag in the message.
+func addonEndsOn(s *State, p Params, name, label, kind, tag, want string) []Violation {
 	a := s.get(vocab.KindAddon, name)
 	if a == nil {
 		return violation(s, "no "+label+" "+kind+" was seen in the workload cluster", vocab.KindAddon+"/"+name)
@@ -585,10 +586,21 @@ func addonEndsOn(s *State, name, label, kind, tag, want string) []Violation {
 	if !strings.HasSuffix(a[vocab.FieldImage], ":"+tag) {
 		return violation(s, label+" ends on "+a[vocab.FieldImage]+", not "+want, vocab.KindAddon+"/"+name)
 	}
+	if !p.AddonPods {
+		return nil
+	}
+	images := a[vocab.FieldPodImages]
+	if images == "" {
+		return violation(s, "the "+label+" "+kind+" ends with no pods", vocab.KindAddon+"/"+name)
+	}
+	for _, image := range strings.Split(images, ",") {
+		if !strings.HasSuffix(image, ":"+tag) {
+			return violation(s, fmt.Sprintf("the %s %s asks for %s, but its pods end on %s: the rollout did not reach them", label, kind, a[vocab.FieldImage], images), vocab.KindAddon+"/"+name)
+		}
+	}
 	return nil
 }
 
-// endEtcd: no etcd member is left on the old release's etcd.
 func endEtcd(s *State, p Params) []Violation {
 	var out []Violation
 	members := s.names(vocab.KindEtcdMember)

@@ -237,6 +237,24 @@ func (r *Recorder) machineSets(ctx context.Context) (map[string]map[string]strin
 	return out, nil
 }
 
+// addon is an add-on's summary: its template's image and the images its
+// pods (those selector selects in kube-system) run.
+func (r *Recorder) addon(ctx context.Context, containers []corev1.Container, selector *metav1.LabelSelector) (map[string]string, error) {
+	s := AddonSummary(containers)
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return s, nil
+	}
+	pods := &corev1.PodList{}
+	if err := r.workload.List(ctx, pods, client.InNamespace(metav1.NamespaceSystem), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, err
+	}
+	if images := AddonPodImages(pods.Items); images != "" {
+		s[vocab.FieldPodImages] = images
+	}
+	return s, nil
+}
+
 // addons reads kube-proxy, CoreDNS and the kubeadm-config ConfigMap in
 // the workload cluster (once it answers), by the names kubeadm gives
 // them.
@@ -247,13 +265,17 @@ func (r *Recorder) addons(ctx context.Context) (map[string]map[string]string, er
 	out := map[string]map[string]string{}
 	ds := &appsv1.DaemonSet{}
 	if err := r.workload.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "kube-proxy"}, ds); err == nil {
-		out["kube-proxy"] = AddonSummary(ds.Spec.Template.Spec.Containers)
+		if out["kube-proxy"], err = r.addon(ctx, ds.Spec.Template.Spec.Containers, ds.Spec.Selector); err != nil {
+			return nil, err
+		}
 	} else if !apierrors.IsNotFound(err) {
 		return nil, err
 	}
 	dep := &appsv1.Deployment{}
 	if err := r.workload.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "coredns"}, dep); err == nil {
-		out["coredns"] = AddonSummary(dep.Spec.Template.Spec.Containers)
+		if out["coredns"], err = r.addon(ctx, dep.Spec.Template.Spec.Containers, dep.Spec.Selector); err != nil {
+			return nil, err
+		}
 	} else if !apierrors.IsNotFound(err) {
 		return nil, err
 	}

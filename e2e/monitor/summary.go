@@ -1,6 +1,8 @@
 package monitor
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -133,6 +135,18 @@ func AddonSummary(containers []corev1.Container) map[string]string {
 		return map[string]string{}
 	}
 	return map[string]string{vocab.FieldImage: containers[0].Image}
+}
+
+// AddonPodImages are the images of an add-on's live (not terminating)
+// pods' first containers, distinct and sorted (vocab.FieldPodImages).
+func AddonPodImages(pods []corev1.Pod) string {
+	seen := map[string]bool{}
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil && len(p.Spec.Containers) > 0 {
+			seen[p.Spec.Containers[0].Image] = true
+		}
+	}
+	return strings.Join(slices.Sorted(maps.Keys(seen)), ",")
 }
 
 // KubeadmConfigSummary is the kubernetesVersion and feature gates of the

@@ -18,7 +18,9 @@ import (
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -270,7 +272,7 @@ func Params(s *scenario.Scenario, def *lab.Definition, prov *provider.Config, en
 	p.RBACEnforced = true // the runner's planes always enforce it
 	// Only the lab's workload clusters run pods and model etcd on the
 	// hosts; another provider's (CAPI's in-memory one) do neither.
-	p.Apps, p.EtcdOnHosts = prov.Lab, prov.Lab
+	p.Apps, p.AddonPods, p.EtcdOnHosts = prov.Lab, prov.Lab, prov.Lab
 	p.OSTreeHosts = prov.Lab && def.HostOSMode() != vocab.HostOSAB
 	p.ToCoreDNS = coreDNSAsked(entries)
 	if to, err := def.Catalog.Get(s.EndRelease().Image); err == nil && prov.Lab { // CAPI's in-memory etcd members carry no image
@@ -842,7 +844,8 @@ func machinesCaughtUp(machines []clusterv1.Machine) bool {
 }
 
 // addonsMoved says whether the workload cluster's kube-proxy runs the
-// end version's image and CoreDNS the tag KCP is asked for.
+// end version's image and CoreDNS the tag KCP is asked for, in their
+// templates and (on the lab, whose controllers roll them) in every pod.
 func (r *run) addonsMoved(ctx context.Context) bool {
 	wl, err := r.workloadClient(ctx)
 	if err != nil {
@@ -858,8 +861,34 @@ func (r *run) addonsMoved(ctx context.Context) bool {
 		return false
 	}
 	tag := kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag
-	return strings.HasSuffix(monitor.AddonSummary(ds.Spec.Template.Spec.Containers)[vocab.FieldImage], ":"+r.scenario.EndRelease().Version) &&
-		(tag == "" || strings.HasSuffix(monitor.AddonSummary(dns.Spec.Template.Spec.Containers)[vocab.FieldImage], ":"+tag))
+	return r.addonOn(ctx, wl, ds.Spec.Template.Spec.Containers, ds.Spec.Selector, r.scenario.EndRelease().Version) &&
+		(tag == "" || r.addonOn(ctx, wl, dns.Spec.Template.Spec.Containers, dns.Spec.Selector, tag))
+}
+
+// addonOn says whether an add-on's template (containers) and, on the
+// lab, every pod selector selects in kube-system run an image tagged tag.
+func (r *run) addonOn(ctx context.Context, wl client.Client, containers []corev1.Container, selector *metav1.LabelSelector, tag string) bool {
+	if !strings.HasSuffix(monitor.AddonSummary(containers)[vocab.FieldImage], ":"+tag) {
+		return false
+	}
+	if !r.provider.Lab {
+		return true
+	}
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return false
+	}
+	pods := &corev1.PodList{}
+	if wl.List(ctx, pods, client.InNamespace("kube-system"), client.MatchingLabelsSelector{Selector: sel}) != nil {
+		return false
+	}
+	images := monitor.AddonPodImages(pods.Items)
+	for _, image := range strings.Split(images, ",") {
+		if !strings.HasSuffix(image, ":"+tag) {
+			return false
+		}
+	}
+	return images != ""
 }
 
 // enroll makes the lab's hosts known to the provider: through their BMCs,

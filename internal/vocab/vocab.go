@@ -89,6 +89,10 @@ const (
 
 	FieldRemoved = "removed"
 	FieldImage   = "image"
+	// FieldPodImages are the images an add-on's live pods run (distinct,
+	// sorted, comma-separated): what its rollout reached, beside the
+	// template's FieldImage.
+	FieldPodImages = "podImages"
 	// FieldCoreDNS is KCP's clusterConfiguration.dns.imageTag: the CoreDNS
 	// KCP is asked to run ("" leaves CoreDNS alone).
 	FieldCoreDNS = "coreDNS"

@@ -11,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -39,9 +38,11 @@ import (
 // Deployment kubeadm init leaves, which KCP versions) get pods and status
 // like any other; its static pods (no controller) are the hosts' own.
 //
-// Not modelled: ReplicaSets (a Deployment owns its pods directly, so a
-// template change does not roll: an add-on's pods keep the image they
-// started with), probes, resources, affinity.
+// A template change rolls out as kube-controller-manager rolls it
+// (rollout.go): Deployments through ReplicaSets within maxSurge and
+// maxUnavailable, DaemonSets node by node.
+//
+// Not modelled: probes, resources, affinity.
 //
 // Every read and write goes through the cluster's etcd (store.go), and
 // the controllers run only while one of its control-plane hosts runs an
@@ -188,6 +189,7 @@ type world struct {
 	// node that does not exist.
 	orphans     []*corev1.Pod
 	deployments []appsv1.Deployment
+	replicaSets []appsv1.ReplicaSet
 	daemonSets  []appsv1.DaemonSet
 	budgets     []policyv1.PodDisruptionBudget
 }
@@ -224,6 +226,15 @@ func (c *Clusters) read(ctx context.Context, cl inmemoryclient.Reader) (*world, 
 			w.deployments = append(w.deployments, d)
 		}
 	}
+	rss := &appsv1.ReplicaSetList{}
+	if err := cl.List(ctx, rss); err != nil {
+		return nil, err
+	}
+	for _, rs := range rss.Items {
+		if managed(&rs) {
+			w.replicaSets = append(w.replicaSets, rs)
+		}
+	}
 	dss := &appsv1.DaemonSetList{}
 	if err := cl.List(ctx, dss); err != nil {
 		return nil, err
@@ -242,19 +253,19 @@ func (c *Clusters) read(ctx context.Context, cl inmemoryclient.Reader) (*world, 
 }
 
 // managed: the lab's controllers act on everything outside kube-system,
-// and in kube-system on the add-ons' Deployments and DaemonSets and the
-// pods they own; static pods (their mirrors have no controller) are the
-// hosts'.
+// and in kube-system on the add-ons' Deployments, ReplicaSets and
+// DaemonSets and the pods they own; static pods (their mirrors have no
+// controller) are the hosts'.
 func managed(o client.Object) bool {
 	if o.GetNamespace() != metav1.NamespaceSystem {
 		return true
 	}
 	switch o.(type) {
-	case *appsv1.Deployment, *appsv1.DaemonSet:
+	case *appsv1.Deployment, *appsv1.ReplicaSet, *appsv1.DaemonSet:
 		return true
 	}
 	ref := metav1.GetControllerOf(o)
-	return ref != nil && (ref.Kind == "Deployment" || ref.Kind == "DaemonSet")
+	return ref != nil && (ref.Kind == "Deployment" || ref.Kind == "ReplicaSet" || ref.Kind == "DaemonSet")
 }
 
 func (c *Clusters) reconcileApps(ctx context.Context, name string) error {
@@ -486,69 +497,6 @@ func setPodStatus(p *corev1.Pod, phase corev1.PodPhase, ready bool) {
 	p.Status.Conditions = conds
 }
 
-// replicate is the Deployment and DaemonSet controllers: a Deployment
-// has spec.replicas live pods (a deleted one is replaced at once), a
-// DaemonSet one pod on every node whose taints it tolerates; both
-// report their status.
-func (c *Clusters) replicate(ctx context.Context, cl inmemoryclient.Writer, w *world) error {
-	var firstErr error
-	note := func(err error) {
-		if err != nil && firstErr == nil {
-			firstErr = err
-		}
-	}
-	for i := range w.deployments {
-		d := &w.deployments[i]
-		want := int32(1)
-		if d.Spec.Replicas != nil {
-			want = *d.Spec.Replicas
-		}
-		live := owned(w.pods, d.UID)
-		for n := int32(len(live)); n < want; n++ {
-			note(cl.Create(ctx, newPod(d.Namespace, d.Name, "Deployment", d.UID, d.Spec.Template, "")))
-		}
-		for _, p := range live[min(int(want), len(live)):] {
-			note(cl.Delete(ctx, p))
-		}
-		ready := countReady(live)
-		status := appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: int32(len(live)), UpdatedReplicas: int32(len(live)),
-			ReadyReplicas: ready, AvailableReplicas: ready, UnavailableReplicas: max(0, want-ready)}
-		if !equality.Semantic.DeepEqual(d.Status, status) {
-			d.Status = status
-			d.Status.ObservedGeneration = writtenGeneration(d)
-			note(cl.Update(ctx, d))
-		}
-	}
-	for i := range w.daemonSets {
-		ds := &w.daemonSets[i]
-		live := owned(w.pods, ds.UID)
-		onNode := map[string]bool{}
-		for _, p := range live {
-			onNode[p.Spec.NodeName] = true
-		}
-		var desired int32
-		for _, name := range sortedNodes(w.nodes) {
-			n := w.nodes[name]
-			if !tolerates(ds.Spec.Template.Spec.Tolerations, n.Spec.Taints) || !selects(ds.Spec.Template.Spec.NodeSelector, n) {
-				continue
-			}
-			desired++
-			if !onNode[name] {
-				note(cl.Create(ctx, newPod(ds.Namespace, ds.Name, "DaemonSet", ds.UID, ds.Spec.Template, name)))
-			}
-		}
-		ready := countReady(live)
-		status := appsv1.DaemonSetStatus{ObservedGeneration: ds.Generation, DesiredNumberScheduled: desired, CurrentNumberScheduled: int32(len(live)),
-			NumberReady: ready, NumberAvailable: ready, UpdatedNumberScheduled: int32(len(live)), NumberUnavailable: max(0, desired-ready)}
-		if !equality.Semantic.DeepEqual(ds.Status, status) {
-			ds.Status = status
-			ds.Status.ObservedGeneration = writtenGeneration(ds)
-			note(cl.Update(ctx, ds))
-		}
-	}
-	return firstErr
-}
-
 // writtenGeneration is the generation a status write leaves: CAPI's
 // store bumps metadata.generation on every write (kube-apiserver only on
 // a spec change), so a controller that recorded the generation it read
@@ -707,6 +655,18 @@ func (c *Clusters) disruption(ctx context.Context, cl inmemoryclient.Writer, w *
 			}
 			if _, disrupted := pdb.Status.DisruptedPods[p.Name]; p.DeletionTimestamp == nil && podReady(p) && !disrupted {
 				healthy++
+			}
+		}
+		for _, rs := range w.replicaSets {
+			if !owners[string(rs.UID)] {
+				continue
+			}
+			// The disruption controller counts a Deployment's
+			// replicas for the pods of all its ReplicaSets.
+			if ref := metav1.GetControllerOf(&rs); ref != nil && ref.Kind == "Deployment" {
+				owners[string(ref.UID)] = true
+			} else {
+				expected += ptrOr(rs.Spec.Replicas)
 			}
 		}
 		for _, d := range w.deployments {

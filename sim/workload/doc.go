@@ -66,9 +66,12 @@
 // kubelet for everything outside kube-system and for kube-system's
 // add-ons (kubeadm's CoreDNS Deployment, two replicas that tolerate the
 // control plane, and its kube-proxy DaemonSet on every node). Static pods
-// are the hosts' own. Deployments own their pods directly (no
-// ReplicaSets), so a template change does not roll: an add-on's pods keep
-// the image they started with when KCP changes it. Pods are bound to
+// are the hosts' own. A template change rolls out (rollout.go): a
+// Deployment through a ReplicaSet per template within maxSurge and
+// maxUnavailable, a DaemonSet node by node, so KCP's change of an add-on
+// reaches its pods as on a real cluster. (The ReplicaSets live in the
+// store for the lab's controllers; CAPI's in-memory API server, which
+// serves the cluster, does not list them.) Pods are bound to
 // Ready, schedulable nodes whose taints they tolerate, spread by owner;
 // become Ready after a modelled start ([AppTiming], again after their
 // node's kubelet restarts); and end only when their node's kubelet stops
