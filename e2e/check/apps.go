@@ -94,6 +94,9 @@ func pdbNote(s *State, _ Params) string {
 	if len(s.excusedBudgets) > 0 {
 		note += "; below budget after CAPI's nodeDrainTimeout passed (excused): " + strings.Join(s.excusedBudgets, "; ")
 	}
+	if s.rolledOut > 0 {
+		note += fmt.Sprintf("; %d budgeted pod(s) replaced by their Deployment's own rollout (bounded by its maxUnavailable, not by the budget)", s.rolledOut)
+	}
 	return note
 }
 
@@ -137,8 +140,9 @@ func etcdHealthy(s *State, _ Params) []Violation {
 }
 
 // endApplication: the application's Deployment ends with every replica
-// Ready; an upgrade (or a failed one) that leaves a node cordoned or a
-// budget's pods nowhere to go shows here.
+// Ready and (where recorded) of its current template; an upgrade (or a
+// failed one) that leaves a node cordoned or a budget's pods nowhere to
+// go, or a rollout that never finished, shows here.
 func endApplication(s *State, _ Params) []Violation {
 	names := s.names(vocab.KindApp)
 	if len(names) == 0 {
@@ -149,6 +153,8 @@ func endApplication(s *State, _ Params) []Violation {
 		d := s.get(vocab.KindApp, n)
 		if d[vocab.FieldReadyCount] != d[vocab.FieldReplicas] {
 			out = append(out, violation(s, fmt.Sprintf("Deployment %s ends with %s of %s replicas Ready", n, or(d[vocab.FieldReadyCount], "0"), d[vocab.FieldReplicas]), vocab.KindApp+"/"+n)...)
+		} else if u, ok := d[vocab.FieldUpToDateCount]; ok && u != d[vocab.FieldReplicas] {
+			out = append(out, violation(s, fmt.Sprintf("Deployment %s ends with %s of %s replicas of its current template: its rollout did not finish", n, u, d[vocab.FieldReplicas]), vocab.KindApp+"/"+n)...)
 		}
 	}
 	return out

@@ -327,3 +327,33 @@ func TestAnOutageIsToldInLabTime(t *testing.T) {
 		t.Fatalf("an outage without a scale: %v; want wall time alone", r.Violations)
 	}
 }
+
+// A Deployment's own rollout takes pods away through its ReplicaSets,
+// bounded by its maxUnavailable, not by the budget (which governs
+// evictions): pdb-respected does not count those pods, but one deleted
+// otherwise is a breach.
+func TestARolloutIsNotABudgetBreach(t *testing.T) {
+	build := func(byReplicaSet bool) *history {
+		h := newHistory()
+		h.set(vocab.KindWorkloadAPI, "api", apiUp)
+		h.set(vocab.KindBudget, "web", budget("app=web", 2))
+		h.set(vocab.KindPod, "web-a", pod("a", "app=web", true, false))
+		h.set(vocab.KindPod, "web-b", pod("b", "app=web", true, false))
+		h.step(StepUpgrade)
+		h.set(vocab.KindPod, "web-c", pod("c", "app=web", false, false))
+		if byReplicaSet {
+			h.set(vocab.KindWorkloadEvent, "a", map[string]string{vocab.FieldReason: vocab.EventPodScaledDown, "pod": "apps/web-a"})
+		}
+		h.set(vocab.KindPod, "web-a", nil)
+		h.set(vocab.KindPod, "web-c", pod("c", "app=web", true, false))
+		h.step(StepDone)
+		return h
+	}
+	r := result(build(true), threeInPlace, "pdb-respected")
+	if r.Status != Pass || !strings.Contains(r.Note, "1 budgeted pod(s) replaced by their Deployment's own rollout") {
+		t.Fatalf("a pod its ReplicaSet scaled down: %s %v (note %q); want a pass that says so", r.Status, r.Violations, r.Note)
+	}
+	if r := result(build(false), threeInPlace, "pdb-respected"); r.Status != Fail || !strings.Contains(r.Violations[0].Message, "lost web-a") {
+		t.Fatalf("a pod deleted by no controller: %s %v; want a breach naming web-a", r.Status, r.Violations)
+	}
+}

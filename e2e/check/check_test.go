@@ -294,6 +294,11 @@ var brokenRules = []brokenRule{
 			h.set(vocab.KindAddon, "kube-proxy", map[string]string{vocab.FieldImage: "registry.k8s.io/kube-proxy:v1.36.3"})
 		},
 		objects: []string{"Addon/kube-proxy"}, message: "the kube-proxy DaemonSet ends with no pods"},
+	{name: "the application's rollout left unfinished", rule: "end-application", params: inPlace,
+		breakIt: func(h *history) {
+			h.set(vocab.KindApp, "web", map[string]string{vocab.FieldReplicas: "1", vocab.FieldReadyCount: "1", vocab.FieldUpToDateCount: "0"})
+		},
+		objects: []string{"Deployment/web"}, message: "Deployment web ends with 0 of 1 replicas of its current template: its rollout did not finish"},
 	{name: "a host bound twice", rule: "host-bound-once", params: inPlace,
 		breakIt: func(h *history) { h.set(vocab.KindHost, "node-1", host("c-cp-a", "provisioning")) },
 		objects: []string{"BareMetalHost/node-0", "BareMetalHost/node-1"}, message: "bound to 2 hosts"},

@@ -56,6 +56,11 @@ type State struct {
 	// the budget drops CAPI's nodeDrainTimeout caused.
 	podNodes       map[string]string
 	excusedBudgets []string
+	// scaledDown are the pods their ReplicaSet deleted during the
+	// upgrade (a Deployment's own rollout, which no budget governs);
+	// rolledOut those of them a budget counted as it lost them.
+	scaledDown map[string]bool
+	rolledOut  int
 	// undrainedStops are the nodes of this poll stopped with pods left.
 	undrainedStops []string
 	// stoppedWith: each node whose host is off now (its pods run not,
@@ -129,7 +134,7 @@ func (s *State) upgrading() bool { return s.Before != nil && s.Steps[StepDone].I
 func newState() *State {
 	return &State{Objects: map[string]map[string]map[string]string{}, Steps: map[string]time.Time{},
 		LastConsumer: map[string]string{}, Reprovisioned: map[string]bool{}, drainGaveUp: map[string]bool{}, budgets: map[string]*budgetTrack{},
-		Changed: map[string]time.Time{}, podNodes: map[string]string{}, stoppedWith: map[string]map[string]bool{}, shutdowns: map[string]time.Time{}, cuts: map[string]cutShutdown{}, foundUnhealthy: map[string]bool{}, hostKubelet: map[string]string{}}
+		Changed: map[string]time.Time{}, podNodes: map[string]string{}, stoppedWith: map[string]map[string]bool{}, shutdowns: map[string]time.Time{}, cuts: map[string]cutShutdown{}, foundUnhealthy: map[string]bool{}, hostKubelet: map[string]string{}, scaledDown: map[string]bool{}}
 }
 
 // count records what the entry did that a rule judges (before the
@@ -263,6 +268,9 @@ func (s *State) applyWorkloadEvent(e timeline.Entry) {
 	switch reason {
 	case vocab.EventNodeStarted:
 		delete(s.stoppedWith, e.Name)
+	case vocab.EventPodScaledDown:
+		pod := e.New["pod"]
+		s.scaledDown[pod[strings.LastIndex(pod, "/")+1:]] = true
 	case vocab.EventNodeStopped:
 		with := map[string]bool{}
 		for _, p := range strings.Split(e.New["pods"], ",") {
@@ -370,6 +378,12 @@ func (s *State) afterPoll() {
 		excused := true
 		for pod := range t.healthy {
 			if now[pod] {
+				continue
+			}
+			if s.scaledDown[pod] {
+				// Its ReplicaSet deleted it: the Deployment's rollout,
+				// bounded by its maxUnavailable, not by the budget.
+				s.rolledOut++
 				continue
 			}
 			if with, stopped := s.stoppedWith[s.podNodes[pod]]; stopped && !with[pod] {

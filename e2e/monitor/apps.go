@@ -70,7 +70,8 @@ func BudgetSummary(b *policyv1.PodDisruptionBudget) map[string]string {
 
 // AppSummary is the application's Deployment.
 func AppSummary(d *appsv1.Deployment) map[string]string {
-	return map[string]string{vocab.FieldReplicas: count(d.Spec.Replicas), vocab.FieldReadyCount: strconv.Itoa(int(d.Status.ReadyReplicas))}
+	return map[string]string{vocab.FieldReplicas: count(d.Spec.Replicas), vocab.FieldReadyCount: strconv.Itoa(int(d.Status.ReadyReplicas)),
+		vocab.FieldUpToDateCount: strconv.Itoa(int(d.Status.UpdatedReplicas))}
 }
 
 // apps lists the application's pods, budgets and Deployment.

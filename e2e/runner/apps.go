@@ -41,7 +41,7 @@ func (r *run) appObjects() []client.Object {
 	}
 	spec := func(name string) corev1.PodSpec {
 		return corev1.PodSpec{Tolerations: tolerations, NodeSelector: selector, TerminationGracePeriodSeconds: ptr.To(int64(5)),
-			Containers: []corev1.Container{{Name: name, Image: "registry.example/" + name + ":1"}}}
+			Containers: []corev1.Container{{Name: name, Image: appImage(name, "1")}}}
 	}
 	labels := func(app string) map[string]string { return map[string]string{"app": app} }
 	objs := []client.Object{
@@ -53,7 +53,7 @@ func (r *run) appObjects() []client.Object {
 			Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels(appDaemonSet)},
 				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels(appDaemonSet)},
 					Spec: corev1.PodSpec{Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-						Containers: []corev1.Container{{Name: appDaemonSet, Image: "registry.example/" + appDaemonSet + ":1"}}}}}},
+						Containers: []corev1.Container{{Name: appDaemonSet, Image: appImage(appDaemonSet, "1")}}}}}},
 	}
 	scratch := spec(appScratchPod)
 	scratch.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
@@ -71,6 +71,43 @@ func (r *run) appObjects() []client.Object {
 		objs = append(objs, pdb)
 	}
 	return objs
+}
+
+// appImage is the image of the application's container name at release
+// ("1" as deployed, "2" after rollApp).
+func appImage(name, release string) string { return "registry.example/" + name + ":" + release }
+
+// rollApp moves the application's Deployment and DaemonSet to their
+// second image (Application.RollDuringUpgrade): their controllers roll
+// the pods within their strategies while the upgrade drains nodes.
+func (r *run) rollApp(ctx context.Context) error {
+	wl, err := r.workloadClient(ctx)
+	if err != nil {
+		return err
+	}
+	key := func(name string) client.ObjectKey {
+		return client.ObjectKey{Namespace: monitor.AppNamespace, Name: name}
+	}
+	dep := &appsv1.Deployment{}
+	if err := wl.Get(ctx, key(appDeployment), dep); err != nil {
+		return fmt.Errorf("rolling the application: %w", err)
+	}
+	before := dep.DeepCopy()
+	dep.Spec.Template.Spec.Containers[0].Image = appImage(appDeployment, "2")
+	if err := wl.Patch(ctx, dep, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("rolling the application's Deployment: %w", err)
+	}
+	ds := &appsv1.DaemonSet{}
+	if err := wl.Get(ctx, key(appDaemonSet), ds); err != nil {
+		return fmt.Errorf("rolling the application: %w", err)
+	}
+	beforeDS := ds.DeepCopy()
+	ds.Spec.Template.Spec.Containers[0].Image = appImage(appDaemonSet, "2")
+	if err := wl.Patch(ctx, ds, client.MergeFrom(beforeDS)); err != nil {
+		return fmt.Errorf("rolling the application's DaemonSet: %w", err)
+	}
+	r.say("the application's %s and %s roll to their second image beside the upgrade", appDeployment, appDaemonSet)
+	return nil
 }
 
 // deployApp creates the application and waits until every pod is Ready

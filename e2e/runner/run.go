@@ -699,6 +699,11 @@ func (r *run) upgradeAndWait(ctx context.Context) error {
 	if err := r.upgrade(ctx); err != nil {
 		return err
 	}
+	if r.scenario.Workload.RollDuringUpgrade && r.provider.Lab {
+		if err := r.rollApp(ctx); err != nil {
+			return err
+		}
+	}
 	switch r.scenario.Expect.Outcome {
 	case scenario.RolledBack:
 		return r.waitRolledBack(ctx, r.provider.Intervals.Upgrade.Duration)

@@ -139,6 +139,11 @@ type Application struct {
 	// "control-plane"; default the workers, or the control plane of a
 	// cluster without workers.
 	Nodes string `yaml:"nodes"`
+	// RollDuringUpgrade moves the Deployment and the DaemonSet to a new
+	// image as the upgrade starts, as a release shipped beside it (a
+	// GitOps change landing with the version bump) does: their rollouts
+	// run beside the drains, and the budget sees both.
+	RollDuringUpgrade bool `yaml:"rollDuringUpgrade"`
 	// NodeDrainTimeout is CAPI's Machine deletion.nodeDrainTimeoutSeconds
 	// for every Machine (0: CAPI's default, drain until done); after it
 	// CAPI deletes a Machine whose drain a budget still blocks.

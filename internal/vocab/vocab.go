@@ -142,7 +142,10 @@ const (
 	EventEvicted        = "Evicted"
 	EventEvictionDenied = "EvictionRefused"
 	EventPodDeleted     = "PodDeleted"
-	EventPodScheduled   = "PodScheduled"
+	// EventPodScaledDown: a ReplicaSet deleted a pod it no longer wants
+	// (its Deployment's rollout or scale-down), which no budget governs.
+	EventPodScaledDown = "PodScaledDown"
+	EventPodScheduled  = "PodScheduled"
 	// EventNodeStopped is a node's host going off; its data's "pods" lists
 	// the pods a drain would have moved that were still on it then.
 	EventNodeStopped = "NodeStopped"

@@ -284,7 +284,7 @@ func (c *Clusters) reconcileApps(ctx context.Context, name string) error {
 	}
 	note(c.nodeLifecycle(ctx, name, cl, w, st, now))
 	note(c.kubelet(ctx, name, cl, w, st, c.kubeletsNow(st), now))
-	note(c.replicate(ctx, cl, w))
+	note(c.replicate(ctx, name, cl, w))
 	note(c.schedule(ctx, name, cl, w, st, now))
 	note(c.disruption(ctx, cl, w, now))
 	if len(errs) > 0 {

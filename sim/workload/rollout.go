@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/rand"
 	inmemoryclient "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime/client"
+
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // The workload controllers that roll a template change out, as
@@ -48,7 +50,7 @@ func templateHash(t *corev1.PodTemplateSpec) string {
 
 // replicate runs the Deployment, ReplicaSet and DaemonSet controllers
 // once over w.
-func (c *Clusters) replicate(ctx context.Context, cl inmemoryclient.Writer, w *world) error {
+func (c *Clusters) replicate(ctx context.Context, cluster string, cl inmemoryclient.Writer, w *world) error {
 	var firstErr error
 	note := func(err error) {
 		if err != nil && firstErr == nil {
@@ -59,7 +61,7 @@ func (c *Clusters) replicate(ctx context.Context, cl inmemoryclient.Writer, w *w
 		note(c.rollDeployment(ctx, cl, w, &w.deployments[i]))
 	}
 	for i := range w.replicaSets {
-		note(c.keepReplicas(ctx, cl, w, &w.replicaSets[i]))
+		note(c.keepReplicas(ctx, cluster, cl, w, &w.replicaSets[i]))
 	}
 	for i := range w.daemonSets {
 		note(c.rollDaemonSet(ctx, cl, w, &w.daemonSets[i]))
@@ -286,8 +288,8 @@ func withLabel(in map[string]string, key, value string) map[string]string {
 
 // keepReplicas is the ReplicaSet controller: spec.replicas live pods (a
 // deleted one replaced at once; surplus ones deleted, those not Ready
-// first), and the status.
-func (c *Clusters) keepReplicas(ctx context.Context, cl inmemoryclient.Writer, w *world, rs *appsv1.ReplicaSet) error {
+// first, each told as a PodScaledDown event), and the status.
+func (c *Clusters) keepReplicas(ctx context.Context, cluster string, cl inmemoryclient.Writer, w *world, rs *appsv1.ReplicaSet) error {
 	var firstErr error
 	note := func(err error) {
 		if err != nil && firstErr == nil {
@@ -302,7 +304,13 @@ func (c *Clusters) keepReplicas(ctx context.Context, cl inmemoryclient.Writer, w
 	if surplus := int(int32(len(live)) - want); surplus > 0 {
 		sort.SliceStable(live, func(i, j int) bool { return !podReady(live[i]) && podReady(live[j]) })
 		for _, p := range live[:surplus] {
-			note(cl.Delete(ctx, p))
+			if err := cl.Delete(ctx, p); err != nil {
+				note(err)
+				continue
+			}
+			c.emit(Event{Cluster: cluster, Node: p.Spec.NodeName, Reason: vocab.EventPodScaledDown,
+				Message: fmt.Sprintf("pod %s/%s deleted by ReplicaSet %s, which wants %d", p.Namespace, p.Name, rs.Name, want),
+				Data:    map[string]string{"pod": p.Namespace + "/" + p.Name}})
 		}
 		live = live[surplus:]
 	}
