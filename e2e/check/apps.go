@@ -95,7 +95,7 @@ func pdbNote(s *State, _ Params) string {
 		note += "; below budget after CAPI's nodeDrainTimeout passed (excused): " + strings.Join(s.excusedBudgets, "; ")
 	}
 	if s.rolledOut > 0 {
-		note += fmt.Sprintf("; %d budgeted pod(s) replaced by their Deployment's own rollout (bounded by its maxUnavailable, not by the budget)", s.rolledOut)
+		note += fmt.Sprintf("; %d budgeted pod(s) deleted by their ReplicaSet (the Deployment's own rollout or scale-down, which no budget governs)", s.rolledOut)
 	}
 	return note
 }

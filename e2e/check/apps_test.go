@@ -350,7 +350,7 @@ func TestARolloutIsNotABudgetBreach(t *testing.T) {
 		return h
 	}
 	r := result(build(true), threeInPlace, "pdb-respected")
-	if r.Status != Pass || !strings.Contains(r.Note, "1 budgeted pod(s) replaced by their Deployment's own rollout") {
+	if r.Status != Pass || !strings.Contains(r.Note, "1 budgeted pod(s) deleted by their ReplicaSet") {
 		t.Fatalf("a pod its ReplicaSet scaled down: %s %v (note %q); want a pass that says so", r.Status, r.Violations, r.Note)
 	}
 	if r := result(build(false), threeInPlace, "pdb-respected"); r.Status != Fail || !strings.Contains(r.Violations[0].Message, "lost web-a") {

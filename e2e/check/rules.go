@@ -601,6 +601,7 @@ func addonEndsOn(s *State, p Params, name, label, kind, tag, want string) []Viol
 	return nil
 }
 
+// endEtcd: no etcd member is left on the old release's etcd.
 func endEtcd(s *State, p Params) []Violation {
 	var out []Violation
 	members := s.names(vocab.KindEtcdMember)

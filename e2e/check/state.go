@@ -381,8 +381,9 @@ func (s *State) afterPoll() {
 				continue
 			}
 			if s.scaledDown[pod] {
-				// Its ReplicaSet deleted it: the Deployment's rollout,
-				// bounded by its maxUnavailable, not by the budget.
+				// Its ReplicaSet deleted it: the Deployment's rollout
+				// or scale-down, which a budget does not govern (the
+				// Deployment's strategy does).
 				s.rolledOut++
 				continue
 			}

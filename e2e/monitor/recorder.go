@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -243,7 +244,7 @@ func (r *Recorder) addon(ctx context.Context, containers []corev1.Container, sel
 	s := AddonSummary(containers)
 	sel, err := metav1.LabelSelectorAsSelector(selector)
 	if err != nil {
-		return s, nil
+		return nil, fmt.Errorf("add-on selector: %w", err)
 	}
 	pods := &corev1.PodList{}
 	if err := r.workload.List(ctx, pods, client.InNamespace(metav1.NamespaceSystem), client.MatchingLabelsSelector{Selector: sel}); err != nil {

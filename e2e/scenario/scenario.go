@@ -142,7 +142,8 @@ type Application struct {
 	// RollDuringUpgrade moves the Deployment and the DaemonSet to a new
 	// image as the upgrade starts, as a release shipped beside it (a
 	// GitOps change landing with the version bump) does: their rollouts
-	// run beside the drains, and the budget sees both.
+	// run beside the drains, and the budget sees both. Like the whole
+	// application, lab providers only.
 	RollDuringUpgrade bool `yaml:"rollDuringUpgrade"`
 	// NodeDrainTimeout is CAPI's Machine deletion.nodeDrainTimeoutSeconds
 	// for every Machine (0: CAPI's default, drain until done); after it

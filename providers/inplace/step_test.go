@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta/testrestmapper"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -375,6 +376,21 @@ func (w *stepWorld) ownedByKCP(version string, image infrav1.Image, fw *infrav1.
 	w.machine, w.kc = stored, kc
 }
 
+// failingMachineApply fails the next failures server-side applies of a
+// Machine, as an API server whose Machine webhook cannot be called does.
+type failingMachineApply struct {
+	client.Client
+	failures int
+}
+
+func (c *failingMachineApply) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if _, machine := obj.(*clusterv1.Machine); machine && patch.Type() == types.ApplyPatchType && c.failures > 0 {
+		c.failures--
+		return fmt.Errorf("failed calling webhook %q: connection refused", "validation.machine.cluster.x-k8s.io")
+	}
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
 // followStored makes the world's desired objects the stored ones, as
 // CAPI's next UpdateMachine call carries them.
 func (w *stepWorld) followStored() {
@@ -560,7 +576,54 @@ var updaterSteps = []updaterStep{
 		}
 		return w.step() // CAPI's next call brings what the Machine asks now, which the host runs
 	}},
-	{name: "a failed firmware update whose KCP reverted the firmware alone goes on without it", want: "running: the update to http://images/v1.36.3 failed (the flash failed) and KubeadmControlPlane c-cp now asks for http://images/v1.36.3: the Machine asks for it too", run: func(w *stepWorld) progress {
+	{name: "a retarget cut short is done again whole", want: "done", run: func(w *stepWorld) progress {
+		w.ownedByKCP("v1.35.3", oldImage, nil)
+		w.step()
+		w.now = w.now.Add(time.Minute)
+		w.host.boot(w.t, "v1.35.3", w.now.Add(-time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+		if p := w.step(); !p.failed {
+			w.t.Fatalf("the fallback: %+v; want a failure", p)
+		}
+		// The Machine's apply fails: the BareMetalMachine and the
+		// KubeadmConfig ask for the KCP's spec, the Machine does not.
+		w.u.Client = &failingMachineApply{Client: w.mgmt, failures: 1}
+		if _, err := w.u.step(context.Background(), w.machine, w.bmm, w.kc); err == nil {
+			w.t.Fatal("the retarget's Machine write failed, and the step said nothing")
+		}
+		w.followStored()
+		if w.bmm.Spec.Image != oldImage || w.machine.Spec.Version != "v1.36.3" {
+			w.t.Fatalf("not the cut-short state the test needs: BareMetalMachine on %s, Machine at %s", w.bmm.Spec.Image.URL, w.machine.Spec.Version)
+		}
+		p := w.step() // CAPI calls again with what is stored: half retargeted
+		if !p.abandoned || p.done {
+			w.t.Fatalf("after the cut-short retarget: %+v; want it done again, not the update answered", p)
+		}
+		w.followStored()
+		if w.machine.Spec.Version != "v1.35.3" {
+			w.t.Fatalf("the Machine still asks for %s", w.machine.Spec.Version)
+		}
+		return w.step()
+	}},
+	{name: "a KCP's Machine without cloned-from annotations is abandoned, saying why", want: "done: the in-place update failed (the flash failed) and KubeadmControlPlane c-cp now asks for http://images/v1.35.3; the Machine cannot be pointed at it: KCP computes no desired objects for it (its BareMetalMachine cp-1 lacks the cluster.x-k8s.io/cloned-from-name annotations", run: func(w *stepWorld) progress {
+		ctx := context.Background()
+		w.ownedByKCP("v1.35.3", oldImage, nil)
+		stored := &infrav1.BareMetalMachine{}
+		if err := w.mgmt.Get(ctx, client.ObjectKeyFromObject(w.bmm), stored); err != nil {
+			w.t.Fatal(err)
+		}
+		delete(stored.Annotations, clusterv1.TemplateClonedFromNameAnnotation)
+		delete(stored.Annotations, clusterv1.TemplateClonedFromGroupKindAnnotation)
+		stored.Annotations[FailedAnnotation] = updateKey(w.bmm.Spec.Image, nil) + " the flash failed"
+		if err := w.mgmt.Update(ctx, stored); err != nil {
+			w.t.Fatal(err)
+		}
+		p := w.step()
+		if v := w.kubeadmConfigVersion(); v != "v1.36.3" {
+			w.t.Errorf("the kubeadm-config was moved to %s for a Machine that cannot be pointed at the KCP", v)
+		}
+		return p
+	}},
+	{name: "a failed firmware update whose KCP reverted the firmware alone goes on without it", want: "running: the in-place update failed (the flash failed) and KubeadmControlPlane c-cp now asks for http://images/v1.36.3: the Machine asks for it too", run: func(w *stepWorld) progress {
 		ctx := context.Background()
 		fw := &infrav1.FirmwarePackage{URL: "http://firmware/nvm-9.50.json"}
 		w.bmm.Spec.NICFirmware = fw
@@ -580,7 +643,7 @@ var updaterSteps = []updaterStep{
 		}
 		return p
 	}},
-	{name: "a failure whose MachineDeployment was reverted is abandoned on a committed image", want: "done: the update to http://images/v1.36.3 failed (http://images/v1.36.3 did not boot: the host fell back to img-v1.35.3) and MachineDeployment c-md now asks for http://images/v1.35.3: abandoned", run: func(w *stepWorld) progress {
+	{name: "a failure whose MachineDeployment was reverted is abandoned on a committed image", want: "done: the in-place update failed (http://images/v1.36.3 did not boot: the host fell back to img-v1.35.3) and MachineDeployment c-md now asks for http://images/v1.35.3: abandoned", run: func(w *stepWorld) progress {
 		ctx := context.Background()
 		tmpl := &infrav1.BareMetalMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-md-from"},
 			Spec: infrav1.BareMetalMachineTemplateSpec{Template: infrav1.BareMetalMachineTemplateResource{Spec: infrav1.BareMetalMachineSpec{Image: oldImage}}}}

@@ -341,8 +341,11 @@ func (u *Updater) next(ctx context.Context, desired *clusterv1.Machine, desiredB
 	}
 	want, fw := desiredBMM.Spec.Image, desiredBMM.Spec.NICFirmware
 	key := updateKey(want, fw)
-	if msg, ok := failedFor(bmm, key); ok {
-		if p, abandoned, err := u.abandon(ctx, desired, bmm, want, key, msg); err != nil || abandoned {
+	// A failure recorded under another key than the one asked is a
+	// retarget cut short (some of KCP's objects written, not all): it is
+	// abandoned again, which writes them all.
+	if failedKey, msg, ok := recordedFailure(bmm); ok {
+		if p, abandoned, err := u.abandon(ctx, desired, bmm, failedKey, msg); err != nil || abandoned {
 			return p, err
 		}
 		return progress{failed: true, message: msg}, nil
@@ -414,7 +417,7 @@ type inFlight struct {
 // desired objects of a MachineSet are not something CAPI's packages
 // compute outside its controller. Either way the failed update's
 // annotations go, so a later update to the same image starts fresh.
-func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, bmm *infrav1.BareMetalMachine, want infrav1.Image, key, failure string) (progress, bool, error) {
+func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, bmm *infrav1.BareMetalMachine, key, failure string) (progress, bool, error) {
 	asked, owner, err := u.ownerAsks(ctx, desired)
 	if err != nil || owner == nil || updateKey(asked.Image, asked.NICFirmware) == key {
 		return progress{}, false, err // the owner still asks for what failed
@@ -427,10 +430,15 @@ func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, bmm *
 	if err != nil || !runsCommitted(st) {
 		return progress{}, false, nil
 	}
-	what := fmt.Sprintf("the update to %s failed (%s) and %s %s now asks for %s", want.URL, failure, owner.kind, owner.name, describeAsk(asked))
+	what := fmt.Sprintf("the in-place update failed (%s) and %s %s now asks for %s", failure, owner.kind, owner.name, describeAsk(asked))
+	pointed := false
 	if owner.kcp != nil {
-		if err := u.retarget(ctx, h.machine, owner.kcp); err != nil {
+		why, err := u.retarget(ctx, h.machine, owner.kcp)
+		if err != nil {
 			return progress{}, false, fmt.Errorf("%s: pointing the update at it: %w", what, err)
+		}
+		if pointed = why == ""; !pointed {
+			what += "; the Machine cannot be pointed at it: " + why
 		}
 	}
 	patch := client.MergeFrom(bmm.DeepCopy())
@@ -440,7 +448,7 @@ func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, bmm *
 	if err := u.Client.Patch(ctx, bmm, patch); err != nil {
 		return progress{}, false, err
 	}
-	if owner.kcp != nil {
+	if pointed {
 		return progress{abandoned: true, message: fmt.Sprintf("%s: the Machine asks for it too, and the update goes on to it from %s, committed on %s", what, st.OS.Image.Name, h.node.Name)}, true, nil
 	}
 	return progress{done: true, abandoned: true, message: fmt.Sprintf("%s: abandoned; %s runs %s, committed", what, h.node.Name, st.OS.Image.Name)}, true, nil
@@ -451,24 +459,34 @@ func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, bmm *
 // cluster's kubeadm-config at the KCP's version (KCP moves it only before
 // it rolls a Machine, and a Machine made up to date here is not rolled),
 // then the desired InfraMachine, KubeadmConfig and Machine, still marked
-// update-in-progress. CAPI's next UpdateMachine call brings them.
-func (u *Updater) retarget(ctx context.Context, m *clusterv1.Machine, kcp *controlplanev1.KubeadmControlPlane) error {
+// update-in-progress. CAPI's next UpdateMachine call brings them. Every
+// write is idempotent, so a retarget cut short is done again whole.
+//
+// why says why it wrote nothing: KCP computes no desired InfraMachine
+// for one without its template's cloned-from annotations (adopted, or
+// made by an older KCP), and a retarget without it would leave the
+// Machine and its BareMetalMachine asking for different things.
+func (u *Updater) retarget(ctx context.Context, m *clusterv1.Machine, kcp *controlplanev1.KubeadmControlPlane) (why string, err error) {
 	cluster := &clusterv1.Cluster{}
 	if err := u.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.ClusterName}, cluster); err != nil {
-		return err
+		return "", err
 	}
 	_, res, err := askcp.UpToDate(ctx, u.Client, cluster, kcp, m)
 	if err != nil {
-		return err
+		return "", err
+	}
+	if res.DesiredMachine == nil || res.DesiredInfraMachine == nil || res.DesiredKubeadmConfig == nil {
+		return fmt.Sprintf("KCP computes no desired objects for it (its %s %s lacks the %s annotations KCP's clone leaves)",
+			m.Spec.InfrastructureRef.Kind, m.Spec.InfrastructureRef.Name, clusterv1.TemplateClonedFromNameAnnotation), nil
 	}
 	wl, err := u.Workloads.Client(ctx, m.Namespace, m.Spec.ClusterName)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := askcp.MoveKubeadmConfig(ctx, wl, kcp); err != nil {
-		return fmt.Errorf("kubeadm-config: %w", err)
+		return "", fmt.Errorf("kubeadm-config: %w", err)
 	}
-	return askcp.ApplyDesired(ctx, u.Client, m, res)
+	return "", askcp.ApplyDesired(ctx, u.Client, m, res)
 }
 
 // describeAsk names an image and the NIC firmware that goes with it.
@@ -919,6 +937,17 @@ func (u *Updater) recordFailure(ctx context.Context, bmm *infrav1.BareMetalMachi
 func failedFor(bmm *infrav1.BareMetalMachine, key string) (string, bool) {
 	msg, ok := strings.CutPrefix(bmm.Annotations[FailedAnnotation], key+" ")
 	return msg, ok
+}
+
+// recordedFailure is the failure the BareMetalMachine records, whatever
+// update it was for: its key and message.
+func recordedFailure(bmm *infrav1.BareMetalMachine) (key, msg string, ok bool) {
+	v, found := bmm.Annotations[FailedAnnotation]
+	if !found {
+		return "", "", false
+	}
+	key, msg, _ = strings.Cut(v, " ")
+	return key, msg, true
 }
 
 func (u *Updater) annotate(ctx context.Context, bmm *infrav1.BareMetalMachine, key, value string) error {

@@ -130,6 +130,11 @@ func setsOf(w *world, d *appsv1.Deployment, hash string) (current *appsv1.Replic
 func (c *Clusters) rollDeployment(ctx context.Context, cl inmemoryclient.Writer, w *world, d *appsv1.Deployment) error {
 	hash := templateHash(&d.Spec.Template)
 	current, old := setsOf(w, d, hash)
+	if d.Spec.Paused {
+		// A paused Deployment's template changes start nothing: no new
+		// ReplicaSet, no scaling, only the status.
+		return c.deploymentStatus(ctx, cl, w, d, current, old)
+	}
 	if current == nil {
 		rs := newReplicaSet(d, hash)
 		if err := cl.Create(ctx, rs); err != nil {
@@ -153,9 +158,6 @@ func (c *Clusters) rollDeployment(ctx context.Context, cl inmemoryclient.Writer,
 func (c *Clusters) scaleDeployment(w *world, d *appsv1.Deployment, current *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) map[*appsv1.ReplicaSet]int32 {
 	out := map[*appsv1.ReplicaSet]int32{}
 	want := replicasOf(d)
-	if d.Spec.Paused {
-		return out
-	}
 	spec := func(rs *appsv1.ReplicaSet) int32 {
 		if n, ok := out[rs]; ok {
 			return n
@@ -238,9 +240,14 @@ func ptrOr(p *int32) int32 {
 	return *p
 }
 
-// deploymentStatus writes d's status from its ReplicaSets' live pods.
+// deploymentStatus writes d's status from its ReplicaSets' live pods
+// (current: the ReplicaSet of its template, nil while paused before one
+// was made).
 func (c *Clusters) deploymentStatus(ctx context.Context, cl inmemoryclient.Writer, w *world, d *appsv1.Deployment, current *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) error {
-	updated := owned(w.pods, current.UID)
+	var updated []*corev1.Pod
+	if current != nil {
+		updated = owned(w.pods, current.UID)
+	}
 	replicas, ready := int32(len(updated)), countReady(updated)
 	for _, rs := range old {
 		live := owned(w.pods, rs.UID)

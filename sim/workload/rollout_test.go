@@ -49,7 +49,6 @@ func TestADeploymentRollsWithinMaxSurgeAndMaxUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, cs := appCluster(t, ctx)
-	c.timing.PodStart = 100 * time.Millisecond
 	d := deployment("web", 4)
 	one, zero := intstr.FromInt32(1), intstr.FromInt32(0)
 	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
@@ -104,7 +103,6 @@ func TestADaemonSetRollsOneNodeAtATime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, cs := appCluster(t, ctx)
-	c.timing.PodStart = 100 * time.Millisecond
 	if err := c.InitObjects(ctx, "default/wl", Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0", CoreDNS: "v1.12.1"}, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -139,8 +137,7 @@ func TestADaemonSetRollsOneNodeAtATime(t *testing.T) {
 func TestABudgetExpectsTheDeploymentsReplicas(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, cs := appCluster(t, ctx)
-	c.timing.PodStart = 100 * time.Millisecond
+	_, cs := appCluster(t, ctx)
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, deployment("web", 3), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -160,5 +157,67 @@ func TestABudgetExpectsTheDeploymentsReplicas(t *testing.T) {
 	}
 	if b.Status.ExpectedPods != 3 || b.Status.DisruptionsAllowed != 1 {
 		t.Fatalf("budget expects %d pods and allows %d disruptions; want the Deployment's 3 and 1", b.Status.ExpectedPods, b.Status.DisruptionsAllowed)
+	}
+}
+
+// Recreate takes the old ReplicaSets to zero and starts the new one only
+// once their pods are gone, terminating ones included.
+func TestRecreateStartsTheNewReplicaSetOnceTheOldPodsAreGone(t *testing.T) {
+	d := deployment("web", 2)
+	d.UID = "d"
+	d.Spec.Strategy.Type = appsv1.RecreateDeploymentStrategyType
+	old, current := newReplicaSet(d, "old"), newReplicaSet(d, "new")
+	old.UID, current.UID = "rs-old", "rs-new"
+	two := int32(2)
+	old.Spec.Replicas = &two
+	w := &world{}
+	for _, name := range []string{"a", "b"} {
+		p := newPod("default", old.Name, "ReplicaSet", old.UID, old.Spec.Template, "n")
+		p.Name = "web-" + name
+		w.pods = append(w.pods, p)
+	}
+	c := &Clusters{}
+	scale := c.scaleDeployment(w, d, current, []*appsv1.ReplicaSet{old})
+	if n, ok := scale[old]; !ok || n != 0 {
+		t.Fatalf("old ReplicaSet scaled to %v (%v); want 0", n, ok)
+	}
+	if _, ok := scale[current]; ok {
+		t.Fatalf("the new ReplicaSet scaled to %d while the old pods run", scale[current])
+	}
+	now := metav1.Now()
+	for _, p := range w.pods {
+		p.DeletionTimestamp = &now
+	}
+	zero := int32(0)
+	old.Spec.Replicas = &zero
+	if scale := c.scaleDeployment(w, d, current, []*appsv1.ReplicaSet{old}); len(scale) != 0 {
+		t.Fatalf("scaled %v while the old pods terminate; want nothing", scale)
+	}
+	w.pods = nil
+	if scale := c.scaleDeployment(w, d, current, []*appsv1.ReplicaSet{old}); scale[current] != 2 {
+		t.Fatalf("the new ReplicaSet scaled to %d once the old pods are gone; want 2", scale[current])
+	}
+}
+
+// A paused Deployment's template change makes no ReplicaSet.
+func TestAPausedDeploymentDoesNotRoll(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, cs := appCluster(t, ctx)
+	d := deployment("web", 1)
+	d.Spec.Paused = true
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Deployment's status", func() bool {
+		d, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && d.Status.ObservedGeneration > 0
+	})
+	sets := &appsv1.ReplicaSetList{}
+	if err := c.client("default/wl").List(ctx, sets); err != nil {
+		t.Fatal(err)
+	}
+	if len(sets.Items) != 0 {
+		t.Fatalf("a paused Deployment made %d ReplicaSet(s)", len(sets.Items))
 	}
 }
