@@ -404,12 +404,12 @@ var brokenRules = []brokenRule{
 		breakIt: func(h *history) {
 			h.set(vocab.KindAddon, "kube-proxy", addon("registry.k8s.io/kube-proxy:v1.35.3"))
 		},
-		objects: []string{"Addon/kube-proxy"}, message: "kube-proxy ends on registry.k8s.io/kube-proxy:v1.35.3, not the image of v1.36.3"},
+		objects: []string{"Addon/kube-proxy"}, message: "the kube-proxy DaemonSet ends on registry.k8s.io/kube-proxy:v1.35.3, not the image of v1.36.3"},
 	{name: "CoreDNS left behind", rule: "end-coredns", params: inPlace,
 		breakIt: func(h *history) {
 			h.set(vocab.KindAddon, "coredns", addon("registry.k8s.io/coredns/coredns:v1.12.1"))
 		},
-		objects: []string{"Addon/coredns"}, message: "CoreDNS ends on registry.k8s.io/coredns/coredns:v1.12.1, not v1.13.1"},
+		objects: []string{"Addon/coredns"}, message: "the CoreDNS Deployment ends on registry.k8s.io/coredns/coredns:v1.12.1, not v1.13.1"},
 	{name: "etcd not upgraded on the node", rule: "end-etcd", params: inPlace,
 		breakIt: func(h *history) {
 			h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a", vocab.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})

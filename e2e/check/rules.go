@@ -576,29 +576,41 @@ func endCoreDNS(s *State, p Params) []Violation {
 }
 
 // addonEndsOn: the add-on recorded as name (label, a kind of workload)
-// ends on an image tagged tag, in its template and (p.AddonPods) in
-// every pod it runs; want says that tag in the message.
+// ends on an image tagged tag (AddonOff); want says that tag in the
+// message.
 func addonEndsOn(s *State, p Params, name, label, kind, tag, want string) []Violation {
 	a := s.get(vocab.KindAddon, name)
 	if a == nil {
 		return violation(s, "no "+label+" "+kind+" was seen in the workload cluster", vocab.KindAddon+"/"+name)
 	}
-	if !strings.HasSuffix(a[vocab.FieldImage], ":"+tag) {
-		return violation(s, label+" ends on "+a[vocab.FieldImage]+", not "+want, vocab.KindAddon+"/"+name)
+	if why := AddonOff(a, label+" "+kind, tag, want, p.AddonPods); why != "" {
+		return violation(s, why, vocab.KindAddon+"/"+name)
 	}
-	if !p.AddonPods {
-		return nil
+	return nil
+}
+
+// AddonOff says why an add-on's summary (what, e.g. "CoreDNS
+// Deployment") is not on an image tagged tag ("" when it is): its
+// template, or (pods: the cluster runs the add-ons' pods) a pod on
+// another image, or none at all. want names the tag in the answer. The
+// runner's wait for the upgrade's end asks it too.
+func AddonOff(a map[string]string, what, tag, want string, pods bool) string {
+	if !strings.HasSuffix(a[vocab.FieldImage], ":"+tag) {
+		return "the " + what + " ends on " + a[vocab.FieldImage] + ", not " + want
+	}
+	if !pods {
+		return ""
 	}
 	images := a[vocab.FieldPodImages]
 	if images == "" {
-		return violation(s, "the "+label+" "+kind+" ends with no pods", vocab.KindAddon+"/"+name)
+		return "the " + what + " ends with no pods"
 	}
 	for _, image := range strings.Split(images, ",") {
 		if !strings.HasSuffix(image, ":"+tag) {
-			return violation(s, fmt.Sprintf("the %s %s asks for %s, but its pods end on %s: the rollout did not reach them", label, kind, a[vocab.FieldImage], images), vocab.KindAddon+"/"+name)
+			return fmt.Sprintf("the %s asks for %s, but its pods end on %s: the rollout did not reach them", what, a[vocab.FieldImage], images)
 		}
 	}
-	return nil
+	return ""
 }
 
 // endEtcd: no etcd member is left on the old release's etcd.

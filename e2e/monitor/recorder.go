@@ -2,7 +2,6 @@ package monitor
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -238,24 +237,6 @@ func (r *Recorder) machineSets(ctx context.Context) (map[string]map[string]strin
 	return out, nil
 }
 
-// addon is an add-on's summary: its template's image and the images its
-// pods (those selector selects in kube-system) run.
-func (r *Recorder) addon(ctx context.Context, containers []corev1.Container, selector *metav1.LabelSelector) (map[string]string, error) {
-	s := AddonSummary(containers)
-	sel, err := metav1.LabelSelectorAsSelector(selector)
-	if err != nil {
-		return nil, fmt.Errorf("add-on selector: %w", err)
-	}
-	pods := &corev1.PodList{}
-	if err := r.workload.List(ctx, pods, client.InNamespace(metav1.NamespaceSystem), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return nil, err
-	}
-	if images := AddonPodImages(pods.Items); images != "" {
-		s[vocab.FieldPodImages] = images
-	}
-	return s, nil
-}
-
 // addons reads kube-proxy, CoreDNS and the kubeadm-config ConfigMap in
 // the workload cluster (once it answers), by the names kubeadm gives
 // them.
@@ -264,9 +245,19 @@ func (r *Recorder) addons(ctx context.Context) (map[string]map[string]string, er
 		return nil, nil
 	}
 	out := map[string]map[string]string{}
+	var pods *corev1.PodList // kube-system's, read once, when an add-on is found
+	summary := func(containers []corev1.Container, selector *metav1.LabelSelector) (map[string]string, error) {
+		if pods == nil {
+			pods = &corev1.PodList{}
+			if err := r.workload.List(ctx, pods, client.InNamespace(metav1.NamespaceSystem)); err != nil {
+				return nil, err
+			}
+		}
+		return AddonSummary(containers, selector, pods.Items)
+	}
 	ds := &appsv1.DaemonSet{}
 	if err := r.workload.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "kube-proxy"}, ds); err == nil {
-		if out["kube-proxy"], err = r.addon(ctx, ds.Spec.Template.Spec.Containers, ds.Spec.Selector); err != nil {
+		if out["kube-proxy"], err = summary(ds.Spec.Template.Spec.Containers, ds.Spec.Selector); err != nil {
 			return nil, err
 		}
 	} else if !apierrors.IsNotFound(err) {
@@ -274,7 +265,7 @@ func (r *Recorder) addons(ctx context.Context) (map[string]map[string]string, er
 	}
 	dep := &appsv1.Deployment{}
 	if err := r.workload.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "coredns"}, dep); err == nil {
-		if out["coredns"], err = r.addon(ctx, dep.Spec.Template.Spec.Containers, dep.Spec.Selector); err != nil {
+		if out["coredns"], err = summary(dep.Spec.Template.Spec.Containers, dep.Spec.Selector); err != nil {
 			return nil, err
 		}
 	} else if !apierrors.IsNotFound(err) {

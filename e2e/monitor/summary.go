@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -129,24 +131,29 @@ func MachineSetSummary(m *clusterv1.MachineSet) map[string]string {
 	}
 }
 
-// AddonSummary is the image of an add-on's first container.
-func AddonSummary(containers []corev1.Container) map[string]string {
-	if len(containers) == 0 {
-		return map[string]string{}
+// AddonSummary is an add-on's template image (its first container's)
+// and, in vocab.FieldPodImages, the distinct images its live (not
+// terminating) pods run: those of pods (kube-system's) that its
+// selector selects.
+func AddonSummary(containers []corev1.Container, selector *metav1.LabelSelector, pods []corev1.Pod) (map[string]string, error) {
+	s := map[string]string{}
+	if len(containers) > 0 {
+		s[vocab.FieldImage] = containers[0].Image
 	}
-	return map[string]string{vocab.FieldImage: containers[0].Image}
-}
-
-// AddonPodImages are the images of an add-on's live (not terminating)
-// pods' first containers, distinct and sorted (vocab.FieldPodImages).
-func AddonPodImages(pods []corev1.Pod) string {
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return nil, fmt.Errorf("add-on selector: %w", err)
+	}
 	seen := map[string]bool{}
 	for _, p := range pods {
-		if p.DeletionTimestamp == nil && len(p.Spec.Containers) > 0 {
+		if p.DeletionTimestamp == nil && len(p.Spec.Containers) > 0 && sel.Matches(labels.Set(p.Labels)) {
 			seen[p.Spec.Containers[0].Image] = true
 		}
 	}
-	return strings.Join(slices.Sorted(maps.Keys(seen)), ",")
+	if len(seen) > 0 {
+		s[vocab.FieldPodImages] = strings.Join(slices.Sorted(maps.Keys(seen)), ",")
+	}
+	return s, nil
 }
 
 // KubeadmConfigSummary is the kubernetesVersion and feature gates of the

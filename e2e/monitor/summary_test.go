@@ -51,8 +51,20 @@ func TestSummariesCarryWhatTheChecksRead(t *testing.T) {
 	if s := MachineSetSummary(ms); s[vocab.FieldDeployment] != "sc-md" || s[vocab.FieldVersion] != "v1.36.3" || s[vocab.FieldReplicas] != "2" {
 		t.Errorf("MachineSet summary %v", s)
 	}
-	if s := AddonSummary([]corev1.Container{{Image: "registry.k8s.io/kube-proxy:v1.36.3"}}); s[vocab.FieldImage] != "registry.k8s.io/kube-proxy:v1.36.3" {
-		t.Errorf("add-on summary %v", s)
+	proxyPod := func(name, image string, gone bool) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"k8s-app": "kube-proxy"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Image: image}}}}
+		if gone {
+			p.DeletionTimestamp = &metav1.Time{}
+		}
+		return p
+	}
+	pods := []corev1.Pod{proxyPod("a", "registry.k8s.io/kube-proxy:v1.36.3", false), proxyPod("b", "registry.k8s.io/kube-proxy:v1.35.3", false),
+		proxyPod("c", "registry.k8s.io/kube-proxy:v1.34.0", true),
+		{ObjectMeta: metav1.ObjectMeta{Name: "dns", Labels: map[string]string{"k8s-app": "kube-dns"}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Image: "coredns:v1.13.1"}}}}}
+	s, err := AddonSummary([]corev1.Container{{Image: "registry.k8s.io/kube-proxy:v1.36.3"}}, &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}}, pods)
+	if err != nil || s[vocab.FieldImage] != "registry.k8s.io/kube-proxy:v1.36.3" || s[vocab.FieldPodImages] != "registry.k8s.io/kube-proxy:v1.35.3,registry.k8s.io/kube-proxy:v1.36.3" {
+		t.Errorf("add-on summary %v, %v; want the template's image and its live pods' images only", s, err)
 	}
 
 	etcd := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Image: "registry.k8s.io/etcd:3.6.5-0"}}}}

@@ -85,26 +85,23 @@ func (r *run) rollApp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	key := func(name string) client.ObjectKey {
-		return client.ObjectKey{Namespace: monitor.AppNamespace, Name: name}
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: monitor.AppNamespace, Name: name}
 	}
-	dep := &appsv1.Deployment{}
-	if err := wl.Get(ctx, key(appDeployment), dep); err != nil {
-		return fmt.Errorf("rolling the application: %w", err)
-	}
-	before := dep.DeepCopy()
-	dep.Spec.Template.Spec.Containers[0].Image = appImage(appDeployment, "2")
-	if err := wl.Patch(ctx, dep, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("rolling the application's Deployment: %w", err)
-	}
-	ds := &appsv1.DaemonSet{}
-	if err := wl.Get(ctx, key(appDaemonSet), ds); err != nil {
-		return fmt.Errorf("rolling the application: %w", err)
-	}
-	beforeDS := ds.DeepCopy()
-	ds.Spec.Template.Spec.Containers[0].Image = appImage(appDaemonSet, "2")
-	if err := wl.Patch(ctx, ds, client.MergeFrom(beforeDS)); err != nil {
-		return fmt.Errorf("rolling the application's DaemonSet: %w", err)
+	dep, ds := &appsv1.Deployment{ObjectMeta: meta(appDeployment)}, &appsv1.DaemonSet{ObjectMeta: meta(appDaemonSet)}
+	for _, o := range []struct {
+		obj  client.Object
+		spec *corev1.PodSpec
+	}{{dep, &dep.Spec.Template.Spec}, {ds, &ds.Spec.Template.Spec}} {
+		name := o.obj.GetName()
+		if err := wl.Get(ctx, client.ObjectKeyFromObject(o.obj), o.obj); err != nil {
+			return fmt.Errorf("rolling the application's %s: %w", name, err)
+		}
+		before := o.obj.DeepCopyObject().(client.Object)
+		o.spec.Containers[0].Image = appImage(name, "2")
+		if err := wl.Patch(ctx, o.obj, client.MergeFrom(before)); err != nil {
+			return fmt.Errorf("rolling the application's %s: %w", name, err)
+		}
 	}
 	r.say("the application's %s and %s roll to their second image beside the upgrade", appDeployment, appDaemonSet)
 	return nil

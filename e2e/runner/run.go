@@ -20,7 +20,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -850,50 +849,33 @@ func machinesCaughtUp(machines []clusterv1.Machine) bool {
 
 // addonsMoved says whether the workload cluster's kube-proxy runs the
 // end version's image and CoreDNS the tag KCP is asked for, in their
-// templates and (on the lab, whose controllers roll them) in every pod.
+// templates and (on the lab, whose controllers roll them) in every pod:
+// what end-kube-proxy and end-coredns will judge (check.AddonOff).
 func (r *run) addonsMoved(ctx context.Context) bool {
 	wl, err := r.workloadClient(ctx)
 	if err != nil {
 		return false
 	}
-	ds, dns := &appsv1.DaemonSet{}, &appsv1.Deployment{}
+	ds, dns, pods := &appsv1.DaemonSet{}, &appsv1.Deployment{}, &corev1.PodList{}
 	if wl.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kube-proxy"}, ds) != nil ||
-		wl.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "coredns"}, dns) != nil {
+		wl.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "coredns"}, dns) != nil ||
+		wl.List(ctx, pods, client.InNamespace("kube-system")) != nil {
 		return false
 	}
 	kcp := &controlplanev1.KubeadmControlPlane{}
 	if r.watched.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName + "-cp"}, kcp) != nil {
 		return false
 	}
-	tag := kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag
-	return r.addonOn(ctx, wl, ds.Spec.Template.Spec.Containers, ds.Spec.Selector, r.scenario.EndRelease().Version) &&
-		(tag == "" || r.addonOn(ctx, wl, dns.Spec.Template.Spec.Containers, dns.Spec.Selector, tag))
-}
-
-// addonOn says whether an add-on's template (containers) and, on the
-// lab, every pod selector selects in kube-system run an image tagged tag.
-func (r *run) addonOn(ctx context.Context, wl client.Client, containers []corev1.Container, selector *metav1.LabelSelector, tag string) bool {
-	if !strings.HasSuffix(monitor.AddonSummary(containers)[vocab.FieldImage], ":"+tag) {
+	proxy, err := monitor.AddonSummary(ds.Spec.Template.Spec.Containers, ds.Spec.Selector, pods.Items)
+	if err != nil || check.AddonOff(proxy, "kube-proxy DaemonSet", r.scenario.EndRelease().Version, "", r.provider.Lab) != "" {
 		return false
 	}
-	if !r.provider.Lab {
+	tag := kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag
+	if tag == "" {
 		return true
 	}
-	sel, err := metav1.LabelSelectorAsSelector(selector)
-	if err != nil {
-		return false
-	}
-	pods := &corev1.PodList{}
-	if wl.List(ctx, pods, client.InNamespace("kube-system"), client.MatchingLabelsSelector{Selector: sel}) != nil {
-		return false
-	}
-	images := monitor.AddonPodImages(pods.Items)
-	for _, image := range strings.Split(images, ",") {
-		if !strings.HasSuffix(image, ":"+tag) {
-			return false
-		}
-	}
-	return images != ""
+	coreDNS, err := monitor.AddonSummary(dns.Spec.Template.Spec.Containers, dns.Spec.Selector, pods.Items)
+	return err == nil && check.AddonOff(coreDNS, "CoreDNS Deployment", tag, "", r.provider.Lab) == ""
 }
 
 // enroll makes the lab's hosts known to the provider: through their BMCs,

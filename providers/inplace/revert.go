@@ -2,7 +2,6 @@ package inplace
 
 import (
 	"context"
-	"strings"
 
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -75,7 +74,7 @@ func (w *RevertWatcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if err := w.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}, bmm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	failed, isFailed := bmm.Annotations[FailedAnnotation]
+	failedKey, _, isFailed := recordedFailure(bmm)
 	if !isFailed {
 		return ctrl.Result{}, nil
 	}
@@ -84,7 +83,6 @@ func (w *RevertWatcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, err
 	}
 	askKey := updateKey(asked.Image, asked.NICFirmware)
-	failedKey, _, _ := strings.Cut(failed, " ")
 	if askKey == failedKey || bmm.Annotations[OwnerAsksAnnotation] == askKey {
 		return ctrl.Result{}, nil
 	}

@@ -391,6 +391,18 @@ func (c *failingMachineApply) Patch(ctx context.Context, obj client.Object, patc
 	return c.Client.Patch(ctx, obj, patch, opts...)
 }
 
+// failByFallback takes the update into the new image, then has the host
+// fall back to the old one (kubeadm applying gates): the update fails.
+func (w *stepWorld) failByFallback(gates map[string]bool) {
+	w.t.Helper()
+	w.step()
+	w.now = w.now.Add(time.Minute)
+	w.host.boot(w.t, "v1.35.3", w.now.Add(-time.Second), gates)
+	if p := w.step(); !p.failed {
+		w.t.Fatalf("the fallback: %+v; want a failure", p)
+	}
+}
+
 // followStored makes the world's desired objects the stored ones, as
 // CAPI's next UpdateMachine call carries them.
 func (w *stepWorld) followStored() {
@@ -460,7 +472,7 @@ var updaterSteps = []updaterStep{
 		if w.host.reboots != 2 {
 			w.t.Errorf("reboots %d, want 2 (into B, back to A)", w.host.reboots)
 		}
-		if _, ok := failedFor(&infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{Annotations: w.annotations()}}, updateKey(newImage, nil)); !ok {
+		if key, _, ok := recordedFailure(&infrav1.BareMetalMachine{ObjectMeta: metav1.ObjectMeta{Annotations: w.annotations()}}); !ok || key != updateKey(newImage, nil) {
 			w.t.Errorf("the failure is not kept: %v", w.annotations())
 		}
 		return p
@@ -549,12 +561,7 @@ var updaterSteps = []updaterStep{
 	}},
 	{name: "a failure whose KCP was reverted goes on to what the KCP asks", want: "done", run: func(w *stepWorld) progress {
 		w.ownedByKCP("v1.35.3", oldImage, nil)
-		w.step()
-		w.now = w.now.Add(time.Minute)
-		w.host.boot(w.t, "v1.35.3", w.now.Add(-time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
-		if p := w.step(); !p.failed {
-			w.t.Fatalf("the fallback: %+v; want a failure", p)
-		}
+		w.failByFallback(map[string]bool{"ControlPlaneKubeletLocalMode": true})
 		p := w.step() // the KCP asks for the old image: the update is pointed at it
 		if !p.abandoned || p.done || !strings.Contains(p.message, "the Machine asks for it too") {
 			w.t.Fatalf("after the revert: %+v; want the failed update abandoned and the Machine pointed at the KCP's spec, not done", p)
@@ -578,12 +585,7 @@ var updaterSteps = []updaterStep{
 	}},
 	{name: "a retarget cut short is done again whole", want: "done", run: func(w *stepWorld) progress {
 		w.ownedByKCP("v1.35.3", oldImage, nil)
-		w.step()
-		w.now = w.now.Add(time.Minute)
-		w.host.boot(w.t, "v1.35.3", w.now.Add(-time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
-		if p := w.step(); !p.failed {
-			w.t.Fatalf("the fallback: %+v; want a failure", p)
-		}
+		w.failByFallback(map[string]bool{"ControlPlaneKubeletLocalMode": true})
 		// The Machine's apply fails: the BareMetalMachine and the
 		// KubeadmConfig ask for the KCP's spec, the Machine does not.
 		w.u.Client = &failingMachineApply{Client: w.mgmt, failures: 1}
@@ -655,12 +657,7 @@ var updaterSteps = []updaterStep{
 			}
 		}
 		w.machine.Labels = map[string]string{clusterv1.MachineDeploymentNameLabel: "c-md"}
-		w.step()
-		w.now = w.now.Add(time.Minute)
-		w.host.boot(w.t, "v1.35.3", w.now.Add(-time.Second), nil)
-		if p := w.step(); !p.failed {
-			w.t.Fatalf("the fallback: %+v; want a failure", p)
-		}
+		w.failByFallback(nil)
 		p := w.step()
 		if a := w.annotations(); a[FailedAnnotation] != "" || a[RebootAnnotation] != "" {
 			w.t.Errorf("annotations kept after abandoning: %v", a)

@@ -34,8 +34,8 @@ import (
 // survives a restart of the extension: the reboot into the new image (so
 // it is not repeated, and a host back on its old image is known to have
 // fallen back), the NIC flash (staged on the BMC, applied at the reset
-// that followed) and a failure (answered again until the desired image
-// or firmware changes).
+// that followed) and a failure (answered again until its owner asks for
+// something else and the update is abandoned).
 const (
 	RebootAnnotation   = "inplace.upgradelab.dev/rebooted-into"
 	NICFlashAnnotation = "inplace.upgradelab.dev/nic-flashed"
@@ -932,11 +932,6 @@ func (u *Updater) recordFailure(ctx context.Context, bmm *infrav1.BareMetalMachi
 		return progress{}, err
 	}
 	return progress{failed: true, message: msg}, nil
-}
-
-func failedFor(bmm *infrav1.BareMetalMachine, key string) (string, bool) {
-	msg, ok := strings.CutPrefix(bmm.Annotations[FailedAnnotation], key+" ")
-	return msg, ok
 }
 
 // recordedFailure is the failure the BareMetalMachine records, whatever

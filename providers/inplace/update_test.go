@@ -88,7 +88,7 @@ func TestAnUpdatePastItsDeadlineFails(t *testing.T) {
 			if err := c.Get(context.Background(), client.ObjectKeyFromObject(bmm), stored); err != nil {
 				t.Fatal(err)
 			}
-			if msg, ok := failedFor(stored, updateKey(want, nil)); !ok || !strings.Contains(msg, "did not finish") {
+			if key, msg, ok := recordedFailure(stored); !ok || key != updateKey(want, nil) || !strings.Contains(msg, "did not finish") {
 				t.Fatalf("failure kept as %q (%v)", stored.Annotations[FailedAnnotation], ok)
 			}
 		})

@@ -666,7 +666,7 @@ func (c *Clusters) disruption(ctx context.Context, cl inmemoryclient.Writer, w *
 			if ref := metav1.GetControllerOf(&rs); ref != nil && ref.Kind == "Deployment" {
 				owners[string(ref.UID)] = true
 			} else {
-				expected += ptrOr(rs.Spec.Replicas)
+				expected += replicasOf(rs.Spec.Replicas)
 			}
 		}
 		for _, d := range w.deployments {

@@ -69,13 +69,6 @@ func (c *Clusters) replicate(ctx context.Context, cluster string, cl inmemorycli
 	return firstErr
 }
 
-func replicasOf(d *appsv1.Deployment) int32 {
-	if d.Spec.Replicas == nil {
-		return 1
-	}
-	return *d.Spec.Replicas
-}
-
 // deploymentFenceposts are a Deployment's maxSurge and maxUnavailable as
 // its controller resolves them: percentages of replicas, surge rounded
 // up and unavailable down, both zero read as one unavailable; an unset
@@ -91,7 +84,7 @@ func deploymentFenceposts(d *appsv1.Deployment) (surge, unavailable int32) {
 			u = ru.MaxUnavailable
 		}
 	}
-	want := int(replicasOf(d))
+	want := int(replicasOf(d.Spec.Replicas))
 	sv, _ := intstr.GetScaledValueFromIntOrPercent(s, want, true)
 	uv, _ := intstr.GetScaledValueFromIntOrPercent(u, want, false)
 	if sv == 0 && uv == 0 {
@@ -153,37 +146,61 @@ func (c *Clusters) rollDeployment(ctx context.Context, cl inmemoryclient.Writer,
 	return c.deploymentStatus(ctx, cl, w, d, current, old)
 }
 
+// scales are the replicas ReplicaSets are to have, where they change.
+type scales map[*appsv1.ReplicaSet]int32
+
+// of is what rs is to have: its new count, or its spec's.
+func (sc scales) of(rs *appsv1.ReplicaSet) int32 {
+	if n, ok := sc[rs]; ok {
+		return n
+	}
+	return replicasOf(rs.Spec.Replicas)
+}
+
 // scaleDeployment is the replicas each ReplicaSet of d should have now
 // (only those that change).
-func (c *Clusters) scaleDeployment(w *world, d *appsv1.Deployment, current *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) map[*appsv1.ReplicaSet]int32 {
-	out := map[*appsv1.ReplicaSet]int32{}
-	want := replicasOf(d)
-	spec := func(rs *appsv1.ReplicaSet) int32 {
-		if n, ok := out[rs]; ok {
-			return n
-		}
-		return ptrOr(rs.Spec.Replicas)
-	}
+func (c *Clusters) scaleDeployment(w *world, d *appsv1.Deployment, current *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) scales {
+	var out scales
 	if d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
-		pods := int32(0)
-		for _, rs := range old {
-			if spec(rs) > 0 {
-				out[rs] = 0
-			}
-			pods += int32(len(ownedAll(w.pods, rs.UID)))
-		}
-		if pods == 0 && spec(current) != want {
-			out[current] = want
-		}
-		return out
+		out = scaleRecreate(w, replicasOf(d.Spec.Replicas), current, old)
+	} else {
+		surge, unavailable := deploymentFenceposts(d)
+		out = scaleRolling(w, replicasOf(d.Spec.Replicas), surge, unavailable, current, old)
 	}
-	surge, unavailable := deploymentFenceposts(d)
-	total := spec(current)
+	for rs, n := range out {
+		if n == replicasOf(rs.Spec.Replicas) {
+			delete(out, rs)
+		}
+	}
+	return out
+}
+
+// scaleRecreate takes the old ReplicaSets to zero, and the current one
+// to want once no old pod is left, terminating ones included.
+func scaleRecreate(w *world, want int32, current *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) scales {
+	out := scales{}
+	pods := 0
 	for _, rs := range old {
-		total += spec(rs)
+		out[rs] = 0
+		pods += len(ownedAll(w.pods, rs.UID))
 	}
-	// Scale up the current ReplicaSet within replicas + maxSurge.
-	switch n := spec(current); {
+	if pods == 0 {
+		out[current] = want
+	}
+	return out
+}
+
+// scaleRolling is RollingUpdate, as the Deployment controller's
+// reconcileNewReplicaSet and reconcileOldReplicaSets do it: the current
+// ReplicaSet up within want + surge, the old ones down, their pods that
+// are not Ready first, then as long as want - unavailable stay Ready.
+func scaleRolling(w *world, want, surge, unavailable int32, current *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) scales {
+	out := scales{}
+	total := out.of(current)
+	for _, rs := range old {
+		total += out.of(rs)
+	}
+	switch n := out.of(current); {
 	case n > want:
 		out[current] = want
 	case n < want:
@@ -191,12 +208,9 @@ func (c *Clusters) scaleDeployment(w *world, d *appsv1.Deployment, current *apps
 			out[current] = n + min(room, want-n)
 		}
 	}
-	// Scale the old ones down: unhealthy pods first, then as long as
-	// replicas - maxUnavailable stay available.
 	minAvailable := want - unavailable
 	curLive := owned(w.pods, current.UID)
-	allPods := int32(len(curLive))
-	available := countReady(curLive)
+	allPods, available := int32(len(curLive)), countReady(curLive)
 	for _, rs := range old {
 		live := owned(w.pods, rs.UID)
 		allPods += int32(len(live))
@@ -204,36 +218,24 @@ func (c *Clusters) scaleDeployment(w *world, d *appsv1.Deployment, current *apps
 	}
 	maxScaledDown := allPods - minAvailable - (int32(len(curLive)) - countReady(curLive))
 	for _, rs := range old {
-		if maxScaledDown <= 0 {
-			break
-		}
 		live := owned(w.pods, rs.UID)
-		unhealthy := min(int32(len(live))-countReady(live), spec(rs), maxScaledDown)
-		if unhealthy > 0 {
-			out[rs] = spec(rs) - unhealthy
+		if unhealthy := min(int32(len(live))-countReady(live), out.of(rs), maxScaledDown); unhealthy > 0 {
+			out[rs] = out.of(rs) - unhealthy
 			maxScaledDown -= unhealthy
 		}
 	}
 	canDrop := available - minAvailable
 	for _, rs := range old {
-		if canDrop <= 0 {
-			break
-		}
-		drop := min(spec(rs), canDrop)
-		if drop > 0 {
-			out[rs] = spec(rs) - drop
+		if drop := min(out.of(rs), canDrop); drop > 0 {
+			out[rs] = out.of(rs) - drop
 			canDrop -= drop
-		}
-	}
-	for rs, n := range out {
-		if n == ptrOr(rs.Spec.Replicas) {
-			delete(out, rs)
 		}
 	}
 	return out
 }
 
-func ptrOr(p *int32) int32 {
+// replicasOf is a spec.replicas as the API defaults it (nil: 1).
+func replicasOf(p *int32) int32 {
 	if p == nil {
 		return 1
 	}
@@ -255,7 +257,7 @@ func (c *Clusters) deploymentStatus(ctx context.Context, cl inmemoryclient.Write
 		ready += countReady(live)
 	}
 	status := appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: replicas, UpdatedReplicas: int32(len(updated)),
-		ReadyReplicas: ready, AvailableReplicas: ready, UnavailableReplicas: max(0, replicasOf(d)-ready)}
+		ReadyReplicas: ready, AvailableReplicas: ready, UnavailableReplicas: max(0, replicasOf(d.Spec.Replicas)-ready)}
 	if equality.Semantic.DeepEqual(d.Status, status) {
 		return nil
 	}
@@ -303,7 +305,7 @@ func (c *Clusters) keepReplicas(ctx context.Context, cluster string, cl inmemory
 			firstErr = err
 		}
 	}
-	want := ptrOr(rs.Spec.Replicas)
+	want := replicasOf(rs.Spec.Replicas)
 	live := owned(w.pods, rs.UID)
 	for n := int32(len(live)); n < want; n++ {
 		note(cl.Create(ctx, newPod(rs.Namespace, rs.Name, "ReplicaSet", rs.UID, rs.Spec.Template, "")))
