@@ -30,7 +30,7 @@ func TestWipingMembersKCPDidNotRemoveBreaksEtcdQuorum(t *testing.T) {
 	}
 	clusterCA, etcdCA := labtest.ClusterCAs(t)
 	for _, n := range []string{"cp-a", "cp-b", "cp-c"} {
-		if err := clusters.JoinControlPlane(ctx, "ns/wl", n, workload.Release{Kubernetes: "v1.35.3"}, clusterCA, etcdCA); err != nil {
+		if err := clusters.JoinControlPlane(ctx, "ns/wl", n, workload.Release{Kubernetes: "v1.35.3"}, nil, clusterCA, etcdCA); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -149,6 +149,10 @@ const (
 	// EventNodeStopped is a node's host going off; its data's "pods" lists
 	// the pods a drain would have moved that were still on it then.
 	EventNodeStopped = "NodeStopped"
+	// EventStaticPodCrashLoop is a control-plane static pod whose binary
+	// refuses its flags: it exits at start and its kubelet restarts it
+	// for ever.
+	EventStaticPodCrashLoop = "StaticPodCrashLoop"
 	// EventNodeStarted is a node's kubelet starting after its host
 	// booted: its pods start again.
 	EventNodeStarted = "NodeStarted"

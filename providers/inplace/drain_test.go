@@ -33,7 +33,7 @@ func drainCluster(t *testing.T, ctx context.Context, minAvailable int32) client.
 	t.Helper()
 	clusters, ep := labtest.Workload(t, "default/wl")
 	clusterCA, etcdCA := labtest.ClusterCAs(t)
-	if err := clusters.JoinControlPlane(ctx, "default/wl", "cp-0", workload.Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0"}, clusterCA, etcdCA); err != nil {
+	if err := clusters.JoinControlPlane(ctx, "default/wl", "cp-0", workload.Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0"}, nil, clusterCA, etcdCA); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []workload.NodeInfo{{Name: "cp-0", ControlPlane: true, Ready: true}, {Name: "w-0", Ready: true}, {Name: "w-1", Ready: true}} {

@@ -66,7 +66,7 @@ type Machine interface {
 // *workload.Clusters is one.
 type Workload interface {
 	ByEndpoint(hostPort string) (string, bool)
-	JoinControlPlane(ctx context.Context, cluster, node string, rel workload.Release, clusterCA, etcdCA workload.CA) error
+	JoinControlPlane(ctx context.Context, cluster, node string, rel workload.Release, args workload.StaticPodArgs, clusterCA, etcdCA workload.CA) error
 	InitObjects(ctx context.Context, cluster string, rel workload.Release, clusterConfiguration string) error
 	SetNode(ctx context.Context, cluster string, n workload.NodeInfo) error
 	SetNodeNotReady(ctx context.Context, cluster, name, reason string) error
@@ -105,8 +105,12 @@ type Agent struct {
 	// resetPending is set by a reset request: the next recovery boot wipes.
 	resetPending bool
 	// applied is what kubeadm last configured this control-plane host
-	// with (init, join, upgrade node).
+	// with (init, join, upgrade node), and args the extraArgs it wrote
+	// into the static pods' manifests then: a reboot's kubelet starts
+	// the static pods from those manifests, whatever the cluster's
+	// kubeadm-config says now.
 	applied *agentv1.Kubeadm
+	args    workload.StaticPodArgs
 	// files are the files written on the host (path to content): the
 	// user data's write_files at its first boot, then each WriteFiles.
 	// They live where /etc does on an image-based OS, kept across A/B
@@ -345,27 +349,32 @@ func (a *Agent) kubeadm(ctx context.Context, b *Bootstrap, status lab.HostStatus
 		return err
 	}
 	rel := release(status.OS.Image)
-	if b.Action != JoinWorker {
-		if err := a.clusters.JoinControlPlane(ctx, cluster, b.NodeName, rel, *b.ClusterCA, *b.EtcdCA); err != nil {
-			return err
-		}
-	}
 	var applied *agentv1.Kubeadm
+	var args workload.StaticPodArgs
 	switch b.Action {
 	case Init:
-		if err := a.clusters.InitObjects(ctx, cluster, rel, b.ClusterConfiguration); err != nil {
-			return err
-		}
-		applied = kubeadmApplied(rel.Kubernetes, b.ClusterConfiguration)
+		applied, args = kubeadmApplied(rel.Kubernetes, b.ClusterConfiguration)
 	case JoinControlPlane:
+		// kubeadm join reads the cluster's ClusterConfiguration, not the
+		// user data's: its extraArgs are what KCP synced there.
 		cc, err := a.clusters.ClusterConfiguration(ctx, cluster)
 		if err != nil {
 			return fmt.Errorf("kubeadm join of %s: reading kubeadm-config: %w", b.NodeName, err)
 		}
-		applied = kubeadmApplied(rel.Kubernetes, cc)
+		applied, args = kubeadmApplied(rel.Kubernetes, cc)
+	}
+	if b.Action != JoinWorker {
+		if err := a.clusters.JoinControlPlane(ctx, cluster, b.NodeName, rel, args, *b.ClusterCA, *b.EtcdCA); err != nil {
+			return err
+		}
+	}
+	if b.Action == Init {
+		if err := a.clusters.InitObjects(ctx, cluster, rel, b.ClusterConfiguration); err != nil {
+			return err
+		}
 	}
 	a.mu.Lock()
-	a.joined, a.cluster, a.joinedWith, a.applied = b, cluster, data, applied
+	a.joined, a.cluster, a.joinedWith, a.applied, a.args = b, cluster, data, applied, args
 	a.files = maps.Clone(b.Files)
 	a.mu.Unlock()
 	return a.rejoin(ctx, b, status)
@@ -386,11 +395,17 @@ func (a *Agent) rejoin(ctx context.Context, b *Bootstrap, status lab.HostStatus)
 	}
 	img := status.OS.Image
 	if b.Action != JoinWorker {
-		// kubeadm upgrade node moves the static pods to the booted version.
-		if err := a.clusters.JoinControlPlane(ctx, a.cluster, b.NodeName, release(img), *b.ClusterCA, *b.EtcdCA); err != nil {
+		// The kubelet starts the static pods from their manifests (and
+		// the etcd member with them, which kubeadm's read of the
+		// cluster needs), then kubeadm upgrade node moves them to the
+		// booted version.
+		a.mu.Lock()
+		args := a.args
+		a.mu.Unlock()
+		if err := a.clusters.JoinControlPlane(ctx, a.cluster, b.NodeName, release(img), args, *b.ClusterCA, *b.EtcdCA); err != nil {
 			return err
 		}
-		if err := a.upgradeNode(ctx, img.KubernetesVersion, false); err != nil {
+		if err := a.upgradeNode(ctx, img, false); err != nil {
 			return err
 		}
 	}
@@ -457,7 +472,7 @@ func (a *Agent) KubeadmUpgrade(ctx context.Context) (*agentv1.Kubeadm, error) {
 	if b == nil || b.Action == JoinWorker || st.OS == nil {
 		return nil, fmt.Errorf("kubeadm upgrade node: %s runs no control-plane node", st.Name)
 	}
-	if err := a.upgradeNode(ctx, st.OS.Image.KubernetesVersion, true); err != nil {
+	if err := a.upgradeNode(ctx, st.OS.Image, true); err != nil {
 		return nil, err
 	}
 	a.mu.Lock()
@@ -468,25 +483,26 @@ func (a *Agent) KubeadmUpgrade(ctx context.Context) (*agentv1.Kubeadm, error) {
 // upgradeNode is `kubeadm upgrade node` on a control-plane host that
 // booted another Kubernetes version than kubeadm last configured (or,
 // forced, on any): it reads the cluster's ClusterConfiguration (which KCP
-// updates before an upgrade) and applies it, feature gates included. A
-// reboot into the same version changes nothing.
-func (a *Agent) upgradeNode(ctx context.Context, version string, force bool) error {
+// updates before an upgrade) and applies it, feature gates included, and
+// rewrites the static pods' manifests with its extraArgs. A reboot into
+// the same version changes nothing.
+func (a *Agent) upgradeNode(ctx context.Context, img imagev1.Manifest, force bool) error {
 	a.mu.Lock()
-	applied, cluster := a.applied, a.cluster
+	applied, cluster, b := a.applied, a.cluster, a.joined
 	a.mu.Unlock()
-	if !force && applied != nil && applied.KubernetesVersion == version {
+	if !force && applied != nil && applied.KubernetesVersion == img.KubernetesVersion {
 		return nil
 	}
 	cc, err := a.clusters.ClusterConfiguration(ctx, cluster)
 	if err != nil {
 		return fmt.Errorf("kubeadm upgrade node: reading kubeadm-config: %w", err)
 	}
-	next := kubeadmApplied(version, cc)
+	next, args := kubeadmApplied(img.KubernetesVersion, cc)
 	a.mu.Lock()
-	a.applied = next
+	a.applied, a.args = next, args
 	a.mu.Unlock()
-	a.record("KubeadmUpgrade", fmt.Sprintf("kubeadm upgrade node to %s with feature gates %v", version, next.FeatureGates))
-	return nil
+	a.record("KubeadmUpgrade", fmt.Sprintf("kubeadm upgrade node to %s with feature gates %v", img.KubernetesVersion, next.FeatureGates))
+	return a.clusters.JoinControlPlane(ctx, cluster, b.NodeName, release(img), args, *b.ClusterCA, *b.EtcdCA)
 }
 
 // stopNode is the host gone off: what its node ran (kubelet, static

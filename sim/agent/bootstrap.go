@@ -267,7 +267,7 @@ func caFromFiles(files map[string]string, base string) (*workload.CA, error) {
 // kubeadmApplied is what kubeadm configures a host with from a
 // ClusterConfiguration document: its feature gates, at version. An empty
 // or unreadable document has none.
-func kubeadmApplied(version, clusterConfiguration string) *agentv1.Kubeadm {
+func kubeadmApplied(version, clusterConfiguration string) (*agentv1.Kubeadm, workload.StaticPodArgs) {
 	cc, _ := workload.ParseClusterConfiguration(clusterConfiguration)
-	return &agentv1.Kubeadm{KubernetesVersion: version, FeatureGates: cc.FeatureGates}
+	return &agentv1.Kubeadm{KubernetesVersion: version, FeatureGates: cc.FeatureGates}, cc.Args()
 }

@@ -67,6 +67,7 @@ type (
 	hwJoin struct {
 		Cluster, Node     string
 		Release           workload.Release
+		Args              workload.StaticPodArgs
 		ClusterCA, EtcdCA pemCA
 	}
 	hwInit struct {
@@ -286,7 +287,7 @@ func joinControlPlane(ctx context.Context, s *HardwareServer, a hwJoin) (none, e
 	if err != nil {
 		return none{}, err
 	}
-	return do(s.workload.JoinControlPlane(ctx, a.Cluster, a.Node, a.Release, cca, eca))
+	return do(s.workload.JoinControlPlane(ctx, a.Cluster, a.Node, a.Release, a.Args, cca, eca))
 }
 
 // events streams this host's lab events as JSON lines until the client goes.
@@ -505,8 +506,8 @@ func (r *Remote) ByEndpoint(hostPort string) (string, bool) {
 }
 
 // JoinControlPlane implements Workload.
-func (r *Remote) JoinControlPlane(ctx context.Context, cluster, node string, rel workload.Release, clusterCA, etcdCA workload.CA) error {
-	return failed(invoke(ctx, r, callJoinControlPlane, hwJoin{Cluster: cluster, Node: node, Release: rel, ClusterCA: toPEM(clusterCA), EtcdCA: toPEM(etcdCA)}))
+func (r *Remote) JoinControlPlane(ctx context.Context, cluster, node string, rel workload.Release, args workload.StaticPodArgs, clusterCA, etcdCA workload.CA) error {
+	return failed(invoke(ctx, r, callJoinControlPlane, hwJoin{Cluster: cluster, Node: node, Release: rel, Args: args, ClusterCA: toPEM(clusterCA), EtcdCA: toPEM(etcdCA)}))
 }
 
 // InitObjects implements Workload.

@@ -35,7 +35,7 @@ func TestEveryListenerOfASiteIsOnLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	clusterCA, etcdCA := labtest.ClusterCAs(t)
-	if err := s.Workloads.JoinControlPlane(ctx, "default/wl", "cp-0", workload.Release{Kubernetes: "v1.35.3"}, clusterCA, etcdCA); err != nil {
+	if err := s.Workloads.JoinControlPlane(ctx, "default/wl", "cp-0", workload.Release{Kubernetes: "v1.35.3"}, nil, clusterCA, etcdCA); err != nil {
 		t.Fatal(err)
 	}
 

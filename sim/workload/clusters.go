@@ -356,12 +356,7 @@ func (c *Clusters) StopNode(ctx context.Context, name, node string) error {
 		c.mu.Unlock()
 		return fmt.Errorf("no workload cluster %s", name)
 	}
-	if w.apiServers[node] {
-		w.apiServers[node] = false
-		if len(w.runningAPIServers()) == 0 {
-			c.closeVIP(w, "the API server on "+node+" stopped and no other runs")
-		}
-	}
+	c.stopAPIServer(w, node, "stopped")
 	running := w.members[node] == MemberRunning
 	w.apps.kubelets[node] = false
 	c.mu.Unlock()

@@ -67,7 +67,7 @@ func threeControlPlanes(t testing.TB, ctx context.Context) (*Clusters, kubernete
 	rel := Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0", CoreDNS: "v1.12.1"}
 	c, clusterCA, etcdCA, cs := controlPlaneCluster(t, ctx, rel)
 	for _, n := range []string{"cp-1", "cp-2"} {
-		if err := c.JoinControlPlane(ctx, "default/wl", n, rel, clusterCA, etcdCA); err != nil {
+		if err := c.JoinControlPlane(ctx, "default/wl", n, rel, nil, clusterCA, etcdCA); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -111,7 +111,7 @@ func TestTheVIPAnswersWhileOneAPIServerRuns(t *testing.T) {
 	// cp-0 boots again: one of three runs, still no quorum, VIP open.
 	rel := Release{Kubernetes: "v1.35.3", Etcd: "3.6.4-0"}
 	ca := c.clusters["default/wl"].certs
-	if err := c.JoinControlPlane(ctx, "default/wl", "cp-0", rel, ca.clusterCA, ca.clusterCA); err == nil {
+	if err := c.JoinControlPlane(ctx, "default/wl", "cp-0", rel, nil, ca.clusterCA, ca.clusterCA); err == nil {
 		t.Fatal("kubeadm upgrade node wrote its static pods without quorum")
 	}
 	wantEvent(t, events, vocab.EventAPIAvailable)

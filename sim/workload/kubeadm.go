@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"k8s.io/utils/ptr"
@@ -85,13 +86,56 @@ func (c *Clusters) InitObjects(ctx context.Context, cluster string, rel Release,
 // ClusterConfiguration is what the lab reads of kubeadm's
 // ClusterConfiguration document (kubeadm's YAML, as CABPK writes it into
 // the user data and KCP into kubeadm-config): the version, the kubeadm
-// feature gates, the CoreDNS tag.
+// feature gates, the CoreDNS tag and the control-plane components'
+// extraArgs.
 type ClusterConfiguration struct {
 	KubernetesVersion string          `json:"kubernetesVersion"`
 	FeatureGates      map[string]bool `json:"featureGates"`
 	DNS               struct {
 		ImageTag string `json:"imageTag"`
 	} `json:"dns"`
+	APIServer         ControlPlaneComponent `json:"apiServer"`
+	ControllerManager ControlPlaneComponent `json:"controllerManager"`
+	Scheduler         ControlPlaneComponent `json:"scheduler"`
+}
+
+// ControlPlaneComponent is one component's section of a
+// ClusterConfiguration.
+type ControlPlaneComponent struct {
+	ExtraArgs ExtraArgs `json:"extraArgs"`
+}
+
+// ExtraArgs are a component's extra flags, name (no "--") to value.
+// kubeadm's v1beta4 writes them as a list of {name, value} (what CABPK
+// and KCP write for Kubernetes v1.31 on), v1beta3 as a map; both are
+// read. A name listed twice keeps its last value.
+type ExtraArgs map[string]string
+
+// UnmarshalJSON reads either form.
+func (a *ExtraArgs) UnmarshalJSON(b []byte) error {
+	var list []struct{ Name, Value string }
+	if err := json.Unmarshal(b, &list); err == nil {
+		*a = ExtraArgs{}
+		for _, arg := range list {
+			(*a)[arg.Name] = arg.Value
+		}
+		return nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("extraArgs: neither a list of {name, value} nor a map of strings: %w", err)
+	}
+	*a = m
+	return nil
+}
+
+// StaticPodArgs are the extraArgs kubeadm writes into each control-plane
+// static pod's manifest, by component (KubeAPIServer, ...).
+type StaticPodArgs map[string]ExtraArgs
+
+// Args are the static pods' extraArgs the configuration asks for.
+func (cc ClusterConfiguration) Args() StaticPodArgs {
+	return StaticPodArgs{KubeAPIServer: cc.APIServer.ExtraArgs, KubeControllerManager: cc.ControllerManager.ExtraArgs, KubeScheduler: cc.Scheduler.ExtraArgs}
 }
 
 // ParseClusterConfiguration reads a ClusterConfiguration document ("" is

@@ -140,27 +140,44 @@ type Release struct {
 
 // JoinControlPlane makes node a control-plane member, or moves it to
 // another release as `kubeadm upgrade node` does: its static pods at
-// rel's versions, an API server instance serving with the cluster CA, and
-// an etcd member (serving with the etcd CA) that the emulation lists to
+// rel's versions with args (the extraArgs kubeadm wrote into their
+// manifests), an API server instance serving with the cluster CA, and an
+// etcd member (serving with the etcd CA) that the emulation lists to
 // KCP. An existing etcd member keeps its identity and gets the new image.
-func (c *Clusters) JoinControlPlane(ctx context.Context, cluster, node string, rel Release, clusterCA, etcdCA CA) error {
+//
+// A component whose release refuses its args (the removals table,
+// releases.go) exits at start and its kubelet restarts it for ever, as
+// the real binary does: its mirror pod shows CrashLoopBackOff with the
+// binary's error as its last termination message, which is what KCP
+// reads, and a kube-apiserver that crash-loops takes no traffic on the
+// VIP. Kinder than a real node: the crash loop is steady from the start
+// (no first few restarts seen Running), and the mirror pod is written
+// even when no other API server could take the kubelet's write.
+func (c *Clusters) JoinControlPlane(ctx context.Context, cluster, node string, rel Release, args StaticPodArgs, clusterCA, etcdCA CA) error {
 	etcd := staticPod("etcd", node, rel.Etcd)
 	if err := c.prepareControlPlane(cluster, etcd.Name, clusterCA, etcdCA); err != nil {
 		return err
 	}
+	apiRefused := refusal(rel.Kubernetes, KubeAPIServer, args[KubeAPIServer])
 	// A node that was a member already: the kubelet starts its static
 	// pods from their manifests on disk, needing no API: its etcd member
 	// starts and catches up, its API server takes traffic. The writes
 	// below (mirror pods) need its vote when it is the only one.
 	if c.hasMember(cluster, node) {
 		c.setMember(cluster, node, MemberRunning, "its host booted")
-		if err := c.startAPIServer(cluster, node); err != nil {
+		if err := c.runAPIServer(cluster, node, apiRefused); err != nil {
 			return err
 		}
 	}
 	cl := c.client(cluster)
-	for _, component := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		if err := createOrUpdate(ctx, cl, staticPod(component, node, rel.Kubernetes)); err != nil {
+	for _, component := range []string{KubeAPIServer, KubeControllerManager, KubeScheduler} {
+		pod := staticPod(component, node, rel.Kubernetes)
+		if why := refusal(rel.Kubernetes, component, args[component]); why != "" {
+			crashLooping(pod, why)
+			c.emit(Event{Cluster: cluster, Node: node, Reason: vocab.EventStaticPodCrashLoop,
+				Message: fmt.Sprintf("%s on %s (%s) exits at start and crash-loops: %s", component, node, rel.Kubernetes, why)})
+		}
+		if err := createOrUpdate(ctx, cl, pod); err != nil {
 			return fmt.Errorf("workload cluster %s: %s: %w", cluster, component, err)
 		}
 	}
@@ -190,7 +207,24 @@ func (c *Clusters) JoinControlPlane(ctx context.Context, cluster, node string, r
 		}
 	}
 	c.setMember(cluster, node, MemberRunning, "its host booted")
-	return c.startAPIServer(cluster, node)
+	return c.runAPIServer(cluster, node, apiRefused)
+}
+
+// crashLooping makes pod's status what the kubelet reports of a
+// container that exits at start (why: its last words): Running, not
+// Ready, waiting in CrashLoopBackOff after an exit with code 1. kubeadm's
+// manifests set terminationMessagePolicy FallbackToLogsOnError, so the
+// error is the termination message.
+func crashLooping(pod *corev1.Pod, why string) {
+	name := pod.Spec.Containers[0].Name
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady",
+		Message: "containers with unready status: [" + name + "]"}}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: name, Image: pod.Spec.Containers[0].Image, RestartCount: 5,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+			Message: "back-off 2m40s restarting failed container=" + name + " pod=" + pod.Name + "_" + pod.Namespace}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: why}},
+	}}
 }
 
 // prepareControlPlane makes the serving certificates a control-plane
@@ -219,16 +253,34 @@ func (c *Clusters) hasMember(name, node string) bool {
 	return member
 }
 
-// startAPIServer is node's kube-apiserver taking traffic on the VIP.
-func (c *Clusters) startAPIServer(name, node string) error {
+// runAPIServer is node's kube-apiserver started by its kubelet: it
+// takes traffic on the VIP, or, refused (its exit message), it takes
+// none, and the VIP closes if no other API server runs.
+func (c *Clusters) runAPIServer(name, node, refused string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w, ok := c.clusters[name]
 	if !ok {
 		return fmt.Errorf("no workload cluster %s", name)
 	}
+	if refused != "" {
+		c.stopAPIServer(w, node, "crash-loops ("+refused+")")
+		return nil
+	}
 	w.apiServers[node] = true
 	return c.openVIP(w)
+}
+
+// stopAPIServer is node's kube-apiserver gone (why); the VIP closes
+// with the last one. c.mu held.
+func (c *Clusters) stopAPIServer(w *cluster, node, why string) {
+	if !w.apiServers[node] {
+		return
+	}
+	w.apiServers[node] = false
+	if len(w.runningAPIServers()) == 0 {
+		c.closeVIP(w, "the API server on "+node+" "+why+" and no other runs")
+	}
 }
 
 // etcdClusterInfo reads the etcd cluster id and whether a leader exists

@@ -55,7 +55,7 @@ func controlPlaneCluster(t testing.TB, ctx context.Context, rel Release) (c *Clu
 	if etcdCA, err = CAFromSecretData(etcdData); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.JoinControlPlane(ctx, "default/wl", "cp-0", rel, clusterCA, etcdCA); err != nil {
+	if err := c.JoinControlPlane(ctx, "default/wl", "cp-0", rel, nil, clusterCA, etcdCA); err != nil {
 		t.Fatal(err)
 	}
 	kc, err := kubeconfig.New("wl", fmt.Sprintf("https://%s:%d", ep.Host, ep.Port), clusterCA.Cert, clusterCA.Key)
@@ -115,7 +115,7 @@ func TestAControlPlaneNodeIsReachableWithCAPIsKubeconfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.JoinControlPlane(ctx, "default/wl", "cp-0", Release{Kubernetes: "v1.36.3", Etcd: "3.6.5-0", CoreDNS: "v1.13.1"}, clusterCA, etcdCA); err != nil {
+	if err := c.JoinControlPlane(ctx, "default/wl", "cp-0", Release{Kubernetes: "v1.36.3", Etcd: "3.6.5-0", CoreDNS: "v1.13.1"}, nil, clusterCA, etcdCA); err != nil {
 		t.Fatal(err)
 	}
 	after, err := cs.CoreV1().Pods("kube-system").Get(ctx, "etcd-cp-0", metav1.GetOptions{})
