@@ -283,6 +283,15 @@ var brokenRules = []brokenRule{
 	{name: "a Machine done while its host runs the old image", rule: "spec-matches-host", params: inPlace,
 		breakIt: func(h *history) { h.set(timeline.KindLab, "node-0", osRunning("v1.35.3")) },
 		objects: []string{"BareMetalHost/node-0", "Machine/c-cp-a"}, message: "Machine c-cp-a says v1.36.3, not updating, while its host node-0 runs an image of v1.35.3"},
+	{name: "an API server that refuses its flags", rule: "static-pods-run", params: inPlace,
+		breakIt: func(h *history) {
+			h.set(vocab.KindStaticPod, "kube-apiserver-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a", vocab.FieldReady: "True",
+				vocab.FieldImage: "registry.k8s.io/kube-apiserver:v1.35.3"})
+			h.set(vocab.KindStaticPod, "kube-apiserver-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a", vocab.FieldReady: "False",
+				vocab.FieldImage: "registry.k8s.io/kube-apiserver:v1.36.3", vocab.FieldCrashLoop: "unrecognized feature gate: ServiceTrafficDistribution"})
+		},
+		objects: []string{"StaticPod/kube-apiserver-c-cp-a"},
+		message: "kube-apiserver-c-cp-a on node c-cp-a (registry.k8s.io/kube-apiserver:v1.36.3) crash-loops: unrecognized feature gate: ServiceTrafficDistribution"},
 	{name: "CoreDNS's pods left on the old image", rule: "end-coredns", params: inPlace,
 		breakIt: func(h *history) {
 			h.set(vocab.KindAddon, "coredns", map[string]string{vocab.FieldImage: "registry.k8s.io/coredns/coredns:v1.13.1",
@@ -1080,5 +1089,29 @@ func TestNothingMovesWhileTheClusterIsPaused(t *testing.T) {
 	})
 	if got := result(pausedRun(firstMachineChange)); got.Status != Pass {
 		t.Fatalf("an update after the pause was lifted: %s %v; want pass", got.Status, got.Violations)
+	}
+}
+
+// Where KCP ends held by a preflight check, static-pods-run's note says
+// so in KCP's words; where it is not, the note is empty.
+func TestStaticPodsRunNotesWhatHoldsKCP(t *testing.T) {
+	note := func(h *history) string {
+		for _, r := range Run(h.entries, inPlace) {
+			if r.Rule == "static-pods-run" {
+				return r.Note
+			}
+		}
+		t.Fatal("static-pods-run not judged")
+		return ""
+	}
+	if n := note(goodInPlace()); n != "" {
+		t.Errorf("a good run's note: %q", n)
+	}
+	h := goodInPlace()
+	held := kcp("v1.36.3", "1", "1", "0")
+	held[vocab.FieldBlocked] = "Scaling down from 3 to 2 replicas is blocked because: * waiting for control plane components to become healthy"
+	h.set(vocab.KindControlPlane, "c-cp", held)
+	if n := note(h); n != "KCP c-cp ends saying: "+held[vocab.FieldBlocked] {
+		t.Errorf("note %q", n)
 	}
 }

@@ -51,6 +51,8 @@ var Rules = []Rule{
 		During: pausedRespected, Exercised: func(s *State, _ Params) bool { return s.Exercise.ClusterPauses > 0 }},
 	{Name: "spec-matches-host", Group: GroupRollout, Why: "outside an in-place update, a Machine's version is its Node's kubelet and the version of the image its host booted (an update answered done while the host runs another image leaves CAPI judging a cluster that is not there)",
 		During: specMatchesHost},
+	{Name: "static-pods-run", Group: GroupRollout, Why: "no control-plane static pod crash-loops (a flag or feature gate its release removed makes the binary exit at start; KCP then holds the rollout at its preflight checks)",
+		During: staticPodsRun, Note: kcpBlockedNote},
 	{Name: "same-machines", Group: GroupRollout, Why: "an in-place upgrade keeps every Machine (name and UID); none created, deleted or being deleted",
 		Applies: func(p Params) bool { return p.Expect.SameMachines }, During: sameMachines},
 	// Where CAPI and the cluster end.
@@ -440,6 +442,30 @@ func specMatchesHost(s *State, _ Params) []Violation {
 		}
 	}
 	return out
+}
+
+func staticPodsRun(s *State, _ Params) []Violation {
+	var out []Violation
+	for _, name := range s.names(vocab.KindStaticPod) {
+		p := s.get(vocab.KindStaticPod, name)
+		if why := p[vocab.FieldCrashLoop]; why != "" {
+			out = append(out, violation(s, fmt.Sprintf("%s on node %s (%s) crash-loops: %s", name, p[vocab.FieldNode], p[vocab.FieldImage], why),
+				vocab.KindStaticPod+"/"+name)...)
+		}
+	}
+	return out
+}
+
+// kcpBlockedNote is what KCP says holds its rollout where the run ends
+// (a crash-looping component fails its preflight checks).
+func kcpBlockedNote(s *State, _ Params) string {
+	var out []string
+	for _, name := range s.names(vocab.KindControlPlane) {
+		if why := s.get(vocab.KindControlPlane, name)[vocab.FieldBlocked]; why != "" {
+			out = append(out, fmt.Sprintf("KCP %s ends saying: %s", name, why))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // clusterPaused says whether a Cluster of the run is paused now.

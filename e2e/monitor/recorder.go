@@ -106,7 +106,7 @@ func (r *Recorder) kinds() []recordedKind {
 		// other way round, both could change between the two reads and
 		// a removed member replay as a live one on a vanished Node (it
 		// did, as lost quorum, on four runs at once).
-		{vocab.KindMachineSet, r.machineSets}, {vocab.KindMachine, r.machines}, {vocab.KindEtcdMember, r.etcdMembers}, {vocab.KindNode, r.nodes},
+		{vocab.KindMachineSet, r.machineSets}, {vocab.KindMachine, r.machines}, {vocab.KindEtcdMember, r.etcdMembers}, {vocab.KindStaticPod, r.staticPods}, {vocab.KindNode, r.nodes},
 		// A drained Node's pods go (and come back elsewhere) after its
 		// Machine started deleting or its update began, and budgets
 		// follow the pods.
@@ -333,6 +333,26 @@ func (r *Recorder) etcdMembers(ctx context.Context) (map[string]map[string]strin
 	out := map[string]map[string]string{}
 	for i := range l.Items {
 		out[l.Items[i].Name] = EtcdMemberSummary(&l.Items[i])
+	}
+	return out, nil
+}
+
+// staticPods lists the control-plane nodes' kube-apiserver,
+// kube-controller-manager and kube-scheduler (once the workload cluster
+// answers), by the labels kubeadm gives them.
+func (r *Recorder) staticPods(ctx context.Context) (map[string]map[string]string, error) {
+	if r.workload == nil {
+		return nil, nil
+	}
+	l := &corev1.PodList{}
+	if err := r.workload.List(ctx, l, client.InNamespace("kube-system"), client.MatchingLabels{"tier": "control-plane"}); err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	for i := range l.Items {
+		if l.Items[i].Labels["component"] != "etcd" {
+			out[l.Items[i].Name] = StaticPodSummary(&l.Items[i])
+		}
 	}
 	return out, nil
 }

@@ -155,7 +155,7 @@ func TestPollWhileRunning(t *testing.T) {
 // one: etcd-quorum would count that as a member down (it did, on four
 // runs at once).
 func TestAPollNeverRecordsANodeGoneBeforeItsMemberRemoved(t *testing.T) {
-	reads := 3 // one poll's workload Lists of these kinds: the application's pods, Nodes, etcd member pods
+	reads := 4 // one poll's workload Lists of these kinds: the application's pods, Nodes, static pods, etcd member pods
 	for at := 1; at <= reads; at++ {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp-a"},
 			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}

@@ -89,7 +89,27 @@ func ControlPlaneSummary(k *controlplanev1.KubeadmControlPlane) map[string]strin
 		s[vocab.FieldCoreDNS] = tag
 	}
 	condition(s, vocab.FieldAvailable, k.Status.Conditions, controlplanev1.KubeadmControlPlaneAvailableCondition)
+	if why := kcpBlocked(k.Status.Conditions); why != "" {
+		s[vocab.FieldBlocked] = why
+	}
 	return s
+}
+
+// kcpBlocked is why KCP holds its rollout, in its own words ("": it does
+// not): its ScalingUp or ScalingDown message when a preflight check
+// blocks it, and what its ControlPlaneComponentsHealthy condition says
+// when False. KCP's bulleted lines are joined into one.
+func kcpBlocked(conds []metav1.Condition) string {
+	var parts []string
+	for _, t := range []string{controlplanev1.KubeadmControlPlaneScalingUpCondition, controlplanev1.KubeadmControlPlaneScalingDownCondition} {
+		if c := meta.FindStatusCondition(conds, t); c != nil && strings.Contains(c.Message, "is blocked because") {
+			parts = append(parts, c.Message)
+		}
+	}
+	if c := meta.FindStatusCondition(conds, controlplanev1.KubeadmControlPlaneControlPlaneComponentsHealthyCondition); c != nil && c.Status == metav1.ConditionFalse {
+		parts = append(parts, "control plane components: "+c.Message)
+	}
+	return strings.Join(strings.Fields(strings.Join(parts, "; ")), " ")
 }
 
 // DeploymentSummary is a MachineDeployment's spec and counts.
@@ -196,6 +216,31 @@ func NodeSummary(n *corev1.Node) map[string]string {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			s[vocab.FieldReady] = string(c.Status)
+		}
+	}
+	return s
+}
+
+// StaticPodSummary is a control-plane static pod (its mirror pod): its
+// node, image, readiness and, while its container waits in
+// CrashLoopBackOff, why it last exited (KCP reports such a pod failed).
+func StaticPodSummary(p *corev1.Pod) map[string]string {
+	s := map[string]string{vocab.FieldNode: p.Spec.NodeName}
+	if len(p.Spec.Containers) > 0 {
+		s[vocab.FieldImage] = p.Spec.Containers[0].Image
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			s[vocab.FieldReady] = string(c.Status)
+		}
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if w := c.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" {
+			why := "exited"
+			if t := c.LastTerminationState.Terminated; t != nil && t.Message != "" {
+				why = t.Message
+			}
+			s[vocab.FieldCrashLoop] = why
 		}
 	}
 	return s

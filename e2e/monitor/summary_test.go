@@ -119,3 +119,42 @@ func TestClusterSummarySaysWhetherTheClusterIsPaused(t *testing.T) {
 		t.Fatalf("unpaused Cluster: summary %v", s)
 	}
 }
+
+// A static pod in CrashLoopBackOff is recorded with the binary's last
+// words; one that runs is not.
+func TestStaticPodSummaryCarriesACrashLoopsLastWords(t *testing.T) {
+	p := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "cp-2", Containers: []corev1.Container{{Image: "registry.k8s.io/kube-apiserver:v1.36.3"}}},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}},
+			ContainerStatuses: []corev1.ContainerStatus{{
+				State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "unrecognized feature gate: X"}},
+			}}}}
+	got := StaticPodSummary(p)
+	if got[vocab.FieldCrashLoop] != "unrecognized feature gate: X" || got[vocab.FieldReady] != "False" || got[vocab.FieldNode] != "cp-2" {
+		t.Errorf("crash-looping pod: %v", got)
+	}
+	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	if got := StaticPodSummary(p); got[vocab.FieldCrashLoop] != "" {
+		t.Errorf("running pod recorded as crash-looping: %v", got)
+	}
+}
+
+// What KCP says blocks its rollout is recorded in its words, one line.
+func TestControlPlaneSummarySaysWhatBlocksKCP(t *testing.T) {
+	k := &controlplanev1.KubeadmControlPlane{Status: controlplanev1.KubeadmControlPlaneStatus{Conditions: []metav1.Condition{
+		{Type: controlplanev1.KubeadmControlPlaneScalingDownCondition, Status: metav1.ConditionTrue,
+			Message: "Scaling down from 3 to 2 replicas is blocked because:\n* waiting for control plane components to become healthy"},
+		{Type: controlplanev1.KubeadmControlPlaneScalingUpCondition, Status: metav1.ConditionFalse},
+		{Type: controlplanev1.KubeadmControlPlaneControlPlaneComponentsHealthyCondition, Status: metav1.ConditionFalse,
+			Message: "* Machine sc-cp-a:\n  * APIServerPodHealthy: CrashLoopBackOff"},
+	}}}
+	want := "Scaling down from 3 to 2 replicas is blocked because: * waiting for control plane components to become healthy; " +
+		"control plane components: * Machine sc-cp-a: * APIServerPodHealthy: CrashLoopBackOff"
+	if got := ControlPlaneSummary(k)[vocab.FieldBlocked]; got != want {
+		t.Errorf("blocked: %q\nwant      %q", got, want)
+	}
+	k.Status.Conditions = k.Status.Conditions[1:2]
+	if got := ControlPlaneSummary(k)[vocab.FieldBlocked]; got != "" {
+		t.Errorf("KCP not blocked recorded as blocked: %q", got)
+	}
+}

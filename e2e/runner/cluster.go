@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -108,12 +111,19 @@ func (r *run) labVars(ctx context.Context, v map[string]string, rel scenario.Rel
 	return nil
 }
 
-func (r *run) apply(ctx context.Context, file string, vars map[string]string) error {
+// apply creates the objects of a provider's cluster template, each
+// passed through edit (when not nil) first.
+func (r *run) apply(ctx context.Context, file string, vars map[string]string, edit ...func(*unstructured.Unstructured) error) error {
 	objs, err := clustertemplate.Render(filepath.Join(r.provider.TemplatesDir(), file), vars)
 	if err != nil {
 		return err
 	}
 	for _, o := range objs {
+		for _, e := range edit {
+			if err := e(o); err != nil {
+				return fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
+			}
+		}
 		if err := r.env.Client.Create(ctx, o); err != nil {
 			return fmt.Errorf("creating %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
@@ -156,7 +166,7 @@ func (r *run) createCluster(ctx context.Context) error {
 	if err := r.apply(ctx, "machine-templates.yaml", v); err != nil {
 		return err
 	}
-	if err := r.apply(ctx, "cluster.yaml", v); err != nil {
+	if err := r.apply(ctx, "cluster.yaml", v, apiServerArgs(r.scenario.Cluster.ControlPlane.APIServerExtraArgs)); err != nil {
 		return err
 	}
 	if hc != nil {
@@ -174,6 +184,22 @@ func (r *run) createCluster(ctx context.Context) error {
 		return r.env.Client.Patch(ctx, kcp, patch)
 	}
 	return nil
+}
+
+// apiServerArgs sets a KubeadmControlPlane's
+// clusterConfiguration.apiServer.extraArgs to args (sorted by name, as
+// CAPI's v1beta2 list), before KCP creates its first Machine from it.
+func apiServerArgs(args map[string]string) func(*unstructured.Unstructured) error {
+	return func(o *unstructured.Unstructured) error {
+		if len(args) == 0 || o.GetKind() != "KubeadmControlPlane" {
+			return nil
+		}
+		var list []any
+		for _, name := range slices.Sorted(maps.Keys(args)) {
+			list = append(list, map[string]any{"name": name, "value": args[name]})
+		}
+		return unstructured.SetNestedSlice(o.Object, list, "spec", "kubeadmConfigSpec", "clusterConfiguration", "apiServer", "extraArgs")
+	}
 }
 
 // unhealthyNode is a health check's Node conditions: Ready Unknown (the

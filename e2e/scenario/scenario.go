@@ -113,6 +113,12 @@ type HealthCheck struct {
 type ControlPlane struct {
 	Replicas int `yaml:"replicas"`
 	MaxSurge int `yaml:"maxSurge"`
+	// APIServerExtraArgs are the KCP's
+	// clusterConfiguration.apiServer.extraArgs, flag name (no "--") to
+	// value, as a site carries them from release to release: a flag or
+	// feature gate the to-release removed makes the new API servers
+	// crash-loop. Plain form only.
+	APIServerExtraArgs map[string]string `yaml:"apiServerExtraArgs"`
 }
 
 // Workers is the one MachineDeployment.
@@ -518,6 +524,14 @@ func (s *Scenario) validateCluster(p *specfile.Problems) {
 	}
 	if (s.Strategy == ScaleIn || s.Strategy == Reset) && cp.MaxSurge != 0 {
 		p.Add("cluster.controlPlane.maxSurge", "%d: strategy %s scales in (maxSurge 0)", cp.MaxSurge, s.Strategy)
+	}
+	for name := range cp.APIServerExtraArgs {
+		if !namePattern.MatchString(name) {
+			p.Add("cluster.controlPlane.apiServerExtraArgs", "%q is not a flag name like feature-gates (no leading --)", name)
+		}
+	}
+	if len(cp.APIServerExtraArgs) > 0 && slices.Contains(s.Forms, ClusterClass) {
+		p.Add("cluster.controlPlane.apiServerExtraArgs", "needs forms [plain]: the ClusterClass form takes the control plane from its class")
 	}
 	if hc := s.Cluster.HealthCheck; hc != nil && hc.UnhealthyAfter.Duration < time.Second {
 		p.Add("cluster.healthCheck.unhealthyAfter", "%s: at least 1s of lab time (a Node reports its status every few seconds)", hc.UnhealthyAfter.Duration)

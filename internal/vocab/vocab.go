@@ -13,6 +13,10 @@ const (
 	// KindAddon is a kubeadm add-on KCP keeps at the cluster's version:
 	// the kube-proxy DaemonSet and the CoreDNS Deployment.
 	KindAddon = "Addon"
+	// KindStaticPod is a control-plane node's kube-apiserver,
+	// kube-controller-manager or kube-scheduler (its mirror pod; etcd's
+	// is KindEtcdMember).
+	KindStaticPod = "StaticPod"
 )
 
 // AddonKubeadmConfig names the kubeadm-config ConfigMap among the add-ons
@@ -89,6 +93,12 @@ const (
 
 	FieldRemoved = "removed"
 	FieldImage   = "image"
+	// FieldBlocked is why KCP holds its rollout, in its condition
+	// messages (a preflight check that fails).
+	FieldBlocked = "blocked"
+	// FieldCrashLoop is a static pod's container waiting to restart
+	// after it exited with an error: its last termination message.
+	FieldCrashLoop = "crashLoop"
 	// FieldPodImages are the images an add-on's live pods run (distinct,
 	// sorted, comma-separated): what its rollout reached, beside the
 	// template's FieldImage.

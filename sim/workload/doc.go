@@ -60,6 +60,19 @@
 // remediation cannot move leadership off a dead member and never removes
 // it.
 //
+// # Static pods follow kubeadm (node.go, releases.go)
+//
+// A control-plane node's kube-apiserver, kube-controller-manager and
+// kube-scheduler run with the extraArgs kubeadm wrote into their
+// manifests: the user data's ClusterConfiguration at init, the
+// cluster's kubeadm-config at join and at kubeadm upgrade node (KCP
+// syncs its ClusterConfiguration there before it rolls), unchanged
+// across a reboot. A component whose release refuses its args exits at
+// start and crash-loops, as the real binary does: a flag or a feature
+// gate that release removed, from a table read off the releases'
+// sources. KCP finds the pod failed and holds its rollout; an API
+// server that crash-loops takes no traffic on the VIP.
+//
 // # Applications (apps.go)
 //
 // The lab plays kube-controller-manager, kube-scheduler and each node's
