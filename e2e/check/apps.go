@@ -18,7 +18,7 @@ import (
 // more).
 func apiAvailability(s *State, p Params) []Violation {
 	var out []Violation
-	for _, o := range s.APIOutages {
+	for _, o := range s.judgedOutages() {
 		if d := o.To.Sub(o.From); d > p.MaxAPIOutage {
 			out = append(out, Violation{Time: o.From, Objects: []string{vocab.KindWorkloadAPI + "/api@" + o.From.UTC().Format("15:04:05.000")},
 				Message: fmt.Sprintf("the workload API was unavailable for %s (%s), the scenario allows %s", p.labTime(d), or(o.Why, "reads failed"), p.labTime(p.MaxAPIOutage))})
@@ -32,13 +32,18 @@ func apiAvailability(s *State, p Params) []Violation {
 
 func apiAvailabilityNote(s *State, p Params) string {
 	var total, longest time.Duration
-	for _, o := range s.APIOutages {
+	outages := s.judgedOutages()
+	for _, o := range outages {
 		d := o.To.Sub(o.From)
 		total += d
 		longest = max(longest, d)
 	}
-	return fmt.Sprintf("unavailable %s during the upgrade in %d outage(s), the longest %s (allowed %s)",
-		p.labTime(total), len(s.APIOutages), p.labTime(longest), p.labTime(p.MaxAPIOutage))
+	source := "as the recorder's polls saw it"
+	if s.lab.seen {
+		source = "as the lab's VIP and etcd said"
+	}
+	return fmt.Sprintf("unavailable %s during the upgrade in %d outage(s), the longest %s (allowed %s), %s",
+		p.labTime(total), len(outages), p.labTime(longest), p.labTime(p.MaxAPIOutage), source)
 }
 
 // budgetPods are the pods a budget selects (its selector's labels all on

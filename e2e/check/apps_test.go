@@ -186,12 +186,14 @@ func TestBrokenRulesTheScenarioExpects(t *testing.T) {
 		h.set(vocab.KindWorkloadEvent, "wl", map[string]string{vocab.FieldReason: vocab.EventAPIUnavailable,
 			vocab.FieldMessage: "the VIP refuses connections: the API server on a stopped and no other runs"})
 		h.set(vocab.KindWorkloadAPI, "api", apiDown)
+		h.set(vocab.KindWorkloadEvent, "wl", map[string]string{vocab.FieldReason: vocab.EventAPIAvailable,
+			vocab.FieldMessage: "the VIP answers: kube-vip on b holds the VIP"})
 		h.set(vocab.KindWorkloadAPI, "api", apiUp)
 	})
 	p := threeInPlace
 	p.Expect.BrokenRules = []string{"api-availability"}
 	r := result(outage, p, "api-availability")
-	if r.Status != ExpectedFail || !strings.Contains(r.Violations[0].Message, "connection refused: the VIP refuses connections: the API server on a stopped") {
+	if r.Status != ExpectedFail || !strings.Contains(r.Violations[0].Message, "(the VIP refuses connections: the API server on a stopped") {
 		t.Fatalf("an outage the scenario expects: %s %v", r.Status, r.Violations)
 	}
 	for _, v := range Failed(Run(outage.entries, p)) {

@@ -1092,8 +1092,8 @@ func TestNothingMovesWhileTheClusterIsPaused(t *testing.T) {
 	}
 }
 
-// Where KCP ends held by a preflight check, static-pods-run's note says
-// so in KCP's words; where it is not, the note is empty.
+// Where KCP ends held with a static pod crash-looping, static-pods-run's
+// note says what holds it in KCP's words; otherwise the note is empty.
 func TestStaticPodsRunNotesWhatHoldsKCP(t *testing.T) {
 	note := func(h *history) string {
 		for _, r := range Run(h.entries, inPlace) {
@@ -1111,6 +1111,10 @@ func TestStaticPodsRunNotesWhatHoldsKCP(t *testing.T) {
 	held := kcp("v1.36.3", "1", "1", "0")
 	held[vocab.FieldBlocked] = "Scaling down from 3 to 2 replicas is blocked because: * waiting for control plane components to become healthy"
 	h.set(vocab.KindControlPlane, "c-cp", held)
+	if n := note(h); n != "" {
+		t.Errorf("KCP held with no static pod crash-looping: note %q", n)
+	}
+	h.set(vocab.KindStaticPod, "kube-apiserver-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a", vocab.FieldCrashLoop: "unrecognized feature gate: X"})
 	if n := note(h); n != "KCP c-cp ends saying: "+held[vocab.FieldBlocked] {
 		t.Errorf("note %q", n)
 	}

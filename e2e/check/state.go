@@ -41,6 +41,11 @@ type State struct {
 	apiSeen bool
 	// apiDownCause is what the workload said when its VIP last closed.
 	apiDownCause string
+	// lab is the API as the lab's workload declares it (its VIP's events
+	// and etcd's health), at the moments it changed: exact, whatever
+	// the time scale, where polls see an outage only to a poll's
+	// precision.
+	lab labAPI
 	// workloadEvents are the reasons of the workload's events during
 	// the upgrade; nodeStops counts its nodes stopped, excusedDrains the
 	// nodes stopped undrained after CAPI's nodeDrainTimeout.
@@ -242,8 +247,12 @@ func (s *State) applyStep(e timeline.Entry) {
 		s.APIOutages = append(s.APIOutages, Outage{From: s.apiDownSince, To: e.Time, Why: why})
 		s.apiDownSince = time.Time{}
 	}
+	if e.Name == StepDone {
+		s.lab.end(e.Time)
+	}
 	s.Steps[e.Name] = e.Time
 	if e.Name == StepUpgrade {
+		s.lab.begin(e.Time)
 		s.Before = copyObjects(s.Objects)
 		if a := s.get(vocab.KindWorkloadAPI, "api"); a != nil {
 			s.apiSeen = true
@@ -261,6 +270,7 @@ func (s *State) applyWorkloadEvent(e timeline.Entry) {
 	if reason == vocab.EventAPIUnavailable {
 		s.apiDownCause = e.New[vocab.FieldMessage]
 	}
+	s.lab.follow(e, s.upgrading())
 	if !s.upgrading() {
 		return
 	}

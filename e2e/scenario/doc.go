@@ -35,8 +35,8 @@
 //   - [Expect]: the [Outcome] (upgraded, rolled-back, reverted, stalled),
 //     same machines, same hosts, persistent data kept or wiped, spares
 //     left, the workload API outage allowed ([Scenario.APIOutageBound]:
-//     none from three control-plane replicas, [DefaultSingleNodeOutage]
-//     for one), and the rules the faults must break (brokenRules) or may
+//     a VIP failover from three control-plane replicas
+//     ([DefaultHAOutage]), [DefaultSingleNodeOutage] for one), and the rules the faults must break (brokenRules) or may
 //     break (mayBreak).
 //   - [Fault]: a moment (after a runner step, at the first lab event of a
 //     reason, then a delay) and exactly one action: restart a process of

@@ -71,8 +71,8 @@ func TestTheDefaultAPIOutageIsLabTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := three.AtScale(0.01).APIOutageBound(); got != 0 {
-		t.Errorf("three replicas: allowed outage %s; want none", got)
+	if got, want := three.AtScale(0.01).APIOutageBound(), timescale.Scale(0.01).Real(DefaultHAOutage); got != want {
+		t.Errorf("three replicas: allowed outage %s; want a VIP failover's, %s", got, want)
 	}
 }
 

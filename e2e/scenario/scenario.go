@@ -252,9 +252,9 @@ type Expect struct {
 	StallFor Duration `yaml:"stallFor"`
 	// MaxAPIOutage is the longest the workload cluster's API may refuse
 	// or fail reads during the upgrade, in lab time. Default:
-	// 0 for a control plane of three or more (it never goes down);
-	// DefaultSingleNodeOutage for one replica, whose reboot takes the API
-	// with it.
+	// DefaultHAOutage for a control plane of three or more (a VIP
+	// failover); DefaultSingleNodeOutage for one replica, whose reboot
+	// takes the API with it.
 	MaxAPIOutage *Duration `yaml:"maxAPIOutage"`
 }
 
@@ -264,6 +264,13 @@ type Expect struct {
 // minutes on a rack server; ten is twice a slow one's.
 const DefaultSingleNodeOutage = 10 * time.Minute
 
+// DefaultHAOutage bounds the API outage of a control plane of three or
+// more by default, in lab time: the VIP's failover when the node that
+// holds it goes (kube-vip's 5 s lease in its shipped manifests), with
+// room for the lease's retry period, but not for a second failover in a
+// row or for a lost quorum.
+const DefaultHAOutage = 10 * time.Second
+
 // APIOutageBound is the longest API outage the scenario allows.
 func (s *Scenario) APIOutageBound() time.Duration {
 	if s.Expect.MaxAPIOutage != nil {
@@ -272,7 +279,7 @@ func (s *Scenario) APIOutageBound() time.Duration {
 	if s.Cluster.ControlPlane.Replicas == 1 {
 		return DefaultSingleNodeOutage
 	}
-	return 0
+	return DefaultHAOutage
 }
 
 // CutsPower says whether a fault cuts a host's power.

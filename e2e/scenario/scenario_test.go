@@ -102,7 +102,7 @@ func TestApplicationDefaultsFollowTheCluster(t *testing.T) {
 	}
 	one := &Scenario{Cluster: Cluster{ControlPlane: ControlPlane{Replicas: 1}}}
 	three := &Scenario{Cluster: Cluster{ControlPlane: ControlPlane{Replicas: 3}}}
-	if one.APIOutageBound() != DefaultSingleNodeOutage || three.APIOutageBound() != 0 {
+	if one.APIOutageBound() != DefaultSingleNodeOutage || three.APIOutageBound() != DefaultHAOutage {
 		t.Errorf("outage bounds: one replica %s, three %s", one.APIOutageBound(), three.APIOutageBound())
 	}
 }

@@ -145,8 +145,11 @@ const (
 	EventAPIUnavailable = "APIUnavailable"
 	EventEtcdMember     = "EtcdMember"
 	EventEtcdHealth     = "EtcdHealth"
-	// EventEtcdLeader: a running member became etcd's leader because the
-	// leader stopped.
+	// EventEtcdElection: the leader stopped; the other members elect one
+	// and etcd serves nothing until EventEtcdLeader.
+	EventEtcdElection = "EtcdElection"
+	// EventEtcdLeader: an election ended (a running member became etcd's
+	// leader because the leader stopped, or none was needed any more).
 	EventEtcdLeader     = "EtcdLeader"
 	EventDataLost       = "DataLost"
 	EventEvicted        = "Evicted"

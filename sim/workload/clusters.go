@@ -42,7 +42,7 @@ import (
 )
 
 // Clusters holds every workload cluster of a run: one in-memory store
-// (store.go), one HTTPS server, and per cluster its VIP (server.go), its
+// (store.go), one HTTPS server, and per cluster its VIP (vip.go), its
 // API server instances and its etcd members (etcd.go).
 type Clusters struct {
 	manager store
@@ -55,7 +55,9 @@ type Clusters struct {
 	// stop ends the controllers.
 	stop context.CancelFunc
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// closed: Stop ran; no VIP opens again.
+	closed   bool
 	clusters map[string]*cluster
 	byPort   map[int32]*cluster
 	events   queue.Fanout[Event]
@@ -72,6 +74,9 @@ type cluster struct {
 	// apiServers are the nodes whose kube-apiserver static pod runs.
 	apiServers map[string]bool
 	members    map[string]MemberState
+	// electing: the leader stopped and the others are electing one
+	// (ElectionTimeout); etcd serves nothing meanwhile.
+	electing bool
 	// erased: the store was emptied when the last data went.
 	erased bool
 	// apps is the lab's controllers' memory of the cluster (apps.go).
@@ -148,6 +153,7 @@ func (c *Clusters) Stop(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	c.mu.Lock()
+	c.closed = true
 	for _, w := range c.clusters {
 		if w.vip.listener != nil {
 			w.vip.listener.closeAll()
@@ -239,7 +245,10 @@ func (c *Clusters) behaviour(name string) Behaviour {
 	if !ok {
 		return Behaviour{}
 	}
-	return behaviours[health(w.members)]
+	if h := health(w.members); h != HealthQuorum || !w.electing {
+		return behaviours[h]
+	}
+	return Behaviour{Reads: errNoLeader, Writes: errNoLeader}
 }
 
 // memberRemoved implements etcdGate: KCP removed node's member.
@@ -263,6 +272,10 @@ func (c *Clusters) setMember(name, node string, st MemberState, why string) {
 	before := health(w.members)
 	w.members[node] = st
 	after := health(w.members)
+	if st != MemberRunning {
+		// A stacked API server talks to its own member only.
+		c.apiServerStopped(w, node, "lost its etcd member ("+string(st)+")", st == MemberStopped)
+	}
 	erase := behaviours[after].Erase && !w.erased
 	if erase {
 		w.erased = true
@@ -284,22 +297,92 @@ func (c *Clusters) setMember(name, node string, st MemberState, why string) {
 	c.electLeader(name)
 }
 
+// ElectionTimeout is etcd's election timeout (its default, which kubeadm
+// keeps), lab time: how long a cluster whose leader stopped has none
+// while its other members keep quorum.
+const ElectionTimeout = time.Second
+
 // electLeader is etcd's leader election as the members see it: when the
 // leader is not running (its host off, its disk wiped, KCP removed it)
-// and the running members have quorum, one of them becomes the leader,
-// as etcd elects one within its election timeout (here at once: the
-// running member first by name). Without quorum there is no leader, and
-// the behaviour table refuses every read and write. CAPI's etcd
-// emulation names the leader by its pod's leader-from annotation, the
-// latest wins; KCP's remediation moves leadership away from a member it
-// removes and cannot reach a stopped one, so a leader that never moved
-// made it fail ("failed to move etcd leadership").
+// and the running members have quorum, the cluster has no leader for
+// ElectionTimeout (reads and writes fail with "no leader"), then one of
+// them becomes the leader (the running member first by name). Without
+// quorum there is no leader, and the behaviour table refuses every read
+// and write. CAPI's etcd emulation names the leader by its pod's
+// leader-from annotation, the latest wins; KCP's remediation moves
+// leadership away from a member it removes and cannot reach a stopped
+// one, so a leader that never moved made it fail ("failed to move etcd
+// leadership"). Kinder than etcd: one round always elects, where real
+// members' randomised timeouts may split a vote and take another.
 func (c *Clusters) electLeader(name string) {
+	leader, _, ok := c.leaderless(name)
+	if !ok {
+		return
+	}
 	c.mu.Lock()
-	w, ok := c.clusters[name]
-	if !ok || health(w.members) != HealthQuorum {
+	w := c.clusters[name]
+	if w == nil || w.electing {
 		c.mu.Unlock()
 		return
+	}
+	w.electing = true
+	c.mu.Unlock()
+	c.emit(Event{Cluster: name, Node: leader, Reason: vocab.EventEtcdElection,
+		Message: fmt.Sprintf("etcd member %s, the leader, is not running: no leader until the others elect one (election timeout %s)", leader, ElectionTimeout)})
+	if d := c.scale.Real(ElectionTimeout); d > 0 {
+		time.AfterFunc(d, func() { c.finishElection(name, leader) })
+		return
+	}
+	c.finishElection(name, leader)
+}
+
+// finishElection ends the election electLeader started when old, the
+// leader, stopped: the first running member by name leads, unless old
+// runs again or quorum went meanwhile.
+func (c *Clusters) finishElection(name, old string) {
+	c.mu.Lock()
+	if w := c.clusters[name]; w != nil {
+		w.electing = false
+	}
+	c.mu.Unlock()
+	_, next, ok := c.leaderless(name)
+	if !ok {
+		c.emit(Event{Cluster: name, Node: old, Reason: vocab.EventEtcdLeader, Message: "the election ended with no new leader: etcd member " + old + " leads again, or quorum went"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl := c.client(name)
+	from := time.Now().Truncate(time.Second)
+	if last := next.leaderFrom; !from.After(last) {
+		from = last.Add(time.Second) // the annotation has whole seconds; the latest wins
+	}
+	patch := client.MergeFrom(next.pod.DeepCopy())
+	next.pod.Annotations[cloudv1.EtcdLeaderFromAnnotationName] = from.Format(time.RFC3339)
+	if err := cl.Patch(ctx, next.pod, patch); err != nil {
+		c.emit(Event{Cluster: name, Node: old, Reason: vocab.EventEtcdLeader, Message: "the election's result could not be written: " + err.Error()})
+		return
+	}
+	c.emit(Event{Cluster: name, Node: next.pod.Spec.NodeName, Reason: vocab.EventEtcdLeader,
+		Message: fmt.Sprintf("etcd member %s became the leader (%s, the leader, is not running)", next.pod.Spec.NodeName, old)})
+}
+
+// candidate is the member an election makes the leader, with the
+// leader-from time of the leader it replaces.
+type candidate struct {
+	pod        *corev1.Pod
+	leaderFrom time.Time
+}
+
+// leaderless says whether the cluster needs a leader: its members keep
+// quorum and the leader does not run. It names the leader and the
+// member that would replace it (the first running by name).
+func (c *Clusters) leaderless(name string) (leader string, next candidate, ok bool) {
+	c.mu.Lock()
+	w, found := c.clusters[name]
+	if !found || health(w.members) != HealthQuorum {
+		c.mu.Unlock()
+		return "", candidate{}, false
 	}
 	running := map[string]bool{}
 	for node, st := range w.members {
@@ -308,12 +391,11 @@ func (c *Clusters) electLeader(name string) {
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cl := c.client(name)
 	pods := &corev1.PodList{}
-	if err := cl.List(ctx, pods, client.InNamespace(metav1.NamespaceSystem), client.MatchingLabels{"component": "etcd"}); err != nil {
-		return
+	if err := c.client(name).List(ctx, pods, client.InNamespace(metav1.NamespaceSystem), client.MatchingLabels{"component": "etcd"}); err != nil {
+		return "", candidate{}, false
 	}
-	var leader *corev1.Pod
+	var current *corev1.Pod
 	var leaderFrom time.Time
 	var candidates []*corev1.Pod
 	for i := range pods.Items {
@@ -322,28 +404,17 @@ func (c *Clusters) electLeader(name string) {
 			continue
 		}
 		if t, err := time.Parse(time.RFC3339, p.Annotations[cloudv1.EtcdLeaderFromAnnotationName]); err == nil && t.After(leaderFrom) {
-			leader, leaderFrom = p, t
+			current, leaderFrom = p, t
 		}
 		if running[p.Spec.NodeName] {
 			candidates = append(candidates, p)
 		}
 	}
-	if leader == nil || running[leader.Spec.NodeName] || len(candidates) == 0 {
-		return
+	if current == nil || running[current.Spec.NodeName] || len(candidates) == 0 {
+		return "", candidate{}, false
 	}
 	sort.Slice(candidates, func(i, j int) bool { return candidates[i].Name < candidates[j].Name })
-	next := candidates[0]
-	from := time.Now().Truncate(time.Second)
-	if !from.After(leaderFrom) {
-		from = leaderFrom.Add(time.Second) // the annotation has whole seconds; the latest wins
-	}
-	patch := client.MergeFrom(next.DeepCopy())
-	next.Annotations[cloudv1.EtcdLeaderFromAnnotationName] = from.Format(time.RFC3339)
-	if err := cl.Patch(ctx, next, patch); err != nil {
-		return
-	}
-	c.emit(Event{Cluster: name, Node: next.Spec.NodeName, Reason: vocab.EventEtcdLeader,
-		Message: fmt.Sprintf("etcd member %s became the leader (%s, the leader, is not running)", next.Spec.NodeName, leader.Spec.NodeName)})
+	return current.Spec.NodeName, candidate{pod: candidates[0], leaderFrom: leaderFrom}, true
 }
 
 // StopNode is a host that powered off or reset: the kubelet, the static
@@ -356,7 +427,7 @@ func (c *Clusters) StopNode(ctx context.Context, name, node string) error {
 		c.mu.Unlock()
 		return fmt.Errorf("no workload cluster %s", name)
 	}
-	c.stopAPIServer(w, node, "stopped")
+	c.apiServerStopped(w, node, "stopped", true)
 	running := w.members[node] == MemberRunning
 	w.apps.kubelets[node] = false
 	c.mu.Unlock()

@@ -20,19 +20,23 @@
 // harness reads through [Clusters.AdminConfig], [Clusters.Health] and
 // [Clusters.Subscribe].
 //
-// # The VIP follows the control plane (server.go)
+// # The VIP is kube-vip's (vip.go, server.go)
 //
 // Each cluster has one loopback listener, its controlPlaneEndpoint as
-// kube-vip would announce it, that answers only while at least one
-// control-plane node runs a kube-apiserver. JoinControlPlane (kubeadm, and
-// every boot of a control-plane host) starts one; StopNode stops it. With
-// the last one gone the listener closes and drops every connection, so
-// clients get "connection refused", as from a load balancer with no
-// healthy backend. A real kube-vip address whose holder died is not
-// answered at all, and clients time out; that slower failure is not
-// modelled. Certificates are signed by the CAs CAPI generated for the
-// cluster, which the hosts bring in CABPK's bootstrap data, so CAPI's
-// kubeconfig secret works ([CAFromSecretData]). An etcd member's serving
+// kube-vip would announce it, held by one control-plane node and
+// answered by that node's API server alone. A node's API server runs
+// while its host runs, its static pod starts (releases.go) and its own
+// etcd member runs (a stacked API server talks to its local member
+// only). When the holder's API server goes, the address answers nothing
+// until kube-vip's lease runs out (VIPLeaseDuration, lab time): its
+// connections hang when the holder's host is gone and are refused when
+// only its API server is. Then a node whose API server runs takes it;
+// with none left the address refuses connections until one starts, as
+// from a load balancer with no healthy backend. Each change is an event
+// with the moment it happened, which the rules judge the outage by.
+// Certificates are signed by the CAs CAPI generated for the cluster,
+// which the hosts bring in CABPK's bootstrap data, so CAPI's kubeconfig
+// secret works ([CAFromSecretData]). An etcd member's serving
 // certificate is chosen by the server name KCP's etcd client
 // port-forwards to, and the handshake fails while that member is not
 // running. One RSA key serves every certificate of a run: generating keys
@@ -55,10 +59,11 @@
 // its data back, and a removed one never votes again.
 //
 // A leader that stops while the running members keep quorum is replaced
-// at once by the first running member (the leader-from annotation CAPI's
-// etcd emulation reads), as etcd's election would. Without that, KCP's
-// remediation cannot move leadership off a dead member and never removes
-// it.
+// after etcd's election timeout ([ElectionTimeout], lab time; reads and
+// writes fail with "no leader" meanwhile) by the first running member
+// (the leader-from annotation CAPI's etcd emulation reads). Without
+// that, KCP's remediation cannot move leadership off a dead member and
+// never removes it.
 //
 // # Static pods follow kubeadm (node.go, releases.go)
 //

@@ -254,8 +254,8 @@ func (c *Clusters) hasMember(name, node string) bool {
 }
 
 // runAPIServer is node's kube-apiserver started by its kubelet: it
-// takes traffic on the VIP, or, refused (its exit message), it takes
-// none, and the VIP closes if no other API server runs.
+// takes requests (and the VIP, vip.go), or, refused (its exit message)
+// or without a running etcd member of its own, it takes none.
 func (c *Clusters) runAPIServer(name, node, refused string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -263,24 +263,15 @@ func (c *Clusters) runAPIServer(name, node, refused string) error {
 	if !ok {
 		return fmt.Errorf("no workload cluster %s", name)
 	}
-	if refused != "" {
-		c.stopAPIServer(w, node, "crash-loops ("+refused+")")
+	switch {
+	case refused != "":
+		c.apiServerStopped(w, node, "crash-loops ("+refused+")", false)
+		return nil
+	case w.members[node] != MemberRunning:
+		c.apiServerStopped(w, node, "has no etcd member of its own", false)
 		return nil
 	}
-	w.apiServers[node] = true
-	return c.openVIP(w)
-}
-
-// stopAPIServer is node's kube-apiserver gone (why); the VIP closes
-// with the last one. c.mu held.
-func (c *Clusters) stopAPIServer(w *cluster, node, why string) {
-	if !w.apiServers[node] {
-		return
-	}
-	w.apiServers[node] = false
-	if len(w.runningAPIServers()) == 0 {
-		c.closeVIP(w, "the API server on "+node+" "+why+" and no other runs")
-	}
+	return c.apiServerStarted(w, node)
 }
 
 // etcdClusterInfo reads the etcd cluster id and whether a leader exists

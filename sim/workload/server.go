@@ -15,69 +15,7 @@ import (
 	"sync"
 
 	"sigs.k8s.io/cluster-api/util/certs"
-
-	"github.com/upgradelab/upgradelab/internal/vocab"
 )
-
-// The VIP of a workload cluster: one loopback listener that answers only
-// while at least one of the cluster's control-plane hosts runs a
-// kube-apiserver, as a kube-vip or load-balancer address with no healthy
-// backend refuses connections. When the last API server stops the
-// listener closes and every open connection (watches included) drops;
-// the first API server to start again opens it on the same address.
-//
-// This replaces CAPI's in-memory WorkloadClustersMux listeners, which
-// bind every interface and never close while an API server instance is
-// registered; the request handlers behind it are still CAPI's own
-// (inmemoryapi for the Kubernetes API, inmemoryetcd for etcd's gRPC
-// through port-forward), with upgradelab's additions in front
-// (subresources.go).
-type vip struct {
-	port int32
-	// listener is nil while no API server runs.
-	listener *trackedListener
-}
-
-// trackedListener remembers its connections so closing the VIP drops
-// them as a dead backend would.
-type trackedListener struct {
-	net.Listener
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-}
-
-func (l *trackedListener) Accept() (net.Conn, error) {
-	conn, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	l.mu.Lock()
-	l.conns[conn] = struct{}{}
-	l.mu.Unlock()
-	return &trackedConn{Conn: conn, l: l}, nil
-}
-
-type trackedConn struct {
-	net.Conn
-	l *trackedListener
-}
-
-func (c *trackedConn) Close() error {
-	c.l.mu.Lock()
-	delete(c.l.conns, c.Conn)
-	c.l.mu.Unlock()
-	return c.Conn.Close()
-}
-
-// closeAll stops accepting and drops every connection.
-func (l *trackedListener) closeAll() {
-	_ = l.Listener.Close()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for conn := range l.conns {
-		_ = conn.Close()
-	}
-}
 
 // certificates are what one cluster serves with and what its admin client
 // presents, signed by the CAs CAPI generated for it (CABPK hands them to
@@ -235,32 +173,4 @@ func (c *Clusters) newServer(api, etcd http.Handler) *http.Server {
 		// dropped with the VIP are the model working, not errors.
 		ErrorLog: stdlog.New(io.Discard, "", 0),
 	}
-}
-
-// openVIP starts answering on w's VIP (its first API server started);
-// c.mu held.
-func (c *Clusters) openVIP(w *cluster) error {
-	if w.vip.listener != nil {
-		return nil
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(c.host, fmt.Sprint(w.vip.port)))
-	if err != nil {
-		return fmt.Errorf("workload cluster %s: VIP %s:%d: %w", w.name, c.host, w.vip.port, err)
-	}
-	tl := &trackedListener{Listener: l, conns: map[net.Conn]struct{}{}}
-	w.vip.listener = tl
-	go func() { _ = c.server.ServeTLS(tl, "", "") }()
-	c.emit(Event{Cluster: w.name, Reason: vocab.EventAPIAvailable, Message: "the VIP answers: an API server runs on " + strings.Join(w.runningAPIServers(), ", ")})
-	return nil
-}
-
-// closeVIP stops answering on w's VIP (its last API server stopped);
-// c.mu held.
-func (c *Clusters) closeVIP(w *cluster, why string) {
-	if w.vip.listener == nil {
-		return
-	}
-	w.vip.listener.closeAll()
-	w.vip.listener = nil
-	c.emit(Event{Cluster: w.name, Reason: vocab.EventAPIUnavailable, Message: "the VIP refuses connections: " + why})
 }

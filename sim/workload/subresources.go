@@ -28,6 +28,13 @@ import (
 //   - PUT and PATCH of nodes/NAME/status and namespaces/NS/pods/NAME/status:
 //     only the status is taken from the request, as the status
 //     subresource does.
+//   - A watch with sendInitialEvents (client-go's watch-list, which its
+//     informers use to list) and a resourceVersion: CAPI's handler sends
+//     no initial events then, only the bookmark, so an informer that
+//     lists again after its connection dropped (a VIP failover) empties
+//     its store. kube-apiserver sends the state "not older than" that
+//     version, which the current state is: the version is dropped
+//     before CAPI's handler sees the request.
 //
 // Everything else goes to next (CAPI's handler).
 type subresources struct {
@@ -58,6 +65,11 @@ func (s *subresources) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.status(w, r, client.ObjectKey{Name: info.Name}, &corev1.Node{})
 	case info.APIGroup == "" && info.Resource == "pods" && info.Subresource == "status":
 		s.status(w, r, client.ObjectKey{Namespace: info.Namespace, Name: info.Name}, &corev1.Pod{})
+	case info.Verb == "watch" && r.URL.Query().Get("sendInitialEvents") == "true" && r.URL.Query().Get("resourceVersion") != "":
+		q := r.URL.Query()
+		q.Del("resourceVersion")
+		r.URL.RawQuery = q.Encode()
+		s.next.ServeHTTP(w, r)
 	default:
 		s.next.ServeHTTP(w, r)
 	}

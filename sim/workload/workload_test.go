@@ -39,7 +39,14 @@ func casLikeCAPI(t testing.TB) (cluster, etcd map[string][]byte) {
 // a client of it through the kubeconfig CAPI writes from the CA.
 func controlPlaneCluster(t testing.TB, ctx context.Context, rel Release) (c *Clusters, clusterCA, etcdCA CA, cs *kubernetes.Clientset) {
 	t.Helper()
-	c, err := Start(ctx, Options{})
+	return controlPlaneClusterWith(t, ctx, rel, Options{})
+}
+
+// controlPlaneClusterWith is controlPlaneCluster with the clusters'
+// options.
+func controlPlaneClusterWith(t testing.TB, ctx context.Context, rel Release, o Options) (c *Clusters, clusterCA, etcdCA CA, cs *kubernetes.Clientset) {
+	t.Helper()
+	c, err := Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
