@@ -47,7 +47,7 @@ func TestAnOutageTheLabDidNotDeclareStillCounts(t *testing.T) {
 	h := threeNodes(func(h *history) {
 		h.set(vocab.KindWorkloadEvent, "wl", vipEvent(vocab.EventAPIUnavailable, "the VIP refuses connections: the API server on a, the VIP's holder, stopped"))
 		h.set(vocab.KindWorkloadEvent, "wl", vipEvent(vocab.EventAPIAvailable, "the VIP answers: kube-vip on b took the VIP"))
-		h.t = h.t.Add(3 * time.Second)
+		h.t = h.t.Add(10 * time.Second) // past explainSlack
 		h.set(vocab.KindWorkloadAPI, "api", apiDown)
 		h.t = h.t.Add(200 * time.Millisecond)
 		h.set(vocab.KindWorkloadAPI, "api", apiUp)
