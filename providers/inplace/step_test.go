@@ -563,8 +563,12 @@ var updaterSteps = []updaterStep{
 		w.ownedByKCP("v1.35.3", oldImage, nil)
 		w.failByFallback(map[string]bool{"ControlPlaneKubeletLocalMode": true})
 		p := w.step() // the KCP asks for the old image: the update is pointed at it
-		if !p.abandoned || p.done || !strings.Contains(p.message, "the Machine asks for it too") {
+		if !p.abandoned || p.done || !strings.Contains(p.message, "pointing the Machine at it") {
 			w.t.Fatalf("after the revert: %+v; want the failed update abandoned and the Machine pointed at the KCP's spec, not done", p)
+		}
+		w.followStored()
+		if p := w.step(); !p.abandoned || p.done || !strings.Contains(p.message, "the Machine asks for it too") {
+			w.t.Fatalf("CAPI's call with the retargeted Machine: %+v; want the update going on", p)
 		}
 		if a := w.annotations(); a[FailedAnnotation] != "" || a[RebootAnnotation] != "" {
 			w.t.Errorf("annotations kept after abandoning: %v", a)
@@ -604,6 +608,34 @@ var updaterSteps = []updaterStep{
 		if w.machine.Spec.Version != "v1.35.3" {
 			w.t.Fatalf("the Machine still asks for %s", w.machine.Spec.Version)
 		}
+		w.step() // CAPI's call brings it: the update goes on
+		w.followStored()
+		return w.step()
+	}},
+	{name: "a retarget KCP took back from a stale cache is written again", want: "done", run: func(w *stepWorld) progress {
+		w.ownedByKCP("v1.35.3", oldImage, nil)
+		w.failByFallback(map[string]bool{"ControlPlaneKubeletLocalMode": true})
+		w.step() // pointed at the KCP's spec
+		// KCP's syncMachines applies the Machine under the same field
+		// manager from a cache that has not seen the retarget.
+		stored := &clusterv1.Machine{}
+		if err := w.mgmt.Get(context.Background(), client.ObjectKeyFromObject(w.machine), stored); err != nil {
+			w.t.Fatal(err)
+		}
+		stored.Spec.Version = "v1.36.3"
+		if err := w.mgmt.Update(context.Background(), stored); err != nil {
+			w.t.Fatal(err)
+		}
+		w.followStored()
+		if p := w.step(); !strings.Contains(p.message, "pointing the Machine at it") {
+			w.t.Fatalf("CAPI's call with the failed version again: %+v; want the retarget written again", p)
+		}
+		w.followStored()
+		if w.machine.Spec.Version != "v1.35.3" {
+			w.t.Fatalf("the Machine asks for %s after the second retarget", w.machine.Spec.Version)
+		}
+		w.step()
+		w.followStored()
 		return w.step()
 	}},
 	{name: "a KCP's Machine without cloned-from annotations is abandoned, saying why", want: "done: the in-place update failed (the flash failed) and KubeadmControlPlane c-cp now asks for http://images/v1.35.3; the Machine cannot be pointed at it: KCP computes no desired objects for it (its BareMetalMachine cp-1 lacks the cluster.x-k8s.io/cloned-from-name annotations", run: func(w *stepWorld) progress {
@@ -625,7 +657,7 @@ var updaterSteps = []updaterStep{
 		}
 		return p
 	}},
-	{name: "a failed firmware update whose KCP reverted the firmware alone goes on without it", want: "running: the in-place update failed (the flash failed) and KubeadmControlPlane c-cp now asks for http://images/v1.36.3: the Machine asks for it too", run: func(w *stepWorld) progress {
+	{name: "a failed firmware update whose KCP reverted the firmware alone goes on without it", want: "running: the in-place update failed (the flash failed) and KubeadmControlPlane c-cp now asks for http://images/v1.36.3: pointing the Machine at it", run: func(w *stepWorld) progress {
 		ctx := context.Background()
 		fw := &infrav1.FirmwarePackage{URL: "http://firmware/nvm-9.50.json"}
 		w.bmm.Spec.NICFirmware = fw

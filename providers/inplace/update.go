@@ -345,7 +345,7 @@ func (u *Updater) next(ctx context.Context, desired *clusterv1.Machine, desiredB
 	// retarget cut short (some of KCP's objects written, not all): it is
 	// abandoned again, which writes them all.
 	if failedKey, msg, ok := recordedFailure(bmm); ok {
-		if p, abandoned, err := u.abandon(ctx, desired, bmm, failedKey, msg); err != nil || abandoned {
+		if p, abandoned, err := u.abandon(ctx, desired, key, bmm, failedKey, msg); err != nil || abandoned {
 			return p, err
 		}
 		return progress{failed: true, message: msg}, nil
@@ -417,7 +417,14 @@ type inFlight struct {
 // desired objects of a MachineSet are not something CAPI's packages
 // compute outside its controller. Either way the failed update's
 // annotations go, so a later update to the same image starts fresh.
-func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, bmm *infrav1.BareMetalMachine, key, failure string) (progress, bool, error) {
+//
+// A retarget holds only once CAPI's call brings it (desired, and
+// desiredKey, the update its infrastructure machine asks): until then
+// the failure stays recorded and every call writes KCP's objects again.
+// KCP applies its Machines under the same field manager from its own
+// cache, and one reconcile whose cache had not seen the retarget put
+// the failed version back.
+func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, desiredKey string, bmm *infrav1.BareMetalMachine, key, failure string) (progress, bool, error) {
 	asked, owner, err := u.ownerAsks(ctx, desired)
 	if err != nil || owner == nil || updateKey(asked.Image, asked.NICFirmware) == key {
 		return progress{}, false, err // the owner still asks for what failed
@@ -433,11 +440,16 @@ func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, bmm *
 	what := fmt.Sprintf("the in-place update failed (%s) and %s %s now asks for %s", failure, owner.kind, owner.name, describeAsk(asked))
 	pointed := false
 	if owner.kcp != nil {
-		why, err := u.retarget(ctx, h.machine, owner.kcp)
-		if err != nil {
-			return progress{}, false, fmt.Errorf("%s: pointing the update at it: %w", what, err)
-		}
-		if pointed = why == ""; !pointed {
+		if desired.Spec.Version == owner.kcp.Spec.Version && desiredKey == updateKey(asked.Image, asked.NICFirmware) {
+			pointed = true // CAPI's call brings what KCP asks: the update goes on to it
+		} else {
+			why, err := u.retarget(ctx, h.machine, owner.kcp)
+			if err != nil {
+				return progress{}, false, fmt.Errorf("%s: pointing the update at it: %w", what, err)
+			}
+			if why == "" {
+				return progress{abandoned: true, message: what + ": pointing the Machine at it, in KCP's place, until CAPI's call brings it"}, true, nil
+			}
 			what += "; the Machine cannot be pointed at it: " + why
 		}
 	}
