@@ -55,7 +55,7 @@ func TestReportShowsTheTableAndEachRunsTimeline(t *testing.T) {
 	page := string(html)
 	for _, want := range []string{`<td title="single-node-in-place (plain) on ab hosts">`, `<td title="ostree">ostree</td>`, `class="m fail" title="host-bound-once: fail: `, `class="m unex" title="deletion-order: not exercised">○</td>`, "bound twice", `<rect x=`, "Machine/sc-cp-a", "BareMetalHost/node-0", "BareMetalHost/node-0 · Ironic: active from 3s", "stroke-dasharray",
 		"2 process(es) ran the runs", "management cluster kind;", "<b>Management</b> kube-apiserver (pid 7) crashed: panic: boom", ">process 1<", ">process 2<", RunAnchor(res) + ": from 0s for 1m30s", "wall: upgrade 40s",
-		`<th class="group" colspan="9">rollout</th>`, `<h2 id="baremetal-single-node-in-place-plain-qemu-r2">single-node-in-place #2 (plain) on ab hosts, qemu VMs on baremetal</h2>`} {
+		`<th class="group" colspan="10">rollout</th>`, `<h2 id="baremetal-single-node-in-place-plain-qemu-r2">single-node-in-place #2 (plain) on ab hosts, qemu VMs on baremetal</h2>`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report.html lacks %q", want)
 		}
