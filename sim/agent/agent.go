@@ -249,8 +249,27 @@ func (a *Agent) booted(ctx context.Context, boot int) {
 	if !a.current(boot) {
 		return
 	}
-	if err := a.rejoin(ctx, joined, status); err != nil {
+	a.startKubelet(ctx, boot, joined, status)
+}
+
+// kubeletRetry is how long the kubelet waits before it tries again to
+// bring its node back after the cluster refused it (lab time).
+const kubeletRetry = 10 * time.Second
+
+// startKubelet brings the node back on this boot, and, as a real kubelet
+// does, keeps trying while the cluster refuses (an etcd election, a lost
+// quorum): every failure is recorded, and it tries again kubeletRetry
+// later until it succeeds or the host boots again.
+func (a *Agent) startKubelet(ctx context.Context, boot int, b *Bootstrap, status lab.HostStatus) {
+	for a.current(boot) {
+		err := a.rejoin(ctx, b, status)
+		if err == nil {
+			return
+		}
 		a.record("KubeletFailed", err.Error())
+		if a.scale.Sleep(ctx, kubeletRetry) != nil {
+			return
+		}
 	}
 }
 

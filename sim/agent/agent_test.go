@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -586,4 +587,36 @@ func TestALateNotReadyNeverOutlivesTheNextBoot(t *testing.T) {
 	if err != nil || !ready {
 		t.Fatalf("node-0 after the host came back: ready=%v %q %v; want Ready", ready, msg, err)
 	}
+}
+
+// refusingWorkload refuses the kubelet's first status writes, as a
+// cluster in an etcd election does.
+type refusingWorkload struct {
+	Workload
+	refusals int
+}
+
+func (r *refusingWorkload) SetNode(ctx context.Context, cluster string, n workload.NodeInfo) error {
+	if r.refusals > 0 {
+		r.refusals--
+		return errors.New("etcdserver: no leader")
+	}
+	return r.Workload.SetNode(ctx, cluster, n)
+}
+
+// A kubelet the cluster refuses on boot tries again, as a real one
+// does, and its node comes back. (Seen: the one write that fell into an
+// etcd election left a node's kubelet down for good, its pods
+// terminating for ever and the drain of its neighbour stuck.)
+func TestAKubeletRefusedOnBootTriesAgain(t *testing.T) {
+	w := newWorld(t)
+	w.install(t)
+	w.expect(t, "KubeletRunning")
+	w.agent.clusters = &refusingWorkload{Workload: w.clusters, refusals: 2}
+	w.host.PowerOff()
+	if err := w.host.PowerOn(); err != nil {
+		t.Fatal(err)
+	}
+	w.expect(t, "KubeletFailed")
+	w.expect(t, "KubeletRunning")
 }
