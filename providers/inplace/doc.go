@@ -94,14 +94,15 @@
 // extension. CAPI defines no way out of a failed UpdateMachine but
 // remediation: once the Machine's owner (its KCP's or MachineDeployment's
 // BareMetalMachineTemplate) no longer asks for the failed image and the
-// host runs a committed image, the extension abandons the update
-// (InPlaceUpdateAbandoned, saying what failed and what the host runs) and
-// drops its annotations. A KCP's Machine is then pointed at what the KCP
+// host runs a committed image, a KCP's Machine is pointed at what the KCP
 // asks now, written in KCP's place (package askcp), and the update goes
-// on to it: done means the host runs what the Machine says. A
-// MachineDeployment's Machine is answered done at once, still saying the
-// failed version until its MachineDeployment takes it back in place (CAPI
-// computes a MachineSet's desired objects only inside its controller).
+// on to it (InPlaceUpdateAbandoned, saying what failed and what the host
+// runs); the failed update's annotations go. Done means the host runs
+// what the Machine says. A MachineDeployment's Machine cannot be pointed
+// back (CAPI computes a MachineSet's desired objects only inside its
+// controller, and moves only Machines that are not updating): it stays
+// failed, saying what its MachineDeployment asks now, until it is deleted
+// and its MachineDeployment replaces it.
 //
 // The reboot, the NIC flash, the start of the update and of the drain are
 // annotations on the BareMetalMachine too ([RebootAnnotation] and the

@@ -170,9 +170,8 @@ func (u *Updater) now() time.Time {
 }
 
 // progress is one step's outcome. abandoned: a failed update was given up
-// because its owner was reverted (see abandon); done with it, the Machine
-// keeps the failed spec, without it the update goes on to what the owner
-// asks now.
+// because its owner was reverted (see abandon), and the update goes on to
+// what the owner asks now.
 type progress struct {
 	done, failed, abandoned bool
 	message                 string
@@ -406,24 +405,24 @@ type inFlight struct {
 // (the user reverted the KubeadmControlPlane or MachineDeployment), once
 // the host runs a committed image. CAPI defines no way out of a failed
 // UpdateMachine but remediation, and promises not to change the
-// Machine's spec until the hook answers done; answering done at once
-// would leave the Machine saying the failed version while its host runs
-// another until the owner took it back.
+// Machine's spec until the hook answers done, so done is answered only
+// when the host runs what the Machine asks: never at the failed spec.
 //
 // A KubeadmControlPlane's Machine is pointed at what its KCP asks now
 // (retarget): the update goes on, and is done only when the host runs
-// that. A MachineDeployment's Machine is answered done, saying the failed
-// version until its MachineDeployment takes it in place again: the
-// desired objects of a MachineSet are not something CAPI's packages
-// compute outside its controller. Either way the failed update's
-// annotations go, so a later update to the same image starts fresh.
+// that. A Machine nobody can point stays failed, saying what its owner
+// asks and how it gets out (cannotPoint): a MachineDeployment's, since
+// CAPI computes a MachineSet's desired objects only in its controller
+// and moves a Machine to another MachineSet only when it is not
+// updating; a KCP's that KCP computes no desired objects for.
 //
 // A retarget holds only once CAPI's call brings it (desired, and
 // desiredKey, the update its infrastructure machine asks): until then
 // the failure stays recorded and every call writes KCP's objects again.
 // KCP applies its Machines under the same field manager from its own
 // cache, and one reconcile whose cache had not seen the retarget put
-// the failed version back.
+// the failed version back. Once it holds, the failed update's
+// annotations go, so a later update to the same image starts fresh.
 func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, desiredKey string, bmm *infrav1.BareMetalMachine, key, failure string) (progress, bool, error) {
 	asked, owner, err := u.ownerAsks(ctx, desired)
 	if err != nil || owner == nil || updateKey(asked.Image, asked.NICFirmware) == key {
@@ -438,21 +437,20 @@ func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, desir
 		return progress{}, false, nil
 	}
 	what := fmt.Sprintf("the in-place update failed (%s) and %s %s now asks for %s", failure, owner.kind, owner.name, describeAsk(asked))
-	pointed := false
-	if owner.kcp != nil {
-		if desired.Spec.Version == owner.kcp.Spec.Version && desiredKey == updateKey(asked.Image, asked.NICFirmware) {
-			pointed = true // CAPI's call brings what KCP asks: the update goes on to it
-		} else {
-			why, err := u.retarget(ctx, h.machine, owner.kcp)
-			if err != nil {
-				return progress{}, false, fmt.Errorf("%s: pointing the update at it: %w", what, err)
-			}
-			if why == "" {
-				return progress{abandoned: true, message: what + ": pointing the Machine at it, in KCP's place, until CAPI's call brings it"}, true, nil
-			}
-			what += "; the Machine cannot be pointed at it: " + why
-		}
+	if owner.kcp == nil {
+		return cannotPoint(what, "CAPI moves a MachineSet's Machine to another MachineSet only when it is not updating"), true, nil
 	}
+	if desired.Spec.Version != owner.kcp.Spec.Version || desiredKey != updateKey(asked.Image, asked.NICFirmware) {
+		why, err := u.retarget(ctx, h.machine, owner.kcp)
+		switch {
+		case err != nil:
+			return progress{}, false, fmt.Errorf("%s: pointing the update at it: %w", what, err)
+		case why != "":
+			return cannotPoint(what, why), true, nil
+		}
+		return progress{abandoned: true, message: what + ": pointing the Machine at it, in KCP's place, until CAPI's call brings it"}, true, nil
+	}
+	// CAPI's call brings what KCP asks: the update goes on to it.
 	patch := client.MergeFrom(bmm.DeepCopy())
 	for _, a := range []string{FailedAnnotation, RebootAnnotation, StartedAnnotation, OwnerAsksAnnotation} {
 		delete(bmm.Annotations, a)
@@ -460,10 +458,16 @@ func (u *Updater) abandon(ctx context.Context, desired *clusterv1.Machine, desir
 	if err := u.Client.Patch(ctx, bmm, patch); err != nil {
 		return progress{}, false, err
 	}
-	if pointed {
-		return progress{abandoned: true, message: fmt.Sprintf("%s: the Machine asks for it too, and the update goes on to it from %s, committed on %s", what, st.OS.Image.Name, h.node.Name)}, true, nil
-	}
-	return progress{done: true, abandoned: true, message: fmt.Sprintf("%s: abandoned; %s runs %s, committed", what, h.node.Name, st.OS.Image.Name)}, true, nil
+	return progress{abandoned: true, message: fmt.Sprintf("%s: the Machine asks for it too, and the update goes on to it from %s, committed on %s", what, st.OS.Image.Name, h.node.Name)}, true, nil
+}
+
+// cannotPoint is the answer for a failed update whose owner asks for
+// something else that the Machine cannot be pointed at: it stays failed,
+// and says so, until the Machine is deleted and its owner replaces it
+// (answering done would leave the Machine saying the failed version
+// while its host runs another).
+func cannotPoint(what, why string) progress {
+	return progress{failed: true, message: fmt.Sprintf("%s; the Machine cannot be pointed at it (%s): it stays failed until it is deleted and its owner replaces it", what, why)}
 }
 
 // retarget writes, in KCP's place, what KCP would write to start an
@@ -488,7 +492,7 @@ func (u *Updater) retarget(ctx context.Context, m *clusterv1.Machine, kcp *contr
 		return "", err
 	}
 	if res.DesiredMachine == nil || res.DesiredInfraMachine == nil || res.DesiredKubeadmConfig == nil {
-		return fmt.Sprintf("KCP computes no desired objects for it (its %s %s lacks the %s annotations KCP's clone leaves)",
+		return fmt.Sprintf("KCP computes no desired objects for it: its %s %s lacks the %s annotations KCP's clone leaves",
 			m.Spec.InfrastructureRef.Kind, m.Spec.InfrastructureRef.Name, clusterv1.TemplateClonedFromNameAnnotation), nil
 	}
 	wl, err := u.Workloads.Client(ctx, m.Namespace, m.Spec.ClusterName)
