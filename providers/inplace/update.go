@@ -991,15 +991,17 @@ func nodeReady(n *corev1.Node) bool {
 // kubeadmDiffers says how the control-plane host's kubeadm differs from
 // what the KubeadmConfig claims ("": it does not): `kubeadm upgrade node`
 // on the running image applied the cluster's kubeadm-config, whose
-// feature gates KCP updates before it updates a Machine. Other gates mean
-// the kubeadm-config was not updated, which no reboot changes.
+// kubernetesVersion and feature gates KCP updates before it updates a
+// Machine. Another version (a control plane the kubelet does not match)
+// or other gates mean the kubeadm-config was not updated, which no
+// reboot changes.
 func kubeadmDiffers(st agentv1.Status, desiredKC *bootstrapv1.KubeadmConfig) string {
 	want := desiredKC.Spec.ClusterConfiguration.FeatureGates
 	switch {
 	case st.Kubeadm == nil:
 		return "kubeadm on " + st.Host + " reports nothing applied"
 	case st.Kubeadm.KubernetesVersion != st.OS.Image.KubernetesVersion:
-		return fmt.Sprintf("kubeadm on %s last applied %s, the host runs %s", st.Host, st.Kubeadm.KubernetesVersion, st.OS.Image.KubernetesVersion)
+		return fmt.Sprintf("kubeadm on %s last wrote the control plane at %s (the cluster's kubeadm-config kubernetesVersion); the host's kubelet is %s", st.Host, st.Kubeadm.KubernetesVersion, st.OS.Image.KubernetesVersion)
 	case !maps.Equal(st.Kubeadm.FeatureGates, want):
 		return fmt.Sprintf("kubeadm upgrade node on %s applied feature gates %v from the cluster's kubeadm-config; the KubeadmConfig wants %v", st.Host, st.Kubeadm.FeatureGates, want)
 	}

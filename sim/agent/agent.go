@@ -105,11 +105,14 @@ type Agent struct {
 	// resetPending is set by a reset request: the next recovery boot wipes.
 	resetPending bool
 	// applied is what kubeadm last configured this control-plane host
-	// with (init, join, upgrade node), and args the extraArgs it wrote
-	// into the static pods' manifests then: a reboot's kubelet starts
-	// the static pods from those manifests, whatever the cluster's
-	// kubeadm-config says now.
+	// with (init, join, upgrade node), and pods and args the releases
+	// and extraArgs it wrote into the static pods' manifests then: a
+	// reboot's kubelet starts the static pods from those manifests,
+	// whatever the image or the cluster's kubeadm-config says now. They
+	// live in /etc/kubernetes, kept across A/B image updates and a
+	// fallback, as the files are.
 	applied *agentv1.Kubeadm
+	pods    workload.Release
 	args    workload.StaticPodArgs
 	// files are the files written on the host (path to content): the
 	// user data's write_files at its first boot, then each WriteFiles.
@@ -367,33 +370,33 @@ func (a *Agent) kubeadm(ctx context.Context, b *Bootstrap, status lab.HostStatus
 	if err := a.scale.Sleep(ctx, wait); err != nil {
 		return err
 	}
-	rel := release(status.OS.Image)
 	var applied *agentv1.Kubeadm
+	var pods workload.Release
 	var args workload.StaticPodArgs
 	switch b.Action {
 	case Init:
-		applied, args = kubeadmApplied(rel.Kubernetes, b.ClusterConfiguration)
+		applied, pods, args = kubeadmApplied(status.OS.Image, b.ClusterConfiguration, workload.Release{})
 	case JoinControlPlane:
 		// kubeadm join reads the cluster's ClusterConfiguration, not the
-		// user data's: its extraArgs are what KCP synced there.
+		// user data's: its version and extraArgs are what KCP synced there.
 		cc, err := a.clusters.ClusterConfiguration(ctx, cluster)
 		if err != nil {
 			return fmt.Errorf("kubeadm join of %s: reading kubeadm-config: %w", b.NodeName, err)
 		}
-		applied, args = kubeadmApplied(rel.Kubernetes, cc)
+		applied, pods, args = kubeadmApplied(status.OS.Image, cc, workload.Release{})
 	}
 	if b.Action != JoinWorker {
-		if err := a.clusters.JoinControlPlane(ctx, cluster, b.NodeName, rel, args, *b.ClusterCA, *b.EtcdCA); err != nil {
+		if err := a.clusters.JoinControlPlane(ctx, cluster, b.NodeName, pods, args, *b.ClusterCA, *b.EtcdCA); err != nil {
 			return err
 		}
 	}
 	if b.Action == Init {
-		if err := a.clusters.InitObjects(ctx, cluster, rel, b.ClusterConfiguration); err != nil {
+		if err := a.clusters.InitObjects(ctx, cluster, pods, b.ClusterConfiguration); err != nil {
 			return err
 		}
 	}
 	a.mu.Lock()
-	a.joined, a.cluster, a.joinedWith, a.applied, a.args = b, cluster, data, applied, args
+	a.joined, a.cluster, a.joinedWith, a.applied, a.pods, a.args = b, cluster, data, applied, pods, args
 	a.files = maps.Clone(b.Files)
 	a.mu.Unlock()
 	return a.rejoin(ctx, b, status)
@@ -416,12 +419,13 @@ func (a *Agent) rejoin(ctx context.Context, b *Bootstrap, status lab.HostStatus)
 	if b.Action != JoinWorker {
 		// The kubelet starts the static pods from their manifests (and
 		// the etcd member with them, which kubeadm's read of the
-		// cluster needs), then kubeadm upgrade node moves them to the
-		// booted version.
+		// cluster needs), then, on a host that booted another version
+		// than kubeadm last applied, kubeadm upgrade node rewrites them
+		// from the cluster's kubeadm-config.
 		a.mu.Lock()
-		args := a.args
+		pods, args := a.pods, a.args
 		a.mu.Unlock()
-		if err := a.clusters.JoinControlPlane(ctx, a.cluster, b.NodeName, release(img), args, *b.ClusterCA, *b.EtcdCA); err != nil {
+		if err := a.clusters.JoinControlPlane(ctx, a.cluster, b.NodeName, pods, args, *b.ClusterCA, *b.EtcdCA); err != nil {
 			return err
 		}
 		if err := a.upgradeNode(ctx, img, false); err != nil {
@@ -503,11 +507,12 @@ func (a *Agent) KubeadmUpgrade(ctx context.Context) (*agentv1.Kubeadm, error) {
 // booted another Kubernetes version than kubeadm last configured (or,
 // forced, on any): it reads the cluster's ClusterConfiguration (which KCP
 // updates before an upgrade) and applies it, feature gates included, and
-// rewrites the static pods' manifests with its extraArgs. A reboot into
-// the same version changes nothing.
+// rewrites the static pods' manifests at its kubernetesVersion with its
+// extraArgs (kubeadmApplied). A reboot into the same version changes
+// nothing.
 func (a *Agent) upgradeNode(ctx context.Context, img imagev1.Manifest, force bool) error {
 	a.mu.Lock()
-	applied, cluster, b := a.applied, a.cluster, a.joined
+	applied, before, cluster, b := a.applied, a.pods, a.cluster, a.joined
 	a.mu.Unlock()
 	if !force && applied != nil && applied.KubernetesVersion == img.KubernetesVersion {
 		return nil
@@ -516,12 +521,12 @@ func (a *Agent) upgradeNode(ctx context.Context, img imagev1.Manifest, force boo
 	if err != nil {
 		return fmt.Errorf("kubeadm upgrade node: reading kubeadm-config: %w", err)
 	}
-	next, args := kubeadmApplied(img.KubernetesVersion, cc)
+	next, pods, args := kubeadmApplied(img, cc, before)
 	a.mu.Lock()
-	a.applied, a.args = next, args
+	a.applied, a.pods, a.args = next, pods, args
 	a.mu.Unlock()
-	a.record("KubeadmUpgrade", fmt.Sprintf("kubeadm upgrade node to %s with feature gates %v", img.KubernetesVersion, next.FeatureGates))
-	return a.clusters.JoinControlPlane(ctx, cluster, b.NodeName, release(img), args, *b.ClusterCA, *b.EtcdCA)
+	a.record("KubeadmUpgrade", fmt.Sprintf("kubeadm upgrade node to %s (etcd %s) with feature gates %v on kubelet %s", pods.Kubernetes, pods.Etcd, next.FeatureGates, img.KubernetesVersion))
+	return a.clusters.JoinControlPlane(ctx, cluster, b.NodeName, pods, args, *b.ClusterCA, *b.EtcdCA)
 }
 
 // stopNode is the host gone off: what its node ran (kubelet, static
@@ -612,9 +617,4 @@ func (a *Agent) CheckHealth(ctx context.Context) (agentv1.Health, error) {
 		a.record("HealthCheckFailed", h.Reason)
 	}
 	return h, nil
-}
-
-// release is what the booted image's kubeadm installs.
-func release(m imagev1.Manifest) workload.Release {
-	return workload.Release{Kubernetes: m.KubernetesVersion, Etcd: m.Etcd, CoreDNS: m.CoreDNS}
 }

@@ -85,7 +85,7 @@ func (w *world) expect(t *testing.T, reason string) lab.Event {
 // data on the config drive, boot from disk.
 func (w *world) install(t *testing.T) {
 	t.Helper()
-	cc := fmt.Sprintf("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nclusterName: wl\ncontrolPlaneEndpoint: %s:%d\n", w.endpoint.Host, w.endpoint.Port)
+	cc := fmt.Sprintf("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nclusterName: wl\nkubernetesVersion: v1.35.3\ncontrolPlaneEndpoint: %s:%d\n", w.endpoint.Host, w.endpoint.Port)
 	ic := "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\nnodeRegistration:\n  kubeletExtraArgs:\n  - name: provider-id\n    value: upgradelab://single-node/node-0\n"
 	userData, err := cloudinit.NewInitControlPlane(&cloudinit.ControlPlaneInput{Certificates: w.certs, ClusterConfiguration: cc, InitConfiguration: ic})
 	if err != nil {
@@ -619,4 +619,67 @@ func TestAKubeletRefusedOnBootTriesAgain(t *testing.T) {
 	}
 	w.expect(t, "KubeletFailed")
 	w.expect(t, "KubeletRunning")
+}
+
+// The static pods run what kubeadm last wrote from the cluster's
+// kubeadm-config, not the booted image's version: a host rebooted into
+// v1.36.3 whose kubeadm-config still says v1.35.3 runs a v1.36.3 kubelet
+// under a v1.35.3 control plane; kubeadm upgrade node after KCP's move
+// brings it to v1.36.3, and a fallback to the v1.35.3 image keeps the
+// manifests (and never takes etcd down).
+func TestStaticPodsFollowTheKubeadmConfigNotTheImage(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.install(t)
+	w.expect(t, "KubeletRunning")
+	cs := w.client(t)
+	api := w.apiClient(t)
+	checkPods(t, cs, "v1.35.3", "3.6.4-0")
+
+	w.updateOnTrial(t, api, cs, "A", "B")
+	checkPods(t, cs, "v1.35.3", "3.6.4-0")
+	if k := w.kubeadmStatus(t, api); k == nil || k.KubernetesVersion != "v1.35.3" {
+		t.Fatalf("kubeadm on v1.36.3 with the kubeadm-config at v1.35.3: %+v; want v1.35.3 applied", k)
+	}
+
+	cm, _ := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubeadm-config", metav1.GetOptions{})
+	cm.Data["ClusterConfiguration"] = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.3\n"
+	if _, err := cs.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := post(t, api, w.api.URL()+agentv1.PathKubeadmUpgrade, nil); code != 200 {
+		t.Fatalf("kubeadm upgrade node: %d %v", code, out)
+	}
+	checkPods(t, cs, "v1.36.3", "3.6.5-0")
+
+	if code, out := post(t, api, w.api.URL()+"/v1/rollback", nil); code != 200 {
+		t.Fatalf("rollback: %d %v", code, out)
+	}
+	w.host.Reset()
+	w.expect(t, "KubeletRunning")
+	if s := w.status(t, api); s.OS.Image.KubernetesVersion != "v1.35.3" {
+		t.Fatalf("after the fallback the host runs %s", s.OS.Image.Name)
+	}
+	checkPods(t, cs, "v1.36.3", "3.6.5-0")
+}
+
+// checkPods holds node-0's static pods to a control plane at version
+// and an etcd member at etcd.
+func checkPods(t *testing.T, cs kubernetes.Interface, version, etcd string) {
+	t.Helper()
+	want := map[string]string{
+		"kube-apiserver-node-0":          "registry.k8s.io/kube-apiserver:" + version,
+		"kube-controller-manager-node-0": "registry.k8s.io/kube-controller-manager:" + version,
+		"kube-scheduler-node-0":          "registry.k8s.io/kube-scheduler:" + version,
+		"etcd-node-0":                    "registry.k8s.io/etcd:" + etcd,
+	}
+	for name, image := range want {
+		pod, err := cs.CoreV1().Pods("kube-system").Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pod.Spec.Containers[0].Image; got != image {
+			t.Errorf("%s runs %s, want %s", name, got, image)
+		}
+	}
 }

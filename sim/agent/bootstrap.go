@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"encoding/base64"
 	"fmt"
@@ -9,9 +10,11 @@ import (
 	"regexp"
 	"strings"
 
+	"golang.org/x/mod/semver"
 	"sigs.k8s.io/yaml"
 
 	agentv1 "github.com/upgradelab/upgradelab/api/hostagent/v1"
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
 	"github.com/upgradelab/upgradelab/sim/workload"
 )
 
@@ -264,10 +267,25 @@ func caFromFiles(files map[string]string, base string) (*workload.CA, error) {
 	return &ca, nil
 }
 
-// kubeadmApplied is what kubeadm configures a host with from a
-// ClusterConfiguration document: its feature gates, at version. An empty
-// or unreadable document has none.
-func kubeadmApplied(version, clusterConfiguration string) (*agentv1.Kubeadm, workload.StaticPodArgs) {
+// kubeadmApplied is what kubeadm, run on a host that booted img,
+// configures from a ClusterConfiguration document: its feature gates at
+// its kubernetesVersion (img's own when it names none, as an offline
+// kubeadm defaults to its own version), the static pods' releases and
+// their extraArgs. An empty or unreadable document has none.
+//
+// The control plane runs the document's version, whatever the kubelet's:
+// `kubeadm upgrade node` writes the manifests at the kubeadm-config's
+// kubernetesVersion, which is why KCP moves it before it updates a
+// Machine. etcd is img's kubeadm's pick for its own minor; for another
+// minor the member keeps what it ran (before). Kinder than kubeadm, which
+// picks etcd from its table for that version: the lab's images pair one
+// etcd with their own version only, and kubeadm never downgrades a member.
+func kubeadmApplied(img imagev1.Manifest, clusterConfiguration string, before workload.Release) (*agentv1.Kubeadm, workload.Release, workload.StaticPodArgs) {
 	cc, _ := workload.ParseClusterConfiguration(clusterConfiguration)
-	return &agentv1.Kubeadm{KubernetesVersion: version, FeatureGates: cc.FeatureGates}, cc.Args()
+	version := cmp.Or(cc.KubernetesVersion, img.KubernetesVersion)
+	pods := workload.Release{Kubernetes: version, Etcd: img.Etcd, CoreDNS: img.CoreDNS}
+	if semver.MajorMinor(version) != semver.MajorMinor(img.KubernetesVersion) && before.Etcd != "" {
+		pods.Etcd = before.Etcd
+	}
+	return &agentv1.Kubeadm{KubernetesVersion: version, FeatureGates: cc.FeatureGates}, pods, cc.Args()
 }
