@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -337,6 +338,17 @@ func (r *Recorder) etcdMembers(ctx context.Context) (map[string]map[string]strin
 	return out, nil
 }
 
+// controlPlaneNotEtcd selects kubeadm's static pods but etcd's (which
+// etcdMembers reads), by the labels kubeadm and CAPI's in-memory
+// provider give them, so no pod is read twice in a poll.
+var controlPlaneNotEtcd = func() labels.Selector {
+	s, err := labels.Parse("tier=control-plane,component!=etcd")
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
 // staticPods lists the control-plane nodes' kube-apiserver,
 // kube-controller-manager and kube-scheduler (once the workload cluster
 // answers), by the labels kubeadm gives them.
@@ -345,14 +357,12 @@ func (r *Recorder) staticPods(ctx context.Context) (map[string]map[string]string
 		return nil, nil
 	}
 	l := &corev1.PodList{}
-	if err := r.workload.List(ctx, l, client.InNamespace("kube-system"), client.MatchingLabels{"tier": "control-plane"}); err != nil {
+	if err := r.workload.List(ctx, l, client.InNamespace("kube-system"), client.MatchingLabelsSelector{Selector: controlPlaneNotEtcd}); err != nil {
 		return nil, err
 	}
 	out := map[string]map[string]string{}
 	for i := range l.Items {
-		if l.Items[i].Labels["component"] != "etcd" {
-			out[l.Items[i].Name] = StaticPodSummary(&l.Items[i])
-		}
+		out[l.Items[i].Name] = StaticPodSummary(&l.Items[i])
 	}
 	return out, nil
 }

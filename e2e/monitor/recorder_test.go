@@ -2,7 +2,9 @@ package monitor
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -258,5 +260,30 @@ func TestAPollsChangesShareOneTime(t *testing.T) {
 	if !entries[0].Time.Equal(entries[1].Time) {
 		t.Errorf("one poll's changes carry different times: %s %s at %s, %s %s at %s",
 			entries[0].Kind, entries[0].Name, entries[0].Time, entries[1].Kind, entries[1].Name, entries[1].Time)
+	}
+}
+
+// kubeadm labels etcd tier=control-plane too: the static-pod read leaves
+// it to the etcd-member read, so each pod is recorded once, as one kind.
+func TestStaticPodsAndEtcdMembersAreReadApart(t *testing.T) {
+	pod := func(name, component string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name,
+			Labels: map[string]string{"component": component, "tier": "control-plane"}}, Spec: corev1.PodSpec{NodeName: "cp-a"}}
+	}
+	wl := fake.NewClientBuilder().WithObjects(pod("etcd-cp-a", "etcd"), pod("kube-apiserver-cp-a", "kube-apiserver"), pod("kube-scheduler-cp-a", "kube-scheduler")).Build()
+	r := &Recorder{workload: wl}
+	static, err := r.staticPods(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, err := r.etcdMembers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(maps.Keys(static)); !slices.Equal(got, []string{"kube-apiserver-cp-a", "kube-scheduler-cp-a"}) {
+		t.Errorf("static pods read: %v", got)
+	}
+	if got := slices.Sorted(maps.Keys(members)); !slices.Equal(got, []string{"etcd-cp-a"}) {
+		t.Errorf("etcd members read: %v", got)
 	}
 }
