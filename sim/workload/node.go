@@ -158,7 +158,7 @@ func (c *Clusters) JoinControlPlane(ctx context.Context, cluster, node string, r
 	if err := c.prepareControlPlane(cluster, etcd.Name, clusterCA, etcdCA); err != nil {
 		return err
 	}
-	apiRefused := refusal(rel.Kubernetes, KubeAPIServer, args[KubeAPIServer])
+	apiRefused := removals.refusal(rel.Kubernetes, KubeAPIServer, args[KubeAPIServer])
 	// A node that was a member already: the kubelet starts its static
 	// pods from their manifests on disk, needing no API: its etcd member
 	// starts and catches up, its API server takes traffic. The writes
@@ -172,7 +172,7 @@ func (c *Clusters) JoinControlPlane(ctx context.Context, cluster, node string, r
 	cl := c.client(cluster)
 	for _, component := range []string{KubeAPIServer, KubeControllerManager, KubeScheduler} {
 		pod := staticPod(component, node, rel.Kubernetes)
-		if why := refusal(rel.Kubernetes, component, args[component]); why != "" {
+		if why := removals.refusal(rel.Kubernetes, component, args[component]); why != "" {
 			crashLooping(pod, why)
 			c.emit(Event{Cluster: cluster, Node: node, Reason: vocab.EventStaticPodCrashLoop,
 				Message: fmt.Sprintf("%s on %s (%s) exits at start and crash-loops: %s", component, node, rel.Kubernetes, why)})

@@ -18,6 +18,9 @@ type removal struct {
 	featureGates []string            // every component: they share one registry
 }
 
+// removalTable is removals by the minor release that made them.
+type removalTable map[string]removal
+
 // removals is the table kubeadm's static pods are judged by, keyed by
 // the minor release that removed them. A removal holds from its release
 // on. Each row was read from the releases' sources, not from prose:
@@ -33,7 +36,7 @@ type removal struct {
 //     versions: v1.36 only added some.
 //
 // Add a row when the lab's catalog gains a release, from the same diff.
-var removals = map[string]removal{
+var removals = removalTable{
 	"v1.36": {featureGates: []string{
 		"CSIMigrationPortworx", "HonorPVReclaimPolicy", "InPlacePodVerticalScalingAllocatedStatus",
 		"InTreePluginPortworxUnregister", "MemoryManager", "ServiceTrafficDistribution",
@@ -54,12 +57,12 @@ const (
 // it; "" when it starts. Only what the removals table knows is refused:
 // a flag no release ever had (a typo) is taken, which a real binary
 // refuses too; the lab does not hold every release's full flag list.
-func refusal(version, component string, args ExtraArgs) string {
-	for _, minor := range slices.Sorted(maps.Keys(removals)) {
+func (t removalTable) refusal(version, component string, args ExtraArgs) string {
+	for _, minor := range slices.Sorted(maps.Keys(t)) {
 		if semver.Compare(semver.MajorMinor(version), minor) < 0 {
 			continue
 		}
-		r := removals[minor]
+		r := t[minor]
 		for _, flag := range slices.Sorted(maps.Keys(args)) {
 			if slices.Contains(r.flags[component], flag) {
 				return fmt.Sprintf("Error: unknown flag: --%s", flag)

@@ -35,9 +35,27 @@ func TestARemovedFeatureGateIsRefusedFromItsReleaseOn(t *testing.T) {
 		{"v1.36.3", ExtraArgs{"feature-gates": "MutatingAdmissionPolicy=true", "audit-log-maxage": "30"}, ""},
 		{"v1.36.3", nil, ""},
 	} {
-		got := refusal(tc.version, KubeAPIServer, tc.args)
+		got := removals.refusal(tc.version, KubeAPIServer, tc.args)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("kube-apiserver %s with %v: refusal %q, want one with %q", tc.version, tc.args, got, tc.want)
+		}
+	}
+}
+
+// A removed flag is refused by its component from its release on, and
+// only by it (the shipped table has no flag row: v1.36 removed none).
+func TestARemovedFlagIsRefusedByItsComponent(t *testing.T) {
+	table := removalTable{"v1.36": {flags: map[string][]string{KubeControllerManager: {"old-flag"}}}}
+	args := ExtraArgs{"old-flag": "x", "v": "2"}
+	for _, tc := range []struct {
+		version, component, want string
+	}{
+		{"v1.35.3", KubeControllerManager, ""},
+		{"v1.36.3", KubeControllerManager, "Error: unknown flag: --old-flag"},
+		{"v1.36.3", KubeScheduler, ""},
+	} {
+		if got := table.refusal(tc.version, tc.component, args); got != tc.want {
+			t.Errorf("%s %s with %v: refusal %q, want %q", tc.component, tc.version, args, got, tc.want)
 		}
 	}
 }
