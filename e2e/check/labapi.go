@@ -84,13 +84,6 @@ func (l *labAPI) end(t time.Time) {
 	}
 }
 
-// explainSlack is how long after the lab's outage ended a poll may still
-// be seen failing for it: a client's connection the VIP dropped fails
-// the request in flight, and a poll is stamped when all its reads are
-// done, which after hung connections can be seconds later (1.2 s was
-// seen).
-const explainSlack = 5 * time.Second
-
 // judgedOutages are the outages api-availability judges: the polls'
 // alone where the lab says nothing; otherwise the lab's, and the polls'
 // that no outage of the lab explains (a failure the lab did not model,
@@ -108,10 +101,19 @@ func (s *State) judgedOutages() []Outage {
 	return out
 }
 
-// explains says whether a poll's outage began within one of the lab's.
+// explains says whether a poll's outage is one of the lab's: its first
+// failing read began before the lab's outage ended, and its poll was
+// stamped after the lab's began. A read in flight when the VIP dropped
+// its connection fails only when its client gives up, after the lab's
+// outage may have ended (1.2 s was seen); judged by when it began, no
+// allowance in either clock is needed.
 func (l *labAPI) explains(o Outage) bool {
+	began := o.ReadFrom
+	if began.IsZero() {
+		began = o.From
+	}
 	for _, lo := range l.outages {
-		if !o.From.Before(lo.From) && !o.From.After(lo.To.Add(explainSlack)) {
+		if !began.After(lo.To) && !o.From.Before(lo.From) {
 			return true
 		}
 	}

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -22,9 +23,13 @@ func TestTheLabsOutageIsJudgedInItsOwnTime(t *testing.T) {
 				h.set(vocab.KindWorkloadEvent, "wl", vipEvent(vocab.EventAPIUnavailable, "the VIP refuses connections: the API server on a, the VIP's holder, stopped"))
 				h.t = h.t.Add(-50 * time.Millisecond)
 				h.set(vocab.KindWorkloadEvent, "wl", vipEvent(vocab.EventAPIAvailable, "the VIP answers: kube-vip on b took the VIP"))
-				h.t = h.t.Add(-90 * time.Millisecond) // the failed poll began within the lab's outage
+				h.t = h.t.Add(-90 * time.Millisecond)
 			}
-			h.set(vocab.KindWorkloadAPI, "api", apiDown)
+			// The failed poll's read began within the lab's outage, and
+			// the poll was stamped just after it.
+			down := maps.Clone(apiDown)
+			down[vocab.FieldAPIReadFrom] = h.t.Add(70 * time.Millisecond).Format(time.RFC3339Nano)
+			h.set(vocab.KindWorkloadAPI, "api", down)
 			h.t = h.t.Add(200 * time.Millisecond)
 			h.set(vocab.KindWorkloadAPI, "api", apiUp)
 		})
@@ -47,7 +52,7 @@ func TestAnOutageTheLabDidNotDeclareStillCounts(t *testing.T) {
 	h := threeNodes(func(h *history) {
 		h.set(vocab.KindWorkloadEvent, "wl", vipEvent(vocab.EventAPIUnavailable, "the VIP refuses connections: the API server on a, the VIP's holder, stopped"))
 		h.set(vocab.KindWorkloadEvent, "wl", vipEvent(vocab.EventAPIAvailable, "the VIP answers: kube-vip on b took the VIP"))
-		h.t = h.t.Add(10 * time.Second) // past explainSlack
+		h.t = h.t.Add(10 * time.Second) // the failing read began after the lab's outage
 		h.set(vocab.KindWorkloadAPI, "api", apiDown)
 		h.t = h.t.Add(200 * time.Millisecond)
 		h.set(vocab.KindWorkloadAPI, "api", apiUp)
@@ -56,6 +61,35 @@ func TestAnOutageTheLabDidNotDeclareStillCounts(t *testing.T) {
 	p.MaxAPIOutage = 150 * time.Millisecond
 	if r := result(h, p, "api-availability"); r.Status != Fail || len(r.Violations) != 1 || !strings.Contains(r.Violations[0].Message, "connection refused") {
 		t.Errorf("an outage only the polls saw: %s %v", r.Status, r.Violations)
+	}
+}
+
+// A read hung on the connection the VIP dropped fails seconds after the
+// lab's outage ended; it began within it, so it is the lab's outage, at
+// any scale. The same failure stamped without when its read began is not.
+func TestAReadHungThroughTheLabsOutageIsExplained(t *testing.T) {
+	build := func(withReadFrom bool) *history {
+		return threeNodes(func(h *history) {
+			h.set(vocab.KindWorkloadEvent, "wl", vipEvent(vocab.EventAPIUnavailable, "the VIP drops connections: the host of a, the VIP's holder, is gone"))
+			began := h.t
+			h.set(vocab.KindWorkloadEvent, "wl", vipEvent(vocab.EventAPIAvailable, "the VIP answers: kube-vip on b took the VIP"))
+			h.t = h.t.Add(1200 * time.Millisecond) // the client gave up on its hung read
+			down := map[string]string{vocab.FieldAPIAvailable: "false", vocab.FieldAPIError: "timeout"}
+			if withReadFrom {
+				down[vocab.FieldAPIReadFrom] = began.Add(10 * time.Millisecond).Format(time.RFC3339Nano)
+			}
+			h.set(vocab.KindWorkloadAPI, "api", down)
+			h.t = h.t.Add(200 * time.Millisecond)
+			h.set(vocab.KindWorkloadAPI, "api", apiUp)
+		})
+	}
+	p := threeInPlace
+	p.MaxAPIOutage = 150 * time.Millisecond
+	if r := result(build(true), p, "api-availability"); r.Status != Pass {
+		t.Errorf("a read hung through the lab's 100 ms failover: %s %v", r.Status, r.Violations)
+	}
+	if r := result(build(false), p, "api-availability"); r.Status != Fail {
+		t.Errorf("the same failure with no read start: %s; want it judged as the polls saw it", r.Status)
 	}
 }
 

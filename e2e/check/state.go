@@ -32,9 +32,11 @@ type State struct {
 	Reprovisioned map[string]bool
 	// APIOutages are the spans the workload API was unavailable during
 	// the upgrade (a poll that failed to read, until one that did);
-	// apiDownSince is when the open one began.
+	// apiDownSince is when the open one began, and apiReadFrom when its
+	// first failing read did.
 	APIOutages   []Outage
 	apiDownSince time.Time
+	apiReadFrom  time.Time
 	// apiSeen: the API's state was known during the upgrade (the
 	// recorder writes changes only: one that never changes is one entry,
 	// before the upgrade).
@@ -131,6 +133,9 @@ type budgetTrack struct {
 type Outage struct {
 	From, To time.Time
 	Why      string
+	// ReadFrom, for an outage the polls saw, is when the first failing
+	// read began (From is when its poll was stamped; zero: at From).
+	ReadFrom time.Time
 }
 
 // upgrading: between the upgrade and done steps.
@@ -244,7 +249,7 @@ func (s *State) applyStep(e timeline.Entry) {
 		if s.apiDownCause != "" {
 			why += ": " + s.apiDownCause
 		}
-		s.APIOutages = append(s.APIOutages, Outage{From: s.apiDownSince, To: e.Time, Why: why})
+		s.APIOutages = append(s.APIOutages, Outage{From: s.apiDownSince, To: e.Time, Why: why, ReadFrom: s.apiReadFrom})
 		s.apiDownSince = time.Time{}
 	}
 	if e.Name == StepDone {
@@ -304,6 +309,7 @@ func (s *State) applyWorkloadAPI(e timeline.Entry) {
 	switch {
 	case down && s.apiDownSince.IsZero():
 		s.apiDownSince = e.Time
+		s.apiReadFrom, _ = time.Parse(time.RFC3339Nano, e.New[vocab.FieldAPIReadFrom])
 	case !down && !s.apiDownSince.IsZero():
 		why := ""
 		if e.Old != nil {
@@ -313,7 +319,7 @@ func (s *State) applyWorkloadAPI(e timeline.Entry) {
 			why += ": " + s.apiDownCause
 			s.apiDownCause = ""
 		}
-		s.APIOutages = append(s.APIOutages, Outage{From: s.apiDownSince, To: e.Time, Why: why})
+		s.APIOutages = append(s.APIOutages, Outage{From: s.apiDownSince, To: e.Time, Why: why, ReadFrom: s.apiReadFrom})
 		s.apiDownSince = time.Time{}
 	}
 }

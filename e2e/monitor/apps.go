@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -122,22 +123,28 @@ func (r *Recorder) apps(ctx context.Context) (map[string]map[string]string, erro
 
 // api probes the workload API once per poll, as a user's client finds
 // it: a read that fails (refused, dropped, or an error the server
-// answers, such as etcd's timeout without quorum) is the API unavailable.
+// answers, such as etcd's timeout without quorum) is the API unavailable,
+// since the first failing read began (a read hung on a connection the VIP
+// dropped fails long after the drop).
 func (r *Recorder) api(ctx context.Context) (map[string]map[string]string, error) {
 	if r.workload == nil {
 		return nil, nil
 	}
+	began := time.Now()
 	ns := &corev1.Namespace{}
 	err := r.workload.Get(ctx, client.ObjectKey{Name: metav1.NamespaceDefault}, ns)
 	if err == nil || apierrors.IsNotFound(err) {
-		r.apiDown = false
+		r.apiDownFrom = time.Time{}
 		return map[string]map[string]string{"api": {vocab.FieldAPIAvailable: "true"}}, nil
 	}
 	if ctx.Err() != nil {
 		return nil, err
 	}
-	r.apiDown = true // poll every Interval until it answers
-	return map[string]map[string]string{"api": {vocab.FieldAPIAvailable: "false", vocab.FieldAPIError: apiFailure(err)}}, nil
+	if r.apiDownFrom.IsZero() { // poll every Interval until it answers
+		r.apiDownFrom = began
+	}
+	return map[string]map[string]string{"api": {vocab.FieldAPIAvailable: "false", vocab.FieldAPIError: apiFailure(err),
+		vocab.FieldAPIReadFrom: r.apiDownFrom.Format(time.RFC3339Nano)}}, nil
 }
 
 // apiFailure names how a read failed, briefly (the same failure polled

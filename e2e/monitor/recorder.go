@@ -48,8 +48,9 @@ type Recorder struct {
 	mu       sync.Mutex
 	last     map[string]map[string]map[string]string
 	workload client.Client
-	// apiDown: the last poll found the workload API not answering.
-	apiDown bool
+	// apiDownFrom: when the first read that found the workload API not
+	// answering began (zero: the last poll found it answering).
+	apiDownFrom time.Time
 
 	wakeOnce sync.Once
 	wake     chan struct{}
@@ -65,7 +66,7 @@ func (r *Recorder) Run(ctx context.Context) {
 	for {
 		r.Poll(ctx)
 		r.mu.Lock()
-		c, down := r.workload, r.apiDown
+		c, down := r.workload, !r.apiDownFrom.IsZero()
 		r.mu.Unlock()
 		if wc, ok := c.(client.WithWatch); ok && !watching {
 			watching = true

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -285,5 +286,38 @@ func TestStaticPodsAndEtcdMembersAreReadApart(t *testing.T) {
 	}
 	if got := slices.Sorted(maps.Keys(members)); !slices.Equal(got, []string{"etcd-cp-a"}) {
 		t.Errorf("etcd members read: %v", got)
+	}
+}
+
+// The API is down from when the first failing read began, kept while it
+// stays down: the checks judge a hung read by its start, not its poll.
+func TestTheAPIIsDownFromTheFirstFailingRead(t *testing.T) {
+	fails := 2
+	wl := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if fails > 0 {
+				fails--
+				return syscall.ECONNREFUSED
+			}
+			return cl.Get(ctx, key, obj, opts...)
+		},
+	}).Build()
+	r := &Recorder{workload: wl}
+	before := time.Now()
+	first, err := r.api(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _ := r.api(context.Background())
+	up, _ := r.api(context.Background())
+	from, err := time.Parse(time.RFC3339Nano, first["api"][vocab.FieldAPIReadFrom])
+	if err != nil || from.Before(before) || first["api"][vocab.FieldAPIAvailable] != "false" {
+		t.Fatalf("first failing read: %v (%v); want down from a moment after %s", first, err, before)
+	}
+	if second["api"][vocab.FieldAPIReadFrom] != first["api"][vocab.FieldAPIReadFrom] {
+		t.Errorf("still down: read from %q, want the first failure's %q", second["api"][vocab.FieldAPIReadFrom], first["api"][vocab.FieldAPIReadFrom])
+	}
+	if up["api"][vocab.FieldAPIAvailable] != "true" || up["api"][vocab.FieldAPIReadFrom] != "" {
+		t.Errorf("answering again: %v", up)
 	}
 }

@@ -130,6 +130,10 @@ const (
 	// FieldAPIAvailable is "true" when the API answered the poll's read.
 	FieldAPIAvailable = "available"
 	FieldAPIError     = "error"
+	// FieldAPIReadFrom is when the first read that found the API down
+	// began (RFC 3339, nanoseconds), kept while it stays down: a read
+	// hung on a dropped connection fails a poll stamped long after.
+	FieldAPIReadFrom = "readFrom"
 	FieldReason       = "reason"
 	FieldMessage      = "message"
 	// FieldDrainStarted and FieldDrainTimeout are a Machine's drain:
