@@ -263,6 +263,7 @@ func (s *State) applyStep(e timeline.Entry) {
 			s.apiSeen = true
 			if a[vocab.FieldAPIAvailable] == "false" {
 				s.apiDownSince = e.Time
+				s.apiReadFrom, _ = time.Parse(time.RFC3339Nano, a[vocab.FieldAPIReadFrom])
 			}
 		}
 	}
@@ -320,7 +321,7 @@ func (s *State) applyWorkloadAPI(e timeline.Entry) {
 			s.apiDownCause = ""
 		}
 		s.APIOutages = append(s.APIOutages, Outage{From: s.apiDownSince, To: e.Time, Why: why, ReadFrom: s.apiReadFrom})
-		s.apiDownSince = time.Time{}
+		s.apiDownSince, s.apiReadFrom = time.Time{}, time.Time{}
 	}
 }
 

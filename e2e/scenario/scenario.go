@@ -591,6 +591,9 @@ func (s *Scenario) validateExpect(p *specfile.Problems) {
 		if s.Expect.Outcome == Reverted && slices.Contains(s.Forms, ClusterClass) {
 			p.Add("forms", "reverted needs forms [plain]: CAPI's Cluster webhook refuses to decrease spec.topology.version, so a ClusterClass cluster cannot be reverted")
 		}
+		if s.Expect.Outcome == Reverted && s.Cluster.Workers.Replicas > 0 {
+			p.Add("cluster.workers.replicas", "reverted needs 0 workers: a MachineDeployment's Machine whose in-place update failed is not pointed back at a revert (CAPI moves no updating Machine between MachineSets); it stays failed until it is deleted and replaced")
+		}
 	case Stalled:
 		if len(s.Faults) == 0 && len(s.Expect.BrokenRules) == 0 {
 			p.Add("expect.outcome", "stalled needs a fault that stalls the upgrade, or the rules the stall breaks (expect.brokenRules)")

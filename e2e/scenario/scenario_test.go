@@ -61,6 +61,8 @@ func TestParseNamesFileFieldAndProblem(t *testing.T) {
 		{"rolled back by scale-in", "strategy: scale-in", "strategy: scale-in\nexpect: {outcome: rolled-back}", "expect.outcome: rolled-back needs strategy in-place"},
 		{"a health check without a timeout", "  controlPlane: {replicas: 3, maxSurge: 0}", "  controlPlane: {replicas: 3, maxSurge: 0}\n  healthCheck: {}", "cluster.healthCheck.unhealthyAfter: 0s: at least 1s"},
 		{"a ClusterClass cluster reverted", "strategy: scale-in", "strategy: in-place\nexpect: {outcome: reverted}", "forms: reverted needs forms [plain]"},
+		{"a cluster with workers reverted", "strategy: scale-in\ncluster:\n  controlPlane: {replicas: 3, maxSurge: 0}",
+			"strategy: in-place\nforms: [plain]\nexpect: {outcome: reverted}\ncluster:\n  controlPlane: {replicas: 3, maxSurge: 0}\n  workers: {replicas: 2}", "cluster.workers.replicas: reverted needs 0 workers"},
 		{"impossible budget", "strategy: scale-in", "strategy: scale-in\nworkload: {replicas: 3, budget: {minAvailable: \"4\"}}", "workload.budget.minAvailable: 4 is above the 3 replicas: the budget could never be met"},
 		{"impossible default budget", "strategy: scale-in", "strategy: scale-in\nworkload: {budget: {minAvailable: \"5\"}}", "workload.budget.minAvailable: 5 is above the 3 replicas"},
 		{"budget with both bounds", "strategy: scale-in", "strategy: scale-in\nworkload: {budget: {minAvailable: \"1\", maxUnavailable: \"1\"}}", "workload.budget: give one of minAvailable, maxUnavailable and none"},

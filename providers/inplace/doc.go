@@ -100,9 +100,10 @@
 // runs); the failed update's annotations go. Done means the host runs
 // what the Machine says. A MachineDeployment's Machine cannot be pointed
 // back (CAPI computes a MachineSet's desired objects only inside its
-// controller, and moves only Machines that are not updating): it stays
-// failed, saying what its MachineDeployment asks now, until it is deleted
-// and its MachineDeployment replaces it.
+// controller, and moves only Machines that are not updating), nor a
+// KCP's Machine that KCP computes no desired objects for (no cloned-from
+// annotations): it stays failed, saying what its owner asks now, until
+// it is deleted and its owner replaces it.
 //
 // The reboot, the NIC flash, the start of the update and of the drain are
 // annotations on the BareMetalMachine too ([RebootAnnotation] and the

@@ -1,6 +1,7 @@
 package inplace
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -45,6 +46,9 @@ type fakeHost struct {
 	reboots  int
 	staged   string
 	gatesCfg map[string]bool // what kubeadm upgrade node would apply now
+	// versionCfg is the kubeadm-config's kubernetesVersion, which kubeadm
+	// upgrade node writes the control plane at ("": the booted image's).
+	versionCfg string
 	// loseFiles: the host answers a file write but keeps nothing.
 	loseFiles bool
 	writes    int
@@ -92,7 +96,7 @@ func (f *fakeHost) serve(t *testing.T) *httptest.Server {
 	mux.HandleFunc("POST /v1/kubeadm/upgrade", func(w http.ResponseWriter, _ *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.st.Kubeadm = &agentv1.Kubeadm{KubernetesVersion: f.st.OS.Image.KubernetesVersion, FeatureGates: f.gatesCfg}
+		f.st.Kubeadm = &agentv1.Kubeadm{KubernetesVersion: cmp.Or(f.versionCfg, f.st.OS.Image.KubernetesVersion), FeatureGates: f.gatesCfg}
 		reply(w, 200, f.st.Kubeadm)
 	})
 	mux.HandleFunc("PUT /v1/files", func(w http.ResponseWriter, r *http.Request) {
@@ -518,6 +522,14 @@ var updaterSteps = []updaterStep{
 		// skipped): the host keeps the old version's gate.
 		w.host.gatesCfg = map[string]bool{"ControlPlaneKubeletLocalMode": true}
 		w.host.boot(w.t, "v1.36.3", w.now.Add(time.Second), map[string]bool{"ControlPlaneKubeletLocalMode": true})
+		w.now = w.now.Add(time.Minute)
+		return w.step()
+	}},
+	{name: "kubeadm-config still at the old version: kubeadm upgrade node writes the old control plane, and it fails naming it", want: "failed: kubeadm on node-0 last wrote the control plane at v1.35.3 (the cluster's kubeadm-config kubernetesVersion); the host's kubelet is v1.36.3", run: func(w *stepWorld) progress {
+		w.step()
+		w.host.versionCfg = "v1.35.3"
+		w.host.boot(w.t, "v1.36.3", w.now.Add(time.Second), nil)
+		w.host.st.Kubeadm.KubernetesVersion = "v1.35.3"
 		w.now = w.now.Add(time.Minute)
 		return w.step()
 	}},

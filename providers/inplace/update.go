@@ -35,7 +35,8 @@ import (
 // it is not repeated, and a host back on its old image is known to have
 // fallen back), the NIC flash (staged on the BMC, applied at the reset
 // that followed) and a failure (answered again until its owner asks for
-// something else and the update is abandoned).
+// something else and the Machine is pointed at it, or for good when it
+// cannot be: see abandon).
 const (
 	RebootAnnotation   = "inplace.upgradelab.dev/rebooted-into"
 	NICFlashAnnotation = "inplace.upgradelab.dev/nic-flashed"

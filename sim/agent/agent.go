@@ -104,16 +104,8 @@ type Agent struct {
 	down bool
 	// resetPending is set by a reset request: the next recovery boot wipes.
 	resetPending bool
-	// applied is what kubeadm last configured this control-plane host
-	// with (init, join, upgrade node), and pods and args the releases
-	// and extraArgs it wrote into the static pods' manifests then: a
-	// reboot's kubelet starts the static pods from those manifests,
-	// whatever the image or the cluster's kubeadm-config says now. They
-	// live in /etc/kubernetes, kept across A/B image updates and a
-	// fallback, as the files are.
-	applied *agentv1.Kubeadm
-	pods    workload.Release
-	args    workload.StaticPodArgs
+	// lastKubeadm is what kubeadm last did on this control-plane host.
+	lastKubeadm kubeadmRun
 	// files are the files written on the host (path to content): the
 	// user data's write_files at its first boot, then each WriteFiles.
 	// They live where /etc does on an image-based OS, kept across A/B
@@ -214,7 +206,7 @@ func (a *Agent) booted(ctx context.Context, boot int) {
 	data := a.host.UserData()
 	a.mu.Lock()
 	if a.joined != nil && !bytes.Equal(a.joinedWith, data) {
-		a.joined, a.cluster, a.joinedWith, a.files = nil, "", nil, nil
+		a.forget()
 	}
 	joined := a.joined
 	a.mu.Unlock()
@@ -304,7 +296,7 @@ func (a *Agent) recovered() {
 	a.resetPending = false
 	joined, cluster := a.joined, a.cluster
 	if pending {
-		a.joined, a.cluster = nil, ""
+		a.forget()
 	}
 	a.mu.Unlock()
 	if !pending {
@@ -323,9 +315,15 @@ func (a *Agent) recovered() {
 func (a *Agent) erased() {
 	a.mu.Lock()
 	joined, cluster := a.joined, a.cluster
-	a.joined, a.cluster, a.joinedWith, a.files = nil, "", nil, nil
+	a.forget()
 	a.mu.Unlock()
 	a.dataLost(joined, cluster)
+}
+
+// forget is the host forgetting the node it was, with what kubeadm and
+// cloud-init wrote (a.mu held).
+func (a *Agent) forget() {
+	a.joined, a.cluster, a.joinedWith, a.files, a.lastKubeadm = nil, "", nil, nil, kubeadmRun{}
 }
 
 // dataLost tells the workload that the disk of the node this host was is
@@ -370,12 +368,10 @@ func (a *Agent) kubeadm(ctx context.Context, b *Bootstrap, status lab.HostStatus
 	if err := a.scale.Sleep(ctx, wait); err != nil {
 		return err
 	}
-	var applied *agentv1.Kubeadm
-	var pods workload.Release
-	var args workload.StaticPodArgs
+	var run kubeadmRun
 	switch b.Action {
 	case Init:
-		applied, pods, args = kubeadmApplied(status.OS.Image, b.ClusterConfiguration, workload.Release{})
+		run = kubeadmRan(status.OS.Image, b.ClusterConfiguration, workload.Release{})
 	case JoinControlPlane:
 		// kubeadm join reads the cluster's ClusterConfiguration, not the
 		// user data's: its version and extraArgs are what KCP synced there.
@@ -383,20 +379,20 @@ func (a *Agent) kubeadm(ctx context.Context, b *Bootstrap, status lab.HostStatus
 		if err != nil {
 			return fmt.Errorf("kubeadm join of %s: reading kubeadm-config: %w", b.NodeName, err)
 		}
-		applied, pods, args = kubeadmApplied(status.OS.Image, cc, workload.Release{})
+		run = kubeadmRan(status.OS.Image, cc, workload.Release{})
 	}
 	if b.Action != JoinWorker {
-		if err := a.clusters.JoinControlPlane(ctx, cluster, b.NodeName, pods, args, *b.ClusterCA, *b.EtcdCA); err != nil {
+		if err := a.clusters.JoinControlPlane(ctx, cluster, b.NodeName, run.pods, run.args, *b.ClusterCA, *b.EtcdCA); err != nil {
 			return err
 		}
 	}
 	if b.Action == Init {
-		if err := a.clusters.InitObjects(ctx, cluster, pods, b.ClusterConfiguration); err != nil {
+		if err := a.clusters.InitObjects(ctx, cluster, run.pods, b.ClusterConfiguration); err != nil {
 			return err
 		}
 	}
 	a.mu.Lock()
-	a.joined, a.cluster, a.joinedWith, a.applied, a.pods, a.args = b, cluster, data, applied, pods, args
+	a.joined, a.cluster, a.joinedWith, a.lastKubeadm = b, cluster, data, run
 	a.files = maps.Clone(b.Files)
 	a.mu.Unlock()
 	return a.rejoin(ctx, b, status)
@@ -419,13 +415,13 @@ func (a *Agent) rejoin(ctx context.Context, b *Bootstrap, status lab.HostStatus)
 	if b.Action != JoinWorker {
 		// The kubelet starts the static pods from their manifests (and
 		// the etcd member with them, which kubeadm's read of the
-		// cluster needs), then, on a host that booted another version
-		// than kubeadm last applied, kubeadm upgrade node rewrites them
-		// from the cluster's kubeadm-config.
+		// cluster needs), then, on a host whose kubelet is another
+		// version than kubeadm last ran under, kubeadm upgrade node
+		// rewrites them from the cluster's kubeadm-config.
 		a.mu.Lock()
-		pods, args := a.pods, a.args
+		run := a.lastKubeadm
 		a.mu.Unlock()
-		if err := a.clusters.JoinControlPlane(ctx, a.cluster, b.NodeName, pods, args, *b.ClusterCA, *b.EtcdCA); err != nil {
+		if err := a.clusters.JoinControlPlane(ctx, a.cluster, b.NodeName, run.pods, run.args, *b.ClusterCA, *b.EtcdCA); err != nil {
 			return err
 		}
 		if err := a.upgradeNode(ctx, img, false); err != nil {
@@ -486,7 +482,8 @@ func fileSums(files map[string]string) map[string]string {
 }
 
 // KubeadmUpgrade runs `kubeadm upgrade node` on a joined control-plane
-// host at the version it runs, whatever kubeadm applied before.
+// host, whatever kubeadm did before: the control plane at the cluster's
+// kubeadm-config version.
 func (a *Agent) KubeadmUpgrade(ctx context.Context) (*agentv1.Kubeadm, error) {
 	a.mu.Lock()
 	b := a.joined
@@ -500,33 +497,32 @@ func (a *Agent) KubeadmUpgrade(ctx context.Context) (*agentv1.Kubeadm, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return &agentv1.Kubeadm{KubernetesVersion: a.applied.KubernetesVersion, FeatureGates: maps.Clone(a.applied.FeatureGates)}, nil
+	return a.lastKubeadm.status(), nil
 }
 
-// upgradeNode is `kubeadm upgrade node` on a control-plane host that
-// booted another Kubernetes version than kubeadm last configured (or,
+// upgradeNode is `kubeadm upgrade node` on a control-plane host whose
+// kubelet is another Kubernetes version than kubeadm last ran under (or,
 // forced, on any): it reads the cluster's ClusterConfiguration (which KCP
 // updates before an upgrade) and applies it, feature gates included, and
 // rewrites the static pods' manifests at its kubernetesVersion with its
-// extraArgs (kubeadmApplied). A reboot into the same version changes
-// nothing.
+// extraArgs (kubeadmRan). A reboot into the same kubelet changes nothing.
 func (a *Agent) upgradeNode(ctx context.Context, img imagev1.Manifest, force bool) error {
 	a.mu.Lock()
-	applied, before, cluster, b := a.applied, a.pods, a.cluster, a.joined
+	before, cluster, b := a.lastKubeadm, a.cluster, a.joined
 	a.mu.Unlock()
-	if !force && applied != nil && applied.KubernetesVersion == img.KubernetesVersion {
+	if !force && before.kubelet == img.KubernetesVersion {
 		return nil
 	}
 	cc, err := a.clusters.ClusterConfiguration(ctx, cluster)
 	if err != nil {
 		return fmt.Errorf("kubeadm upgrade node: reading kubeadm-config: %w", err)
 	}
-	next, pods, args := kubeadmApplied(img, cc, before)
+	run := kubeadmRan(img, cc, before.pods)
 	a.mu.Lock()
-	a.applied, a.pods, a.args = next, pods, args
+	a.lastKubeadm = run
 	a.mu.Unlock()
-	a.record("KubeadmUpgrade", fmt.Sprintf("kubeadm upgrade node to %s (etcd %s) with feature gates %v on kubelet %s", pods.Kubernetes, pods.Etcd, next.FeatureGates, img.KubernetesVersion))
-	return a.clusters.JoinControlPlane(ctx, cluster, b.NodeName, pods, args, *b.ClusterCA, *b.EtcdCA)
+	a.record("KubeadmUpgrade", fmt.Sprintf("kubeadm upgrade node to %s (etcd %s) with feature gates %v on kubelet %s", run.pods.Kubernetes, run.pods.Etcd, run.applied.FeatureGates, img.KubernetesVersion))
+	return a.clusters.JoinControlPlane(ctx, cluster, b.NodeName, run.pods, run.args, *b.ClusterCA, *b.EtcdCA)
 }
 
 // stopNode is the host gone off: what its node ran (kubelet, static

@@ -642,11 +642,7 @@ func TestStaticPodsFollowTheKubeadmConfigNotTheImage(t *testing.T) {
 		t.Fatalf("kubeadm on v1.36.3 with the kubeadm-config at v1.35.3: %+v; want v1.35.3 applied", k)
 	}
 
-	cm, _ := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubeadm-config", metav1.GetOptions{})
-	cm.Data["ClusterConfiguration"] = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.3\n"
-	if _, err := cs.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	setClusterConfiguration(t, cs, "kubernetesVersion: v1.36.3\n")
 	if code, out := post(t, api, w.api.URL()+agentv1.PathKubeadmUpgrade, nil); code != 200 {
 		t.Fatalf("kubeadm upgrade node: %d %v", code, out)
 	}
@@ -661,6 +657,38 @@ func TestStaticPodsFollowTheKubeadmConfigNotTheImage(t *testing.T) {
 		t.Fatalf("after the fallback the host runs %s", s.OS.Image.Name)
 	}
 	checkPods(t, cs, "v1.36.3", "3.6.5-0")
+
+	// The user reverts: KCP's kubeadm-config goes back, and kubeadm
+	// upgrade node takes the control plane back, but never etcd.
+	setClusterConfiguration(t, cs, "kubernetesVersion: v1.35.3\n")
+	if code, out := post(t, api, w.api.URL()+agentv1.PathKubeadmUpgrade, nil); code != 200 {
+		t.Fatalf("kubeadm upgrade node: %d %v", code, out)
+	}
+	checkPods(t, cs, "v1.35.3", "3.6.5-0")
+
+	// A reboot into the same kubelet runs no kubeadm: what the
+	// kubeadm-config says since is not applied.
+	setClusterConfiguration(t, cs, "kubernetesVersion: v1.35.3\nfeatureGates:\n  Later: true\n")
+	w.host.Reboot(ctx)
+	w.expect(t, "KubeletRunning")
+	if k := w.kubeadmStatus(t, api); k == nil || k.FeatureGates["Later"] {
+		t.Errorf("after a plain reboot kubeadm reports %+v; want what it last ran, without Later", k)
+	}
+}
+
+// setClusterConfiguration writes the workload's kubeadm-config as KCP
+// does, with body after the document's kind.
+func setClusterConfiguration(t *testing.T, cs kubernetes.Interface, body string) {
+	t.Helper()
+	ctx := context.Background()
+	cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubeadm-config", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["ClusterConfiguration"] = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n" + body
+	if _, err := cs.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // checkPods holds node-0's static pods to a control plane at version

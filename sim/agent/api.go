@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -151,9 +150,7 @@ func (api *API) status(w http.ResponseWriter, _ *http.Request) {
 	if api.agent.joined != nil {
 		st.Node, st.Cluster = api.agent.joined.NodeName, api.agent.cluster
 	}
-	if k := api.agent.applied; k != nil {
-		st.Kubeadm = &agentv1.Kubeadm{KubernetesVersion: k.KubernetesVersion, FeatureGates: maps.Clone(k.FeatureGates)}
-	}
+	st.Kubeadm = api.agent.lastKubeadm.status()
 	st.Files = fileSums(api.agent.files)
 	api.agent.mu.Unlock()
 	jsonhttp.Reply(w, http.StatusOK, st)

@@ -2,11 +2,11 @@ package agent
 
 import (
 	"bytes"
-	"cmp"
 	"compress/gzip"
 	"encoding/base64"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"strings"
 
@@ -267,25 +267,53 @@ func caFromFiles(files map[string]string, base string) (*workload.CA, error) {
 	return &ca, nil
 }
 
-// kubeadmApplied is what kubeadm, run on a host that booted img,
-// configures from a ClusterConfiguration document: its feature gates at
-// its kubernetesVersion (img's own when it names none, as an offline
-// kubeadm defaults to its own version), the static pods' releases and
-// their extraArgs. An empty or unreadable document has none.
+// kubeadmRun is what kubeadm last did on a control-plane host (init,
+// join, upgrade node): the feature gates it applied at its
+// kubernetesVersion, the releases and extraArgs it wrote into the static
+// pods' manifests, and the kubelet version it ran under. A reboot's
+// kubelet starts the static pods from those manifests, whatever the image
+// or the cluster's kubeadm-config says now: they live in /etc/kubernetes,
+// kept across A/B image updates and a fallback, as the files are, and
+// lost with a wipe.
+type kubeadmRun struct {
+	applied *agentv1.Kubeadm
+	pods    workload.Release
+	args    workload.StaticPodArgs
+	kubelet string
+}
+
+// status is what the host agent reports of it (nil: kubeadm never ran).
+func (k kubeadmRun) status() *agentv1.Kubeadm {
+	if k.applied == nil {
+		return nil
+	}
+	return &agentv1.Kubeadm{KubernetesVersion: k.applied.KubernetesVersion, FeatureGates: maps.Clone(k.applied.FeatureGates)}
+}
+
+// kubeadmRan is what kubeadm, run on a host that booted img, does from a
+// ClusterConfiguration document: it applies its feature gates at its
+// kubernetesVersion (img's own when it names no valid one, as an offline
+// kubeadm defaults to its own version) and writes the static pods at
+// that version with its extraArgs. An empty or unreadable document has
+// none.
 //
 // The control plane runs the document's version, whatever the kubelet's:
 // `kubeadm upgrade node` writes the manifests at the kubeadm-config's
 // kubernetesVersion, which is why KCP moves it before it updates a
 // Machine. etcd is img's kubeadm's pick for its own minor; for another
-// minor the member keeps what it ran (before). Kinder than kubeadm, which
-// picks etcd from its table for that version: the lab's images pair one
-// etcd with their own version only, and kubeadm never downgrades a member.
-func kubeadmApplied(img imagev1.Manifest, clusterConfiguration string, before workload.Release) (*agentv1.Kubeadm, workload.Release, workload.StaticPodArgs) {
+// minor the member keeps what it ran (before), and a member never goes
+// down a version (kubeadm skips an etcd older than the one installed).
+// Kinder than kubeadm, which picks etcd from its table for any version:
+// the lab's images pair one etcd with their own version only.
+func kubeadmRan(img imagev1.Manifest, clusterConfiguration string, before workload.Release) kubeadmRun {
 	cc, _ := workload.ParseClusterConfiguration(clusterConfiguration)
-	version := cmp.Or(cc.KubernetesVersion, img.KubernetesVersion)
+	version := img.KubernetesVersion
+	if semver.IsValid(cc.KubernetesVersion) {
+		version = cc.KubernetesVersion
+	}
 	pods := workload.Release{Kubernetes: version, Etcd: img.Etcd, CoreDNS: img.CoreDNS}
-	if semver.MajorMinor(version) != semver.MajorMinor(img.KubernetesVersion) && before.Etcd != "" {
+	if before.Etcd != "" && (semver.MajorMinor(version) != semver.MajorMinor(img.KubernetesVersion) || semver.Compare("v"+before.Etcd, "v"+pods.Etcd) > 0) {
 		pods.Etcd = before.Etcd
 	}
-	return &agentv1.Kubeadm{KubernetesVersion: version, FeatureGates: cc.FeatureGates}, pods, cc.Args()
+	return kubeadmRun{applied: &agentv1.Kubeadm{KubernetesVersion: version, FeatureGates: cc.FeatureGates}, pods: pods, args: cc.Args(), kubelet: img.KubernetesVersion}
 }

@@ -8,6 +8,9 @@ import (
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/cloudinit"
 	"sigs.k8s.io/cluster-api/util/secret"
+
+	imagev1 "github.com/upgradelab/upgradelab/api/image/v1"
+	"github.com/upgradelab/upgradelab/sim/workload"
 )
 
 const clusterConfiguration = `apiVersion: kubeadm.k8s.io/v1beta4
@@ -144,4 +147,33 @@ func FuzzParseBootstrap(f *testing.F) {
 			t.Fatalf("accepted bootstrap without endpoint or node name: %+v", b)
 		}
 	})
+}
+
+// kubeadm writes the control plane at the ClusterConfiguration's
+// version and etcd at the booted kubeadm's pick, never below the member's.
+func TestKubeadmWritesTheConfigsVersionAndNeverDowngradesEtcd(t *testing.T) {
+	v135 := imagev1.Manifest{KubernetesVersion: "v1.35.3", Etcd: "3.6.4-0"}
+	v136 := imagev1.Manifest{KubernetesVersion: "v1.36.3", Etcd: "3.6.5-0"}
+	for _, tc := range []struct {
+		name    string
+		img     imagev1.Manifest
+		cc      string
+		before  workload.Release
+		version string
+		etcd    string
+	}{
+		{"the config's version on the image's own minor", v136, "kubernetesVersion: v1.36.3", workload.Release{}, "v1.36.3", "3.6.5-0"},
+		{"no version: the image's", v136, "clusterName: wl", workload.Release{}, "v1.36.3", "3.6.5-0"},
+		{"no valid version: the image's", v136, "kubernetesVersion: stable-1", workload.Release{}, "v1.36.3", "3.6.5-0"},
+		{"an older config on a newer image: etcd kept", v136, "kubernetesVersion: v1.35.3", workload.Release{Etcd: "3.6.4-0"}, "v1.35.3", "3.6.4-0"},
+		{"a newer config on a fallen-back image: etcd kept", v135, "kubernetesVersion: v1.36.3", workload.Release{Etcd: "3.6.5-0"}, "v1.36.3", "3.6.5-0"},
+		{"reverted on the old image: etcd not downgraded", v135, "kubernetesVersion: v1.35.3", workload.Release{Etcd: "3.6.5-0"}, "v1.35.3", "3.6.5-0"},
+		{"upgraded on the new image: etcd up", v136, "kubernetesVersion: v1.36.3", workload.Release{Etcd: "3.6.4-0"}, "v1.36.3", "3.6.5-0"},
+	} {
+		run := kubeadmRan(tc.img, "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n"+tc.cc+"\n", tc.before)
+		if run.pods.Kubernetes != tc.version || run.applied.KubernetesVersion != tc.version || run.pods.Etcd != tc.etcd || run.kubelet != tc.img.KubernetesVersion {
+			t.Errorf("%s: control plane %s (applied %s), etcd %s, kubelet %s; want %s, etcd %s, kubelet %s", tc.name,
+				run.pods.Kubernetes, run.applied.KubernetesVersion, run.pods.Etcd, run.kubelet, tc.version, tc.etcd, tc.img.KubernetesVersion)
+		}
+	}
 }

@@ -28,11 +28,13 @@
 //     provider-id), then to the host's name.
 //   - Every later boot: the Node reports the booted image's versions, and
 //     is Ready only when every port has link under the booted driver. A
-//     control-plane host also moves its static pods to the image's
-//     versions, and when it booted another Kubernetes version it runs
-//     kubeadm upgrade node: it applies the cluster's kubeadm-config
-//     ClusterConfiguration, feature gates included, which the status
-//     reports as kubeadm, as init and join report theirs.
+//     control-plane host starts its static pods from the manifests
+//     kubeadm last wrote, and when its kubelet is another Kubernetes
+//     version than kubeadm last ran under it runs kubeadm upgrade node:
+//     it applies the cluster's kubeadm-config ClusterConfiguration,
+//     feature gates included, and writes the static pods at its
+//     kubernetesVersion, whatever the kubelet's; the status reports it
+//     as kubeadm, as init and join report theirs.
 //   - Files: cloud-init's write_files from the user data, and every PUT
 //     of the files endpoint (an updater changing a KubeadmConfig's files),
 //     reported in the status as path to SHA-256. They survive reboots and

@@ -131,9 +131,10 @@ func staticPod(component, node, version string) *corev1.Pod {
 	}
 }
 
-// Release is what a booted image's kubeadm installs: the Kubernetes
-// version of its static pods and kubelet, the etcd it runs on a
-// control-plane node, and the CoreDNS it deploys when it inits a cluster.
+// Release is what kubeadm installs on a node: the Kubernetes version of
+// its control plane's static pods (the kubeadm-config's), the etcd it
+// runs on a control-plane node, and the CoreDNS it deploys when it inits
+// a cluster.
 type Release struct {
 	Kubernetes, Etcd, CoreDNS string
 }
