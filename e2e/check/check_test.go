@@ -423,7 +423,7 @@ var brokenRules = []brokenRule{
 		breakIt: func(h *history) {
 			h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a", vocab.FieldImage: "registry.k8s.io/etcd:3.6.4-0"})
 		},
-		objects: []string{"EtcdMember/etcd-c-cp-a"}, message: `etcd member on c-cp-a ends on "registry.k8s.io/etcd:3.6.4-0", not etcd 3.6.5-0`},
+		objects: []string{"EtcdMember/etcd-c-cp-a"}, message: `etcd member on c-cp-a ends on "registry.k8s.io/etcd:3.6.4-0", older than etcd 3.6.5-0`},
 	{name: "CAPI says not done", rule: "capi-agrees", params: inPlace,
 		breakIt: func(h *history) {
 			h.set(vocab.KindCluster, "c", map[string]string{vocab.FieldAvailable: "True", vocab.FieldCPUpToDate: "False", vocab.FieldWorkersUpToDate: "True"})
@@ -878,6 +878,15 @@ func TestARevertIsJudgedAtTheOldVersion(t *testing.T) {
 	}
 	if st["end-rolled-back"] != NotApplicable {
 		t.Errorf("end-rolled-back %s; want n/a", st["end-rolled-back"])
+	}
+	// kubeadm never downgrades etcd: a member the failed update moved up
+	// keeps its newer etcd, and the revert is whole; an older one is not.
+	for image, want := range map[string]Status{"registry.k8s.io/etcd:3.6.5-0": Pass, "registry.k8s.io/etcd:3.6.3-0": Fail} {
+		h := reverted(true)
+		h.set(vocab.KindEtcdMember, "etcd-c-cp-a", map[string]string{vocab.FieldNode: "c-cp-a", vocab.FieldImage: image})
+		if got := statuses(Run(h.entries, revertedParams))["end-etcd"]; got != want {
+			t.Errorf("a reverted member on %s: end-etcd %s, want %s", image, got, want)
+		}
 	}
 	if st := statuses(Run(reverted(false).entries, revertedParams)); st["reverted-after-failure"] != Fail {
 		t.Errorf("a revert without a failure: reverted-after-failure %s; want fail", st["reverted-after-failure"])

@@ -1,12 +1,12 @@
 package check
 
 import (
-	"time"
-
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
+	"golang.org/x/mod/semver"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment/mdutil"
 
@@ -68,7 +68,7 @@ var Rules = []Rule{
 		Applies: upgraded, End: endKubeProxy},
 	{Name: "end-coredns", Group: GroupEnd, Why: "KCP moved CoreDNS to the tag its spec asks for at the new version, and every CoreDNS pod runs it",
 		Applies: func(p Params) bool { return upgraded(p) && p.ToCoreDNS != "" }, End: endCoreDNS},
-	{Name: "end-etcd", Group: GroupEnd, Why: "every etcd member runs the new version's etcd (kubeadm on a new or upgraded node)",
+	{Name: "end-etcd", Group: GroupEnd, Why: "every etcd member runs the end version's etcd or a newer one (kubeadm on a new or upgraded node; it never downgrades a member, so one a failed update moved up keeps it after a revert)",
 		Applies: func(p Params) bool { return upgraded(p) && p.ToEtcd != "" }, End: endEtcd},
 	{Name: "end-rolled-back", Group: GroupEnd, Why: "a failed in-place update is reported by CAPI on the Machine, which is kept, none deleting",
 		Applies: isRolledBack, End: endRolledBack},
@@ -654,11 +654,18 @@ func endEtcd(s *State, p Params) []Violation {
 		if m[vocab.FieldRemoved] == "true" {
 			continue
 		}
-		if !strings.HasSuffix(m[vocab.FieldImage], ":"+p.ToEtcd) {
-			out = append(out, violation(s, fmt.Sprintf("etcd member on %s ends on %q, not etcd %s", m[vocab.FieldNode], m[vocab.FieldImage], p.ToEtcd), vocab.KindEtcdMember+"/"+name)...)
+		if !etcdAtLeast(m[vocab.FieldImage], p.ToEtcd) {
+			out = append(out, violation(s, fmt.Sprintf("etcd member on %s ends on %q, older than etcd %s", m[vocab.FieldNode], m[vocab.FieldImage], p.ToEtcd), vocab.KindEtcdMember+"/"+name)...)
 		}
 	}
 	return out
+}
+
+// etcdAtLeast says whether an etcd image's tag (3.6.5-0) is tag or newer;
+// an image without a readable tag is not.
+func etcdAtLeast(image, tag string) bool {
+	_, have, ok := strings.Cut(image[strings.LastIndex(image, "/")+1:], ":")
+	return ok && semver.IsValid("v"+have) && semver.Compare("v"+have, "v"+tag) >= 0
 }
 
 // endRolledBack: the update failed where CAPI shows it, and nothing
