@@ -134,8 +134,8 @@ const (
 	// began (RFC 3339, nanoseconds), kept while it stays down: a read
 	// hung on a dropped connection fails a poll stamped long after.
 	FieldAPIReadFrom = "readFrom"
-	FieldReason       = "reason"
-	FieldMessage      = "message"
+	FieldReason      = "reason"
+	FieldMessage     = "message"
 	// FieldDrainStarted and FieldDrainTimeout are a Machine's drain:
 	// when CAPI began it and its nodeDrainTimeoutSeconds.
 	FieldDrainStarted = "drainStarted"
