@@ -264,14 +264,25 @@ func TestAPollsChangesShareOneTime(t *testing.T) {
 	}
 }
 
-// kubeadm labels etcd tier=control-plane too: the static-pod read leaves
-// it to the etcd-member read, so each pod is recorded once, as one kind.
+// kubeadm labels etcd tier=control-plane too: the static-pod read asks
+// the API server for the others only, so etcd's pod is fetched once per
+// poll, by the etcd-member read, and recorded as one kind.
 func TestStaticPodsAndEtcdMembersAreReadApart(t *testing.T) {
 	pod := func(name, component string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name,
 			Labels: map[string]string{"component": component, "tier": "control-plane"}}, Spec: corev1.PodSpec{NodeName: "cp-a"}}
 	}
-	wl := fake.NewClientBuilder().WithObjects(pod("etcd-cp-a", "etcd"), pod("kube-apiserver-cp-a", "kube-apiserver"), pod("kube-scheduler-cp-a", "kube-scheduler")).Build()
+	fetched := map[string]int{} // pod name to the reads that returned it
+	wl := fake.NewClientBuilder().WithObjects(pod("etcd-cp-a", "etcd"), pod("kube-apiserver-cp-a", "kube-apiserver"), pod("kube-scheduler-cp-a", "kube-scheduler")).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			err := cl.List(ctx, list, opts...)
+			if l, ok := list.(*corev1.PodList); ok {
+				for _, p := range l.Items {
+					fetched[p.Name]++
+				}
+			}
+			return err
+		}}).Build()
 	r := &Recorder{workload: wl}
 	static, err := r.staticPods(context.Background())
 	if err != nil {
@@ -286,6 +297,9 @@ func TestStaticPodsAndEtcdMembersAreReadApart(t *testing.T) {
 	}
 	if got := slices.Sorted(maps.Keys(members)); !slices.Equal(got, []string{"etcd-cp-a"}) {
 		t.Errorf("etcd members read: %v", got)
+	}
+	if fetched["etcd-cp-a"] != 1 {
+		t.Errorf("etcd's pod fetched %d times in one poll's two reads, want once", fetched["etcd-cp-a"])
 	}
 }
 

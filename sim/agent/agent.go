@@ -521,7 +521,7 @@ func (a *Agent) upgradeNode(ctx context.Context, img imagev1.Manifest, force boo
 	a.mu.Lock()
 	a.lastKubeadm = run
 	a.mu.Unlock()
-	a.record("KubeadmUpgrade", fmt.Sprintf("kubeadm upgrade node to %s (etcd %s) with feature gates %v on kubelet %s", run.pods.Kubernetes, run.pods.Etcd, run.applied.FeatureGates, img.KubernetesVersion))
+	a.record("KubeadmUpgrade", fmt.Sprintf("kubeadm upgrade node to %s (etcd %s) with feature gates %v on kubelet %s", run.pods.Kubernetes, run.pods.Etcd, run.gates, img.KubernetesVersion))
 	return a.clusters.JoinControlPlane(ctx, cluster, b.NodeName, run.pods, run.args, *b.ClusterCA, *b.EtcdCA)
 }
 

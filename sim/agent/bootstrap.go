@@ -276,18 +276,19 @@ func caFromFiles(files map[string]string, base string) (*workload.CA, error) {
 // kept across A/B image updates and a fallback, as the files are, and
 // lost with a wipe.
 type kubeadmRun struct {
-	applied *agentv1.Kubeadm
+	gates   map[string]bool
 	pods    workload.Release
 	args    workload.StaticPodArgs
-	kubelet string
+	kubelet string // "": kubeadm never ran
 }
 
-// status is what the host agent reports of it (nil: kubeadm never ran).
+// status is what the host agent reports of it: the gates at the control
+// plane's version (nil: kubeadm never ran).
 func (k kubeadmRun) status() *agentv1.Kubeadm {
-	if k.applied == nil {
+	if k.kubelet == "" {
 		return nil
 	}
-	return &agentv1.Kubeadm{KubernetesVersion: k.applied.KubernetesVersion, FeatureGates: maps.Clone(k.applied.FeatureGates)}
+	return &agentv1.Kubeadm{KubernetesVersion: k.pods.Kubernetes, FeatureGates: maps.Clone(k.gates)}
 }
 
 // kubeadmRan is what kubeadm, run on a host that booted img, does from a
@@ -315,5 +316,5 @@ func kubeadmRan(img imagev1.Manifest, clusterConfiguration string, before worklo
 	if before.Etcd != "" && (semver.MajorMinor(version) != semver.MajorMinor(img.KubernetesVersion) || semver.Compare("v"+before.Etcd, "v"+pods.Etcd) > 0) {
 		pods.Etcd = before.Etcd
 	}
-	return kubeadmRun{applied: &agentv1.Kubeadm{KubernetesVersion: version, FeatureGates: cc.FeatureGates}, pods: pods, args: cc.Args(), kubelet: img.KubernetesVersion}
+	return kubeadmRun{gates: cc.FeatureGates, pods: pods, args: cc.Args(), kubelet: img.KubernetesVersion}
 }

@@ -171,9 +171,9 @@ func TestKubeadmWritesTheConfigsVersionAndNeverDowngradesEtcd(t *testing.T) {
 		{"upgraded on the new image: etcd up", v136, "kubernetesVersion: v1.36.3", workload.Release{Etcd: "3.6.4-0"}, "v1.36.3", "3.6.5-0"},
 	} {
 		run := kubeadmRan(tc.img, "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n"+tc.cc+"\n", tc.before)
-		if run.pods.Kubernetes != tc.version || run.applied.KubernetesVersion != tc.version || run.pods.Etcd != tc.etcd || run.kubelet != tc.img.KubernetesVersion {
-			t.Errorf("%s: control plane %s (applied %s), etcd %s, kubelet %s; want %s, etcd %s, kubelet %s", tc.name,
-				run.pods.Kubernetes, run.applied.KubernetesVersion, run.pods.Etcd, run.kubelet, tc.version, tc.etcd, tc.img.KubernetesVersion)
+		if st := run.status(); run.pods.Kubernetes != tc.version || st.KubernetesVersion != tc.version || run.pods.Etcd != tc.etcd || run.kubelet != tc.img.KubernetesVersion {
+			t.Errorf("%s: control plane %s (reported %s), etcd %s, kubelet %s; want %s, etcd %s, kubelet %s", tc.name,
+				run.pods.Kubernetes, st.KubernetesVersion, run.pods.Etcd, run.kubelet, tc.version, tc.etcd, tc.img.KubernetesVersion)
 		}
 	}
 }
