@@ -42,11 +42,9 @@ const Finalizer = "infrastructure.upgradelab.dev/baremetalhost"
 // durations, which default.
 type Reconciler struct {
 	Client client.Client
-	// Reader reads straight from the API server. Each host is read
-	// through it: a phase acts on hardware before it writes the state it
-	// reached, so a reconcile that read the state from a cache not yet
-	// holding the last write would act again (boot a cleaned host into
-	// the deploy ramdisk a second time, say). Nil reads through Client.
+	// Reader reads straight from the API server: a host whose last
+	// write by this reconciler the cache has not yet seen is read
+	// through it (readHost). Nil reads every host from Client.
 	Reader client.Reader
 	// BMCHTTP trusts the BMCs' certificates.
 	BMCHTTP *http.Client
@@ -80,7 +78,10 @@ type Reconciler struct {
 	// baremetal-operator's: the CPUs, at least 2 and at most 8).
 	Concurrency int
 
-	mu sync.Mutex
+	// writes is the hosts this reconciler wrote that the cache may not
+	// hold yet; Client records into it once SetupWithManager wrapped it.
+	writes ownWrites
+	mu     sync.Mutex
 	// deployBoots is when each host was last booted into the deploy
 	// ramdisk, softOffs when its OS was last asked to shut down. Memory
 	// only: after a restart the host is booted or asked again.
@@ -161,6 +162,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.SoftPowerOffTimeout == 0 {
 		r.SoftPowerOffTimeout = 10 * time.Minute
 	}
+	r.writes.written = map[types.NamespacedName]string{}
+	r.Client = r.writes.recording(r.Client)
 	r.deployBoots, r.softOffs = map[types.UID]time.Time{}, map[types.UID]time.Time{}
 	r.awaiting, r.wakes = map[string]types.NamespacedName{}, make(chan event.TypedGenericEvent[*metal3.BareMetalHost], 1024)
 	r.Heartbeats.Listen(r.heartbeatWakes)
@@ -217,11 +220,7 @@ func failed(kind metal3.ErrorType, format string, args ...any) error {
 // status back.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	host := &metal3.BareMetalHost{}
-	reader := r.Reader
-	if reader == nil {
-		reader = r.Client
-	}
-	if err := reader.Get(ctx, req.NamespacedName, host); err != nil {
+	if err := r.readHost(ctx, req.NamespacedName, host); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if _, paused := host.Annotations[metal3.PausedAnnotation]; paused {

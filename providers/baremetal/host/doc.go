@@ -18,10 +18,13 @@
 // asked again after ResetTimeout ([ResetRequestedAnnotation]); their
 // object goes when they register again under a new identity.
 //
-// Each host is read from the API server, not the cache (Reconciler.Reader).
-// A phase acts on the hardware before it writes the state it reached, and
-// a reconcile that read a state the cache had not caught up with would act
-// twice (boot a just-cleaned host into the deploy ramdisk again). Every step
+// Each host is read from the manager's cache, and from the API server
+// (Reconciler.Reader) only while the cache has not caught up with this
+// reconciler's last write of it, compared by resourceVersion as CAPI's
+// stale-cache guard compares them. A phase acts on the hardware before it
+// writes the state it reached, and a reconcile that read a state older
+// than its own last write would act twice (boot a just-cleaned host into
+// the deploy ramdisk again). Every step
 // of a phase repeats safely, so a provider killed midway starts over
 // without harm.
 //

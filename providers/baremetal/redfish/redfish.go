@@ -55,14 +55,13 @@ type Client struct {
 func Dial(addr Address, username, password string, httpClient *http.Client) (*Client, error) {
 	api, err := gofish.Connect(gofish.ClientConfig{
 		Endpoint: addr.Endpoint, Username: username, Password: password,
-		BasicAuth: true, HTTPClient: httpClient,
+		BasicAuth: true, HTTPClient: keepingConnections(httpClient),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("BMC %s: %w", addr.Endpoint, err)
 	}
 	sys, err := redfish.GetComputerSystem(api, addr.SystemPath)
 	if err != nil {
-		api.Logout()
 		if isStatus(err, http.StatusUnauthorized) || isStatus(err, http.StatusForbidden) {
 			return nil, fmt.Errorf("BMC %s: %w", addr.Endpoint, ErrCredentials)
 		}
@@ -71,13 +70,43 @@ func Dial(addr Address, username, password string, httpClient *http.Client) (*Cl
 	return &Client{api: api, sys: sys}, nil
 }
 
+// keepingConnections is httpClient with its connections kept between
+// requests. gofish marks every request "Connection: close" unless it
+// built the http.Client itself (ClientConfig.ReuseConnections applies
+// only then), and this one carries the BMCs' CA and sushy's retries.
+// Ironic's sushy keeps its connections (a requests.Session per BMC), so
+// a BMC sees one TLS handshake per client, not one per read.
+func keepingConnections(httpClient *http.Client) *http.Client {
+	c := *httpClient
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	c.Transport = keepAlive{next}
+	return &c
+}
+
+type keepAlive struct{ next http.RoundTripper }
+
+func (k keepAlive) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Close {
+		req = req.Clone(req.Context())
+		req.Close = false
+	}
+	return k.next.RoundTrip(req)
+}
+
 func isStatus(err error, code int) bool {
 	var e *common.Error
 	return errors.As(err, &e) && e.HTTPReturnedStatusCode == code
 }
 
-// Close ends the connection.
-func (c *Client) Close() { c.api.Logout() }
+// Close lets the client go. Basic auth holds no session to end, and the
+// TLS connection stays in the shared http.Client's pool for the next
+// Dial to the same BMC, as Ironic keeps its sushy clients between
+// periodic power syncs (gofish's Logout would close every idle
+// connection of the shared client, to every BMC).
+func (c *Client) Close() {}
 
 // SystemID is the Redfish System Id, the host's name.
 func (c *Client) SystemID() string { return c.sys.ID }
