@@ -9,6 +9,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +48,11 @@ The provider and extension binaries are taken from beside this executable
 built from the repository when they are not there.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.scenarios = args
+			stop, err := startCPUProfile(o.cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer stop()
 			return o.run(cmd.Context(), cmd.OutOrStdout())
 		},
 	}
@@ -58,16 +64,34 @@ built from the repository when they are not there.`,
 	cmd.Flags().StringVar(&o.labels, "labels", "", `only the runs these labels select, as make e2e's GINKGO_LABELS (e.g. "in-place && ostree")`)
 	cmd.Flags().StringVar(&o.backend, "backend", "", "what runs the lab hosts: test (modelled) or qemu (real VMs; A/B hosts only); default: each lab file's")
 	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", false, "run CAPI's managers with their per-object reconcile rate limit (CAPI's default; off for the time-scaled lab)")
+	cmd.Flags().StringVar(&o.cpuProfile, "cpu-profile", "", "write the harness's CPU profile (the lab, the recorder, the judge) to this file, for go tool pprof")
 	return cmd
 }
 
 type runOptions struct {
 	scenarios, providers []string
 	artifacts, labels    string
-	backend              string
+	backend, cpuProfile  string
 	scale                float64
 	parallel, repeat     int
 	rateLimited          bool
+}
+
+// startCPUProfile profiles this process into path until stop; with no
+// path it does nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpu-profile %s: %w", path, err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // run plans the runs, builds what they need, runs them and writes the

@@ -769,8 +769,8 @@ func (r *run) settle(ctx context.Context, d time.Duration, outcome scenario.Outc
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		c := &clusterv1.Cluster{}
 		if err := r.watched.Get(ctx, client.ObjectKey{Namespace: r.env.Namespace, Name: clusterName}, c); err == nil {
-			if check.CAPISays(monitor.ClusterSummary(c), outcome) && (outcome == scenario.RolledBack || r.addonsMoved(ctx) && r.countsCaughtUp(ctx)) &&
-				quietFor(r.tl, settleQuiet) {
+			if check.CAPISays(monitor.ClusterSummary(c), outcome) && (outcome == scenario.RolledBack || r.addonsMoved(ctx) && r.countsCaughtUp(ctx, c)) &&
+				quietFor(r.tl, settleQuiet(r.opts.RateLimitedReconciles)) {
 				return
 			}
 		}
@@ -782,9 +782,25 @@ func (r *run) settle(ctx context.Context, d time.Duration, outcome scenario.Outc
 // end is judged: a count read equal to its replicas may be the one a
 // controller wrote before the last change, about to be rewritten (KCP's
 // availableReplicas from before an in-place update, rewritten once its
-// next reconcile has run). Reconciles run within a second of a change
-// even with CAPI's rate limit.
-const settleQuiet = 1500 * time.Millisecond
+// next reconcile has run). Without CAPI's rate limit a reconcile runs
+// within a second of a change. With it (CAPI's default) each object is
+// reconciled at most once per rateLimitInterval, so a change passed on
+// by two controllers (a MachineSet's to its MachineDeployment's status,
+// then to the Cluster's conditions) can take two intervals more: a
+// ClusterClass run's Cluster went Available Unknown 3.2 s after the last
+// change, when its old MachineSet's deletion reached it.
+func settleQuiet(rateLimited bool) time.Duration {
+	const quiet = 1500 * time.Millisecond
+	if rateLimited {
+		return quiet + 2*rateLimitInterval
+	}
+	return quiet
+}
+
+// rateLimitInterval is CAPI's per-object reconcile interval under its
+// ReconcilerRateLimiting gate (util/controller, v1.14): real time, as
+// CAPI's managers do not run on the lab's clock.
+const rateLimitInterval = time.Second
 
 // quietFor says whether the timeline has had no entry but steps for d.
 func quietFor(tl *timeline.Timeline, d time.Duration) bool {
@@ -798,11 +814,12 @@ func quietFor(tl *timeline.Timeline, d time.Duration) bool {
 }
 
 // countsCaughtUp says whether KCP and every MachineDeployment count all
-// their replicas up to date and available. Each summarises its Machines
-// on its own next reconcile, after the Machines and the Cluster: a
-// Machine back from an in-place update is Available a moment before KCP's
+// their replicas up to date and available, and whether the rollouts are
+// over as CAPI sees them (rolloutsOver). Each summarises its Machines on
+// its own next reconcile, after the Machines and the Cluster: a Machine
+// back from an in-place update is Available a moment before KCP's
 // availableReplicas says so.
-func (r *run) countsCaughtUp(ctx context.Context) bool {
+func (r *run) countsCaughtUp(ctx context.Context, cluster *clusterv1.Cluster) bool {
 	kcps := &controlplanev1.KubeadmControlPlaneList{}
 	mds := &clusterv1.MachineDeploymentList{}
 	if r.watched.List(ctx, kcps, client.InNamespace(r.env.Namespace)) != nil ||
@@ -824,7 +841,34 @@ func (r *run) countsCaughtUp(ctx context.Context) bool {
 		}
 	}
 	machines := &clusterv1.MachineList{}
-	return r.watched.List(ctx, machines, client.InNamespace(r.env.Namespace)) == nil && machinesCaughtUp(machines.Items)
+	return rolloutsOver(cluster, mds.Items) &&
+		r.watched.List(ctx, machines, client.InNamespace(r.env.Namespace)) == nil && machinesCaughtUp(machines.Items)
+}
+
+// rolloutsOver says whether CAPI has finished what the upgrade set in
+// motion beyond the Machines: a ClusterClass Cluster's topology
+// reconciled (TopologyReconciled True), every MachineDeployment at the
+// topology's version, and every MachineDeployment's status written for
+// its latest spec, Available and not rolling out. A topology with no
+// worker replicas moves its MachineDeployments' version only after the
+// control plane, when every Machine is already done; the MachineSet
+// that move creates and the one it deletes then reach the Cluster's
+// conditions a few reconciles later.
+func rolloutsOver(cluster *clusterv1.Cluster, mds []clusterv1.MachineDeployment) bool {
+	if cluster.Spec.Topology.IsDefined() && !meta.IsStatusConditionTrue(cluster.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition) {
+		return false
+	}
+	for _, d := range mds {
+		if cluster.Spec.Topology.IsDefined() && d.Spec.Template.Spec.Version != cluster.Spec.Topology.Version {
+			return false
+		}
+		if d.Status.ObservedGeneration != d.Generation ||
+			!meta.IsStatusConditionTrue(d.Status.Conditions, clusterv1.MachineDeploymentAvailableCondition) ||
+			meta.IsStatusConditionTrue(d.Status.Conditions, clusterv1.MachineDeploymentRollingOutCondition) {
+			return false
+		}
+	}
+	return true
 }
 
 // machinesCaughtUp says whether every Machine is UpToDate as its owner

@@ -35,3 +35,61 @@ func TestMachinesCaughtUpAsKCPJudgesThem(t *testing.T) {
 		}
 	}
 }
+
+// The settle waits for what the upgrade set in motion beyond the
+// Machines: a ClusterClass topology that moves its MachineDeployments
+// last, and a MachineDeployment whose new MachineSet has not yet reached
+// its status.
+func TestRolloutsOverAsCAPISaysThem(t *testing.T) {
+	cond := func(typ string, status metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: status}
+	}
+	topology := func(reconciled metav1.ConditionStatus) *clusterv1.Cluster {
+		c := &clusterv1.Cluster{Spec: clusterv1.ClusterSpec{Topology: clusterv1.Topology{
+			ClassRef: clusterv1.ClusterClassRef{Name: "cc"}, Version: "v1.36.3"}}}
+		c.Status.Conditions = []metav1.Condition{cond(clusterv1.ClusterTopologyReconciledCondition, reconciled)}
+		return c
+	}
+	md := func(version string, generation, observed int64, conds ...metav1.Condition) clusterv1.MachineDeployment {
+		d := clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Generation: generation}}
+		d.Spec.Template.Spec.Version = version
+		d.Status.ObservedGeneration = observed
+		d.Status.Conditions = conds
+		return d
+	}
+	available := cond(clusterv1.MachineDeploymentAvailableCondition, metav1.ConditionTrue)
+	notRolling := cond(clusterv1.MachineDeploymentRollingOutCondition, metav1.ConditionFalse)
+	for _, c := range []struct {
+		name    string
+		cluster *clusterv1.Cluster
+		mds     []clusterv1.MachineDeployment
+		want    bool
+	}{
+		{"topology reconciled, its MachineDeployment moved and settled", topology(metav1.ConditionTrue),
+			[]clusterv1.MachineDeployment{md("v1.36.3", 2, 2, available, notRolling)}, true},
+		{"topology not reconciled yet", topology(metav1.ConditionFalse),
+			[]clusterv1.MachineDeployment{md("v1.36.3", 2, 2, available, notRolling)}, false},
+		{"the topology has not moved the MachineDeployment yet", topology(metav1.ConditionTrue),
+			[]clusterv1.MachineDeployment{md("v1.35.3", 1, 1, available, notRolling)}, false},
+		{"the MachineDeployment's status is for its previous spec", topology(metav1.ConditionTrue),
+			[]clusterv1.MachineDeployment{md("v1.36.3", 2, 1, available, notRolling)}, false},
+		{"the MachineDeployment's availability unknown", topology(metav1.ConditionTrue),
+			[]clusterv1.MachineDeployment{md("v1.36.3", 2, 2, cond(clusterv1.MachineDeploymentAvailableCondition, metav1.ConditionUnknown), notRolling)}, false},
+		{"the MachineDeployment still rolling out", topology(metav1.ConditionTrue),
+			[]clusterv1.MachineDeployment{md("v1.36.3", 2, 2, available, cond(clusterv1.MachineDeploymentRollingOutCondition, metav1.ConditionTrue))}, false},
+		{"a plain Cluster has no topology to wait for", &clusterv1.Cluster{},
+			[]clusterv1.MachineDeployment{md("v1.36.3", 2, 2, available, notRolling)}, true},
+	} {
+		if got := rolloutsOver(c.cluster, c.mds); got != c.want {
+			t.Errorf("%s: rolloutsOver = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// With CAPI's rate limit a change passed on by two controllers can take
+// two of its intervals more to reach the Cluster.
+func TestSettleWaitsLongerUnderCAPIsRateLimit(t *testing.T) {
+	if off, on := settleQuiet(false), settleQuiet(true); on < off+2*rateLimitInterval {
+		t.Errorf("settleQuiet: %s without the rate limit, %s with it; want at least two intervals (%s) more", off, on, 2*rateLimitInterval)
+	}
+}
