@@ -91,7 +91,7 @@ var (
 	managementFlag    = flag.String("management", "embedded", `management cluster: "embedded", "kubeconfig=PATH" or "kind[=NAME]"`)
 	kindNodeImageFlag = flag.String("kind-node-image", os.Getenv("KIND_NODE_IMAGE"), "node image of a kind management cluster the run creates (scripts/build-kind-node-image.sh builds one; default $KIND_NODE_IMAGE)")
 	timeScaleFlag     = flag.Float64("time-scale", float64(timescale.Suite), "real time per modelled time in the lab (0.01: a modelled minute takes 0.6 s)")
-	rateLimitFlag     = flag.Bool("capi-rate-limiting", false, "run CAPI's managers with their per-object reconcile rate limit (CAPI's default; off here, see docs/ARCHITECTURE.md)")
+	rateLimitFlag     = flag.Bool("capi-rate-limiting", true, "run CAPI's managers with their per-object reconcile rate limit, as CAPI ships them (see docs/ARCHITECTURE.md)")
 )
 
 // binaries are the provider's and the extension's, built once per suite

@@ -31,12 +31,11 @@
 // tried on old timelines. report and report diff read results.json only
 // (e2e/result); diff exits non-zero on a regression, for a nightly job.
 //
-// CAPI's per-object reconcile rate limit (--capi-rate-limiting) defaults
-// differ on purpose: off for run, as for make e2e, since the lab's time
-// runs 100 times faster than CAPI's pacing assumes (see e2e/mgmt); on for
-// mgmt up, where a user's kubectl meets CAPI as it ships; on for fleet,
-// where a loaded API server needs the stale-cache guard that comes with
-// the gate (docs/FLEET.md).
+// CAPI's per-object reconcile rate limit (--capi-rate-limiting) is on
+// by default for run, mgmt up and fleet, as for make e2e: CAPI's
+// managers run as CAPI ships them, with the stale-cache guard that comes
+// with the gate. Turning it off makes runs faster and CAPI unlike what
+// users run; each result records which.
 //
 // The reference provider and extension are taken from beside this
 // executable (make build puts them there) or built into the artifacts

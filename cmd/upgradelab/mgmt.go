@@ -56,8 +56,7 @@ func newMgmtUpCommand() *cobra.Command {
 CRDs and webhooks of Cluster API core, KubeadmControlPlane and kubeadm
 bootstrap, and runs those managers with ClusterTopology, RuntimeSDK and
 InPlaceUpdates on, and with CAPI's per-object reconcile rate limit unless
---capi-rate-limiting=false (the scenario runs turn it off: see
-docs/ARCHITECTURE.md). Prints the kubeconfig to use with kubectl, then waits;
+--capi-rate-limiting=false (see docs/ARCHITECTURE.md, "Time"). Prints the kubeconfig to use with kubectl, then waits;
 Ctrl-C stops every process it started.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -63,7 +63,7 @@ built from the repository when they are not there.`,
 	cmd.Flags().IntVar(&o.repeat, "repeat", 1, "make each run this many times")
 	cmd.Flags().StringVar(&o.labels, "labels", "", `only the runs these labels select, as make e2e's GINKGO_LABELS (e.g. "in-place && ostree")`)
 	cmd.Flags().StringVar(&o.backend, "backend", "", "what runs the lab hosts: test (modelled) or qemu (real VMs; A/B hosts only); default: each lab file's")
-	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", false, "run CAPI's managers with their per-object reconcile rate limit (CAPI's default; off for the time-scaled lab)")
+	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", true, "run CAPI's managers with their per-object reconcile rate limit and its stale-cache guard, as CAPI ships them (false: faster, and not CAPI as users run it)")
 	cmd.Flags().StringVar(&o.cpuProfile, "cpu-profile", "", "write the harness's CPU profile (the lab, the recorder, the judge) to this file, for go tool pprof")
 	return cmd
 }

@@ -47,12 +47,14 @@ scripts.`,
 	cmd.Flags().StringVar(&o.form, "form", string(scenario.Plain), "cluster form: plain or clusterclass")
 	cmd.Flags().StringVar(&o.artifacts, "artifacts", "", "folder for everything (default ./_artifacts/up-TIME)")
 	cmd.Flags().Float64Var(&o.scale, "time-scale", float64(timescale.Suite), "real time per modelled time in the lab")
+	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", true, "run CAPI's managers with their per-object reconcile rate limit, as CAPI ships them")
 	return cmd
 }
 
 type upOptions struct {
 	scenario, provider, lab, form, artifacts string
 	scale                                    float64
+	rateLimited                              bool
 }
 
 func (o upOptions) run(ctx context.Context, out io.Writer) error {
@@ -89,7 +91,7 @@ func (o upOptions) run(ctx context.Context, out io.Writer) error {
 	}
 	defer closeLog()
 	sb, err := runner.StartSandbox(ctx, s, def, form, runner.Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(o.scale),
-		Progress: out, Provider: prov, ProviderBinary: bins.Provider, ExtensionBinary: bins.Extension})
+		Progress: out, Provider: prov, ProviderBinary: bins.Provider, ExtensionBinary: bins.Extension, RateLimitedReconciles: o.rateLimited})
 	if err != nil {
 		return err
 	}

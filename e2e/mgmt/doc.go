@@ -48,11 +48,12 @@
 // Each manager gets its own webhook, health and diagnostics ports from
 // internal/loopback (they all default to the same ones) and
 // [FeatureGates]: ClusterTopology, RuntimeSDK and InPlaceUpdates on,
-// ReconcilerRateLimiting as Options.RateLimitedReconciles says. That gate
-// is off unless asked: CAPI reconciles each object at most once a
-// wall-clock second, and with the lab's modelled time 100 times faster
-// that pause at every hop of a rollout is about half of a scenario. The
-// gate is more than pacing: on, CAPI's controller wrapper also holds each
+// ReconcilerRateLimiting as Options.RateLimitedReconciles says. Every
+// command and make target asks for it by default, as CAPI ships it; a
+// Go caller that leaves it false gets speed (CAPI reconciles each object
+// at most once a wall-clock second, and with the lab's modelled time 100
+// times faster that pause at every hop of a rollout is much of a
+// scenario) and CAPI unlike what users run. The gate is more than pacing: on, CAPI's controller wrapper also holds each
 // reconcile until the cache has the object's last write; off, a controller
 // can decide on a cache missing its own write, and under a saturated API
 // server KCP created a second init Machine for a one-replica control plane

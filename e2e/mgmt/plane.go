@@ -57,12 +57,13 @@ type Options struct {
 	Providers []Provider
 	// RateLimitedReconciles runs CAPI's managers with their per-object
 	// reconcile rate limit (the ReconcilerRateLimiting gate, on by default
-	// since CAPI v1.13: each object reconciled at most once a second). The
-	// plane turns it off unless asked: the lab runs modelled time 100
-	// times faster than the wall clock, and a one-second wall-clock pause
-	// at every hop of a rollout (a Machine, its bootstrap config, its
-	// infrastructure machine, its control plane, back to the Machine) is
-	// then most of what a scenario takes, about half of cold-spare-rolling.
+	// since CAPI v1.13: each object reconciled at most once a second).
+	// Every command and make target asks for it by default; false is for
+	// tests that judge no CAPI pacing and want the speed: the lab runs
+	// modelled time 100 times faster than the wall clock, and a
+	// one-second wall-clock pause at every hop of a rollout (a Machine,
+	// its bootstrap config, its infrastructure machine, its control plane,
+	// back to the Machine) is then much of what a scenario takes.
 	// The gate does more than pace: with it on, CAPI's controller wrapper
 	// also holds each reconcile until the manager's cache has what the
 	// last reconcile of that object wrote (util/controller: EnsureReady,
