@@ -22,17 +22,23 @@ MANAGEMENT ?= embedded
 # (docs/ARCHITECTURE.md, "Time").
 CAPI_RATE_LIMITING ?= true
 
-# Packages whose code runs goroutines against each other; tested with -race.
-# sim/vm is left out: its test is the A/B table on real VMs (minutes of
-# QEMU under TCG), whose Go side is one driver per VM; it runs once, in
-# the plain pass.
+# The slow integration tests (make test-integration, and the nightly
+# workflow): CAPI's managers, the provider and the extension as processes
+# on a plane and lab of their own (e2e/integration), Debian's Ironic
+# against the lab's BMCs (e2e/ironic), the A/B table on real VMs under
+# TCG (sim/vm).
+INTEGRATION_PKGS = ./e2e/integration/ ./e2e/ironic/ ./sim/vm/
+# Packages whose code runs goroutines against each other: make test runs
+# them with -race only (the same tests, with the race detector).
 RACE_PKGS = ./e2e/mgmt/... ./e2e/monitor/ ./internal/... $(shell go list ./sim/... | grep -v '/sim/vm$$') ./providers/...
+# The rest, run once without -race.
+PLAIN_PKGS = $(shell go list ./... | grep -v -E '/(e2e/mgmt|e2e/monitor|internal|sim|providers)(/|$$)|/e2e/(integration|ironic)$$')
 
 GO_TEST ?= go test
 
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: all deps deps-metal3 tools test test-vm test-metal3 e2e-metal3 e2e-timescale bench-report bench-vm bench-fleet bench-fleet-curve e2e e2e-vm e2e-kind e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
+.PHONY: all deps deps-metal3 tools test test-integration test-vm test-metal3 e2e-metal3 e2e-timescale bench-report bench-vm bench-fleet bench-fleet-curve e2e e2e-vm e2e-kind e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
 
 all: build
 
@@ -80,16 +86,23 @@ build: deps
 lint: deps
 	@gcl=$$(GOLANGCI_LINT_VERSION=$(GOLANGCI_LINT_VERSION) scripts/build-golangci-lint.sh) && $$gcl run ./...
 
-# Unit and integration tests (real kube-apiserver, etcd and CAPI managers).
-# The integration tests each run their own plane and site; two at a time
-# keep the 2-core machine busy while CAPI's controllers pace each one.
-test: tools lint deps-metal3
-	$(GO_TEST) -count=1 -timeout 25m -parallel 2 ./...
+# Unit tests and the tests on a real plane (kube-apiserver, etcd, CAPI's
+# managers) and lab that run in minutes: a scenario end to end
+# (e2e/runner), the fleet, the commands. Each runs its own plane and
+# site; two at a time keep the 2-core machine busy while CAPI's
+# controllers pace each one. What CI runs (.ci/run).
+test: tools lint
+	$(GO_TEST) -count=1 -timeout 25m -parallel 2 $(PLAIN_PKGS)
 	$(GO_TEST) -count=1 -race -timeout 20m $(RACE_PKGS)
 	$(GO_TEST) -count=1 -race -run 'TestWave|TestMetrics' ./e2e/fleet/
 
+# The slow integration tests (INTEGRATION_PKGS), two at a time; the
+# nightly workflow runs them.
+test-integration: tools deps-metal3
+	$(GO_TEST) -count=1 -timeout 40m -parallel 2 $(INTEGRATION_PKGS)
+
 # The Metal3 stack on the lab: real Ironic (e2e/ironic, also in `make
-# test`) and baremetal-operator built from its upstream release source
+# test-integration`) and baremetal-operator built from its upstream release source
 # (e2e/bmo; METAL3_SOURCES names the folder of release archives, default
 # ../shared/third_party), alone and under the reference provider's
 # machines (e2e/integration, the tests named OnBMO); a CAPM3 checkout
@@ -100,8 +113,8 @@ test-metal3: tools deps-metal3
 
 # The qemu backend's tests alone: the A/B table on sim/disk's model and on
 # real VMs (GRUB, Debian's cloud kernel, the guest as init; TCG), the
-# libvirt daemon and its reaper, the disk builder and the guest. They are
-# part of `make test` too.
+# libvirt daemon and its reaper, the disk builder and the guest. The A/B
+# table on VMs is part of `make test-integration`, the rest of `make test`.
 test-vm: deps
 	$(GO_TEST) -count=1 -timeout 20m ./sim/vm/... ./sim/abcases/
 

@@ -1,7 +1,8 @@
 // Package integration holds the tests that need several layers at once:
 // the management plane with CAPI's real managers, the lab, workload
 // clusters, host agents, and upgradelab's own provider and extension as
-// processes. They run in make test, two at a time (-parallel 2), each on a
+// processes. They run in make test-integration (nightly; they take about
+// ten minutes), two at a time (-parallel 2), each on a
 // plane and lab of its own; the package has no code outside its tests.
 //
 // Most tests start their environment with runner.StartEnv, as the
