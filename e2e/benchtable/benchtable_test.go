@@ -2,8 +2,10 @@ package benchtable
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -227,5 +229,44 @@ func TestFiguresKeepTheirPrecision(t *testing.T) {
 		if got := figure(tc.v, tc.unit); got != tc.want {
 			t.Errorf("figure(%v, %q) = %q, want %q", tc.v, tc.unit, got, tc.want)
 		}
+	}
+}
+
+// A suite's runs that recorded their CPU give two more rows: the
+// cheapest and the costliest run, each named, every process counted.
+func TestASuitesCheapestAndCostliestRunsAreRows(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	run := func(s string, cpu ...time.Duration) result.Result {
+		r := result.Result{Provider: "baremetal", Scenario: s, Form: "plain", Started: t0, Duration: time.Minute}
+		for i, c := range cpu {
+			r.Profile.CPU = append(r.Profile.CPU, result.ProcessCPU{Name: fmt.Sprint("p", i), CPU: c})
+		}
+		return r
+	}
+	b, _ := json.Marshal([]result.Result{
+		run("cold-spare-rolling", 30*time.Second, 12*time.Second),
+		run("single-node-in-place", 10*time.Second, 4*time.Second),
+		run("not-profiled"),
+		run("three-node-scale-in", 20*time.Second, 10*time.Second),
+	})
+	os.WriteFile(filepath.Join(dir, result.File), b, 0o644)
+	if err := WriteEnv(dir, Env{Target: "e2e", Machine: "m", Date: "d", Commit: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := FromFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rows[1:] {
+		got = append(got, r.What+" = "+r.Figure)
+	}
+	want := []string{
+		"make e2e: CPU of its cheapest run (baremetal single-node-in-place/plain), every process serving it = 14s",
+		"make e2e: CPU of its costliest run (baremetal cold-spare-rolling/plain), every process serving it = 42s",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("CPU rows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

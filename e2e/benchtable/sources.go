@@ -185,19 +185,20 @@ func number(v float64) string {
 	return s
 }
 
-// FromSuite is an e2e artifacts folder's row: how many runs passed and
-// the runs' wall time, under the make target that ran them.
-func FromSuite(dir string) (Row, error) {
+// FromSuite is an e2e artifacts folder's rows: how many runs passed and
+// the runs' wall time, under the make target that ran them, then the CPU
+// of its cheapest and its costliest run (cpuRows).
+func FromSuite(dir string) ([]Row, error) {
 	results, err := result.Read(filepath.Join(dir, result.File))
 	if err != nil {
-		return Row{}, err
+		return nil, err
 	}
 	env, err := ReadEnv(dir)
 	if err != nil {
-		return Row{}, err
+		return nil, err
 	}
 	if len(results) == 0 {
-		return Row{}, fmt.Errorf("%s: no run in %s", dir, result.File)
+		return nil, fmt.Errorf("%s: no run in %s", dir, result.File)
 	}
 	passed := 0
 	first, last := results[0].Started, results[0].Started
@@ -219,8 +220,40 @@ func FromSuite(dir string) (Row, error) {
 	if env.Repeat > 1 {
 		command += fmt.Sprintf(" REPEAT=%d", env.Repeat)
 	}
-	return Row{What: command + ": its runs, once built", Command: command, Machine: env.Machine, Date: env.Date, Commit: env.Commit,
-		Figure: fmt.Sprintf("%s (%d/%d passed)", last.Sub(first).Round(time.Second), passed, len(results))}, nil
+	suite := Row{What: command + ": its runs, once built", Command: command, Machine: env.Machine, Date: env.Date, Commit: env.Commit,
+		Figure: fmt.Sprintf("%s (%d/%d passed)", last.Sub(first).Round(time.Second), passed, len(results))}
+	return append([]Row{suite}, cpuRows(results, suite)...), nil
+}
+
+// cpuRows are the CPU of the suite's cheapest and costliest run, every
+// process that served it counted (the plane, the managers, the harness:
+// result.Profile), each named by its run; none when no run recorded its
+// CPU.
+func cpuRows(results []result.Result, suite Row) []Row {
+	var least, most *result.Result
+	var lo, hi time.Duration
+	for i := range results {
+		total := results[i].Profile.TotalCPU()
+		if total == 0 {
+			continue
+		}
+		if least == nil || total < lo {
+			least, lo = &results[i], total
+		}
+		if most == nil || total > hi {
+			most, hi = &results[i], total
+		}
+	}
+	if least == nil {
+		return nil
+	}
+	row := func(which string, r *result.Result, cpu time.Duration) Row {
+		out := suite
+		out.What = fmt.Sprintf("%s: CPU of its %s run (%s), every process serving it", suite.Command, which, r.Key())
+		out.Figure = cpu.Round(100 * time.Millisecond).String()
+		return out
+	}
+	return []Row{row("cheapest", least, lo), row("costliest", most, hi)}
 }
 
 // Timing is what scripts/timed writes of one command.
@@ -279,7 +312,7 @@ func FromFolder(dir string) ([]Row, error) {
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, r)
+		rows = append(rows, r...)
 	}
 	timings, _ := filepath.Glob(filepath.Join(dir, "*.timing.json"))
 	for _, path := range timings {

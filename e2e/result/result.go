@@ -124,6 +124,15 @@ const (
 	PhaseJudge     = "judge"
 )
 
+// TotalCPU is the CPU time of every process that served the run.
+func (p Profile) TotalCPU() time.Duration {
+	var total time.Duration
+	for _, c := range p.CPU {
+		total += c.CPU
+	}
+	return total
+}
+
 // String is the profile as the run prints it: one line of phases, one of
 // CPU.
 func (p Profile) String() string {
@@ -131,12 +140,10 @@ func (p Profile) String() string {
 	for _, ph := range p.Phases {
 		phases = append(phases, fmt.Sprintf("%s %s", ph.Name, ph.Took.Round(100*time.Millisecond)))
 	}
-	var total time.Duration
 	for _, c := range p.CPU {
 		cpu = append(cpu, fmt.Sprintf("%s %s", c.Name, c.CPU.Round(100*time.Millisecond)))
-		total += c.CPU
 	}
-	out := fmt.Sprintf("wall: %s\ncpu (%s in all): %s", strings.Join(phases, ", "), total.Round(100*time.Millisecond), strings.Join(cpu, ", "))
+	out := fmt.Sprintf("wall: %s\ncpu (%s in all): %s", strings.Join(phases, ", "), p.TotalCPU().Round(100*time.Millisecond), strings.Join(cpu, ", "))
 	var rss []string
 	for _, c := range p.CPU {
 		if c.PeakRSS > 0 {
