@@ -225,6 +225,7 @@ func Run(entries []timeline.Entry, p Params) []Result {
 			s.apply(sorted[end])
 			end++
 		}
+		s.pollEntries = sorted[start:end]
 		s.afterPoll()
 		for _, e := range sorted[start:end] {
 			s.Entry = e

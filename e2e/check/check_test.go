@@ -1128,3 +1128,38 @@ func TestStaticPodsRunNotesWhatHoldsKCP(t *testing.T) {
 		t.Errorf("note %q", n)
 	}
 }
+
+// A poll reads Nodes before Machines: the poll in which the Machine's
+// update ends can hold its Node as read a moment before the Node reported
+// the new kubelet (which the extension waited for). The next poll's Node
+// judges it: caught up, the rule holds; still on the old kubelet, it
+// breaks, saying what the Machine said when its update ended.
+func TestAnUpdatesEndIsJudgedAgainstTheNextPollsNode(t *testing.T) {
+	run := func(nodeCatchesUp bool) *Result {
+		h := provisionedSingleNode()
+		h.step(StepUpgrade)
+		h.set(vocab.KindMachine, "c-cp-a", updating(machine("v1.36.3", "u1", "c-cp-a", true, "False")))
+		h.set(timeline.KindLab, "node-0", osRunning("v1.36.3"))
+		h.set(vocab.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "True"))
+		next := "v1.35.3"
+		if nodeCatchesUp {
+			next = "v1.36.3"
+		}
+		h.set(vocab.KindNode, "c-cp-a", map[string]string{vocab.FieldReady: "True", vocab.FieldKubelet: next, "seen": "again"})
+		h.step(StepDone)
+		for _, r := range Run(h.entries, inPlace) {
+			if r.Rule == "spec-matches-host" {
+				return &r
+			}
+		}
+		return nil
+	}
+	if got := run(true); got == nil || got.Status != Pass {
+		t.Errorf("the Node caught up at the next poll: %+v; want a pass", got)
+	}
+	got := run(false)
+	if got == nil || got.Status != Fail || len(got.Violations) != 1 ||
+		got.Violations[0].Message != "Machine c-cp-a says v1.36.3, not updating, while its Node c-cp-a runs kubelet v1.35.3" {
+		t.Errorf("the Node still on the old kubelet at the next poll: %+v; want that failure", got)
+	}
+}

@@ -2,6 +2,8 @@ package check
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -416,7 +418,12 @@ func pausedRespected(s *State, _ Params) []Violation {
 // specMatchesHost judges every moment: each Machine with a Node, not
 // updating in place and not deleting, says the version its Node's
 // kubelet runs, and the image its host last booted from disk (where the
-// lab's events tell it) ships that version too.
+// lab's events tell it) ships that version too. An in-place update ends
+// after its Node reports the new kubelet (the extension waits for it),
+// and a poll reads Nodes before Machines (monitor.Recorder): the poll in
+// which a Machine leaves its update can hold its Node as read just
+// before the Node changed. That poll's Node is not judged against it;
+// the next poll's, read after this poll's Machine, is.
 func specMatchesHost(s *State, _ Params) []Violation {
 	var out []Violation
 	hostOf := map[string]string{}
@@ -431,9 +438,10 @@ func specMatchesHost(s *State, _ Params) []Violation {
 			continue
 		}
 		version, node := m[vocab.FieldVersion], m[vocab.FieldNode]
-		if kubelet := s.get(vocab.KindNode, node)[vocab.FieldKubelet]; kubelet != "" && kubelet != version {
-			out = append(out, violation(s, fmt.Sprintf("Machine %s says %s, not updating, while its Node %s runs kubelet %s", name, version, node, kubelet),
-				vocab.KindMachine+"/"+name, vocab.KindNode+"/"+node)...)
+		if d := s.nodeDue[name]; d != nil && !d.judging {
+			// Its update ended in this poll: the next poll's Node judges it.
+		} else if kubelet := s.get(vocab.KindNode, node)[vocab.FieldKubelet]; kubelet != "" && kubelet != version {
+			out = append(out, nodeMismatch(s, name, version, node, kubelet)...)
 		}
 		host := hostOf[m[vocab.FieldInfra]]
 		if booted := s.hostKubelet[host]; booted != "" && booted != version {
@@ -441,7 +449,18 @@ func specMatchesHost(s *State, _ Params) []Violation {
 				vocab.KindMachine+"/"+name, vocab.KindHost+"/"+host)...)
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(s.nodeDue)) {
+		d := s.nodeDue[name]
+		if kubelet := s.get(vocab.KindNode, d.node)[vocab.FieldKubelet]; d.judging && kubelet != "" && kubelet != d.version {
+			out = append(out, nodeMismatch(s, name, d.version, d.node, kubelet)...)
+		}
+	}
 	return out
+}
+
+func nodeMismatch(s *State, machine, version, node, kubelet string) []Violation {
+	return violation(s, fmt.Sprintf("Machine %s says %s, not updating, while its Node %s runs kubelet %s", machine, version, node, kubelet),
+		vocab.KindMachine+"/"+machine, vocab.KindNode+"/"+node)
 }
 
 func staticPodsRun(s *State, _ Params) []Violation {

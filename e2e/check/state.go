@@ -22,8 +22,10 @@ type State struct {
 	// Created and Deleted are the objects that appeared and went away
 	// after the "upgrade" step ("Kind/name").
 	Created, Deleted []string
-	// Entry is the change just applied.
-	Entry timeline.Entry
+	// Entry is the change just applied, and pollEntries every change of
+	// its poll.
+	Entry       timeline.Entry
+	pollEntries []timeline.Entry
 	// Before is every object's summary at the "upgrade" step.
 	Before map[string]map[string]map[string]string
 	// LastConsumer is the last machine each host was bound to, and
@@ -52,8 +54,12 @@ type State struct {
 	// the upgrade; nodeStops counts its nodes stopped, excusedDrains the
 	// nodes stopped undrained after CAPI's nodeDrainTimeout.
 	workloadEvents []string
-	nodeStops      int
-	excusedDrains  []string
+	// nodeDue are the Machines seen leaving an in-place update in a poll
+	// whose Node read still showed another kubelet, to be judged against
+	// the next poll's Node (specMatchesHost).
+	nodeDue       map[string]*nodeDue
+	nodeStops     int
+	excusedDrains []string
 	// drainGaveUp are the nodes whose drain CAPI gave up on (their
 	// Machine's nodeDrainTimeout passed); budgets are the application's
 	// budgets as afterPoll follows them.
@@ -144,7 +150,7 @@ func (s *State) upgrading() bool { return s.Before != nil && s.Steps[StepDone].I
 func newState() *State {
 	return &State{Objects: map[string]map[string]map[string]string{}, Steps: map[string]time.Time{},
 		LastConsumer: map[string]string{}, Reprovisioned: map[string]bool{}, drainGaveUp: map[string]bool{}, budgets: map[string]*budgetTrack{},
-		Changed: map[string]time.Time{}, podNodes: map[string]string{}, stoppedWith: map[string]map[string]bool{}, shutdowns: map[string]time.Time{}, cuts: map[string]cutShutdown{}, foundUnhealthy: map[string]bool{}, hostKubelet: map[string]string{}, scaledDown: map[string]bool{}}
+		Changed: map[string]time.Time{}, podNodes: map[string]string{}, stoppedWith: map[string]map[string]bool{}, shutdowns: map[string]time.Time{}, cuts: map[string]cutShutdown{}, foundUnhealthy: map[string]bool{}, nodeDue: map[string]*nodeDue{}, hostKubelet: map[string]string{}, scaledDown: map[string]bool{}}
 }
 
 // count records what the entry did that a rule judges (before the
@@ -359,10 +365,43 @@ func (s *State) applyObject(e timeline.Entry) {
 	}
 }
 
+// nodeDue is a Machine's end of update whose Node is judged a poll
+// later: the version the Machine then said, its Node, and whether the
+// poll judging it has come.
+type nodeDue struct {
+	version, node string
+	at            time.Time
+	judging       bool
+}
+
+// dueNodeChecks moves the Node checks of Machines' update ends along by
+// one poll: those of the poll before are judged now, those judged are
+// done, and a Machine that left its update in this poll while its Node
+// read showed another kubelet waits for the next.
+func (s *State) dueNodeChecks() {
+	for name, d := range s.nodeDue {
+		if d.judging {
+			delete(s.nodeDue, name)
+		} else if d.at.Before(s.Now) {
+			d.judging = true
+		}
+	}
+	for _, e := range s.pollEntries {
+		if e.Kind != vocab.KindMachine || e.Old[vocab.FieldUpdating] == "" || e.New == nil || e.New[vocab.FieldUpdating] != "" {
+			continue
+		}
+		version, node := e.New[vocab.FieldVersion], e.New[vocab.FieldNode]
+		if kubelet := s.get(vocab.KindNode, node)[vocab.FieldKubelet]; node != "" && kubelet != "" && kubelet != version {
+			s.nodeDue[e.Name] = &nodeDue{version: version, node: node, at: s.Now}
+		}
+	}
+}
+
 // afterPoll brings what rules follow across moments up to the poll just
 // applied: the drains CAPI gave up on, and each budget's drop below its
 // desired count with its cause.
 func (s *State) afterPoll() {
+	s.dueNodeChecks()
 	for _, m := range s.names(vocab.KindMachine) {
 		sum := s.get(vocab.KindMachine, m)
 		started, err := time.Parse(time.RFC3339, sum[vocab.FieldDrainStarted])
