@@ -133,8 +133,10 @@ var _ = SynchronizedBeforeSuite(func(ctx context.Context) []byte {
 	bin := filepath.Join(artifactsDir(), "bin")
 	fmt.Fprintf(timestamped{os.Stdout}, "building the reference provider and the in-place extension into %s\n", bin)
 	abs, _ := filepath.Abs(artifactsDir())
+	start := time.Now()
 	bins, err := reference.BuildAll(ctx, bin)
 	Expect(err).NotTo(HaveOccurred())
+	fmt.Fprintf(timestamped{os.Stdout}, "built the reference provider and the in-place extension in %s\n", time.Since(start).Round(time.Second))
 	built := binaries
 	built.Artifacts, built.Provider, built.Extension = abs, bins.Provider, bins.Extension
 	// Managers built from modules (CAPI's in-memory provider) are built

@@ -21,8 +21,10 @@ for pair in \
   name=${pair%%:*} pkg=${pair#*:}
   [[ -x "$OUT/$name" ]] && go version -m "$OUT/$name" | grep -q 'CGO_ENABLED=0' && continue
   echo "build-capi-managers: building $name ($pkg@$VERSION)" >&2
+  start=$SECONDS
   CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X sigs.k8s.io/cluster-api/version.gitVersion=$VERSION" \
     -o "$OUT/$name.tmp" "$pkg"
   mv "$OUT/$name.tmp" "$OUT/$name"
+  echo "build-capi-managers: built $name in $((SECONDS - start)) s" >&2
 done
 echo "$OUT"

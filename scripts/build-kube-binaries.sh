@@ -83,16 +83,19 @@ build_kube() {
   local name=$1 out="$ASSETS/$1" dir="$SRC/kube-apiserver-$KUBE_VERSION"
   if have_version "$out" "$KUBE_VERSION" "${3:-}"; then return; fi
   log "building $name $KUBE_VERSION (cold: about $2 minutes on 2 cores)"
+  local start=$SECONDS
   kube_wrapper
   local ld; ld=$(kube_ldflags)
   (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$out.tmp" "k8s.io/kubernetes/cmd/$name")
   mv "$out.tmp" "$out"
+  log "built $name in $((SECONDS - start)) s"
 }
 
 build_etcd() {
   local out="$ASSETS/etcd" dir="$SRC/etcd-$ETCD_VERSION"
   if have_version "$out" "etcd Version: ${ETCD_VERSION#v}"; then return; fi
   log "building etcd $ETCD_VERSION"
+  local start=$SECONDS
   mkdir -p "$dir"
   cat >"$dir/go.mod" <<GO
 module upgradelab.local/etcd
@@ -115,6 +118,7 @@ func main() { etcdmain.Main(os.Args) }
 GO
   (cd "$dir" && go mod tidy >/dev/null && go build -trimpath -ldflags "-s -w" -o "$out.tmp" .)
   mv "$out.tmp" "$out"
+  log "built etcd in $((SECONDS - start)) s"
 }
 
 build_etcd

@@ -227,9 +227,10 @@ func referenceBinaries(ctx context.Context, out io.Writer, dir string) (referenc
 		}
 	}
 	fmt.Fprintln(out, "building the reference provider and the in-place extension")
+	start := time.Now()
 	b, err := reference.BuildAll(ctx, dir)
 	if err == nil {
-		fmt.Fprintf(out, "%s%s\n", referenceReady, dir)
+		fmt.Fprintf(out, "built them in %s\n%s%s\n", time.Since(start).Round(time.Second), referenceReady, dir)
 	}
 	return b, err
 }
