@@ -182,10 +182,20 @@ func (r *run) rolledBack(ctx context.Context, version string) (failed, ready int
 	return failed, ready, strings.Join(states, " "), nil
 }
 
+// minStallWatch is the least wall time a stalled upgrade is watched.
+// CAPI's own fixed waits are wall time at any scale (docs/ARCHITECTURE.md,
+// "Time"): under its rate limit a drain is looked at again after 20 s
+// and KCP requeues a deletion after 30 s, so at the suite's scale a
+// stallFor of 35 lab minutes (21 s) ended before KCP's fallback had
+// deleted the Machine it chose, which a slower scale saw: the deletion
+// rules went unexercised at one scale and passed at the other.
+const minStallWatch = time.Minute
+
 // waitStalled watches an upgrade the scenario's faults stall: once every
-// fault fired, for d, printing what the Machines do; the rules then judge
-// what the faults broke (expect.brokenRules).
+// fault fired, for d (at least minStallWatch), printing what the Machines
+// do; the rules then judge what the faults broke (expect.brokenRules).
 func (r *run) waitStalled(ctx context.Context, d time.Duration) error {
+	d = max(d, minStallWatch)
 	want := r.scenario.Cluster.ControlPlane.Replicas + r.scenario.Cluster.Workers.Replicas
 	if err := r.wait(ctx, r.provider.Intervals.Upgrade.Duration, func(ctx context.Context) (progress, error) {
 		_, n, _, err := r.rolledOut(ctx, r.scenario.To.Version, want)
