@@ -40,7 +40,7 @@ verdicts. Exits non-zero when a cluster broke a rule or stopped.`,
 	cmd.Flags().Float64Var(&o.scale, "time-scale", float64(timescale.Suite), "real time per modelled time in the lab")
 	cmd.Flags().IntVar(&o.batch, "batch", -1, "override the fleet file's wave.batch (0: all at once)")
 	cmd.Flags().IntVar(&o.concurrent, "provision-concurrent", -1, "override the fleet file's provision.concurrent: how many clusters provision at once (0: all)")
-	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", true, "run CAPI's managers as CAPI ships them: their per-object reconcile rate limit and with it their stale-cache guard (false: as make e2e runs them, faster)")
+	cmd.Flags().BoolVar(&o.rateLimited, "capi-rate-limiting", true, "run CAPI's managers as CAPI ships them: their per-object reconcile rate limit and with it their stale-cache guard (false: faster, and not CAPI as users run it)")
 	cmd.Flags().StringArrayVar(&o.managerFlags, "manager-flag", nil, "NAME=FLAG: one more flag for a manager of the plane (capi, kcp, cabpk, baremetal, inplace), e.g. capi=--kube-api-qps=200 (CAPI's default is 100); repeat it")
 	cmd.Flags().DurationVar(&o.settle, "settle", fleet.DefaultSettle, "how long each cluster may take, once its Machines are done, for CAPI's Cluster, counts and add-ons to catch up before the end rules judge")
 	cmd.Flags().DurationVar(&o.provision, "provision", fleet.DefaultProvision, "how long each cluster's provisioning may take (a lone run's is the provider config's interval; never less than it)")

@@ -263,8 +263,8 @@ func TestASuitesCheapestAndCostliestRunsAreRows(t *testing.T) {
 		got = append(got, r.What+" = "+r.Figure)
 	}
 	want := []string{
-		"make e2e: CPU of its cheapest run (baremetal single-node-in-place/plain), every process serving it = 14s",
-		"make e2e: CPU of its costliest run (baremetal cold-spare-rolling/plain), every process serving it = 42s",
+		"make e2e: CPU of its cheapest run, every process serving it = 14s (baremetal single-node-in-place/plain)",
+		"make e2e: CPU of its costliest run, every process serving it = 42s (baremetal cold-spare-rolling/plain)",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("CPU rows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -227,8 +227,9 @@ func FromSuite(dir string) ([]Row, error) {
 
 // cpuRows are the CPU of the suite's cheapest and costliest run, every
 // process that served it counted (the plane, the managers, the harness:
-// result.Profile), each named by its run; none when no run recorded its
-// CPU.
+// result.Profile), the run named in the figure (a row is replaced by
+// what it measures, whichever run it was); none when no run recorded
+// its CPU.
 func cpuRows(results []result.Result, suite Row) []Row {
 	var least, most *result.Result
 	var lo, hi time.Duration
@@ -249,8 +250,8 @@ func cpuRows(results []result.Result, suite Row) []Row {
 	}
 	row := func(which string, r *result.Result, cpu time.Duration) Row {
 		out := suite
-		out.What = fmt.Sprintf("%s: CPU of its %s run (%s), every process serving it", suite.Command, which, r.Key())
-		out.Figure = cpu.Round(100 * time.Millisecond).String()
+		out.What = fmt.Sprintf("%s: CPU of its %s run, every process serving it", suite.Command, which)
+		out.Figure = fmt.Sprintf("%s (%s)", cpu.Round(100*time.Millisecond), r.Key())
 		return out
 	}
 	return []Row{row("cheapest", least, lo), row("costliest", most, hi)}

@@ -1135,18 +1135,19 @@ func TestStaticPodsRunNotesWhatHoldsKCP(t *testing.T) {
 // judges it: caught up, the rule holds; still on the old kubelet, it
 // breaks, saying what the Machine said when its update ended.
 func TestAnUpdatesEndIsJudgedAgainstTheNextPollsNode(t *testing.T) {
-	run := func(nodeCatchesUp bool) *Result {
+	// run records the update's end, then the runner's done step (no
+	// poll: it must not judge the Node read before), then, when
+	// nextPoll, a poll whose Node reads kubelet next.
+	run := func(nextPoll bool, next string) *Result {
 		h := provisionedSingleNode()
 		h.step(StepUpgrade)
 		h.set(vocab.KindMachine, "c-cp-a", updating(machine("v1.36.3", "u1", "c-cp-a", true, "False")))
 		h.set(timeline.KindLab, "node-0", osRunning("v1.36.3"))
 		h.set(vocab.KindMachine, "c-cp-a", machine("v1.36.3", "u1", "c-cp-a", true, "True"))
-		next := "v1.35.3"
-		if nodeCatchesUp {
-			next = "v1.36.3"
-		}
-		h.set(vocab.KindNode, "c-cp-a", map[string]string{vocab.FieldReady: "True", vocab.FieldKubelet: next, "seen": "again"})
 		h.step(StepDone)
+		if nextPoll {
+			h.set(vocab.KindNode, "c-cp-a", map[string]string{vocab.FieldReady: "True", vocab.FieldKubelet: next, "seen": "again"})
+		}
 		for _, r := range Run(h.entries, inPlace) {
 			if r.Rule == "spec-matches-host" {
 				return &r
@@ -1154,12 +1155,17 @@ func TestAnUpdatesEndIsJudgedAgainstTheNextPollsNode(t *testing.T) {
 		}
 		return nil
 	}
-	if got := run(true); got == nil || got.Status != Pass {
+	if got := run(true, "v1.36.3"); got == nil || got.Status != Pass {
 		t.Errorf("the Node caught up at the next poll: %+v; want a pass", got)
 	}
-	got := run(false)
-	if got == nil || got.Status != Fail || len(got.Violations) != 1 ||
-		got.Violations[0].Message != "Machine c-cp-a says v1.36.3, not updating, while its Node c-cp-a runs kubelet v1.35.3" {
-		t.Errorf("the Node still on the old kubelet at the next poll: %+v; want that failure", got)
+	want := "Machine c-cp-a says v1.36.3, not updating, while its Node c-cp-a runs kubelet v1.35.3"
+	for _, c := range []struct {
+		name     string
+		nextPoll bool
+	}{{"the Node still on the old kubelet at the next poll", true}, {"no poll after the update's end", false}} {
+		got := run(c.nextPoll, "v1.35.3")
+		if got == nil || got.Status != Fail || len(got.Violations) != 1 || got.Violations[0].Message != want {
+			t.Errorf("%s: %+v; want that failure", c.name, got)
+		}
 	}
 }

@@ -52,7 +52,7 @@ var Rules = []Rule{
 	{Name: "paused-respected", Group: GroupRollout, Why: "while its Cluster is paused (spec.paused, as during clusterctl move), none of its Machines is created, deleted, starts an in-place update or changes version",
 		During: pausedRespected, Exercised: func(s *State, _ Params) bool { return s.Exercise.ClusterPauses > 0 }},
 	{Name: "spec-matches-host", Group: GroupRollout, Why: "outside an in-place update, a Machine's version is its Node's kubelet and the version of the image its host booted (an update answered done while the host runs another image leaves CAPI judging a cluster that is not there)",
-		During: specMatchesHost},
+		During: specMatchesHost, End: func(s *State, _ Params) []Violation { return dueNodeMismatches(s, true) }},
 	{Name: "static-pods-run", Group: GroupRollout, Why: "no control-plane static pod crash-loops (a flag or feature gate its release removed makes the binary exit at start; KCP then holds the rollout at its preflight checks)",
 		During: staticPodsRun, Note: kcpBlockedNote},
 	{Name: "same-machines", Group: GroupRollout, Why: "an in-place upgrade keeps every Machine (name and UID); none created, deleted or being deleted",
@@ -449,9 +449,20 @@ func specMatchesHost(s *State, _ Params) []Violation {
 				vocab.KindMachine+"/"+name, vocab.KindHost+"/"+host)...)
 		}
 	}
+	return append(out, dueNodeMismatches(s, false)...)
+}
+
+// dueNodeMismatches judges the update ends whose poll has come (all of
+// them at the end of the run: no later poll will read their Nodes)
+// against their Nodes, unless the Machine is gone or deleting.
+func dueNodeMismatches(s *State, atEnd bool) []Violation {
+	var out []Violation
 	for _, name := range slices.Sorted(maps.Keys(s.nodeDue)) {
-		d := s.nodeDue[name]
-		if kubelet := s.get(vocab.KindNode, d.node)[vocab.FieldKubelet]; d.judging && kubelet != "" && kubelet != d.version {
+		d, m := s.nodeDue[name], s.get(vocab.KindMachine, name)
+		if !d.judging && !atEnd || m == nil || m[vocab.FieldDeleting] != "" {
+			continue
+		}
+		if kubelet := s.get(vocab.KindNode, d.node)[vocab.FieldKubelet]; kubelet != "" && kubelet != d.version {
 			out = append(out, nodeMismatch(s, name, d.version, d.node, kubelet)...)
 		}
 	}

@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -374,11 +375,26 @@ type nodeDue struct {
 	judging       bool
 }
 
+// polled are the kinds monitor.Recorder reads at every poll (its
+// kinds()): a moment with a change of one of them is a poll, whose Node
+// read came after every earlier poll's Machine read. Steps, the lab's
+// and the workload's events and the data read back are not polls.
+var polled = map[string]bool{
+	vocab.KindCluster: true, vocab.KindControlPlane: true, vocab.KindMachineDeployment: true, vocab.KindMachineSet: true,
+	vocab.KindMachine: true, vocab.KindEtcdMember: true, vocab.KindStaticPod: true, vocab.KindNode: true, vocab.KindPod: true,
+	vocab.KindBudget: true, vocab.KindApp: true, vocab.KindAddon: true, vocab.KindWorkloadAPI: true, vocab.KindHost: true,
+}
+
 // dueNodeChecks moves the Node checks of Machines' update ends along by
-// one poll: those of the poll before are judged now, those judged are
-// done, and a Machine that left its update in this poll while its Node
-// read showed another kubelet waits for the next.
+// one poll: those of an earlier poll are judged at this one, those
+// judged are done, and a Machine that left its update in this poll while
+// its Node read showed another kubelet waits for the next poll. A moment
+// that is no poll (a step, a lab event) moves nothing: its Node is the
+// one read before.
 func (s *State) dueNodeChecks() {
+	if !slices.ContainsFunc(s.pollEntries, func(e timeline.Entry) bool { return polled[e.Kind] }) {
+		return
+	}
 	for name, d := range s.nodeDue {
 		if d.judging {
 			delete(s.nodeDue, name)
@@ -387,7 +403,8 @@ func (s *State) dueNodeChecks() {
 		}
 	}
 	for _, e := range s.pollEntries {
-		if e.Kind != vocab.KindMachine || e.Old[vocab.FieldUpdating] == "" || e.New == nil || e.New[vocab.FieldUpdating] != "" {
+		if e.Kind != vocab.KindMachine || e.Old[vocab.FieldUpdating] == "" || e.New == nil || e.New[vocab.FieldUpdating] != "" ||
+			e.New[vocab.FieldDeleting] != "" {
 			continue
 		}
 		version, node := e.New[vocab.FieldVersion], e.New[vocab.FieldNode]

@@ -300,7 +300,8 @@ func ExtensionTimeFlags(s timescale.Scale, wallReboots bool) []string {
 const minStepsWait = 10 * time.Second
 
 // minPowerCheck is the shortest wall time between two looks at a steady
-// host: each look is an API read and a BMC session.
+// host: each look reads the BMC (on a kept connection) and may write the
+// host's status.
 const minPowerCheck = 2 * time.Second
 
 // ProviderTimeFlags are the inventory's waits, each in lab time (the

@@ -36,16 +36,19 @@
 //     Node back at the old version; for reverted, that failure, a "revert"
 //     step, the spec pointed back at the from-release (CoreDNS's tag stays:
 //     KCP refuses a down-migration) and its rollout; for stalled, the
-//     faults firing and then expect.stallFor of watching.
+//     faults firing and then expect.stallFor of watching (at least a
+//     minute of wall time: CAPI's own waits are wall time).
 //  6. Record "done", settle, read the data back, and judge.
 //
 // Settling waits, within [DefaultSettle] (Options.Settle; a fleet gives
 // more), until CAPI's Cluster conditions, KCP's and the MachineDeployments'
 // counts, KCP's kube-proxy and CoreDNS moves and every Machine's UpToDate
-// (with its Node on the Machine's kubelet, as KCP judges it) agree, and
-// nothing has been recorded for 1.5 s: a count read equal to its replicas
-// can be one a controller wrote before the last change and is about to
-// rewrite. The end rules judge what is there then.
+// (with its Node on the Machine's kubelet, as KCP judges it) agree, every
+// MachineDeployment has finished rolling out (a ClusterClass's topology
+// reconciled and its MachineDeployments at its version), and nothing has
+// been recorded for 1.5 s (3.5 s under CAPI's rate limit): a count read
+// equal to its replicas can be one a controller wrote before the last
+// change and is about to rewrite. The end rules judge what is there then.
 //
 // Waits look every 100 ms at the recorder's watch-fed cache, which costs
 // the API server nothing, and print a progress line when what they see

@@ -85,11 +85,3 @@ func TestRolloutsOverAsCAPISaysThem(t *testing.T) {
 		}
 	}
 }
-
-// With CAPI's rate limit a change passed on by two controllers can take
-// two of its intervals more to reach the Cluster.
-func TestSettleWaitsLongerUnderCAPIsRateLimit(t *testing.T) {
-	if off, on := settleQuiet(false), settleQuiet(true); on < off+2*rateLimitInterval {
-		t.Errorf("settleQuiet: %s without the rate limit, %s with it; want at least two intervals (%s) more", off, on, 2*rateLimitInterval)
-	}
-}

@@ -248,7 +248,8 @@ type Expect struct {
 	// they are reported as expected failures; held, as passes.
 	MayBreak []string `yaml:"mayBreak"`
 	// StallFor is, for outcome stalled, how long the runner watches the
-	// stalled upgrade after the faults fired before it judges.
+	// stalled upgrade after the faults fired before it judges (at least
+	// a minute of wall time, which CAPI's own waits need).
 	StallFor Duration `yaml:"stallFor"`
 	// MaxAPIOutage is the longest the workload cluster's API may refuse
 	// or fail reads during the upgrade, in lab time. Default:

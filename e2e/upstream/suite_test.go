@@ -30,7 +30,7 @@ var (
 	artifactsFlag = flag.String("artifacts", "", "folder for every artifact of this run (default ../../_artifacts/upstream-TIME)")
 	timeScaleFlag = flag.Float64("time-scale", 0.01, "real time per modelled time in the lab")
 	skipCleanup   = flag.Bool("skip-cleanup", false, "keep each spec's cluster and namespace (CAPI's SkipCleanup)")
-	rateLimitFlag = flag.Bool("capi-rate-limiting", true, "run CAPI's managers with their per-object reconcile rate limit, as CAPI ships them (false: off, as make e2e runs them)")
+	rateLimitFlag = flag.Bool("capi-rate-limiting", true, "run CAPI's managers with their per-object reconcile rate limit, as CAPI ships them (false: off, faster)")
 )
 
 // ctx is the context CAPI's spec functions take when they are declared.

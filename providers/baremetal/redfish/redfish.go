@@ -77,6 +77,9 @@ func Dial(addr Address, username, password string, httpClient *http.Client) (*Cl
 // Ironic's sushy keeps its connections (a requests.Session per BMC), so
 // a BMC sees one TLS handshake per client, not one per read.
 func keepingConnections(httpClient *http.Client) *http.Client {
+	if httpClient == nil {
+		httpClient = http.DefaultClient
+	}
 	c := *httpClient
 	next := c.Transport
 	if next == nil {
