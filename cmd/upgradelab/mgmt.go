@@ -56,8 +56,9 @@ func newMgmtUpCommand() *cobra.Command {
 CRDs and webhooks of Cluster API core, KubeadmControlPlane and kubeadm
 bootstrap, and runs those managers with ClusterTopology, RuntimeSDK and
 InPlaceUpdates on, and with CAPI's per-object reconcile rate limit unless
---capi-rate-limiting=false (see docs/ARCHITECTURE.md, "Time"). Prints the kubeconfig to use with kubectl, then waits;
-Ctrl-C stops every process it started.`,
+--capi-rate-limiting=false (see docs/ARCHITECTURE.md, "Time"). Prints the
+kubeconfig to use with kubectl, then waits; Ctrl-C stops every process it
+started.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			target, err := mgmt.ParseTarget(management)

@@ -375,24 +375,15 @@ type nodeDue struct {
 	judging       bool
 }
 
-// polled are the kinds monitor.Recorder reads at every poll (its
-// kinds()): a moment with a change of one of them is a poll, whose Node
-// read came after every earlier poll's Machine read. Steps, the lab's
-// and the workload's events and the data read back are not polls.
-var polled = map[string]bool{
-	vocab.KindCluster: true, vocab.KindControlPlane: true, vocab.KindMachineDeployment: true, vocab.KindMachineSet: true,
-	vocab.KindMachine: true, vocab.KindEtcdMember: true, vocab.KindStaticPod: true, vocab.KindNode: true, vocab.KindPod: true,
-	vocab.KindBudget: true, vocab.KindApp: true, vocab.KindAddon: true, vocab.KindWorkloadAPI: true, vocab.KindHost: true,
-}
-
 // dueNodeChecks moves the Node checks of Machines' update ends along by
 // one poll: those of an earlier poll are judged at this one, those
 // judged are done, and a Machine that left its update in this poll while
 // its Node read showed another kubelet waits for the next poll. A moment
-// that is no poll (a step, a lab event) moves nothing: its Node is the
-// one read before.
+// that is no poll (vocab.PolledKinds: a step, a lab event) moves nothing:
+// its Node is the one read before. A poll's Node read came after every
+// earlier poll's Machine read.
 func (s *State) dueNodeChecks() {
-	if !slices.ContainsFunc(s.pollEntries, func(e timeline.Entry) bool { return polled[e.Kind] }) {
+	if !slices.ContainsFunc(s.pollEntries, func(e timeline.Entry) bool { return slices.Contains(vocab.PolledKinds, e.Kind) }) {
 		return
 	}
 	for name, d := range s.nodeDue {

@@ -53,10 +53,11 @@
 // Go caller that leaves it false gets speed (CAPI reconciles each object
 // at most once a wall-clock second, and with the lab's modelled time 100
 // times faster that pause at every hop of a rollout is much of a
-// scenario) and CAPI unlike what users run. The gate is more than pacing: on, CAPI's controller wrapper also holds each
-// reconcile until the cache has the object's last write; off, a controller
-// can decide on a cache missing its own write, and under a saturated API
-// server KCP created a second init Machine for a one-replica control plane
+// scenario) and CAPI unlike what users run. The gate is more than
+// pacing: on, CAPI's controller wrapper also holds each reconcile until
+// the cache has the object's last write; off, a controller can decide on
+// a cache missing its own write, and under a saturated API server KCP
+// created a second init Machine for a one-replica control plane
 // (docs/FLEET.md). Results record which a run had.
 //
 // # Each manager as itself

@@ -335,3 +335,17 @@ func TestTheAPIIsDownFromTheFirstFailingRead(t *testing.T) {
 		t.Errorf("answering again: %v", up)
 	}
 }
+
+// The rules tell a poll from a step or an event by vocab.PolledKinds:
+// the kinds a poll reads, which must be exactly the recorder's.
+func TestPolledKindsAreTheRecordersKinds(t *testing.T) {
+	var read []string
+	for _, k := range (&Recorder{Hosts: true}).kinds() {
+		read = append(read, k.name)
+	}
+	slices.Sort(read)
+	want := slices.Sorted(slices.Values(vocab.PolledKinds))
+	if !slices.Equal(read, want) {
+		t.Errorf("the recorder polls %v; vocab.PolledKinds says %v", read, want)
+	}
+}

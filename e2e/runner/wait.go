@@ -187,8 +187,8 @@ func (r *run) rolledBack(ctx context.Context, version string) (failed, ready int
 // "Time"): under its rate limit a drain is looked at again after 20 s
 // and KCP requeues a deletion after 30 s, so at the suite's scale a
 // stallFor of 35 lab minutes (21 s) ended before KCP's fallback had
-// deleted the Machine it chose, which a slower scale saw: the deletion
-// rules went unexercised at one scale and passed at the other.
+// deleted the Machine it chose: the deletion rules went unexercised
+// under the rate limit where they had passed without it.
 const minStallWatch = time.Minute
 
 // waitStalled watches an upgrade the scenario's faults stall: once every

@@ -19,6 +19,14 @@ const (
 	KindStaticPod = "StaticPod"
 )
 
+// PolledKinds are the kinds the recorder (e2e/monitor) reads at every
+// poll, all of a poll's changes stamped with one time: a moment with a
+// change of one of them is a poll.
+var PolledKinds = []string{
+	KindCluster, KindControlPlane, KindMachineDeployment, KindMachineSet, KindMachine, KindEtcdMember, KindStaticPod,
+	KindNode, KindPod, KindBudget, KindApp, KindAddon, KindWorkloadAPI, KindHost,
+}
+
 // AddonKubeadmConfig names the kubeadm-config ConfigMap among the add-ons
 // (KindAddon).
 const AddonKubeadmConfig = "kubeadm-config"

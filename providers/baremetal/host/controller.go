@@ -162,8 +162,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.SoftPowerOffTimeout == 0 {
 		r.SoftPowerOffTimeout = 10 * time.Minute
 	}
-	r.writes.written = map[types.NamespacedName]string{}
-	r.Client = r.writes.recording(r.Client)
+	if r.Reader != nil {
+		// Without a Reader every host is read from Client: nothing to
+		// remember.
+		r.writes.written = map[types.NamespacedName]string{}
+		r.Client = r.writes.recording(r.Client)
+	}
 	r.deployBoots, r.softOffs = map[types.UID]time.Time{}, map[types.UID]time.Time{}
 	r.awaiting, r.wakes = map[string]types.NamespacedName{}, make(chan event.TypedGenericEvent[*metal3.BareMetalHost], 1024)
 	r.Heartbeats.Listen(r.heartbeatWakes)
