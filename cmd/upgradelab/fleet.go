@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/upgradelab/upgradelab/e2e/fleet"
+	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/report"
 	"github.com/upgradelab/upgradelab/e2e/result"
@@ -45,6 +47,8 @@ verdicts. Exits non-zero when a cluster broke a rule or stopped.`,
 	cmd.Flags().DurationVar(&o.settle, "settle", fleet.DefaultSettle, "how long each cluster may take, once its Machines are done, for CAPI's Cluster, counts and add-ons to catch up before the end rules judge")
 	cmd.Flags().DurationVar(&o.provision, "provision", fleet.DefaultProvision, "how long each cluster's provisioning may take (a lone run's is the provider config's interval; never less than it)")
 	cmd.Flags().DurationVar(&o.upgrade, "upgrade", fleet.DefaultUpgrade, "how long each cluster's upgrade may take (a lone run's is the provider config's interval; never less than it)")
+	cmd.Flags().StringVar(&o.management, "management", "embedded", `where the management plane runs: "embedded", "kubeconfig=PATH" (an existing cluster; CAPI installed into it, managers on this machine) or "kind[=NAME]" (managers as Pods)`)
+	cmd.Flags().StringVar(&o.kindImage, "kind-node-image", os.Getenv("KIND_NODE_IMAGE"), "node image for a kind cluster it creates (scripts/build-kind-node-image.sh builds one offline)")
 	cmd.AddCommand(newCurveCommand())
 	return cmd
 }
@@ -80,6 +84,8 @@ runs nothing and draws the curve of the reports it names.`,
 	cmd.Flags().DurationVar(&o.provision, "provision", fleet.DefaultProvision, "the provisioning bound (see upgradelab fleet)")
 	cmd.Flags().DurationVar(&o.upgrade, "upgrade", fleet.DefaultUpgrade, "the upgrade bound (see upgradelab fleet)")
 	cmd.Flags().IntVar(&o.concurrent, "provision-concurrent", -1, "override the fleet file's provision.concurrent at every size (0: all at once)")
+	cmd.Flags().StringVar(&o.management, "management", "embedded", `where the management plane runs: "embedded", "kubeconfig=PATH" (an existing cluster; CAPI installed into it, managers on this machine) or "kind[=NAME]" (managers as Pods)`)
+	cmd.Flags().StringVar(&o.kindImage, "kind-node-image", os.Getenv("KIND_NODE_IMAGE"), "node image for a kind cluster it creates (scripts/build-kind-node-image.sh builds one offline)")
 	cmd.Flags().StringArrayVar(&earlier, "with", nil, "the fleet.json of a size run before (upgradelab fleet): a point of the curve not run again; repeat it")
 	o.batch = -1
 	return cmd
@@ -95,6 +101,8 @@ type fleetOptions struct {
 	settle          time.Duration
 	provision       time.Duration
 	upgrade         time.Duration
+	management      string
+	kindImage       string
 }
 
 // managerArgs are --manager-flag's NAME=FLAG pairs by manager.
@@ -111,6 +119,9 @@ func (o fleetOptions) managerArgs() (map[string][]string, error) {
 }
 
 func (o fleetOptions) curve(ctx context.Context, out io.Writer, sizes []int, earlier []string) error {
+	if _, err := mgmt.ParseTarget(o.management); err != nil {
+		return err // before anything is built
+	}
 	root, err := reference.RepoRoot()
 	if err != nil {
 		return fmt.Errorf("run from the repository (its fixtures and templates): %w", err)
@@ -167,6 +178,9 @@ func (o fleetOptions) curve(ctx context.Context, out io.Writer, sizes []int, ear
 }
 
 func (o fleetOptions) run(ctx context.Context, out io.Writer) error {
+	if _, err := mgmt.ParseTarget(o.management); err != nil {
+		return err // before anything is built
+	}
 	root, err := reference.RepoRoot()
 	if err != nil {
 		return fmt.Errorf("run from the repository (its fixtures and templates): %w", err)
@@ -197,6 +211,10 @@ func (o fleetOptions) runOne(ctx context.Context, out io.Writer, root string, fl
 	if err != nil {
 		return nil, nil, err
 	}
+	target, err := mgmt.ParseTarget(o.management)
+	if err != nil {
+		return nil, nil, err
+	}
 	if o.batch >= 0 {
 		fl.File.Wave.Batch = o.batch
 	}
@@ -206,7 +224,7 @@ func (o fleetOptions) runOne(ctx context.Context, out io.Writer, root string, fl
 	fmt.Fprintf(out, "fleet %s: %d clusters on %d hosts; artifacts in %s\n", fl.File.Name, len(fl.Clusters), len(fl.Lab.Spec.Hosts), dir)
 	rep, results, err := fleet.Run(ctx, fl, fleet.Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(o.scale),
 		Progress: &lockedWriter{w: out}, ProviderBinary: bins.Provider, ExtensionBinary: bins.Extension, RateLimitedReconciles: o.rateLimited,
-		ManagerArgs: args, Settle: o.settle, Provision: o.provision, Upgrade: o.upgrade})
+		ManagerArgs: args, Settle: o.settle, Provision: o.provision, Upgrade: o.upgrade, Management: target, KindNodeImage: o.kindImage})
 	if err != nil {
 		return nil, nil, err
 	}

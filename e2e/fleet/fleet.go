@@ -54,6 +54,13 @@ type Options struct {
 	// (mgmt.Options.ManagerArgs): their client QPS and burst, their
 	// concurrency.
 	ManagerArgs map[string][]string
+	// Management is where the plane runs (mgmt.Target; zero: embedded),
+	// KindNodeImage a kind target's node image. On a kind cluster the
+	// managers run as its Pods, so the report reads CPU and metrics only
+	// of the processes on this machine: the harness (the lab, the
+	// recorders) and, on another kubeconfig target, the managers.
+	Management    mgmt.Target
+	KindNodeImage string
 	// Settle bounds each run's wait, once its Machines are done, for
 	// CAPI's Cluster, counts and add-ons to catch up (runner.Options.Settle;
 	// default DefaultSettle). The report spreads how long they took.
@@ -116,10 +123,14 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 		}
 	}
 	say("starting one plane and one lab of %d hosts for %d clusters (%v)", len(fl.Lab.Spec.Hosts), len(fl.Clusters), fl.Strategies())
+	var planeProgress io.Writer // a kind cluster and its Pods take tens of seconds
+	if o.Management.Kind != "" && o.Management.Kind != mgmt.Embedded {
+		planeProgress = o.Progress
+	}
 	env, err := runner.StartEnv(ctx, runner.EnvOptions{Provider: prov, Strategies: fl.Strategies(), RepoRoot: o.RepoRoot,
 		Lab: fl.Lab, Dir: filepath.Join(o.Dir, "shared"), Scale: o.Scale,
 		ProviderBinary: o.ProviderBinary, ExtensionBinary: o.ExtensionBinary, RateLimitedReconciles: o.RateLimitedReconciles,
-		ManagerArgs: o.ManagerArgs})
+		ManagerArgs: o.ManagerArgs, Management: o.Management, KindNodeImage: o.KindNodeImage, PlaneProgress: planeProgress})
 	if err != nil {
 		return nil, nil, fmt.Errorf("fleet %s: the shared plane and lab: %w", fl.File.Name, err)
 	}
@@ -156,6 +167,7 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	rep := newReport(fl, results, w, meter, started, planeUp)
 	prof.addTo(rep)
 	rep.CAPIRateLimiting, rep.ManagerArgs, rep.SettleBound = o.RateLimitedReconciles, o.ManagerArgs, settle
+	rep.Management = env.Plane.Target.String()
 	rep.ProvisionBound, rep.UpgradeBound = prov.Intervals.Provision.Duration, prov.Intervals.Upgrade.Duration
 	if profileErr == nil {
 		profileErr = stopProfile()

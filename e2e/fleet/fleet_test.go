@@ -11,7 +11,13 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/result"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
 	"github.com/upgradelab/upgradelab/internal/timescale"
@@ -170,4 +176,70 @@ func checkReadThePlane(t *testing.T, rep *Report, dir string) {
 	if !reconciled {
 		t.Errorf("no reconciles of CAPI's core manager in the wave: %+v", rep.Managers)
 	}
+}
+
+// A fleet on an existing cluster (--management kubeconfig=PATH): CAPI is
+// installed into that cluster and its managers run beside it, the
+// cluster provisions and upgrades and passes every rule, and the report
+// says where the plane ran and measures only what runs on this machine:
+// the managers and the harness, not the cluster's own API server.
+func TestAFleetRunsOnAnExistingCluster(t *testing.T) {
+	root, err := reference.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, err := Load("testdata/one-in-place.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	existing, err := mgmt.StartBare(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(existing.Stop)
+	target, err := mgmt.ParseTarget("kubeconfig=" + existing.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, results, err := Run(ctx, fl, Options{RepoRoot: root, Dir: labtest.Dir(t), Scale: timescale.Scale(0.01), Progress: testWriter{t},
+		APIServerProfile: time.Second, Management: target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + rep.String())
+	if rep.Passed != 1 || len(results) != 1 {
+		for _, r := range results {
+			t.Errorf("%s: %s %s %v", r.Cluster, r.Verdict(), r.Error, check.Failed(r.Checks))
+		}
+		t.Fatalf("%d of 1 cluster passed", rep.Passed)
+	}
+	if rep.Management != target.String() || !strings.Contains(rep.String(), "management plane: --management kubeconfig="+existing.Kubeconfig) {
+		t.Errorf("the report names the plane %q; want %q:\n%s", rep.Management, target, rep)
+	}
+	ran := map[string]bool{}
+	for _, p := range rep.Processes {
+		ran[p.Name] = p.CPU > 0
+	}
+	if _, apiServer := ran["kube-apiserver"]; !ran["capi"] || !ran["harness"] || apiServer {
+		t.Errorf("processes measured %v: want CAPI's manager and the harness, and not the existing cluster's API server", ran)
+	}
+	// CAPI's API is the existing cluster's now.
+	c, err := client.New(clientConfig(t, existing.Kubeconfig), client.Options{Scheme: mgmt.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := c.Get(ctx, client.ObjectKey{Name: "clusters.cluster.x-k8s.io"}, &crd); err != nil {
+		t.Errorf("CAPI's Cluster CRD in the existing cluster: %v", err)
+	}
+}
+
+func clientConfig(t *testing.T, kubeconfig string) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

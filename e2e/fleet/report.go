@@ -15,6 +15,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/e2e/result"
 )
 
@@ -37,6 +38,9 @@ type Report struct {
 	ProvisionConcurrent int `json:"provisionConcurrent,omitempty"`
 	// CAPIRateLimiting: CAPI's managers ran as CAPI ships them.
 	CAPIRateLimiting bool `json:"capiRateLimiting"`
+	// Management is where the plane ran (mgmt.Target's --management
+	// value: embedded, kubeconfig=PATH, kind[=NAME]).
+	Management string `json:"management,omitempty"`
 	// ManagerArgs are the flags the managers ran with beyond the harness's
 	// own (Options.ManagerArgs).
 	ManagerArgs map[string][]string `json:"managerArgs,omitempty"`
@@ -330,6 +334,9 @@ func (r *Report) String() string {
 		limit = "CAPI's reconcile rate limit and its stale-cache guard off"
 	}
 	fmt.Fprintf(&b, "fleet %s: %d clusters (%s) on %d hosts, provisioned %s, wave %s; %s\n", r.Fleet, r.Clusters, r.Form, r.Hosts, batchName(r.ProvisionConcurrent), batchName(r.Batch), limit)
+	if r.Management != "" && r.Management != string(mgmt.Embedded) {
+		fmt.Fprintf(&b, "management plane: --management %s; the processes below are the ones on this machine\n", r.Management)
+	}
 	for _, name := range slices.Sorted(maps.Keys(r.ManagerArgs)) {
 		fmt.Fprintf(&b, "%s ran with %s\n", name, strings.Join(r.ManagerArgs[name], " "))
 	}

@@ -217,9 +217,13 @@ func (p *Plane) Processes() []Process {
 // MetricsURLs are each manager's Prometheus endpoint (controller-runtime's
 // workqueue and reconcile metrics), by manager name: the diagnostics
 // address every manager is started with, served without authentication
-// (--insecure-diagnostics) on loopback.
+// (--insecure-diagnostics) on loopback. Managers running as Pods (a kind
+// target) have none here: their diagnostics port is the Pod's.
 func (p *Plane) MetricsURLs() map[string]string {
 	out := map[string]string{}
+	if len(p.pods) > 0 {
+		return out
+	}
 	for _, m := range p.managers {
 		if ports, ok := p.ports[m.name]; ok && ports.diagnostics > 0 {
 			out[m.name] = "http://127.0.0.1:" + strconv.Itoa(ports.diagnostics) + "/metrics"

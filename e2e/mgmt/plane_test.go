@@ -29,7 +29,6 @@ import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // These tests run the real plane: kube-apiserver, etcd and the three CAPI
@@ -346,26 +345,12 @@ func conditionSummary(conds []metav1.Condition) string {
 // against it, and on Stop removes only the webhook configurations that
 // would point at managers no longer running.
 func TestPlaneOnAnExistingCluster(t *testing.T) {
-	a, err := ResolveAssets(Assets{})
+	bare, err := StartBare(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: a.KubeDir}
-	if _, err := env.Start(); err != nil {
-		t.Fatalf("starting a bare API server to stand for the existing cluster: %v", err)
-	}
-	t.Cleanup(func() { env.Stop() })
-	kubeconfig := filepath.Join(t.TempDir(), "existing.kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// A cluster runs kube-controller-manager, whose ClusterRole
-	// aggregation fills CAPI's aggregated roles.
-	kcm, err := startControllerManager(context.Background(), a, kubeconfig, t.TempDir(), aggregationController, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { kcm.Stop(10 * time.Second) })
+	t.Cleanup(bare.Stop)
+	kubeconfig := bare.Kubeconfig
 	target, err := ParseTarget("kubeconfig=" + kubeconfig)
 	if err != nil {
 		t.Fatal(err)
