@@ -194,7 +194,8 @@ e2e-vm: tools
 # (MANAGEMENT=kind): a one-node kind cluster created through kind's Go
 # library from a node image built offline (scripts/build-kind-node-image.sh,
 # cached by what it is built from), every manager a Pod with its own
-# ServiceAccount and RBAC, the lab on the host (docs/ARCHITECTURE.md). Needs
+# ServiceAccount and RBAC, the lab on the host (docs/ARCHITECTURE.md); then
+# a one-cluster fleet on the same kind cluster (TestAFleetRunsOnKind). Needs
 # root (Docker, iptables); the runs share the cluster, so one at a time.
 # `upgradelab mgmt down --management kind` deletes the cluster.
 KIND_SCENARIOS := single-node-in-place || three-node-scale-in || cold-spare-rolling || reset-reprovisioning
@@ -203,7 +204,8 @@ e2e-kind: tools
 	image=$$(scripts/build-kind-node-image.sh) && \
 	$(GINKGO) run --tags=e2e --procs=1 -v --timeout=90m --output-dir=$(ARTIFACTS) --junit-report=junit.xml \
 		--label-filter='baremetal && plain && !qemu && !ostree && ($(KIND_SCENARIOS))$(if $(GINKGO_LABELS), && ($(GINKGO_LABELS)))' ./e2e/ -- \
-		-artifacts=$(ARTIFACTS) -management=kind -kind-node-image=$$image -capi-rate-limiting=$(CAPI_RATE_LIMITING)
+		-artifacts=$(ARTIFACTS) -management=kind -kind-node-image=$$image -capi-rate-limiting=$(CAPI_RATE_LIMITING) && \
+	KIND_NODE_IMAGE=$$image $(GO_TEST) -tags kind -count=1 -timeout 30m -run TestAFleetRunsOnKind ./e2e/fleet/
 
 # The fault variants (scenarios/faults/): each scenario with a failure
 # injected mid-run, judged by the same checks. `make e2e-faults REPEAT=5`

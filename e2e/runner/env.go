@@ -153,9 +153,11 @@ func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 			return nil, err
 		}
 	}
-	if e.Client, err = client.New(e.Plane.RESTConfig, client.Options{Scheme: reference.Scheme()}); err != nil {
+	c, err := client.New(e.Plane.RESTConfig, client.Options{Scheme: reference.Scheme()})
+	if err != nil {
 		return nil, err
 	}
+	e.Client = patient(c)
 	// The run's namespace carries the labels the extensions select their
 	// namespaces by, as a user labels the namespaces an extension serves.
 	e.nsLabels, e.labelsOf = map[string]string{}, map[string]map[string]string{}

@@ -1,0 +1,60 @@
+//go:build kind
+
+package fleet
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/mgmt"
+	"github.com/upgradelab/upgradelab/e2e/reference"
+	"github.com/upgradelab/upgradelab/internal/timescale"
+	"github.com/upgradelab/upgradelab/sim/labtest"
+)
+
+// A fleet on a kind management cluster (`make e2e-kind` runs it, with
+// the node image scripts/build-kind-node-image.sh builds in
+// KIND_NODE_IMAGE): every manager a Pod of that cluster, the lab on this
+// machine. The cluster passes every rule, and the report names the kind
+// plane and measures no manager here, since none runs here.
+func TestAFleetRunsOnKind(t *testing.T) {
+	image := os.Getenv("KIND_NODE_IMAGE")
+	if image == "" {
+		t.Fatal("KIND_NODE_IMAGE: the kind node image to create the cluster from (scripts/build-kind-node-image.sh prints it)")
+	}
+	root, err := reference.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, err := Load("testdata/one-in-place.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := mgmt.ParseTarget("kind")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, results, err := Run(context.Background(), fl, Options{RepoRoot: root, Dir: labtest.Dir(t), Scale: timescale.Scale(0.01), Progress: testWriter{t},
+		APIServerProfile: time.Second, Management: target, KindNodeImage: image, RateLimitedReconciles: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + rep.String())
+	if rep.Passed != 1 || len(results) != 1 {
+		for _, r := range results {
+			t.Errorf("%s: %s %s %v", r.Cluster, r.Verdict(), r.Error, check.Failed(r.Checks))
+		}
+		t.Fatalf("%d of 1 cluster passed", rep.Passed)
+	}
+	if rep.Management != "kind" {
+		t.Errorf("the report names the plane %q; want kind", rep.Management)
+	}
+	for _, p := range rep.Processes {
+		if p.Name != harness {
+			t.Errorf("process %s measured on this machine; on kind only the harness runs here", p.Name)
+		}
+	}
+}
