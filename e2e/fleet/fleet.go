@@ -130,7 +130,7 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	env, err := runner.StartEnv(ctx, runner.EnvOptions{Provider: prov, Strategies: fl.Strategies(), RepoRoot: o.RepoRoot,
 		Lab: fl.Lab, Dir: filepath.Join(o.Dir, "shared"), Scale: o.Scale,
 		ProviderBinary: o.ProviderBinary, ExtensionBinary: o.ExtensionBinary, RateLimitedReconciles: o.RateLimitedReconciles,
-		ManagerArgs: o.ManagerArgs, Management: o.Management, KindNodeImage: o.KindNodeImage, PlaneProgress: planeProgress})
+		ManagerArgs: o.ManagerArgs, ExtensionArgs: extensionArgs(prov), Management: o.Management, KindNodeImage: o.KindNodeImage, PlaneProgress: planeProgress})
 	if err != nil {
 		return nil, nil, fmt.Errorf("fleet %s: the shared plane and lab: %w", fl.File.Name, err)
 	}
@@ -167,7 +167,7 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	rep := newReport(fl, results, w, meter, started, planeUp)
 	prof.addTo(rep)
 	rep.CAPIRateLimiting, rep.ManagerArgs, rep.SettleBound = o.RateLimitedReconciles, o.ManagerArgs, settle
-	rep.Management = env.Plane.Target.String()
+	rep.Management, rep.TimeScale = env.Plane.Target.String(), float64(o.Scale)
 	rep.ProvisionBound, rep.UpgradeBound = prov.Intervals.Provision.Duration, prov.Intervals.Upgrade.Duration
 	if profileErr == nil {
 		profileErr = stopProfile()
@@ -195,6 +195,17 @@ func fleetProvider(o Options) (prov *provider.Config, extra time.Duration, err e
 	prov.Intervals.Upgrade.Duration = max(loneUpgrade, cmp.Or(o.Upgrade, DefaultUpgrade))
 	extra = prov.Intervals.Provision.Duration - lone + prov.Intervals.Upgrade.Duration - loneUpgrade
 	return prov, extra, nil
+}
+
+// extensionArgs give the in-place extension's whole-update deadline the
+// fleet's upgrade bound. A lone run's is an hour of lab time (36 s at
+// 0.01) with a floor of ten of CAPI's hook retries; on a loaded plane
+// CAPI calls the extension every ten seconds or so, and a single-node
+// update of the 300-host fleet failed at 36 s while it was still
+// draining and rebooting. An update may take as long as the harness
+// waits for it, and no longer.
+func extensionArgs(prov *provider.Config) []string {
+	return []string{"--update-deadline=" + prov.Intervals.Upgrade.Duration.String()}
 }
 
 // runClusters runs every cluster of the fleet at once on the shared
@@ -354,6 +365,9 @@ type reading struct {
 	// kinds are the API server's request counts by kind (requestKind).
 	kinds    map[string]float64
 	managers map[string]scrape
+	// sched is how long the harness's goroutines waited for a CPU so
+	// far (schedMetric).
+	sched histogram
 }
 
 func newMeter(p *mgmt.Plane, every time.Duration) (*meter, error) {
@@ -384,7 +398,7 @@ func (m *meter) usage() map[string]proc.Usage {
 }
 
 func (m *meter) mark(ctx context.Context, name string) {
-	r := reading{at: time.Now(), usage: m.usage(), managers: map[string]scrape{}}
+	r := reading{at: time.Now(), usage: m.usage(), managers: map[string]scrape{}, sched: schedLatencies()}
 	var unread []string
 	if s, err := scrapeURL(ctx, m.api, strings.TrimSuffix(m.plane.RESTConfig.Host, "/")+"/metrics"); err == nil {
 		r.requests = s.sum("apiserver_request_total")

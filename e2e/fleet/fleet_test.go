@@ -142,6 +142,9 @@ func checkReadThePlane(t *testing.T, rep *Report, dir string) {
 	if len(rep.Unread) > 0 {
 		t.Errorf("metrics not read: %v", rep.Unread)
 	}
+	if rep.HarnessWaitMax <= 0 || rep.TimeScale != 0.01 || !strings.Contains(rep.String(), "goroutines waited for a CPU up to") {
+		t.Errorf("the harness's wait for a CPU (up to %s) at time scale %g is not in the report", rep.HarnessWaitMax, rep.TimeScale)
+	}
 	if rep.APIRequestsPerSecondInWave <= 0 || rep.PeakTotalRSS <= 0 {
 		t.Errorf("API requests %v/s in the wave, peak RSS %d", rep.APIRequestsPerSecondInWave, rep.PeakTotalRSS)
 	}

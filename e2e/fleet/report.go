@@ -38,6 +38,14 @@ type Report struct {
 	ProvisionConcurrent int `json:"provisionConcurrent,omitempty"`
 	// CAPIRateLimiting: CAPI's managers ran as CAPI ships them.
 	CAPIRateLimiting bool `json:"capiRateLimiting"`
+	// TimeScale is the lab's real time per modelled time.
+	TimeScale float64 `json:"timeScale,omitempty"`
+	// HarnessWaitP99 and HarnessWaitMax are how long the harness's
+	// goroutines waited, runnable, for a CPU over the run (schedMetric):
+	// the lab's steps ran that late, and a rule's bound in lab time
+	// counts such a wait divided by TimeScale.
+	HarnessWaitP99 time.Duration `json:"harnessWaitP99,omitempty"`
+	HarnessWaitMax time.Duration `json:"harnessWaitMax,omitempty"`
 	// Management is where the plane ran (mgmt.Target's --management
 	// value: embedded, kubeconfig=PATH, kind[=NAME]).
 	Management string `json:"management,omitempty"`
@@ -221,6 +229,7 @@ func newReport(fl *Fleet, results []result.Result, w *wave, m *meter, started, p
 		r.APIRequestsPerSecondInWave = (end.requests - wave.requests) / d
 	}
 	r.APIRequests = topRequests(start.kinds, end.kinds, end.at.Sub(start.at), 10)
+	r.HarnessWaitP99, r.HarnessWaitMax = end.sched.since(start.sched).waits()
 	for name, s := range end.managers {
 		before := wave.managers[name]
 		h := s.histogram(reconcileMetric).since(before.histogram(reconcileMetric))
@@ -322,6 +331,14 @@ func (r *Report) Write(dir string) error {
 	return os.WriteFile(filepath.Join(dir, ReportText), []byte(r.String()), 0o644)
 }
 
+// labWait says what a wait of wall time is in the lab's time.
+func labWait(wall time.Duration, scale float64) string {
+	if scale <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(": at time scale %g, %s of lab time in every bound a rule holds in lab time", scale, time.Duration(float64(wall)/scale).Round(time.Second))
+}
+
 func mib(b int64) string { return fmt.Sprintf("%d MiB", b>>20) }
 
 func secs(d time.Duration) string { return d.Round(100 * time.Millisecond).String() }
@@ -350,6 +367,9 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "settle after done (%d, at most %s): p50 %s, p95 %s, max %s\n", r.Settle.N, secs(r.SettleBound), secs(r.Settle.P50), secs(r.Settle.P95), secs(r.Settle.Max))
 	}
 	fmt.Fprintf(&b, "memory: peak total RSS %s; harness %s per host\n", mib(r.PeakTotalRSS), fmt.Sprintf("%.1f MiB", float64(r.HarnessRSSPerHost)/(1<<20)))
+	if r.HarnessWaitMax > 0 {
+		fmt.Fprintf(&b, "harness: goroutines waited for a CPU up to %s (p99 %s)%s\n", r.HarnessWaitMax.Round(time.Millisecond), r.HarnessWaitP99.Round(time.Millisecond), labWait(r.HarnessWaitMax, r.TimeScale))
+	}
 	fmt.Fprintf(&b, "API server: %.0f requests/s over the run, %.0f in the wave\n\n", r.APIRequestsPerSecond, r.APIRequestsPerSecondInWave)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "process\tCPU\tCPU in wave\tpeak RSS")
