@@ -56,5 +56,8 @@ func TestAFleetRunsOnKind(t *testing.T) {
 		if p.Name != harness {
 			t.Errorf("process %s measured on this machine; on kind only the harness runs here", p.Name)
 		}
+		if p.PeakRSS > rep.PeakTotalRSS {
+			t.Errorf("%s's peak RSS %d is above the peak total %d", p.Name, p.PeakRSS, rep.PeakTotalRSS)
+		}
 	}
 }

@@ -223,6 +223,9 @@ func TestAFleetRunsOnAnExistingCluster(t *testing.T) {
 	ran := map[string]bool{}
 	for _, p := range rep.Processes {
 		ran[p.Name] = p.CPU > 0
+		if p.PeakRSS > rep.PeakTotalRSS {
+			t.Errorf("%s's peak RSS %d is above the peak total %d", p.Name, p.PeakRSS, rep.PeakTotalRSS)
+		}
 	}
 	if _, apiServer := ran["kube-apiserver"]; !ran["capi"] || !ran["harness"] || apiServer {
 		t.Errorf("processes measured %v: want CAPI's manager and the harness, and not the existing cluster's API server", ran)
