@@ -47,8 +47,7 @@ verdicts. Exits non-zero when a cluster broke a rule or stopped.`,
 	cmd.Flags().DurationVar(&o.settle, "settle", fleet.DefaultSettle, "how long each cluster may take, once its Machines are done, for CAPI's Cluster, counts and add-ons to catch up before the end rules judge")
 	cmd.Flags().DurationVar(&o.provision, "provision", fleet.DefaultProvision, "how long each cluster's provisioning may take (a lone run's is the provider config's interval; never less than it)")
 	cmd.Flags().DurationVar(&o.upgrade, "upgrade", fleet.DefaultUpgrade, "how long each cluster's upgrade may take (a lone run's is the provider config's interval; never less than it)")
-	cmd.Flags().StringVar(&o.management, "management", "embedded", `where the management plane runs: "embedded", "kubeconfig=PATH" (an existing cluster; CAPI installed into it, managers on this machine) or "kind[=NAME]" (managers as Pods)`)
-	cmd.Flags().StringVar(&o.kindImage, "kind-node-image", os.Getenv("KIND_NODE_IMAGE"), "node image for a kind cluster it creates (scripts/build-kind-node-image.sh builds one offline)")
+	o.planeFlags(cmd)
 	cmd.AddCommand(newCurveCommand())
 	return cmd
 }
@@ -84,8 +83,7 @@ runs nothing and draws the curve of the reports it names.`,
 	cmd.Flags().DurationVar(&o.provision, "provision", fleet.DefaultProvision, "the provisioning bound (see upgradelab fleet)")
 	cmd.Flags().DurationVar(&o.upgrade, "upgrade", fleet.DefaultUpgrade, "the upgrade bound (see upgradelab fleet)")
 	cmd.Flags().IntVar(&o.concurrent, "provision-concurrent", -1, "override the fleet file's provision.concurrent at every size (0: all at once)")
-	cmd.Flags().StringVar(&o.management, "management", "embedded", `where the management plane runs: "embedded", "kubeconfig=PATH" (an existing cluster; CAPI installed into it, managers on this machine) or "kind[=NAME]" (managers as Pods)`)
-	cmd.Flags().StringVar(&o.kindImage, "kind-node-image", os.Getenv("KIND_NODE_IMAGE"), "node image for a kind cluster it creates (scripts/build-kind-node-image.sh builds one offline)")
+	o.planeFlags(cmd)
 	cmd.Flags().StringArrayVar(&earlier, "with", nil, "the fleet.json of a size run before (upgradelab fleet): a point of the curve not run again; repeat it")
 	o.batch = -1
 	return cmd
@@ -103,6 +101,13 @@ type fleetOptions struct {
 	upgrade         time.Duration
 	management      string
 	kindImage       string
+	target          mgmt.Target // management, parsed before anything is built
+}
+
+// planeFlags are where the plane runs, for fleet and curve alike.
+func (o *fleetOptions) planeFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.management, "management", "embedded", `where the management plane runs: "embedded", "kubeconfig=PATH" (an existing cluster; CAPI installed into it, managers on this machine) or "kind[=NAME]" (managers as Pods)`)
+	cmd.Flags().StringVar(&o.kindImage, "kind-node-image", os.Getenv("KIND_NODE_IMAGE"), "node image for a kind cluster it creates (scripts/build-kind-node-image.sh builds one offline)")
 }
 
 // managerArgs are --manager-flag's NAME=FLAG pairs by manager.
@@ -119,8 +124,9 @@ func (o fleetOptions) managerArgs() (map[string][]string, error) {
 }
 
 func (o fleetOptions) curve(ctx context.Context, out io.Writer, sizes []int, earlier []string) error {
-	if _, err := mgmt.ParseTarget(o.management); err != nil {
-		return err // before anything is built
+	var err error
+	if o.target, err = mgmt.ParseTarget(o.management); err != nil {
+		return err
 	}
 	root, err := reference.RepoRoot()
 	if err != nil {
@@ -178,8 +184,9 @@ func (o fleetOptions) curve(ctx context.Context, out io.Writer, sizes []int, ear
 }
 
 func (o fleetOptions) run(ctx context.Context, out io.Writer) error {
-	if _, err := mgmt.ParseTarget(o.management); err != nil {
-		return err // before anything is built
+	var err error
+	if o.target, err = mgmt.ParseTarget(o.management); err != nil {
+		return err
 	}
 	root, err := reference.RepoRoot()
 	if err != nil {
@@ -211,10 +218,6 @@ func (o fleetOptions) runOne(ctx context.Context, out io.Writer, root string, fl
 	if err != nil {
 		return nil, nil, err
 	}
-	target, err := mgmt.ParseTarget(o.management)
-	if err != nil {
-		return nil, nil, err
-	}
 	if o.batch >= 0 {
 		fl.File.Wave.Batch = o.batch
 	}
@@ -224,7 +227,7 @@ func (o fleetOptions) runOne(ctx context.Context, out io.Writer, root string, fl
 	fmt.Fprintf(out, "fleet %s: %d clusters on %d hosts; artifacts in %s\n", fl.File.Name, len(fl.Clusters), len(fl.Lab.Spec.Hosts), dir)
 	rep, results, err := fleet.Run(ctx, fl, fleet.Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(o.scale),
 		Progress: &lockedWriter{w: out}, ProviderBinary: bins.Provider, ExtensionBinary: bins.Extension, RateLimitedReconciles: o.rateLimited,
-		ManagerArgs: args, Settle: o.settle, Provision: o.provision, Upgrade: o.upgrade, Management: target, KindNodeImage: o.kindImage})
+		ManagerArgs: args, Settle: o.settle, Provision: o.provision, Upgrade: o.upgrade, Management: o.target, KindNodeImage: o.kindImage})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,16 +3,11 @@
 package fleet
 
 import (
-	"context"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
-	"github.com/upgradelab/upgradelab/e2e/reference"
-	"github.com/upgradelab/upgradelab/internal/timescale"
-	"github.com/upgradelab/upgradelab/sim/labtest"
 )
 
 // A fleet on a kind management cluster (`make e2e-kind` runs it, with
@@ -25,30 +20,11 @@ func TestAFleetRunsOnKind(t *testing.T) {
 	if image == "" {
 		t.Fatal("KIND_NODE_IMAGE: the kind node image to create the cluster from (scripts/build-kind-node-image.sh prints it)")
 	}
-	root, err := reference.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fl, err := Load("testdata/one-in-place.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	target, err := mgmt.ParseTarget("kind")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, results, err := Run(context.Background(), fl, Options{RepoRoot: root, Dir: labtest.Dir(t), Scale: timescale.Scale(0.01), Progress: testWriter{t},
-		APIServerProfile: time.Second, Management: target, KindNodeImage: image, RateLimitedReconciles: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log("\n" + rep.String())
-	if rep.Passed != 1 || len(results) != 1 {
-		for _, r := range results {
-			t.Errorf("%s: %s %s %v", r.Cluster, r.Verdict(), r.Error, check.Failed(r.Checks))
-		}
-		t.Fatalf("%d of 1 cluster passed", rep.Passed)
-	}
+	_, rep, _ := runFleet(t, "testdata/one-in-place.yaml", Options{APIServerProfile: time.Second, Management: target, KindNodeImage: image, RateLimitedReconciles: true})
 	if rep.Management != "kind" {
 		t.Errorf("the report names the plane %q; want kind", rep.Management)
 	}

@@ -39,27 +39,8 @@ func (w testWriter) Write(p []byte) (int, error) {
 // second upgrade starts after the first ended; and the report has read
 // the plane's processes and metrics.
 func TestAFleetUpgradesInBatchesOnOnePlane(t *testing.T) {
-	root, err := reference.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fl, err := Load("testdata/in-place-and-scale-in.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := labtest.Dir(t)
-	rep, results, err := Run(context.Background(), fl, Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(0.01), Progress: testWriter{t},
-		APIServerProfile: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log("\n" + rep.String())
-	if rep.Passed != 2 || len(results) != 2 {
-		for _, r := range results {
-			t.Errorf("%s: %s %s %v", r.Cluster, r.Verdict(), r.Error, check.Failed(r.Checks))
-		}
-		t.Fatalf("%d of 2 clusters passed", rep.Passed)
-	}
+	fl, rep, results := runFleet(t, "testdata/in-place-and-scale-in.yaml", Options{Dir: dir, APIServerProfile: 2 * time.Second})
 	checkOwnHostsOneAtATime(t, fl, results)
 	if rep.Upgrade.N != 2 || rep.Upgrade.Max <= 0 || rep.Wave < rep.Upgrade.Max {
 		t.Errorf("upgrade spread %+v, wave %s", rep.Upgrade, rep.Wave)
@@ -82,6 +63,37 @@ func TestAFleetUpgradesInBatchesOnOnePlane(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, ReportFile)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// runFleet runs the fleet file at the suite's time scale (o's
+// RepoRoot, Scale and Progress are the test's; its Dir, a fresh folder
+// when unset) and fails the test unless every cluster passed.
+func runFleet(t *testing.T, file string, o Options) (*Fleet, *Report, []result.Result) {
+	t.Helper()
+	root, err := reference.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, err := Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.RepoRoot, o.Scale, o.Progress = root, timescale.Scale(0.01), testWriter{t}
+	if o.Dir == "" {
+		o.Dir = labtest.Dir(t)
+	}
+	rep, results, err := Run(context.Background(), fl, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + rep.String())
+	if rep.Passed != len(fl.Clusters) || len(results) != len(fl.Clusters) {
+		for _, r := range results {
+			t.Errorf("%s: %s %s %v", r.Cluster, r.Verdict(), r.Error, check.Failed(r.Checks))
+		}
+		t.Fatalf("%d of %d clusters passed", rep.Passed, len(fl.Clusters))
+	}
+	return fl, rep, results
 }
 
 // checkOwnHostsOneAtATime holds each cluster's timeline to its own hosts
@@ -187,14 +199,6 @@ func checkReadThePlane(t *testing.T, rep *Report, dir string) {
 // says where the plane ran and measures only what runs on this machine:
 // the managers and the harness, not the cluster's own API server.
 func TestAFleetRunsOnAnExistingCluster(t *testing.T) {
-	root, err := reference.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fl, err := Load("testdata/one-in-place.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	existing, err := mgmt.StartBare(ctx, t.TempDir())
 	if err != nil {
@@ -205,18 +209,7 @@ func TestAFleetRunsOnAnExistingCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, results, err := Run(ctx, fl, Options{RepoRoot: root, Dir: labtest.Dir(t), Scale: timescale.Scale(0.01), Progress: testWriter{t},
-		APIServerProfile: time.Second, Management: target})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log("\n" + rep.String())
-	if rep.Passed != 1 || len(results) != 1 {
-		for _, r := range results {
-			t.Errorf("%s: %s %s %v", r.Cluster, r.Verdict(), r.Error, check.Failed(r.Checks))
-		}
-		t.Fatalf("%d of 1 cluster passed", rep.Passed)
-	}
+	_, rep, _ := runFleet(t, "testdata/one-in-place.yaml", Options{APIServerProfile: time.Second, Management: target})
 	if rep.Management != target.String() || !strings.Contains(rep.String(), "management plane: --management kubeconfig="+existing.Kubeconfig) {
 		t.Errorf("the report names the plane %q; want %q:\n%s", rep.Management, target, rep)
 	}
