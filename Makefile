@@ -21,6 +21,10 @@ MANAGEMENT ?= embedded
 # CAPI as users run it for speed, and every result says which
 # (docs/ARCHITECTURE.md, "Time").
 CAPI_RATE_LIMITING ?= true
+# Each suite process keeps its management plane for its next run that can
+# share it (runs without faults on the reference provider's lab): false
+# starts a plane for every run.
+KEEP_PLANE ?= true
 
 # The slow integration tests (make test-integration, and the nightly
 # workflow): CAPI's managers, the provider and the extension as processes
@@ -153,7 +157,7 @@ TIME_SCALE ?= 0.01
 GINKGO_TIMEOUT ?= 90m
 GINKGO_RUN = $(GINKGO) run --tags=e2e --procs=$(PARALLEL) $(if $(filter 1,$(PARALLEL)),-v,) \
 	--timeout=$(GINKGO_TIMEOUT) --output-dir=$(ARTIFACTS) --junit-report=junit.xml
-E2E_ARGS = -artifacts=$(ARTIFACTS) -management=$(MANAGEMENT) -capi-rate-limiting=$(CAPI_RATE_LIMITING) -time-scale=$(TIME_SCALE)
+E2E_ARGS = -artifacts=$(ARTIFACTS) -management=$(MANAGEMENT) -capi-rate-limiting=$(CAPI_RATE_LIMITING) -keep-plane=$(KEEP_PLANE) -time-scale=$(TIME_SCALE)
 e2e: tools
 	@mkdir -p $(ARTIFACTS)
 	$(GINKGO_RUN) --label-filter='$(GINKGO_LABELS)' ./e2e/ -- $(E2E_ARGS)

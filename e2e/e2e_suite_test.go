@@ -29,8 +29,11 @@
 //
 // # Parallel layout
 //
-// Each run has its own plane and lab, so runs share nothing but the
-// machine. Each spec is a top-level container whose SpecPriority is its
+// Each run has its own lab. A process keeps its management plane from one
+// run to its next (-keep-plane, runner.Planes): a run without faults on
+// the reference provider starts only its lab and the provider, and leaves
+// its namespace empty for the next; any other run starts a plane of its
+// own. Runs at once share nothing but the machine. Each spec is a top-level container whose SpecPriority is its
 // lab's host count, so the longest runs are handed out first (Ginkgo
 // otherwise orders them by text). A provider whose managers bind fixed
 // ports (provider.Config.FixedPorts: CAPD's in-memory backend binds :19000
@@ -69,6 +72,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,6 +87,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/report"
 	"github.com/upgradelab/upgradelab/e2e/result"
+	"github.com/upgradelab/upgradelab/e2e/runner"
 	"github.com/upgradelab/upgradelab/internal/timescale"
 )
 
@@ -92,6 +97,7 @@ var (
 	kindNodeImageFlag = flag.String("kind-node-image", os.Getenv("KIND_NODE_IMAGE"), "node image of a kind management cluster the run creates (scripts/build-kind-node-image.sh builds one; default $KIND_NODE_IMAGE)")
 	timeScaleFlag     = flag.Float64("time-scale", float64(timescale.Suite), "real time per modelled time in the lab (0.01: a modelled minute takes 0.6 s)")
 	rateLimitFlag     = flag.Bool("capi-rate-limiting", true, "run CAPI's managers with their per-object reconcile rate limit, as CAPI ships them (see docs/ARCHITECTURE.md)")
+	keepPlaneFlag     = flag.Bool("keep-plane", true, "each process keeps its management plane for its next run that can share it (runner.Planes); false: every run starts its own")
 )
 
 // binaries are the provider's and the extension's, built once per suite
@@ -180,6 +186,31 @@ func (t timestamped) Write(p []byte) (int, error) {
 	_, err := fmt.Fprintf(t.w, "%s %s", time.Now().Format("15:04:05"), p)
 	return len(p), err
 }
+
+// keptPlanes is this process's kept plane (-keep-plane), made on first
+// use and stopped after its last spec.
+var (
+	keptPlanesOnce sync.Once
+	kept           *runner.Planes
+)
+
+func keptPlanes() *runner.Planes {
+	if !*keepPlaneFlag {
+		return nil
+	}
+	keptPlanesOnce.Do(func() {
+		cfg, _ := GinkgoConfiguration()
+		dir, _ := filepath.Abs(filepath.Join(artifactsDir(), "kept-planes", fmt.Sprint(cfg.ParallelProcess)))
+		kept = &runner.Planes{Dir: dir}
+	})
+	return kept
+}
+
+var _ = AfterSuite(func() {
+	if kept != nil {
+		kept.Stop()
+	}
+})
 
 var _ = ReportAfterSuite("artifacts", func(r Report) {
 	abs, _ := filepath.Abs(artifactsDir())

@@ -264,6 +264,7 @@ func scenarioSpec(p plan.Run) {
 			RepoRoot: "..", Dir: dir, Scale: timescale.Scale(*timeScaleFlag), Progress: progress(), Name: p.Name(),
 			ProviderBinary: binaries.Provider, ExtensionBinary: binaries.Extension, Provider: p.Provider,
 			RateLimitedReconciles: *rateLimitFlag, Management: managementTarget(), KindNodeImage: *kindNodeImageFlag,
+			Planes: keptPlanes(),
 		})
 		AddReportEntry(resultEntry, res, ReportEntryVisibilityNever)
 		// In the spec's output, so in the JUnit test case too.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,7 +40,8 @@ func newRunCommand() *cobra.Command {
 		Long: `Runs each scenario (default: scenarios/*.yaml) against each provider config
 (--provider, repeatable; default fixtures/providers/baremetal.yaml) that
 supports its strategy, in each of its forms and host OS variants, each run
-on its own management plane and lab. Progress lines, the artifacts folder
+on its own lab (and plane: --keep-plane says when a slot keeps its plane
+for its next run). Progress lines, the artifacts folder
 (one folder per run, results.json, junit.xml, report.html) and the verdicts
 are those of make e2e. Exits non-zero when a run broke a rule or stopped.
 
@@ -59,7 +61,8 @@ built from the repository when they are not there.`,
 	cmd.Flags().StringSliceVar(&o.providers, "provider", []string{"fixtures/providers/baremetal.yaml"}, "provider config (repeatable)")
 	cmd.Flags().StringVar(&o.artifacts, "artifacts", "", "folder for every artifact (default ./_artifacts/run-TIME)")
 	cmd.Flags().Float64Var(&o.scale, "time-scale", float64(timescale.Suite), "real time per modelled time in the lab (0.01: a modelled minute takes 0.6 s)")
-	cmd.Flags().IntVar(&o.parallel, "parallel", 1, "runs at once (each has its own plane and lab)")
+	cmd.Flags().IntVar(&o.parallel, "parallel", 1, "runs at once (each has its own lab and plane)")
+	cmd.Flags().BoolVar(&o.keepPlane, "keep-plane", true, "each of the --parallel slots keeps its management plane for its next run that can share it (runs without faults on the reference provider's lab); false: every run starts its own")
 	cmd.Flags().IntVar(&o.repeat, "repeat", 1, "make each run this many times")
 	cmd.Flags().StringVar(&o.labels, "labels", "", `only the runs these labels select, as make e2e's GINKGO_LABELS (e.g. "in-place && ostree")`)
 	cmd.Flags().StringVar(&o.backend, "backend", "", "what runs the lab hosts: test (modelled) or qemu (real VMs; A/B hosts only); default: each lab file's")
@@ -74,6 +77,7 @@ type runOptions struct {
 	backend, cpuProfile  string
 	scale                float64
 	parallel, repeat     int
+	keepPlane            bool
 	rateLimited          bool
 }
 
@@ -183,8 +187,13 @@ func (o runOptions) runAll(ctx context.Context, out io.Writer, root, dir string,
 	placements := make([]report.Placement, len(runs))
 	progress := &lockedWriter{w: out}
 	slots := make(chan int, parallel)
+	kept := make([]*runner.Planes, parallel+1) // by slot
 	for i := range parallel {
 		slots <- i + 1
+		if o.keepPlane {
+			kept[i+1] = &runner.Planes{Dir: filepath.Join(dir, "kept-planes", strconv.Itoa(i+1))}
+			defer kept[i+1].Stop()
+		}
 	}
 	var wg sync.WaitGroup
 	for i, r := range runs {
@@ -194,7 +203,7 @@ func (o runOptions) runAll(ctx context.Context, out io.Writer, root, dir string,
 			placements[i].Process, placements[i].Start = slot, time.Now()
 			results[i] = runner.Run(ctx, r.Scenario, r.Lab, r.Form, runner.Options{RepoRoot: root, Dir: filepath.Join(dir, r.Dir()),
 				Scale: timescale.Scale(o.scale), Progress: progress, Name: r.Name(), Provider: r.Provider,
-				ProviderBinary: bins.Provider, ExtensionBinary: bins.Extension, RateLimitedReconciles: o.rateLimited})
+				ProviderBinary: bins.Provider, ExtensionBinary: bins.Extension, RateLimitedReconciles: o.rateLimited, Planes: kept[slot]})
 			placements[i].End = time.Now()
 			placements[i].Run = report.RunAnchor(results[i])
 		})

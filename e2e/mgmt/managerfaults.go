@@ -238,3 +238,21 @@ func (p *Plane) waitReady(ctx context.Context, m managerSpec, child *proc.Proces
 	}
 	return child.WaitListening(ctx, webhookAddr(ports))
 }
+
+// Restart stops a manager run here and starts it again as binary with
+// args as its own flags, in place of those its Provider gave
+// (Provider.Binary and Args), and returns once it is ready. A plane kept
+// for the next run of a suite points the provider at that run's lab this
+// way: its CRDs, webhooks, RBAC and ports stay.
+func (p *Plane) Restart(ctx context.Context, name, binary string, args []string) error {
+	i, err := p.embeddedManager(name)
+	if err != nil {
+		return err
+	}
+	p.kill(i)
+	p.procsMu.Lock()
+	p.managers[i].binary, p.managers[i].extraArgs = binary, slices.Clone(args)
+	p.procsMu.Unlock()
+	_, err = p.startManager(ctx, i, nil)
+	return err
+}

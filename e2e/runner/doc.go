@@ -1,7 +1,7 @@
 // Package runner makes scenario runs. One run is one scenario
 // (e2e/scenario) in one form against one provider config (e2e/provider),
-// on its own management plane (e2e/mgmt) and, for a lab provider, its own
-// site (sim/site), recorded into a timeline by e2e/monitor and judged by
+// on its own management plane (e2e/mgmt), or one a process keeps between
+// its runs ([Planes]), and, for a lab provider, its own site (sim/site), recorded into a timeline by e2e/monitor and judged by
 // every rule of e2e/check. [Run] returns a result.Result and leaves
 // result.json, timeline.jsonl, params.json, profile.txt and the plane's
 // and site's logs in the run's folder. The e2e suite, `upgradelab run` and

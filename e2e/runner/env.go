@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,8 +45,11 @@ type EnvOptions struct {
 	RepoRoot string
 	Lab      *lab.Definition
 	// Dir holds the site's state, the binaries and the plane's logs.
-	Dir   string
-	Scale timescale.Scale
+	Dir string
+	// PlaneDir, when set, holds the plane's logs instead (a kept plane's,
+	// Planes).
+	PlaneDir string
+	Scale    timescale.Scale
 	// Binaries built before (reference.Build); built into Dir when empty.
 	ProviderBinary, ExtensionBinary string
 	ProviderArgs                    []string
@@ -83,7 +87,11 @@ type Env struct {
 	// Ironic is the lab's Ironic when Metal3's inventory keeps the hosts
 	// (a manager with reference metal3), nil otherwise.
 	Ironic *ironic.Ironic
-	stops  []func()
+	// stops stop the site (and Ironic), planeStops the plane and the
+	// shared cache: a run on a kept plane (Planes) stops only its own.
+	stops, planeStops []func()
+	// kept: the plane outlives the Env (Planes keeps it).
+	kept bool
 	// nsLabels are the labels of the Env's own namespace: those of every
 	// extension it runs. labelsOf are each manager's (by name), and cfg
 	// says which managers serve a strategy, for InNamespace.
@@ -120,7 +128,7 @@ func (e *Env) Watched() (client.Reader, error) {
 // StartEnv starts it all; Stop ends it.
 func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 	e := &Env{watched: &sharedCache{}}
-	e.stops = append(e.stops, func() {
+	e.planeStops = append(e.planeStops, func() {
 		e.watched.once.Do(func() { e.watched.err = errors.New("the environment has stopped") })
 		if e.watched.stop != nil {
 			e.watched.stop()
@@ -142,12 +150,12 @@ func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if e.Plane, err = mgmt.Start(ctx, mgmt.Options{ArtifactsDir: filepath.Join(o.Dir, "mgmt"), Providers: providers,
+	if e.Plane, err = mgmt.Start(ctx, mgmt.Options{ArtifactsDir: cmp.Or(o.PlaneDir, filepath.Join(o.Dir, "mgmt")), Providers: providers,
 		RateLimitedReconciles: o.RateLimitedReconciles, ExtraFeatureGates: o.ExtraFeatureGates, ControllerManager: o.ControllerManager,
 		ManagerArgs: o.ManagerArgs, Target: o.Management, KindNodeImage: o.KindNodeImage, Progress: o.PlaneProgress}); err != nil {
 		return nil, err
 	}
-	e.stops = append(e.stops, e.Plane.Stop)
+	e.planeStops = append(e.planeStops, e.Plane.Stop)
 	if e.Ironic != nil {
 		if err := e.ironicReady(); err != nil {
 			return nil, err
@@ -165,10 +173,27 @@ func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 		e.labelsOf[p.Name] = p.ExtensionNamespaceLabels
 		maps.Copy(e.nsLabels, p.ExtensionNamespaceLabels)
 	}
+	if len(o.Strategies) > 0 && o.Strategy != "" { // a kept plane's first run
+		e.nsLabels = e.labelsFor(o.Strategy)
+	}
 	if e.Namespace, err = e.newNamespace(ctx, e.nsLabels); err != nil {
 		return nil, err
 	}
 	return e, nil
+}
+
+// labelsFor are the namespace labels of the extensions that serve a
+// strategy: on a plane that runs the managers of several, the in-place
+// extension must not serve a scale-in cluster's namespace (CAPI would
+// update its Machines in place, which persistent-data would report).
+func (e *Env) labelsFor(strategy scenario.Strategy) map[string]string {
+	labels := map[string]string{}
+	if e.cfg != nil {
+		for _, m := range e.cfg.ManagersFor(strategy) {
+			maps.Copy(labels, e.labelsOf[m.Name])
+		}
+	}
+	return labels
 }
 
 // newNamespace creates a namespace for a run.
@@ -183,17 +208,9 @@ func (e *Env) newNamespace(ctx context.Context, labels map[string]string) (strin
 // InNamespace is the Env seen from a new namespace of its own, for one
 // of the runs that share it (Shared): same site, plane and provider;
 // stopping it stops nothing. The namespace carries the labels of the
-// extensions that serve the strategy only: on a plane shared with
-// in-place clusters, the in-place extension must not serve a scale-in
-// cluster's namespace (CAPI would update its Machines in place, which
-// persistent-data would report).
+// extensions that serve the strategy only (labelsFor).
 func (e *Env) InNamespace(ctx context.Context, strategy scenario.Strategy) (*Env, error) {
-	labels := map[string]string{}
-	if e.cfg != nil {
-		for _, m := range e.cfg.ManagersFor(strategy) {
-			maps.Copy(labels, e.labelsOf[m.Name])
-		}
-	}
+	labels := e.labelsFor(strategy)
 	ns, err := e.newNamespace(ctx, labels)
 	if err != nil {
 		return nil, err
@@ -393,12 +410,14 @@ func builtOr(ctx context.Context, binary, dir, command string, progress io.Write
 	return reference.Build(ctx, dir, command)
 }
 
-// Stop ends the plane and the site.
+// Stop ends the plane and the site (on a kept plane, the site only).
 func (e *Env) Stop() {
-	for i := len(e.stops) - 1; i >= 0; i-- {
-		e.stops[i]()
+	for _, stops := range [][]func(){e.planeStops, e.stops} {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
 	}
-	e.stops = nil
+	e.stops, e.planeStops = nil, nil
 }
 
 // Workload is a client of a workload cluster through the kubeconfig CAPI

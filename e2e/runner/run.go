@@ -69,6 +69,10 @@ type Options struct {
 	// Shared, when set, is a plane and site the run shares with other
 	// runs (a fleet, e2e/fleet) instead of starting its own.
 	Shared *Shared
+	// Planes, when set, keeps the run's plane for the process's next run
+	// and gives it the plane the last run left, when the run can share
+	// one (Planes says which can).
+	Planes *Planes
 	// Settle bounds the wait, once every Machine is done, for CAPI's
 	// Cluster, counts and add-ons to catch up (default DefaultSettle).
 	Settle time.Duration
@@ -139,6 +143,9 @@ type run struct {
 	// waveStarted ends the run's part of a Shared wave (once; nil when
 	// there is none or it ended).
 	waveStarted func()
+	// keptFrom is where the run began on a kept plane (Planes): what its
+	// processes had used and its logs held; nil on a plane of its own.
+	keptFrom *keptMarks
 }
 
 // workloadClient is the workload cluster's client, built once CAPI wrote
@@ -438,6 +445,10 @@ func (r *run) stopEnv(ctx context.Context) {
 		r.recordForbidden()
 		return
 	}
+	if r.keptFrom != nil {
+		r.stopKept(ctx)
+		return
+	}
 	for _, c := range r.env.Plane.CPU() {
 		r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU, PeakRSS: c.PeakRSS})
 	}
@@ -548,9 +559,14 @@ func (r *run) start(ctx context.Context) (err error) {
 		r.env, err = sh.Env.InNamespace(ctx, r.scenario.Strategy)
 		return err
 	}
-	if r.provider.Lab {
+	switch {
+	case r.sharesPlane():
+		r.say("step 1/6: starting the lab %s and the provider, on the plane this process keeps for its runs", r.lab.Spec.Name)
+		r.env, r.keptFrom, err = r.opts.Planes.env(ctx, r.envOptions())
+		return err
+	case r.provider.Lab:
 		r.say("step 1/6: starting the lab %s, CAPI's managers and the provider", r.lab.Spec.Name)
-	} else {
+	default:
 		r.say("step 1/6: starting CAPI's managers and the provider")
 	}
 	r.env, err = StartEnv(ctx, r.envOptions())
@@ -636,11 +652,15 @@ func Limit(s *scenario.Scenario, prov *provider.Config, extra time.Duration, sca
 
 // envOptions are the run's own environment's (not Shared).
 func (r *run) envOptions() EnvOptions {
-	return EnvOptions{Provider: r.provider, Strategy: r.scenario.Strategy, RepoRoot: r.opts.RepoRoot,
+	o := EnvOptions{Provider: r.provider, Strategy: r.scenario.Strategy, RepoRoot: r.opts.RepoRoot,
 		Lab: r.lab, Dir: r.opts.Dir, Scale: r.opts.Scale,
 		ProviderBinary: r.opts.ProviderBinary, ExtensionBinary: r.opts.ExtensionBinary,
 		RateLimitedReconciles: r.opts.RateLimitedReconciles, Management: r.opts.Management, KindNodeImage: r.opts.KindNodeImage,
 		PlaneProgress: r.planeProgress()}
+	if r.sharesPlane() { // a kept plane runs every strategy's managers
+		o.Strategies = r.provider.Strategies
+	}
+	return o
 }
 
 // build makes what the run's own environment starts (EnvOptions.Build)

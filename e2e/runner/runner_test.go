@@ -8,6 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/plan"
 	"github.com/upgradelab/upgradelab/e2e/reference"
@@ -21,14 +27,69 @@ import (
 
 // One scenario end to end in `make test`, so every commit proves the
 // chain from a scenario file to the checks: the single-node in-place
-// upgrade, plain form, on an A/B host and on an OSTree host.
+// upgrade, plain form, on an A/B host and on an OSTree host. The two runs
+// share a kept plane (Planes), as a suite process's runs do: the first
+// starts it, the second finds it as a fresh one, its own logs in its
+// folder and nothing of the first run's left.
 func TestSingleNodeInPlaceScenarioPassesEveryCheck(t *testing.T) {
+	planes := &Planes{Dir: labtest.Dir(t)}
+	defer planes.Stop()
+	var namespaces []string
 	for _, hostOS := range []string{vocab.HostOSAB, vocab.HostOSOSTree} {
-		t.Run(hostOS, func(t *testing.T) { testSingleNodeInPlace(t, hostOS) })
+		t.Run(hostOS, func(t *testing.T) {
+			res, dir := testSingleNodeInPlace(t, hostOS, planes)
+			namespaces = append(namespaces, runNamespace(t, res))
+			assertKeptPlaneClean(t, planes, namespaces, dir)
+		})
 	}
 }
 
-func testSingleNodeInPlace(t *testing.T, hostOS string) {
+// runNamespace is the namespace a run worked in, read from its timeline's
+// Cluster entries' CAPI logs: the run's part of capi.log names it.
+func runNamespace(t *testing.T, res result.Result) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(res.Timeline), "mgmt", "mgmt", "capi.log"))
+	if err != nil {
+		t.Fatalf("the run's part of the kept plane's logs: %v", err)
+	}
+	_, after, ok := strings.Cut(string(data), `Cluster="`)
+	ns, _, _ := strings.Cut(after, "/")
+	if !ok || !strings.HasPrefix(ns, "scenario-") {
+		t.Fatalf("capi.log of the run names no scenario namespace")
+	}
+	return ns
+}
+
+// assertKeptPlaneClean: after each run the kept plane holds no object in
+// any run's namespace, and the run's copy of the logs names no earlier
+// run's namespace.
+func assertKeptPlaneClean(t *testing.T, planes *Planes, namespaces []string, dir string) {
+	t.Helper()
+	if planes.base == nil {
+		t.Fatal("no plane kept after the run")
+	}
+	for _, ns := range namespaces {
+		for _, l := range []client.ObjectList{&clusterv1.ClusterList{}, &clusterv1.MachineList{}, &metal3.BareMetalHostList{}, &corev1.SecretList{}} {
+			if err := planes.base.Client.List(context.Background(), l, client.InNamespace(ns)); err != nil {
+				t.Fatal(err)
+			}
+			if n := meta.LenList(l); n > 0 {
+				t.Errorf("namespace %s still holds %d %T after its run", ns, n, l)
+			}
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "mgmt", "mgmt", "capi.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range namespaces[:len(namespaces)-1] {
+		if strings.Contains(string(data), ns+"/") {
+			t.Errorf("the run's capi.log holds lines of an earlier run's namespace %s", ns)
+		}
+	}
+}
+
+func testSingleNodeInPlace(t *testing.T, hostOS string, planes *Planes) (result.Result, string) {
 	root, err := reference.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +102,7 @@ func testSingleNodeInPlace(t *testing.T, hostOS string) {
 		t.Fatal(err)
 	}
 	dir := labtest.Dir(t)
-	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(0.01), Progress: testWriter{t}})
+	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(0.01), Progress: testWriter{t}, Planes: planes})
 	if res.Error != "" {
 		t.Fatalf("the run stopped: %s", res.Error)
 	}
@@ -99,6 +160,7 @@ func testSingleNodeInPlace(t *testing.T, hostOS string) {
 	if data, err := os.ReadFile(filepath.Join(dir, "profile.txt")); err != nil || !strings.Contains(string(data), "wall: start ") {
 		t.Errorf("profile.txt: %q, %v", data, err)
 	}
+	return res, dir
 }
 
 type testWriter struct{ t *testing.T }
