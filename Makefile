@@ -265,6 +265,7 @@ bench: tools deps-metal3
 	$(GO_TEST) -run '^$$' -bench . -benchtime 2s -timeout 30m ./sim/bmc/ && \
 	$(GO_TEST) -run '^$$' -bench . -benchtime 5000x -timeout 10m ./sim/ipmi/ && \
 	$(GO_TEST) -run '^$$' -bench BenchmarkEviction -benchtime 1000x -timeout 10m ./sim/workload/ && \
+	$(GO_TEST) -run '^$$' -bench BenchmarkImportAThousandHosts -benchtime 5x -timeout 10m ./e2e/rehearsal/ && \
 	$(GO_TEST) -run '^$$' -bench 'BenchmarkScenario|BenchmarkFourScenariosTogether|BenchmarkMetal3ScaleIn' -benchtime 1x -timeout 80m ./e2e/runner/ && \
 	$(GO_TEST) -run '^$$' -bench BenchmarkFleetWave100 -benchtime 1x -timeout 30m ./e2e/fleet/; \
 	} 2>&1 | tee $(ARTIFACTS)/bench.txt
@@ -314,6 +315,7 @@ fuzz: deps
 	go test -run '^$$' -fuzz FuzzParseProvider -fuzztime $(FUZZTIME) ./e2e/provider/
 	go test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./e2e/fleet/
 	go test -run '^$$' -fuzz FuzzReadTable -fuzztime $(FUZZTIME) ./e2e/benchtable/
+	go test -run '^$$' -fuzz FuzzRead -fuzztime $(FUZZTIME) ./e2e/rehearsal/
 
 clean-cache:
 	rm -rf $(UPGRADELAB_CACHE)

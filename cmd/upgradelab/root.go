@@ -14,7 +14,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newMgmtCommand(), newLabCommand(), newRunCommand(), newUpCommand(), newReportCommand(), newCheckCommand(), newFleetCommand(), newBenchCommand())
+	root.AddCommand(newMgmtCommand(), newLabCommand(), newRunCommand(), newUpCommand(), newReportCommand(), newCheckCommand(), newFleetCommand(), newBenchCommand(), newRehearseCommand())
 	return root
 }
 

@@ -36,6 +36,7 @@ var metrics = []metric{
 	{"BenchmarkFleet100BMCs", "ms-100-answering/op", "100 BMCs (Redfish and IPMI) started and answering"},
 	{"BenchmarkIpmitoolCommands", "cmd/s", "one BMC, IPMI commands through ipmitool"},
 	{"BenchmarkEviction", "ns/op", "one eviction through a workload cluster's Eviction API"},
+	{"BenchmarkImportAThousandHosts", "ns/op", "rehearse import: a site export of 1000 inspected BareMetalHosts read and mapped onto the lab"},
 	{"BenchmarkScenario", "s-wall/op", "scenario %s alone, plain form: wall time"},
 	{"BenchmarkScenario", "s-upgrade/op", "scenario %s alone, plain form: its upgrade"},
 	{"BenchmarkFourScenariosTogether", "s-all/op", "the four scenarios at once, each on its own plane and lab"},
