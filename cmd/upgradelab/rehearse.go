@@ -46,7 +46,7 @@ Secrets are never read; the lab's BMC credentials are generated.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.out, "out", "", "folder for the lab, scenario and fleet files (default ./_artifacts/rehearsal-TIME)")
-	cmd.Flags().StringVar(&o.name, "name", "", "the site's name in the files (default: the export folder's name)")
+	cmd.Flags().StringVar(&o.name, "name", "", `the site's name in the files (default: the export folder's name; "site" with --anonymise)`)
 	cmd.Flags().StringVar(&o.to, "to", "", "Kubernetes version to upgrade every cluster to (default: the lab catalog's next version above each cluster's)")
 	cmd.Flags().BoolVar(&o.anonymise, "anonymise", false, "rename hosts, clusters and networks and generate MACs: files to share outside the site")
 	return cmd
@@ -72,7 +72,11 @@ func (o importOptions) run(out io.Writer, export string) error {
 		dir = defaultArtifactsDir("rehearsal")
 	}
 	name := o.name
-	if name == "" {
+	switch {
+	case name != "":
+	case o.anonymise:
+		name = "site" // the export folder's name may name the site
+	default:
 		name = filepath.Base(filepath.Clean(export))
 	}
 	files, err := site.Write(dir, fixtures, name)

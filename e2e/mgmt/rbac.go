@@ -366,12 +366,34 @@ func waitAggregated(ctx context.Context, c client.Client, names []string) error 
 // and those refusals say nothing about the manager's RBAC. They are
 // Transient.
 func (p *Plane) Forbidden(ctx context.Context) (denied map[string][]string, transient map[string]int) {
+	return p.ForbiddenSince(ctx, nil)
+}
+
+// RefusalMark is how many refusals each manager's log held at a moment
+// (RefusalsSoFar), for ForbiddenSince.
+type RefusalMark map[string]int
+
+// RefusalsSoFar marks where the managers' refusals stand now: a run on a
+// plane kept from an earlier run is judged on the refusals after it.
+func (p *Plane) RefusalsSoFar() RefusalMark {
+	mark := RefusalMark{}
+	for _, m := range p.managers {
+		if lines, err := p.refusals.read(filepath.Join(p.LogDir, m.name+".log")); err == nil {
+			mark[m.name] = len(lines)
+		}
+	}
+	return mark
+}
+
+// ForbiddenSince is Forbidden of the refusals after mark (nil: all).
+func (p *Plane) ForbiddenSince(ctx context.Context, mark RefusalMark) (denied map[string][]string, transient map[string]int) {
 	denied, transient = map[string][]string{}, map[string]int{}
 	for _, m := range p.managers {
 		lines, err := p.refusals.read(filepath.Join(p.LogDir, m.name+".log"))
 		if err != nil {
 			continue
 		}
+		lines = lines[min(mark[m.name], len(lines)):]
 		verdicts := map[string]bool{} // a request's attributes: still denied
 		for _, line := range lines {
 			attrs, ok := parseRefusal(line)

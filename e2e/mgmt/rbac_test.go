@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -167,4 +168,33 @@ func TestRefusalLogsReadWhatWasAppended(t *testing.T) {
 		t.Fatal(err)
 	}
 	read(refusal("c"))
+}
+
+// A run on a plane kept from an earlier run is judged on the refusals
+// after its start: the earlier run's stay the earlier run's.
+func TestRefusalsSinceAMarkAreTheLaterOnes(t *testing.T) {
+	dir := t.TempDir()
+	p := &Plane{LogDir: dir, managers: []managerSpec{{name: "capi"}}}
+	refusal := func(name string) string {
+		return `secrets "` + name + `" is forbidden: User "system:serviceaccount:x:y" cannot get resource "secrets" in API group "" in the namespace "ns"`
+	}
+	appendLog := func(s string) {
+		f, err := os.OpenFile(filepath.Join(dir, "capi.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendLog("E1201 err=" + refusal("earlier-run") + "\n")
+	mark := p.RefusalsSoFar()
+	appendLog("E1201 err=" + refusal("this-run") + "\n")
+	if denied, _ := p.ForbiddenSince(context.Background(), mark); !slices.Equal(denied["capi"], []string{refusal("this-run")}) {
+		t.Errorf("refused since the mark: %q; want this run's only", denied["capi"])
+	}
+	if denied, _ := p.Forbidden(context.Background()); len(denied["capi"]) != 2 {
+		t.Errorf("refused so far: %q; want both", denied["capi"])
+	}
 }

@@ -28,16 +28,23 @@ func isI40E(model string) bool {
 const minRootBytes = 4 << 30
 
 // rootDisk is the disk Ironic would write the image to: the one the root
-// device hints name, else the smallest of at least 4 GiB.
-func rootDisk(bmh *metal3.BareMetalHost) (metal3.Storage, bool) {
+// device hints name (deviceName), else the smallest of at least 4 GiB;
+// hinted says whether a hint chose it.
+func rootDisk(bmh *metal3.BareMetalHost) (d metal3.Storage, hinted, ok bool) {
 	disks := bmh.Status.HardwareDetails.Storage
 	if h := bmh.Spec.RootDeviceHints; h != nil && h.DeviceName != "" {
 		for _, d := range disks {
 			if d.Name == h.DeviceName || slices.Contains(d.AlternateNames, h.DeviceName) {
-				return d, true
+				return d, true, true
 			}
 		}
 	}
+	d, ok = smallestDisk(disks)
+	return d, false, ok
+}
+
+// smallestDisk is Ironic's root disk without hints.
+func smallestDisk(disks []metal3.Storage) (metal3.Storage, bool) {
 	var best metal3.Storage
 	found := false
 	for _, d := range disks {
@@ -49,16 +56,16 @@ func rootDisk(bmh *metal3.BareMetalHost) (metal3.Storage, bool) {
 }
 
 // protocolsOf are the lab BMC protocols a BareMetalHost's BMC address
-// speaks (its scheme, as baremetal-operator reads it).
+// speaks, as baremetal-operator reads its driver: no scheme is IPMI;
+// Redfish by any of its drivers' names (redfish, redfish-virtualmedia,
+// redfish-uefihttp, idrac-redfish, idrac-virtualmedia, ilo5-redfish).
+// Other drivers (idrac over WS-Man, ilo4, ilo5, irmc) are not modelled.
 func protocolsOf(address string) ([]lab.BMCProtocol, bool) {
 	scheme, _, ok := strings.Cut(address, "://")
-	if !ok {
-		return nil, false
-	}
 	switch {
-	case scheme == "ipmi":
+	case !ok || scheme == "ipmi":
 		return []lab.BMCProtocol{lab.ProtocolIPMI}, true
-	case strings.Contains(scheme, "redfish"):
+	case strings.Contains(scheme, "redfish") || scheme == "idrac-virtualmedia":
 		return []lab.BMCProtocol{lab.ProtocolRedfish}, true
 	}
 	return nil, false

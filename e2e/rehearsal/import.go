@@ -77,6 +77,10 @@ type importer struct {
 	// NAMESPACE/NAME; taken marks those a cluster holds.
 	hosts map[string]lab.HostSpec
 	taken map[string]bool
+	// names are the site's own strings (hosts, clusters, namespaces,
+	// addresses, MACs, applications) that anonymising must not let
+	// through in what was left out.
+	names map[string]bool
 	// otherPorts are the ports of a model the lab does not model, by
 	// model: the hosts that have one (listed once per model).
 	otherPorts map[string][]string
@@ -85,7 +89,7 @@ type importer struct {
 // Import maps an export onto the lab: every BareMetalHost it can model
 // becomes a lab host, every Cluster a scenario's shape on its hosts.
 func Import(x *Export, cat Catalogs, o Options) *Site {
-	im := &importer{x: x, cat: cat, opts: o, site: &Site{Unmapped: slices.Clone(x.Skipped)}, hosts: map[string]lab.HostSpec{}, taken: map[string]bool{}, otherPorts: map[string][]string{}}
+	im := &importer{x: x, cat: cat, opts: o, site: &Site{Unmapped: slices.Clone(x.Skipped)}, hosts: map[string]lab.HostSpec{}, taken: map[string]bool{}, otherPorts: map[string][]string{}, names: map[string]bool{}}
 	for i := range x.Hosts {
 		im.host(&x.Hosts[i])
 	}
@@ -94,8 +98,11 @@ func Import(x *Export, cat Catalogs, o Options) *Site {
 		im.skip(fmt.Sprintf("%d BareMetalHost(s) (%s)", len(hosts), listed(hosts, 3)), "status.hardware.nics",
 			fmt.Sprintf("their %q ports are left out: not an Intel 700-series (i40e) port, the lab's only NIC model", model))
 	}
-	im.site.Unmapped = append(im.site.Unmapped, Unmapped{Object: "every BareMetalHost", Field: "os",
-		Reason: "a BareMetalHost does not say how its OS is laid out on disk; every host is an A/B host (set os.kind: ostree in the lab file for OSTree hosts)"})
+	im.site.Unmapped = append(im.site.Unmapped,
+		Unmapped{Object: "every BareMetalHost", Field: "os",
+			Reason: "a BareMetalHost does not say how its OS is laid out on disk; every host is an A/B host (set os.kind: ostree in the lab file for OSTree hosts)"},
+		Unmapped{Object: "every BareMetalHost", Field: "status.hardware.nics[].ip",
+			Reason: "the lab's networks are the /24 of each port's address; a site's other prefix lengths and its VLANs are not read"})
 	for i := range x.Clusters {
 		im.cluster(&x.Clusters[i])
 	}
@@ -107,7 +114,7 @@ func Import(x *Export, cat Catalogs, o Options) *Site {
 		}
 	}
 	if o.Anonymise {
-		anonymise(im.site)
+		anonymise(im.site, im.names)
 	}
 	return im.site
 }
@@ -126,10 +133,14 @@ func (im *importer) host(bmh *metal3.BareMetalHost) {
 		im.skip(obj, "status.hardware", "missing (never inspected): the lab does not guess a host's CPUs, memory, disks and NICs")
 		return
 	}
-	root, ok := rootDisk(bmh)
+	im.private(bmh.Namespace, bmh.Name, objKey(bmh.Namespace, bmh.Name), bmh.Spec.BMC.Address, bmh.Spec.BootMACAddress)
+	root, hinted, ok := rootDisk(bmh)
 	if !ok {
 		im.skip(obj, "status.hardware.storage", "no disk of 4 GiB or more to install on")
 		return
+	}
+	if bmh.Spec.RootDeviceHints != nil && !hinted {
+		im.skip(obj, "spec.rootDeviceHints", fmt.Sprintf("only a deviceName naming an inspected disk is read; the root disk is Ironic's default, the smallest of 4 GiB or more (%s, %d GiB)", root.Name, root.SizeBytes>>30))
 	}
 	h := lab.HostSpec{Name: bmh.Name, CPUs: hw.CPU.Count, MemoryMiB: hw.RAMMebibytes, DiskGiB: int(root.SizeBytes >> 30), Labels: bmh.Labels,
 		BMC: lab.HostBMC{Credentials: credentialName}}
@@ -139,8 +150,12 @@ func (im *importer) host(bmh *metal3.BareMetalHost) {
 		im.skip(obj, "spec.bmc.address", fmt.Sprintf("%q: a BMC driver the lab does not model (redfish and ipmi); its BMC serves both", bmh.Spec.BMC.Address))
 	}
 	hfc := im.firmwareOf(bmh)
+	if ports := i40ePorts(hw.NIC); ports > 1 && nicComponents(hfc) == 1 {
+		im.skip(obj, "HostFirmwareComponents", fmt.Sprintf("one nic component for %d i40e ports: each port is given its version", ports))
+	}
 	for i, n := range hw.NIC {
 		field := fmt.Sprintf("status.hardware.nics[%d]", i)
+		im.private(n.MAC, n.IP, n.Name)
 		if !isI40E(n.Model) {
 			im.otherPorts[n.Model] = append(im.otherPorts[n.Model], objKey(bmh.Namespace, bmh.Name))
 			continue
@@ -153,6 +168,7 @@ func (im *importer) host(bmh *metal3.BareMetalHost) {
 		network, ok := network24(n.IP)
 		if !ok {
 			network = defaultNetwork
+			im.skip(obj, field, fmt.Sprintf("%s has no IPv4 address: it is put on %s", n.Name, defaultNetwork))
 		}
 		h.NICs = append(h.NICs, lab.NICSpec{Name: n.Name, MAC: n.MAC, Model: "i40e", NVM: nvm, Network: network})
 	}
@@ -203,17 +219,21 @@ func (im *importer) cluster(cl *clusterv1.Cluster) {
 		return
 	}
 	c := &Cluster{Name: cl.Namespace + "-" + cl.Name, Source: objKey(cl.Namespace, cl.Name), Form: scenario.Plain}
+	im.private(cl.Namespace, cl.Name, c.Name, c.Source, kcp.Name)
 	if cl.Spec.Topology.IsDefined() {
 		c.Form = scenario.ClusterClass
 	}
-	c.ControlPlane = scenario.ControlPlane{Replicas: int(ptr.Deref(kcp.Spec.Replicas, 1)), MaxSurge: intOr(kcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge, 1)}
+	c.ControlPlane = scenario.ControlPlane{Replicas: int(ptr.Deref(kcp.Spec.Replicas, 1))}
 	im.workers(cl, c)
-	c.Strategy = strategyOf(c)
+	im.rollouts(obj, kcp, c)
+	if c.Strategy = strategyOf(c); c.Strategy == scenario.InPlace {
+		im.skip(obj, "strategy", "one control-plane node and no workers: rehearsed as an update in place (upgradelab's extension); KCP alone would roll it onto one more host")
+	}
 	if d := kcp.Spec.MachineTemplate.Spec.Deletion.NodeDrainTimeoutSeconds; d != nil {
 		c.Workload.NodeDrainTimeout.Duration = time.Duration(*d) * time.Second
 	}
 	if err := im.releases(c, kcp.Spec.Version); err != nil {
-		im.skip(obj, "spec.topology.version", err.Error())
+		im.skip("KubeadmControlPlane "+objKey(kcp.Namespace, kcp.Name), "spec.version", err.Error())
 		return
 	}
 	im.apps(c)
@@ -237,18 +257,41 @@ func (im *importer) controlPlaneOf(cl *clusterv1.Cluster) *controlplanev1.Kubead
 // workers sums the cluster's MachineDeployments; the first one's
 // rollout is the workers'.
 func (im *importer) workers(cl *clusterv1.Cluster, c *Cluster) {
-	first := true
+	var mds []string
 	for _, md := range im.x.Deployments {
 		if md.Namespace != cl.Namespace || md.Spec.ClusterName != cl.Name {
 			continue
 		}
 		c.Workers.Replicas += int(ptr.Deref(md.Spec.Replicas, 1))
-		if first {
-			ru := md.Spec.Rollout.Strategy.RollingUpdate
-			c.Workers.MaxSurge, c.Workers.MaxUnavailable = intOr(ru.MaxSurge, 1), intOr(ru.MaxUnavailable, 0)
-			first = false
+		if mds = append(mds, md.Name); len(mds) > 1 {
+			continue
 		}
+		obj := "MachineDeployment " + objKey(md.Namespace, md.Name)
+		im.private(md.Name, obj)
+		if t := md.Spec.Rollout.Strategy.Type; t != "" && t != clusterv1.RollingUpdateMachineDeploymentStrategyType {
+			im.skip(obj, "spec.rollout.strategy.type", fmt.Sprintf("%s: rehearsed as a rolling update", t))
+		}
+		ru := md.Spec.Rollout.Strategy.RollingUpdate
+		c.Workers.MaxSurge, c.Workers.MaxUnavailable = im.count(obj, "maxSurge", ru.MaxSurge, 1), im.count(obj, "maxUnavailable", ru.MaxUnavailable, 0)
 	}
+	if len(mds) > 1 {
+		im.skip("Cluster "+objKey(cl.Namespace, cl.Name), "MachineDeployments",
+			fmt.Sprintf("%d of them: the lab's cluster has one worker pool, of their %d replicas, rolled out as %s is", len(mds), c.Workers.Replicas, mds[0]))
+	}
+}
+
+// rollouts reads the control plane's surge.
+func (im *importer) rollouts(obj string, kcp *controlplanev1.KubeadmControlPlane, c *Cluster) {
+	c.ControlPlane.MaxSurge = im.count("KubeadmControlPlane "+objKey(kcp.Namespace, kcp.Name), "maxSurge", kcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge, 1)
+}
+
+// count is an IntOrString rollout count: its default when unset, and a
+// percentage is listed and read as the default.
+func (im *importer) count(obj, field string, v *intstr.IntOrString, def int) int {
+	if v != nil && v.Type != intstr.Int {
+		im.skip(obj, "spec.rollout.strategy.rollingUpdate."+field, fmt.Sprintf("%s: percentages are not read; rehearsed as %d", v.String(), def))
+	}
+	return intOr(v, def)
 }
 
 // strategyOf is how the cluster's upgrade goes, from its shape: a
@@ -278,6 +321,9 @@ func (im *importer) releases(c *Cluster, version string) error {
 	toImage, ok := im.osImage(to)
 	if !ok {
 		return fmt.Errorf("no version to upgrade %s to: the lab's catalog has no OS image of %s", version, cmp.Or(to, "a later version"))
+	}
+	if f, t := versionParts(version), versionParts(to); len(f) > 1 && len(t) > 1 && (t[0] != f[0] || t[1] > f[1]+1) {
+		return fmt.Errorf("%s to %s: KCP upgrades one minor version at a time", version, to)
 	}
 	c.From, c.To = scenario.Release{Version: version, Image: from}, scenario.Release{Version: to, Image: toImage}
 	return nil
@@ -326,6 +372,9 @@ func (im *importer) apps(c *Cluster) {
 		}
 	}
 	d := apps.Deployments[best]
+	for _, other := range apps.Deployments {
+		im.private(other.Namespace, other.Name, objKey(other.Namespace, other.Name))
+	}
 	c.Workload.Replicas = int(ptr.Deref(d.Spec.Replicas, 1))
 	if bestBudget >= 0 {
 		pdb := apps.Budgets[bestBudget].Spec
@@ -384,10 +433,16 @@ func (im *importer) placeHosts(cl *clusterv1.Cluster, c *Cluster) bool {
 	for i := range im.x.Hosts {
 		bmh := &im.x.Hosts[i]
 		key := objKey(bmh.Namespace, bmh.Name)
-		if h, ok := im.hosts[key]; ok && bmh.Namespace == cl.Namespace && bmh.Spec.ConsumerRef == nil && !im.taken[key] && c.Strategy == scenario.Rolling {
-			c.Hosts, im.taken[key] = append(c.Hosts, h), true
-			c.Spares++
+		h, ok := im.hosts[key]
+		if !ok || bmh.Namespace != cl.Namespace || bmh.Spec.ConsumerRef != nil || im.taken[key] || c.Strategy != scenario.Rolling {
+			continue
 		}
+		if state := bmh.Status.Provisioning.State; state != metal3.StateAvailable {
+			im.skip("BareMetalHost "+key, "status.provisioning.state", fmt.Sprintf("%q: not a spare of %s (only an available host is)", state, c.Source))
+			continue
+		}
+		c.Hosts, im.taken[key] = append(c.Hosts, h), true
+		c.Spares++
 	}
 	return true
 }
@@ -446,4 +501,38 @@ func listed(names []string, n int) string {
 		return strings.Join(names, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
+}
+
+// private notes strings of the site that anonymising removes.
+func (im *importer) private(names ...string) {
+	for _, n := range names {
+		if len(n) > 2 {
+			im.names[n] = true
+		}
+	}
+}
+
+// i40ePorts counts the ports the lab models.
+func i40ePorts(nics []metal3.NIC) int {
+	n := 0
+	for _, nic := range nics {
+		if isI40E(nic.Model) {
+			n++
+		}
+	}
+	return n
+}
+
+// nicComponents counts a host's NIC firmware components.
+func nicComponents(hfc *metal3.HostFirmwareComponents) int {
+	if hfc == nil {
+		return 0
+	}
+	n := 0
+	for _, c := range hfc.Status.Components {
+		if strings.HasPrefix(c.Component, "nic") {
+			n++
+		}
+	}
+	return n
 }

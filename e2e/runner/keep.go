@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -51,16 +52,52 @@ type Planes struct {
 	key  string
 	base *Env
 	n    int
+	// busy: a run has the plane and has not emptied its namespace yet (a
+	// spec Ginkgo gave up on may still be emptying it).
+	busy bool
 }
+
+// errPlaneBusy: the kept plane is still an earlier run's.
+var errPlaneBusy = errors.New("the kept plane is still busy with an earlier run")
 
 // Stop stops the kept plane.
 func (k *Planes) Stop() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.stop()
+}
+
+func (k *Planes) stop() {
 	if k.base != nil {
 		k.base.Stop()
 		k.base = nil
 	}
+	k.busy = false
+}
+
+// StopIdle stops the kept plane unless a run has it: a run that starts a
+// plane of its own does not leave a second one idle beside it. A nil
+// Planes keeps nothing.
+func (k *Planes) StopIdle() {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.busy {
+		k.stop()
+	}
+}
+
+// release gives the plane back once its run has emptied its namespace;
+// failed, it stops the plane and the next run starts its own.
+func (k *Planes) release(failed bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if failed {
+		k.stop()
+	}
+	k.busy = false
 }
 
 // planeKey says which runs can share a plane: those whose plane would
@@ -76,10 +113,12 @@ func planeKey(o EnvOptions) string {
 func (k *Planes) env(ctx context.Context, o EnvOptions) (*Env, *keptMarks, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.busy {
+		return nil, nil, errPlaneBusy
+	}
 	key := planeKey(o)
 	if k.base != nil && k.key != key {
-		k.base.Stop()
-		k.base = nil
+		k.stop()
 	}
 	if k.base == nil {
 		k.n++
@@ -88,19 +127,27 @@ func (k *Planes) env(ctx context.Context, o EnvOptions) (*Env, *keptMarks, error
 		if err != nil {
 			return nil, nil, err
 		}
-		k.base, k.key = e.detach(), key
+		k.base, k.key, k.busy = e.detach(), key, true
 		return e, &keptMarks{usage: planeUsage{}, logs: logMarks{}}, nil
 	}
-	from := &keptMarks{usage: usageOf(k.base.Plane), logs: marksOf(k.base.Plane.LogDir)}
+	from := &keptMarks{usage: usageOf(k.base.Plane), logs: marksOf(k.base.Plane.LogDir), refusals: k.base.Plane.RefusalsSoFar(), at: time.Now()}
 	e, err := k.base.reuse(ctx, o)
-	return e, from, err
+	if err != nil {
+		k.stop() // managers half restarted: the next run starts its own
+		return nil, nil, err
+	}
+	k.busy = true
+	return e, from, nil
 }
 
 // keptMarks are where a run on a kept plane began (a plane started for
-// it: nothing used, no logs).
+// it: nothing used, no logs, no refusals, no crashes before it): the run
+// is judged and profiled on what came after.
 type keptMarks struct {
-	usage planeUsage
-	logs  logMarks
+	usage    planeUsage
+	logs     logMarks
+	refusals mgmt.RefusalMark
+	at       time.Time
 }
 
 // detach splits the plane off e: the Env returned keeps it (and stops
@@ -194,8 +241,8 @@ func (r *run) stopKept(ctx context.Context) {
 		logErr := copyLogs(r.env.Plane.LogDir, filepath.Join(r.opts.Dir, "mgmt", "mgmt"), r.keptFrom.logs)
 		if err != nil {
 			r.say("the kept plane is stopped, the next run starts its own: emptying namespace %s: %v", r.env.Namespace, err)
-			r.opts.Planes.Stop()
 		}
+		r.opts.Planes.release(err != nil)
 		return logErr
 	})
 }

@@ -292,7 +292,11 @@ func Params(s *scenario.Scenario, def *lab.Definition, prov *provider.Config, en
 func (r *run) recordForbidden() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	forbidden, transient := r.env.Plane.Forbidden(ctx)
+	var since mgmt.RefusalMark // a kept plane's earlier runs' refusals are theirs
+	if r.keptFrom != nil {
+		since = r.keptFrom.refusals
+	}
+	forbidden, transient := r.env.Plane.ForbiddenSince(ctx, since)
 	for _, name := range slices.Sorted(maps.Keys(transient)) {
 		r.say("manager %s was refused %d request(s) that its RBAC allows now: transient, as while a restarted API server's authorizer syncs", name, transient[name])
 	}
@@ -330,6 +334,9 @@ func (w lineWriter) Write(p []byte) (int, error) {
 // kube-apiserver, which the plane restarted, on the timeline at the time
 // it happened (a crash during the plane's start too) and on the result.
 func (r *run) recordAPIServerCrash(c mgmt.APIServerCrash) {
+	if r.keptFrom != nil && c.Time.Before(r.keptFrom.at) {
+		return // an earlier run's, on the plane kept from it
+	}
 	r.say("management %s", c)
 	r.tl.Add(timeline.Entry{Time: c.Time, Kind: timeline.KindStep, Name: result.StepAPIServerCrashed, New: map[string]string{"detail": c.String()}})
 	r.crashMu.Lock()
@@ -562,11 +569,15 @@ func (r *run) start(ctx context.Context) (err error) {
 	switch {
 	case r.sharesPlane():
 		r.say("step 1/6: starting the lab %s and the provider, on the plane this process keeps for its runs", r.lab.Spec.Name)
-		r.env, r.keptFrom, err = r.opts.Planes.env(ctx, r.envOptions())
-		return err
+		if r.env, r.keptFrom, err = r.opts.Planes.env(ctx, r.envOptions()); !errors.Is(err, errPlaneBusy) {
+			return err
+		}
+		r.say("%v: starting a plane of its own", err)
 	case r.provider.Lab:
+		r.opts.Planes.StopIdle() // no idle plane beside this run's own
 		r.say("step 1/6: starting the lab %s, CAPI's managers and the provider", r.lab.Spec.Name)
 	default:
+		r.opts.Planes.StopIdle()
 		r.say("step 1/6: starting CAPI's managers and the provider")
 	}
 	r.env, err = StartEnv(ctx, r.envOptions())
