@@ -22,8 +22,8 @@ func newRehearseCommand() *cobra.Command {
 }
 
 type importOptions struct {
-	out, name, to string
-	anonymise     bool
+	out, name, to, toImage string
+	anonymise              bool
 }
 
 func newRehearseImportCommand() *cobra.Command {
@@ -48,6 +48,7 @@ Secrets are never read; the lab's BMC credentials are generated.`,
 	cmd.Flags().StringVar(&o.out, "out", "", "folder for the lab, scenario and fleet files (default ./_artifacts/rehearsal-TIME)")
 	cmd.Flags().StringVar(&o.name, "name", "", `the site's name in the files (default: the export folder's name; "site" with --anonymise)`)
 	cmd.Flags().StringVar(&o.to, "to", "", "Kubernetes version to upgrade every cluster to (default: the lab catalog's next version above each cluster's)")
+	cmd.Flags().StringVar(&o.toImage, "to-image", "", "OS image of the lab's catalog to upgrade every cluster to (its Kubernetes version is --to's; default: the catalog's plainest image of it)")
 	cmd.Flags().BoolVar(&o.anonymise, "anonymise", false, "rename hosts, clusters and networks and generate MACs: files to share outside the site")
 	return cmd
 }
@@ -66,7 +67,8 @@ func (o importOptions) run(out io.Writer, export string) error {
 	if err != nil {
 		return err
 	}
-	site := rehearsal.Import(x, cat, rehearsal.Options{Anonymise: o.anonymise, To: o.to})
+	site := rehearsal.Import(x, cat, rehearsal.Options{Anonymise: o.anonymise, To: o.to, ToImage: o.toImage})
+	points := site.FailurePoints(cat) // before Write leaves out the clusters the lab refuses
 	dir := o.out
 	if dir == "" {
 		dir = defaultArtifactsDir("rehearsal")
@@ -96,6 +98,14 @@ func (o importOptions) run(out io.Writer, export string) error {
 	fmt.Fprintf(out, "left out (%d, in %s):\n", len(site.Unmapped), files.Unmapped)
 	for _, u := range site.Unmapped {
 		fmt.Fprintf(out, "  %s\n", u)
+	}
+	pointsFile := filepath.Join(dir, "failure-points.json")
+	if err := rehearsal.WriteFailurePoints(pointsFile, points); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "failure points found before any run (%d, in %s):\n", len(points), pointsFile)
+	for _, p := range points {
+		fmt.Fprintf(out, "  %s\n", p)
 	}
 	fmt.Fprintf(out, "fleet file: %s (upgradelab fleet --fleet %s)\n", files.Fleet, files.Fleet)
 	return nil

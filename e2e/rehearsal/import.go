@@ -29,6 +29,8 @@ import (
 type Catalogs struct {
 	Images *image.Catalog
 	NVM    nic.Catalog
+	// Rules are the lab's i40e rules: what the driver does with an NVM.
+	Rules *nic.Rules
 }
 
 // Options say how an export becomes a site.
@@ -39,6 +41,10 @@ type Options struct {
 	// To is the Kubernetes version each cluster is upgraded to; empty:
 	// the catalog's next version above the cluster's.
 	To string
+	// ToImage is the OS image each cluster is upgraded to (a catalog
+	// name; its Kubernetes version is To's); empty: the catalog's plainest
+	// image of To.
+	ToImage string
 }
 
 // Site is what Import makes of an export: each cluster with its hosts
@@ -314,13 +320,19 @@ func (im *importer) releases(c *Cluster, version string) error {
 	if !ok {
 		return fmt.Errorf("Kubernetes %s: no OS image of the lab's catalog carries it", version)
 	}
-	to := im.opts.To
+	to, toImage := im.opts.To, im.opts.ToImage
+	if b, ok := im.cat.Images.Images[toImage]; ok {
+		to = b.KubernetesVersion
+	} else if toImage != "" {
+		return fmt.Errorf("image %q to upgrade to is not in the lab's catalog", toImage)
+	}
 	if to == "" {
 		to = im.nextVersion(version)
 	}
-	toImage, ok := im.osImage(to)
-	if !ok {
-		return fmt.Errorf("no version to upgrade %s to: the lab's catalog has no OS image of %s", version, cmp.Or(to, "a later version"))
+	if toImage == "" {
+		if toImage, ok = im.osImage(to); !ok {
+			return fmt.Errorf("no version to upgrade %s to: the lab's catalog has no OS image of %s", version, cmp.Or(to, "a later version"))
+		}
 	}
 	if f, t := versionParts(version), versionParts(to); len(f) > 1 && len(t) > 1 && (t[0] != f[0] || t[1] > f[1]+1) {
 		return fmt.Errorf("%s to %s: KCP upgrades one minor version at a time", version, to)
@@ -492,7 +504,11 @@ func LoadCatalogs(fixtures string) (Catalogs, error) {
 		return Catalogs{}, err
 	}
 	nvm, err := nic.LoadCatalog(filepath.Join(fixtures, "nic", "nvm-images.yaml"))
-	return Catalogs{Images: images, NVM: nvm}, err
+	if err != nil {
+		return Catalogs{}, err
+	}
+	rules, err := nic.LoadRules(filepath.Join(fixtures, "nic", "i40e-rules.yaml"))
+	return Catalogs{Images: images, NVM: nvm, Rules: rules}, err
 }
 
 // listed is the first n names and how many more.

@@ -230,3 +230,70 @@ func copyExport(t *testing.T) string {
 	}
 	return dir
 }
+
+// The example site's failure points are found before any run, each of
+// its kind with its cause: two clusters without the hosts their rollout
+// needs, a budget that allows no eviction, two single-node clusters
+// whose API goes down, and, upgraded to the image with the newer i40e
+// driver, the store whose port still runs NVM 8.70; to the driver of a
+// new API major, every port fails.
+func TestTheExampleSitesFailurePointsAreFoundWithTheirCauses(t *testing.T) {
+	cat, err := LoadCatalogs(repoFixtures(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := Read(filepath.Join(repoFixtures(t), "rehearsal", "northwind"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	points := Import(x, cat, Options{ToImage: "ubuntu-24.04-k8s-v1.36.3-i40e-2.28"}).FailurePoints(cat)
+	got := map[string]bool{}
+	for _, p := range points {
+		got[p.Cluster+" "+p.Level+" "+p.Kind] = true
+	}
+	for _, want := range []string{
+		"core-payments fails spares-too-few", "analytics-warehouse fails spares-too-few",
+		"core-payments hurts budget-blocks-drains",
+		"retail-store-0042 hurts single-node-api-down", "retail-store-0107 hurts single-node-api-down",
+		"retail-store-0042 hurts nic-firmware-driver",
+	} {
+		if !got[want] {
+			t.Errorf("no failure point %q in %v", want, points)
+		}
+	}
+	if len(points) != 6 {
+		t.Errorf("%d failure points, want the 6 above: %v", len(points), points)
+	}
+	points = Import(x, cat, Options{ToImage: "ubuntu-24.04-k8s-v1.36.3-i40e-3.0-preview"}).FailurePoints(cat)
+	nic := 0
+	for _, p := range points {
+		if p.Kind == KindNICDriver && p.Level == Fails && strings.Contains(p.Cause, "nvm-major-older") {
+			nic++
+		}
+	}
+	if nic != 22 { // every modelled port of the six clusters
+		t.Errorf("%d ports fail under the driver of API 2.0, want 22: %v", nic, points)
+	}
+}
+
+// A budget blocks drains when it allows no eviction: minAvailable of
+// every replica (a count, or a percentage rounded up), maxUnavailable 0.
+func TestABudgetBlocksWhenItAllowsNoEviction(t *testing.T) {
+	for _, c := range []struct {
+		budget   scenario.Budget
+		replicas int
+		blocks   bool
+	}{
+		{scenario.Budget{MinAvailable: "2"}, 2, true},
+		{scenario.Budget{MinAvailable: "2"}, 3, false},
+		{scenario.Budget{MinAvailable: "90%"}, 3, true},
+		{scenario.Budget{MinAvailable: "50%"}, 3, false},
+		{scenario.Budget{MaxUnavailable: "0"}, 3, true},
+		{scenario.Budget{MaxUnavailable: "10%"}, 3, false},
+		{scenario.Budget{None: true}, 3, false},
+	} {
+		if _, blocks := budgetBlocks(scenario.Application{Replicas: c.replicas, Budget: c.budget}); blocks != c.blocks {
+			t.Errorf("%+v of %d replicas: blocks %v, want %v", c.budget, c.replicas, blocks, c.blocks)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package rehearsal
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -309,4 +310,13 @@ func (s *Site) Form() scenario.Form {
 func inside(root, path string) bool {
 	r, err := filepath.Rel(root, path)
 	return err == nil && r != ".." && !strings.HasPrefix(r, "../")
+}
+
+// WriteFailurePoints writes the failure points as JSON.
+func WriteFailurePoints(path string, points []FailurePoint) error {
+	b, err := json.MarshalIndent(points, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
