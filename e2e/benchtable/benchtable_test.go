@@ -232,8 +232,9 @@ func TestFiguresKeepTheirPrecision(t *testing.T) {
 	}
 }
 
-// A suite's runs that recorded their CPU give two more rows: the
-// cheapest and the costliest run, each named, every process counted.
+// A suite's runs that recorded their CPU give three more rows: the
+// cheapest and the costliest run, each named, every process counted, and
+// all of them together.
 func TestASuitesCheapestAndCostliestRunsAreRows(t *testing.T) {
 	dir := t.TempDir()
 	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
@@ -265,6 +266,7 @@ func TestASuitesCheapestAndCostliestRunsAreRows(t *testing.T) {
 	want := []string{
 		"make e2e: CPU of its cheapest run, every process serving it = 14s (baremetal single-node-in-place/plain)",
 		"make e2e: CPU of its costliest run, every process serving it = 42s (baremetal cold-spare-rolling/plain)",
+		"make e2e: CPU of all its runs together, every process serving them = 1m26s",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("CPU rows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

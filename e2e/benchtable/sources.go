@@ -229,16 +229,19 @@ func FromSuite(dir string) ([]Row, error) {
 // cpuRows are the CPU of the suite's cheapest and costliest run, every
 // process that served it counted (the plane, the managers, the harness:
 // result.Profile), the run named in the figure (a row is replaced by
-// what it measures, whichever run it was); none when no run recorded
-// its CPU.
+// what it measures, whichever run it was), and of all its runs together
+// (a plane a process keeps for its runs counts its start once, in the
+// first of them: the sum compares across suites where a single run does
+// not); none when no run recorded its CPU.
 func cpuRows(results []result.Result, suite Row) []Row {
 	var least, most *result.Result
-	var lo, hi time.Duration
+	var lo, hi, all time.Duration
 	for i := range results {
 		total := results[i].Profile.TotalCPU()
 		if total == 0 {
 			continue
 		}
+		all += total
 		if least == nil || total < lo {
 			least, lo = &results[i], total
 		}
@@ -255,7 +258,10 @@ func cpuRows(results []result.Result, suite Row) []Row {
 		out.Figure = fmt.Sprintf("%s (%s)", cpu.Round(100*time.Millisecond), r.Key())
 		return out
 	}
-	return []Row{row("cheapest", least, lo), row("costliest", most, hi)}
+	sum := suite
+	sum.What = fmt.Sprintf("%s: CPU of all its runs together, every process serving them", suite.Command)
+	sum.Figure = all.Round(time.Second).String()
+	return []Row{row("cheapest", least, lo), row("costliest", most, hi), sum}
 }
 
 // Timing is what scripts/timed writes of one command.
