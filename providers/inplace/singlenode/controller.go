@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +37,10 @@ const (
 	Annotation = "inplace.upgradelab.dev/single-node"
 	// PausedByAnnotation marks a pause this package set (and may lift).
 	PausedByAnnotation = "inplace.upgradelab.dev/paused-by-single-node"
+	// DeclinedAnnotation holds the KCP generation (its spec) the
+	// extension could not make in place: that change is KCP's to roll out,
+	// and is not paused again.
+	DeclinedAnnotation = "inplace.upgradelab.dev/declined-generation"
 )
 
 // CanUpdateMachine answers the hook in process (the extension's own
@@ -122,6 +127,11 @@ type facts struct {
 	hookPending bool
 	upToDate    bool // KCP's UpToDate: the Machine matches the spec
 	eligible    bool // KCP's EligibleForInPlaceUpdate
+	// declined: the extension could not make this spec in place and
+	// handed it to KCP. Paused again, KCP would never get to roll it out
+	// (it reconciles an object at most once a second, and the pause came
+	// back within that: a run saw a minute of it).
+	declined bool
 }
 
 // action is what the controller does about them.
@@ -164,8 +174,8 @@ func decide(f facts) action {
 		return hold // CAPI's Machine controller runs UpdateMachine
 	case f.upToDate:
 		return release // done, or nothing to do: KCP runs unpaused
-	case !f.eligible:
-		return release // rolloutAfter, expiring certificates: KCP's own rollout
+	case !f.eligible, f.declined:
+		return release // rolloutAfter, expiring certificates, a change not possible in place: KCP's own rollout
 	case !f.pausedByUs:
 		return pauseLate
 	}
@@ -199,6 +209,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	f := facts{
 		optedIn:    OptedIn(kcp) && kcp.DeletionTimestamp.IsZero(),
 		pausedByUs: kcp.Annotations[PausedByAnnotation] == "true",
+		declined:   kcp.Annotations[DeclinedAnnotation] == strconv.FormatInt(kcp.Generation, 10),
 		paused:     ptr.Deref(cluster.Spec.Paused, false),
 	}
 	if _, paused := kcp.Annotations[clusterv1.PausedAnnotation]; paused && !f.pausedByUs {
@@ -284,7 +295,7 @@ func (r *Reconciler) update(ctx context.Context, cluster *clusterv1.Cluster, kcp
 	if !inPlace {
 		logger.Info("the extension cannot make the change in place; handing it back to KCP", "why", why)
 		r.event(kcp, corev1.EventTypeWarning, "InPlaceUpdateNotPossible", "handing the change back to KCP (which needs a spare host for one replica): "+why)
-		return ctrl.Result{}, r.release(ctx, kcp)
+		return ctrl.Result{}, r.decline(ctx, kcp)
 	}
 	logger.Info("updating the single control-plane Machine in place", "why", strings.Join(res.LogMessages, "; "))
 	if err := r.trigger(ctx, m, res); err != nil {
@@ -456,6 +467,21 @@ func (r *Reconciler) pause(ctx context.Context, kcp *controlplanev1.KubeadmContr
 	kcp.Annotations[clusterv1.PausedAnnotation] = ""
 	kcp.Annotations[PausedByAnnotation] = "true"
 	return r.Client.Patch(ctx, kcp, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
+// decline marks the KCP's spec as one the extension cannot make in place
+// and lifts the pause in the same write: KCP rolls it out.
+func (r *Reconciler) decline(ctx context.Context, kcp *controlplanev1.KubeadmControlPlane) error {
+	before := kcp.DeepCopy()
+	if kcp.Annotations == nil {
+		kcp.Annotations = map[string]string{}
+	}
+	kcp.Annotations[DeclinedAnnotation] = strconv.FormatInt(kcp.Generation, 10)
+	if kcp.Annotations[PausedByAnnotation] != "" {
+		delete(kcp.Annotations, clusterv1.PausedAnnotation)
+		delete(kcp.Annotations, PausedByAnnotation)
+	}
+	return r.Client.Patch(ctx, kcp, client.MergeFrom(before))
 }
 
 // release lifts a pause this package set (never one a user set).

@@ -3,6 +3,7 @@ package singlenode
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -83,6 +84,8 @@ func TestDecide(t *testing.T) {
 		{"the webhook paused a change that can be made in place", facts{optedIn: true, oneMachine: true, eligible: true, pausedByUs: true}, update},
 		{"a change KCP must roll out (rolloutAfter, certificates)", facts{optedIn: true, oneMachine: true, eligible: false, pausedByUs: true}, release},
 		{"a change KCP saw unpaused (no webhook): pause late", facts{optedIn: true, oneMachine: true, eligible: true}, pauseLate},
+		{"a change the extension declined: KCP rolls it out, no new pause", facts{optedIn: true, oneMachine: true, eligible: true, declined: true}, release},
+		{"declined, and paused late before the decline was seen: released", facts{optedIn: true, oneMachine: true, eligible: true, declined: true, pausedByUs: true}, release},
 		{"the Machine is marked, its hook not yet: complete the trigger", facts{optedIn: true, oneMachine: true, updating: true, pausedByUs: true, eligible: true}, completeTrigger},
 		{"a marked Machine looks up to date (its objects written): still complete", facts{optedIn: true, oneMachine: true, updating: true, pausedByUs: true, upToDate: true}, completeTrigger},
 		{"the trigger complete: hold", facts{optedIn: true, oneMachine: true, updating: true, hookPending: true, pausedByUs: true}, hold},
@@ -178,5 +181,38 @@ func TestAPauseOfOursIsLiftedWithoutTheCluster(t *testing.T) {
 		if _, paused := got.Annotations[clusterv1.PausedAnnotation]; paused == !optedIn {
 			t.Errorf("opted in %v: paused %v after a reconcile without the Cluster", optedIn, paused)
 		}
+	}
+}
+
+// A change the extension cannot make in place is handed to KCP with the
+// generation it declined, in one write: the decision table then leaves
+// that generation unpaused (KCP reconciles an object at most once a
+// second; paused again at once, it never rolled the change out), and a
+// later spec change is the extension's to judge again.
+func TestADeclinedChangeIsNotPausedAgain(t *testing.T) {
+	kcp := &controlplanev1.KubeadmControlPlane{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-cp", Generation: 4,
+			Annotations: map[string]string{Annotation: "true", clusterv1.PausedAnnotation: "", PausedByAnnotation: "true"}},
+		Spec: controlplanev1.KubeadmControlPlaneSpec{Replicas: ptr.To[int32](1)},
+	}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(kcp).Build()
+	r := &Reconciler{Client: c}
+	if err := r.decline(context.Background(), kcp); err != nil {
+		t.Fatal(err)
+	}
+	got := &controlplanev1.KubeadmControlPlane{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(kcp), got); err != nil {
+		t.Fatal(err)
+	}
+	if _, paused := got.Annotations[clusterv1.PausedAnnotation]; paused || got.Annotations[DeclinedAnnotation] != "4" {
+		t.Fatalf("after decline: annotations %v; want unpaused, declined-generation 4", got.Annotations)
+	}
+	f := facts{optedIn: true, oneMachine: true, eligible: true, declined: got.Annotations[DeclinedAnnotation] == strconv.FormatInt(got.Generation, 10)}
+	if a := decide(f); a != release {
+		t.Errorf("the declined generation decides %s, want release (KCP rolls it out)", a)
+	}
+	f.declined = got.Annotations[DeclinedAnnotation] == strconv.FormatInt(got.Generation+1, 10)
+	if a := decide(f); a != pauseLate {
+		t.Errorf("the next spec decides %s, want %s (judged again)", a, pauseLate)
 	}
 }
