@@ -31,7 +31,8 @@
 //     Machine up to date.
 //
 // A change that cannot be made in place is handed back to KCP unpaused
-// (with a Warning event), which then behaves as upstream. The webhook
+// (with a Warning event and the KCP generation declined, which is then
+// never paused again), which then behaves as upstream. The webhook
 // fails closed for the writes it pauses (its configuration's match
 // conditions select only those), so a spec change made while the
 // extension is down is refused rather than let through to a surge; one
