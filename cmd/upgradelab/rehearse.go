@@ -67,7 +67,11 @@ func (o importOptions) run(out io.Writer, export string) error {
 	if err != nil {
 		return err
 	}
-	site := rehearsal.Import(x, cat, rehearsal.Options{Anonymise: o.anonymise, To: o.to, ToImage: o.toImage})
+	opts := rehearsal.Options{Anonymise: o.anonymise, To: o.to, ToImage: o.toImage}
+	if err := opts.Check(cat); err != nil {
+		return err
+	}
+	site := rehearsal.Import(x, cat, opts)
 	points := site.FailurePoints(cat) // before Write leaves out the clusters the lab refuses
 	dir := o.out
 	if dir == "" {

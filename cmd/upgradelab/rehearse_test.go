@@ -30,6 +30,19 @@ func TestRehearseImportWritesTheSitesFiles(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "labs", "core-inventory.yaml")); err != nil {
 		t.Error(err)
 	}
+	for args, want := range map[string]string{
+		"--to-image=no-such-image":                                   `--to-image: image "no-such-image"`,
+		"--to-image=ubuntu-24.04-k8s-v1.36.3-i40e-2.28 --to=v1.35.3": "--to-image: ubuntu-24.04-k8s-v1.36.3-i40e-2.28 carries Kubernetes v1.36.3, not --to's v1.35.3",
+		"--to-image=deploy-ramdisk-2026.10":                          "not an OS image",
+	} {
+		cmd = newRootCommand()
+		cmd.SetOut(&stdout)
+		cmd.SetErr(&stdout)
+		cmd.SetArgs(append([]string{"rehearse", "import", "../../fixtures/rehearsal/northwind", "--out", t.TempDir()}, strings.Fields(args)...))
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v; want an error with %q", args, err, want)
+		}
+	}
 	empty := t.TempDir()
 	cmd = newRootCommand()
 	cmd.SetOut(&stdout)

@@ -160,9 +160,11 @@ func (p *Plane) envtestPID(comm string) int {
 }
 
 // ProcessCPU is the CPU time one of the plane's processes has used, and
-// its peak resident memory.
+// its peak resident memory. PID tells a process restarted since an
+// earlier reading from the one read then.
 type ProcessCPU struct {
 	Name    string        `json:"name"`
+	PID     int           `json:"-"`
 	CPU     time.Duration `json:"cpu"`
 	PeakRSS int64         `json:"peakRSS"`
 }
@@ -176,7 +178,7 @@ func (p *Plane) CPU() []ProcessCPU {
 	var out []ProcessCPU
 	for _, child := range p.Processes() {
 		if u, ok := proc.ReadUsage(child.PID); ok {
-			out = append(out, ProcessCPU{Name: child.Name, CPU: u.CPU, PeakRSS: u.PeakRSS})
+			out = append(out, ProcessCPU{Name: child.Name, PID: child.PID, CPU: u.CPU, PeakRSS: u.PeakRSS})
 		}
 	}
 	return out

@@ -47,6 +47,26 @@ type Options struct {
 	ToImage string
 }
 
+// Check says whether the target the options name is in the lab's
+// catalog: ToImage an OS image, To the Kubernetes version it carries.
+// A bad target is the command line's mistake, refused once rather than
+// listed against every cluster.
+func (o Options) Check(cat Catalogs) error {
+	if o.ToImage == "" {
+		return nil
+	}
+	b, err := cat.Images.Get(o.ToImage)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--to-image: %w", err)
+	case string(b.Role) != "os":
+		return fmt.Errorf("--to-image: %s is a %s image, not an OS image a node runs", o.ToImage, b.Role)
+	case o.To != "" && o.To != b.KubernetesVersion:
+		return fmt.Errorf("--to-image: %s carries Kubernetes %s, not --to's %s", o.ToImage, b.KubernetesVersion, o.To)
+	}
+	return nil
+}
+
 // Site is what Import makes of an export: each cluster with its hosts
 // and shape, the hosts no cluster holds, and what was left out.
 type Site struct {
@@ -231,7 +251,7 @@ func (im *importer) cluster(cl *clusterv1.Cluster) {
 	}
 	c.ControlPlane = scenario.ControlPlane{Replicas: int(ptr.Deref(kcp.Spec.Replicas, 1))}
 	im.workers(cl, c)
-	im.rollouts(obj, kcp, c)
+	c.ControlPlane.MaxSurge = im.count("KubeadmControlPlane "+objKey(kcp.Namespace, kcp.Name), "maxSurge", kcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge, 1)
 	if c.Strategy = strategyOf(c); c.Strategy == scenario.InPlace {
 		im.skip(obj, "strategy", "one control-plane node and no workers: rehearsed as an update in place (upgradelab's extension); KCP alone would roll it onto one more host")
 	}
@@ -284,11 +304,6 @@ func (im *importer) workers(cl *clusterv1.Cluster, c *Cluster) {
 		im.skip("Cluster "+objKey(cl.Namespace, cl.Name), "MachineDeployments",
 			fmt.Sprintf("%d of them: the lab's cluster has one worker pool, of their %d replicas, rolled out as %s is", len(mds), c.Workers.Replicas, mds[0]))
 	}
-}
-
-// rollouts reads the control plane's surge.
-func (im *importer) rollouts(obj string, kcp *controlplanev1.KubeadmControlPlane, c *Cluster) {
-	c.ControlPlane.MaxSurge = im.count("KubeadmControlPlane "+objKey(kcp.Namespace, kcp.Name), "maxSurge", kcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge, 1)
 }
 
 // count is an IntOrString rollout count: its default when unset, and a

@@ -90,8 +90,6 @@ type Env struct {
 	// stops stop the site (and Ironic), planeStops the plane and the
 	// shared cache: a run on a kept plane (Planes) stops only its own.
 	stops, planeStops []func()
-	// kept: the plane outlives the Env (Planes keeps it).
-	kept bool
 	// nsLabels are the labels of the Env's own namespace: those of every
 	// extension it runs. labelsOf are each manager's (by name), and cfg
 	// says which managers serve a strategy, for InNamespace.

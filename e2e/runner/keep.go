@@ -23,7 +23,6 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/mgmt"
 	"github.com/upgradelab/upgradelab/e2e/provider"
 	"github.com/upgradelab/upgradelab/e2e/result"
-	"github.com/upgradelab/upgradelab/internal/proc"
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
@@ -154,14 +153,14 @@ type keptMarks struct {
 // it), e keeps its lab and namespace and stops only those.
 func (e *Env) detach() *Env {
 	base := &Env{Plane: e.Plane, Client: e.Client, cfg: e.cfg, labelsOf: e.labelsOf, watched: e.watched, planeStops: e.planeStops}
-	e.planeStops, e.kept = nil, true
+	e.planeStops = nil
 	return base
 }
 
 // reuse starts the run's lab and its provider's managers on the kept
 // plane (base), in a namespace of the run's own.
 func (base *Env) reuse(ctx context.Context, o EnvOptions) (_ *Env, err error) {
-	e := &Env{Plane: base.Plane, Client: base.Client, cfg: base.cfg, labelsOf: base.labelsOf, watched: &sharedCache{}, kept: true}
+	e := &Env{Plane: base.Plane, Client: base.Client, cfg: base.cfg, labelsOf: base.labelsOf, watched: &sharedCache{}}
 	defer func() {
 		if err != nil {
 			e.Stop()
@@ -198,19 +197,12 @@ func (r *run) sharesPlane() bool {
 }
 
 // planeUsage is what each process of a plane had used, by name.
-type planeUsage map[string]processUsage
-
-type processUsage struct {
-	pid int
-	cpu time.Duration
-}
+type planeUsage map[string]mgmt.ProcessCPU
 
 func usageOf(p *mgmt.Plane) planeUsage {
 	out := planeUsage{}
-	for _, c := range p.Processes() {
-		if u, ok := proc.ReadUsage(c.PID); ok {
-			out[c.Name] = processUsage{c.PID, u.CPU}
-		}
+	for _, c := range p.CPU() {
+		out[c.Name] = c
 	}
 	return out
 }
@@ -221,16 +213,12 @@ func usageOf(p *mgmt.Plane) planeUsage {
 // timeline, its part of the plane's logs to its folder, and its
 // namespace is emptied and its lab stopped.
 func (r *run) stopKept(ctx context.Context) {
-	for _, c := range r.env.Plane.Processes() {
-		u, ok := proc.ReadUsage(c.PID)
-		if !ok {
-			continue
+	for _, c := range r.env.Plane.CPU() {
+		cpu := c.CPU
+		if was, ok := r.keptFrom.usage[c.Name]; ok && was.PID == c.PID {
+			cpu -= was.CPU
 		}
-		cpu := u.CPU
-		if was, ok := r.keptFrom.usage[c.Name]; ok && was.pid == c.PID {
-			cpu -= was.cpu
-		}
-		r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: c.Name, CPU: cpu, PeakRSS: u.PeakRSS})
+		r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: c.Name, CPU: cpu, PeakRSS: c.PeakRSS})
 	}
 	r.recordForbidden()
 	_ = r.timed(ctx, result.PhaseStop, func(ctx context.Context) error {
