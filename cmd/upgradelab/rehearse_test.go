@@ -21,7 +21,7 @@ func TestRehearseImportWritesTheSitesFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"site northwind: 4 cluster(s) on 11 host(s), 4 idle host(s)", "core-inventory", "rolling", "left out (",
-		"core/payments: left out of the fleet", "failure points found before any run (5, in " + filepath.Join(out, "failure-points.json"),
+		"core/payments: left out of the fleet", "failure points found before any run (6, in " + filepath.Join(out, "failure-points.json"),
 		"core-payments fails [spares-too-few]", "fleet file: " + filepath.Join(out, "fleet.yaml")} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout.String())

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/sim/disk"
+	"github.com/upgradelab/upgradelab/sim/lab"
 	"github.com/upgradelab/upgradelab/sim/nic"
 )
 
@@ -32,6 +34,7 @@ const (
 	KindAPIDown     = "single-node-api-down"
 	KindNICDriver   = "nic-firmware-driver"
 	KindCAPIRefuses = "capi-refuses"
+	KindNoRoom      = "no-room-for-image"
 )
 
 // Levels of a failure point.
@@ -68,6 +71,9 @@ func (s *Site) FailurePoints(cat Catalogs) []FailurePoint {
 		}
 		for _, cause := range capiRefuses(c) {
 			add(KindCAPIRefuses, Fails, cause)
+		}
+		for _, cause := range noRoom(c, cat) {
+			add(KindNoRoom, Fails, cause)
 		}
 		for _, p := range nicFindings(c, cat) {
 			add(KindNICDriver, p.level, p.cause)
@@ -127,6 +133,36 @@ func capiRefuses(c *Cluster) []string {
 	}
 	if c.Workers.Replicas > 0 && c.Workers.MaxSurge == 0 && c.Workers.MaxUnavailable == 0 {
 		out = append(out, "MachineDeployment maxSurge 0 and maxUnavailable 0: CAPI's webhook refuses a rollout that can neither add nor remove a Machine")
+	}
+	return out
+}
+
+// noRoom are the cluster's hosts whose root cannot take the image it
+// upgrades to, as the lab's disks decide (sim/disk refuses the write
+// with ErrNoSpace): an A/B slot smaller than the image, an OSTree root
+// without room for the new deployment beside the running one. The
+// root's size is the lab's layout of the host's disk (lab.HostOS), not
+// the site's own partitions, which an export does not hold.
+func noRoom(c *Cluster, cat Catalogs) []string {
+	to, ok := cat.Images.Images[c.To.Image]
+	if !ok {
+		return nil
+	}
+	from, hasFrom := cat.Images.Images[c.From.Image]
+	var out []string
+	for _, h := range c.Hosts {
+		layout := h.OS
+		if layout.RootGiB == 0 {
+			layout.RootGiB = lab.DefaultRootGiB(h.DiskGiB)
+		}
+		need, what := to.SizeMiB, "its A/B slot"
+		if layout.Kind == disk.OSTree && hasFrom {
+			need, what = to.SizeMiB+from.SizeMiB, "its OSTree root beside the running deployment"
+		}
+		if root := layout.RootMiB(); need > root {
+			out = append(out, fmt.Sprintf("host %s: %s (%d MiB) does not fit %s (%d MiB of its %d GiB root disk, as the lab lays it out): the write is refused with no space left",
+				h.Name, c.To.Image, to.SizeMiB, what, root, h.DiskGiB))
+		}
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -45,6 +46,32 @@ type Options struct {
 	// name; its Kubernetes version is To's); empty: the catalog's plainest
 	// image of To.
 	ToImage string
+	// Targets name, for the clusters they match, a version and an image
+	// other than To and ToImage (a plan's per-group targets); the first
+	// match wins.
+	Targets []Target
+}
+
+// Target is the release a group of clusters upgrades to.
+type Target struct {
+	// Clusters are path.Match patterns of NAMESPACE/NAME in the export
+	// ("retail/*").
+	Clusters []string
+	To       string
+	ToImage  string
+}
+
+// target is the version and image cluster source (NAMESPACE/NAME)
+// upgrades to: its first matching Target's, else To and ToImage.
+func (o Options) target(source string) (to, toImage string) {
+	for _, t := range o.Targets {
+		for _, pat := range t.Clusters {
+			if ok, _ := path.Match(pat, source); ok {
+				return t.To, t.ToImage
+			}
+		}
+	}
+	return o.To, o.ToImage
 }
 
 // Check says whether the target the options name is in the lab's
@@ -52,17 +79,32 @@ type Options struct {
 // A bad target is the command line's mistake, refused once rather than
 // listed against every cluster.
 func (o Options) Check(cat Catalogs) error {
-	if o.ToImage == "" {
+	if err := checkTarget(cat, "--to-image", "--to", o.To, o.ToImage); err != nil {
+		return err
+	}
+	for i, t := range o.Targets {
+		at := fmt.Sprintf("targets[%d]", i)
+		if err := checkTarget(cat, at+".image", at+".version", t.To, t.ToImage); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTarget checks one image and version pair; imageField and
+// versionField name them in the error.
+func checkTarget(cat Catalogs, imageField, versionField, to, toImage string) error {
+	if toImage == "" {
 		return nil
 	}
-	b, err := cat.Images.Get(o.ToImage)
+	b, err := cat.Images.Get(toImage)
 	switch {
 	case err != nil:
-		return fmt.Errorf("--to-image: %w", err)
+		return fmt.Errorf("%s: %w", imageField, err)
 	case string(b.Role) != "os":
-		return fmt.Errorf("--to-image: %s is a %s image, not an OS image a node runs", o.ToImage, b.Role)
-	case o.To != "" && o.To != b.KubernetesVersion:
-		return fmt.Errorf("--to-image: %s carries Kubernetes %s, not --to's %s", o.ToImage, b.KubernetesVersion, o.To)
+		return fmt.Errorf("%s: %s is a %s image, not an OS image a node runs", imageField, toImage, b.Role)
+	case to != "" && to != b.KubernetesVersion:
+		return fmt.Errorf("%s: %s carries Kubernetes %s, not %s's %s", imageField, toImage, b.KubernetesVersion, versionField, to)
 	}
 	return nil
 }
@@ -335,7 +377,7 @@ func (im *importer) releases(c *Cluster, version string) error {
 	if !ok {
 		return fmt.Errorf("Kubernetes %s: no OS image of the lab's catalog carries it", version)
 	}
-	to, toImage := im.opts.To, im.opts.ToImage
+	to, toImage := im.opts.target(c.Source)
 	if b, ok := im.cat.Images.Images[toImage]; ok {
 		to = b.KubernetesVersion
 	} else if toImage != "" {

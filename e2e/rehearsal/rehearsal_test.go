@@ -10,6 +10,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/fleet"
 	"github.com/upgradelab/upgradelab/e2e/reference"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/sim/disk"
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
@@ -117,9 +118,9 @@ func TestTheExampleSiteImportsAndLoadsAsItsInventory(t *testing.T) {
 	if mac := site.Clusters[0].Hosts[0].NICs[0].MAC; mac != "3c:fd:fe:a0:00:01" {
 		t.Errorf("store-0042's port has MAC %s, the export's is 3c:fd:fe:a0:00:01", mac)
 	}
-	// The small root disk of store-0107 is the inspected /dev/sda, 40 GiB.
-	if h, _ := findHost(fl, "retail-store-0107-0-retail-store-0107-cp0"); h.DiskGiB != 40 {
-		t.Errorf("store-0107's root disk %d GiB, want the inspected 40", h.DiskGiB)
+	// The small root disk of store-0107 is the inspected /dev/sda, 8 GiB.
+	if h, _ := findHost(fl, "retail-store-0107-0-retail-store-0107-cp0"); h.DiskGiB != 8 {
+		t.Errorf("store-0107's root disk %d GiB, want the inspected 8", h.DiskGiB)
 	}
 	for _, reason := range []string{"Secrets are never read", "never inspected", "core/payments: left out of the fleet", "analytics/warehouse: left out of the fleet", `"0x14e4 0x16d7" ports are left out`} {
 		if !slices.ContainsFunc(site.Unmapped, func(u Unmapped) bool { return strings.Contains(u.String(), reason) }) {
@@ -256,13 +257,14 @@ func TestTheExampleSitesFailurePointsAreFoundWithTheirCauses(t *testing.T) {
 		"core-payments hurts budget-blocks-drains",
 		"retail-store-0042 hurts single-node-api-down", "retail-store-0107 hurts single-node-api-down",
 		"retail-store-0042 hurts nic-firmware-driver",
+		"retail-store-0107 fails no-room-for-image",
 	} {
 		if !got[want] {
 			t.Errorf("no failure point %q in %v", want, points)
 		}
 	}
-	if len(points) != 6 {
-		t.Errorf("%d failure points, want the 6 above: %v", len(points), points)
+	if len(points) != 7 {
+		t.Errorf("%d failure points, want the 7 above: %v", len(points), points)
 	}
 	points = Import(x, cat, Options{ToImage: "ubuntu-24.04-k8s-v1.36.3-i40e-3.0-preview"}).FailurePoints(cat)
 	nic := 0
@@ -273,6 +275,34 @@ func TestTheExampleSitesFailurePointsAreFoundWithTheirCauses(t *testing.T) {
 	}
 	if nic != 22 { // every modelled port of the six clusters
 		t.Errorf("%d ports fail under the driver of API 2.0, want 22: %v", nic, points)
+	}
+}
+
+// A host has room for an image when its root, as the lab lays out its
+// disk, takes it: an A/B slot the image, an OSTree root the running
+// deployment and the new one.
+func TestAHostHasRoomWhenItsRootTakesTheImage(t *testing.T) {
+	cat, err := LoadCatalogs(repoFixtures(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, to := "ubuntu-24.04-k8s-v1.35.3", "ubuntu-24.04-k8s-v1.36.3" // 2048 and 2150 MiB
+	for _, c := range []struct {
+		os      lab.HostOS
+		diskGiB int
+		fits    bool
+	}{
+		{lab.HostOS{}, 8, false},                              // slots of 2 GiB
+		{lab.HostOS{}, 10, true},                              // slots of 3 GiB
+		{lab.HostOS{}, 480, true},                             // slots of 8 GiB
+		{lab.HostOS{Kind: disk.OSTree, RootGiB: 2}, 8, false}, // 4096 MiB for 2048 + 2150
+		{lab.HostOS{Kind: disk.OSTree, RootGiB: 3}, 8, true},
+	} {
+		cl := &Cluster{Name: "c", From: scenario.Release{Image: from}, To: scenario.Release{Image: to},
+			Hosts: []lab.HostSpec{{Name: "h", DiskGiB: c.diskGiB, OS: c.os}}}
+		if got := len(noRoom(cl, cat)) == 0; got != c.fits {
+			t.Errorf("%+v on a %d GiB disk: fits %v, want %v", c.os, c.diskGiB, got, c.fits)
+		}
 	}
 }
 

@@ -96,6 +96,11 @@ type HostOS struct {
 	RootGiB int `yaml:"rootGiB"`
 }
 
+// DefaultRootGiB is a root's size on a disk of diskGiB when the lab file
+// gives none: 8 GiB, or what a smaller disk leaves after 4 GiB of data,
+// halved (two A/B slots).
+func DefaultRootGiB(diskGiB int) int { return min(8, max(1, (diskGiB-4)/2)) }
+
 // RootMiB is the space the host's disk gives OS images (disk.Disk.RootMiB).
 func (o HostOS) RootMiB() int {
 	if o.Kind == disk.OSTree {
@@ -226,7 +231,7 @@ func (s *Spec) defaults() {
 			s.Hosts[i].OS.Kind = disk.AB
 		}
 		if s.Hosts[i].OS.RootGiB == 0 {
-			s.Hosts[i].OS.RootGiB = min(8, max(1, (s.Hosts[i].DiskGiB-4)/2))
+			s.Hosts[i].OS.RootGiB = DefaultRootGiB(s.Hosts[i].DiskGiB)
 		}
 	}
 }
