@@ -18,6 +18,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/report"
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/internal/timescale"
+	"github.com/upgradelab/upgradelab/sim/site"
 )
 
 func newFleetCommand() *cobra.Command {
@@ -46,7 +47,7 @@ verdicts. Exits non-zero when a cluster broke a rule or stopped.`,
 	cmd.Flags().StringArrayVar(&o.managerFlags, "manager-flag", nil, "NAME=FLAG: one more flag for a manager of the plane (capi, kcp, cabpk, baremetal, inplace), e.g. capi=--kube-api-qps=200 (CAPI's default is 100); repeat it")
 	cmd.Flags().DurationVar(&o.settle, "settle", fleet.DefaultSettle, "how long each cluster may take, once its Machines are done, for CAPI's Cluster, counts and add-ons to catch up before the end rules judge")
 	cmd.Flags().DurationVar(&o.provision, "provision", fleet.DefaultProvision, "how long each cluster's provisioning may take (a lone run's is the provider config's interval; never less than it)")
-	cmd.Flags().DurationVar(&o.upgrade, "upgrade", fleet.DefaultUpgrade, "how long each cluster's upgrade may take (a lone run's is the provider config's interval; never less than it)")
+	cmd.Flags().DurationVar(&o.upgrade, "upgrade", fleet.DefaultUpgrade, "how long each cluster's upgrade may take (a lone run's is the provider config's interval)")
 	o.planeFlags(cmd)
 	cmd.AddCommand(newCurveCommand())
 	return cmd
@@ -102,6 +103,8 @@ type fleetOptions struct {
 	management      string
 	kindImage       string
 	target          mgmt.Target // management, parsed before anything is built
+	// inWave is a fault of the whole wave (fleet.Options.InWave).
+	inWave func(context.Context, *site.Site)
 }
 
 // planeFlags are where the plane runs, for fleet and curve alike.
@@ -227,7 +230,7 @@ func (o fleetOptions) runOne(ctx context.Context, out io.Writer, root string, fl
 	fmt.Fprintf(out, "fleet %s: %d clusters on %d hosts; artifacts in %s\n", fl.File.Name, len(fl.Clusters), len(fl.Lab.Spec.Hosts), dir)
 	rep, results, err := fleet.Run(ctx, fl, fleet.Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(o.scale),
 		Progress: &lockedWriter{w: out}, ProviderBinary: bins.Provider, ExtensionBinary: bins.Extension, RateLimitedReconciles: o.rateLimited,
-		ManagerArgs: args, Settle: o.settle, Provision: o.provision, Upgrade: o.upgrade, Management: o.target, KindNodeImage: o.kindImage})
+		ManagerArgs: args, Settle: o.settle, Provision: o.provision, Upgrade: o.upgrade, Management: o.target, KindNodeImage: o.kindImage, InWave: o.inWave})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -17,7 +17,7 @@ func newRehearseCommand() *cobra.Command {
 		Use:   "rehearse",
 		Short: "Rehearse a site's upgrade on a lab built from its inventory",
 	}
-	cmd.AddCommand(newRehearseImportCommand())
+	cmd.AddCommand(newRehearseImportCommand(), newRehearseRunCommand(), newRehearseReportCommand())
 	return cmd
 }
 

@@ -52,3 +52,36 @@ func TestRehearseImportWritesTheSitesFiles(t *testing.T) {
 		t.Errorf("an empty export: %v", err)
 	}
 }
+
+// `upgradelab rehearse run` refuses a plan it cannot carry out before it
+// builds or starts anything, naming the file and the field.
+func TestRehearseRunRefusesABadPlanByItsField(t *testing.T) {
+	dir := t.TempDir()
+	export, err := filepath.Abs("../../fixtures/rehearsal/northwind")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := "apiVersion: upgradelab.dev/v1alpha1\nkind: RehearsalPlan\nexport: " + export + "\n"
+	for body, want := range map[string]string{
+		"targets: [{clusters: ['*'], image: no-such-image}]":                              `targets[0].image: image "no-such-image"`,
+		"targets: [{clusters: ['*'], nicFirmware: '7.00'}]":                               `targets[0].nicFirmware: no NVM image of version "7.00"`,
+		"clusters: [nowhere/*]":                                                           "clusters: [nowhere/*] match no cluster of the export",
+		"targets: [{clusters: ['*'], version: v1.35.3, image: ubuntu-24.04-k8s-v1.36.3}]": "carries Kubernetes v1.36.3, not targets[0].version's v1.35.3",
+	} {
+		plan := filepath.Join(dir, "plan.yaml")
+		if err := os.WriteFile(plan, []byte(head+body+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var stdout bytes.Buffer
+		cmd := newRootCommand()
+		cmd.SetOut(&stdout)
+		cmd.SetErr(&stdout)
+		cmd.SetArgs([]string{"rehearse", "run", plan, "--artifacts", filepath.Join(dir, "out")})
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), plan) {
+			t.Errorf("%s: %v; want an error naming %s and %q", body, err, plan, want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "out")); err == nil {
+			t.Errorf("%s: the artifacts folder was made for a plan refused", body)
+		}
+	}
+}

@@ -182,17 +182,7 @@ type Result struct {
 // Run replays the timeline through every rule. A rule's violation is
 // reported once per set of objects (the first moment it broke).
 func Run(entries []timeline.Entry, p Params) []Result {
-	sorted := append([]timeline.Entry(nil), entries...)
-	// Changes seen in one poll share a time and their real order is
-	// unknown: objects gone come first, so the replay never shows a
-	// deleted Machine beside its replacement (see monitor.Recorder.diff).
-	sort.SliceStable(sorted, func(i, j int) bool {
-		a, b := sorted[i], sorted[j]
-		if !a.Time.Equal(b.Time) {
-			return a.Time.Before(b.Time)
-		}
-		return gone(a) && !gone(b)
-	})
+	sorted := replayOrder(entries)
 	results := make([]Result, len(Rules))
 	seen := make([]map[string]bool, len(Rules))
 	for i, r := range Rules {
@@ -296,6 +286,22 @@ func expectBroken(s *State, p Params, results []Result) []Result {
 		}
 	}
 	return results
+}
+
+// replayOrder is the entries in the order the replay applies them.
+// Changes seen in one poll share a time and their real order is
+// unknown: objects gone come first, so the replay never shows a deleted
+// Machine beside its replacement (see monitor.Recorder.diff).
+func replayOrder(entries []timeline.Entry) []timeline.Entry {
+	sorted := append([]timeline.Entry(nil), entries...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if !a.Time.Equal(b.Time) {
+			return a.Time.Before(b.Time)
+		}
+		return gone(a) && !gone(b)
+	})
+	return sorted
 }
 
 func gone(e timeline.Entry) bool { return e.New == nil && e.Old != nil }

@@ -23,6 +23,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/runner"
 	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/site"
 )
 
 // Options are what a fleet run is given besides its fleet.
@@ -70,9 +71,14 @@ type Options struct {
 	// less than the provider config's.
 	Provision time.Duration
 	// Upgrade bounds each cluster's upgrade (the provider config's
-	// upgrade interval in a lone run); default DefaultUpgrade, never less
-	// than the provider config's.
+	// upgrade interval in a lone run); default DefaultUpgrade. Unlike
+	// Provision it may be shorter than the provider config's: a
+	// rehearsal bounds the wait for an upgrade it expects never to end.
 	Upgrade time.Duration
+	// InWave, when set, runs once the wave begins, on the shared site:
+	// a fault of the whole wave (a rehearsal's flaky BMCs, a host that
+	// does not come back). Its context ends with the fleet.
+	InWave func(context.Context, *site.Site)
 }
 
 // DefaultProvision is a fleet's provisioning bound: fifteen minutes, three
@@ -155,6 +161,15 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	prof.start(samplerCtx, 0, now, "while provisioning", APIServerProfileProvisioning)
 	prof.start(samplerCtx, 1, w.begun, "in the wave", APIServerProfileWave)
 	allEnded := make(chan struct{})
+	if o.InWave != nil {
+		go func() {
+			select {
+			case <-w.begun:
+				o.InWave(samplerCtx, env.Site)
+			case <-samplerCtx.Done():
+			}
+		}()
+	}
 	marked := markWaveStart(ctx, w, meter, allEnded, func() {
 		say("every cluster provisioned in %s; the wave begins (%s)", time.Since(planeUp).Round(time.Second), batchName(fl.File.Wave.Batch))
 	})
@@ -181,8 +196,9 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	return rep, results, nil
 }
 
-// fleetProvider is the reference provider with its provisioning and
-// upgrade bounds widened to the fleet's (Options or the defaults), and
+// fleetProvider is the reference provider with its provisioning bound
+// widened and its upgrade bound set to the fleet's (Options or the
+// defaults), and
 // extra, what the fleet adds to the lone bounds, which it adds to each
 // scenario's own timeout too, since that covers every step.
 func fleetProvider(o Options) (prov *provider.Config, extra time.Duration, err error) {
@@ -192,7 +208,7 @@ func fleetProvider(o Options) (prov *provider.Config, extra time.Duration, err e
 	}
 	lone, loneUpgrade := prov.Intervals.Provision.Duration, prov.Intervals.Upgrade.Duration
 	prov.Intervals.Provision.Duration = max(lone, cmp.Or(o.Provision, DefaultProvision))
-	prov.Intervals.Upgrade.Duration = max(loneUpgrade, cmp.Or(o.Upgrade, DefaultUpgrade))
+	prov.Intervals.Upgrade.Duration = cmp.Or(o.Upgrade, max(loneUpgrade, DefaultUpgrade))
 	extra = prov.Intervals.Provision.Duration - lone + prov.Intervals.Upgrade.Duration - loneUpgrade
 	return prov, extra, nil
 }

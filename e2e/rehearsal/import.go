@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
-	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -65,10 +64,8 @@ type Target struct {
 // upgrades to: its first matching Target's, else To and ToImage.
 func (o Options) target(source string) (to, toImage string) {
 	for _, t := range o.Targets {
-		for _, pat := range t.Clusters {
-			if ok, _ := path.Match(pat, source); ok {
-				return t.To, t.ToImage
-			}
+		if matches(t.Clusters, source) {
+			return t.To, t.ToImage
 		}
 	}
 	return o.To, o.ToImage
@@ -117,6 +114,11 @@ type Site struct {
 	Idle []lab.HostSpec
 	// Unmapped is everything the import left out, with the reason.
 	Unmapped []Unmapped
+	// Batch is the fleet wave's batch size (0: all at once) and Timing
+	// the hosts' hardware timings (zero: the lab's defaults), as a plan
+	// sets them (Plan.Apply).
+	Batch  int
+	Timing lab.Timing
 }
 
 // Cluster is one cluster of the site, as a scenario describes it.
@@ -270,12 +272,7 @@ func (im *importer) nvmImage(hfc *metal3.HostFirmwareComponents, n metal3.NIC) (
 	if !ok {
 		return "", false
 	}
-	for _, name := range slices.Sorted(maps.Keys(im.cat.NVM)) {
-		if im.cat.NVM[name].Firmware == version {
-			return name, true
-		}
-	}
-	return "", false
+	return im.cat.nvmOf(version)
 }
 
 // cluster maps one Cluster, or says why it cannot.

@@ -50,7 +50,11 @@ func (s *Site) Write(dir, fixtures, name string) (Files, error) {
 	var kept []*Cluster
 	for _, c := range s.Clusters {
 		labPath, scPath := filepath.Join(dir, "labs", c.Name+".yaml"), filepath.Join(dir, "scenarios", c.Name+".yaml")
-		if err := writeYAML(labPath, labHeader(c), labFile(c, rel, name)); err != nil {
+		lf := labFile(c, rel, name)
+		if s.Timing != (lab.Timing{}) {
+			lf.Timing = &s.Timing
+		}
+		if err := writeYAML(labPath, labHeader(c), lf); err != nil {
 			return f, err
 		}
 		if err := writeYAML(scPath, scenarioHeader(c), scenarioFile(c)); err != nil {
@@ -110,6 +114,7 @@ type labOut struct {
 	NVMImages     string       `yaml:"nvmImages"`
 	NICRules      string       `yaml:"nicRules"`
 	RecoveryImage string       `yaml:"recoveryImage"`
+	Timing        *lab.Timing  `yaml:"timing,omitempty"`
 	Credentials   []credOut    `yaml:"credentials"`
 	Networks      []networkOut `yaml:"networks"`
 	Hosts         []hostOut    `yaml:"hosts"`
@@ -285,6 +290,7 @@ type fleetGroupOut struct {
 
 func fleetFile(s *Site, name string, hosts int) fleetOut {
 	out := fleetOut{APIVersion: "upgradelab.dev/v1alpha1", Kind: "Fleet", Name: name, Hosts: hosts, Form: s.Form()}
+	out.Wave.Batch = s.Batch
 	for _, c := range s.Clusters {
 		out.Clusters = append(out.Clusters, fleetGroupOut{Name: c.Name, Scenario: filepath.Join("scenarios", c.Name+".yaml"), Count: 1})
 	}

@@ -1,0 +1,34 @@
+package check
+
+import (
+	"testing"
+	"time"
+
+	"github.com/upgradelab/upgradelab/internal/vocab"
+)
+
+// Measure counts what the rules judge: each outage of the API during the
+// upgrade with its length, the Eviction API's answers, the budgets taken
+// below their minimum.
+func TestMeasureCountsOutagesEvictionsAndBreaches(t *testing.T) {
+	h := threeNodes(func(h *history) {
+		h.set(vocab.KindWorkloadAPI, "api", apiDown) // 100 ms, the history's step
+		h.set(vocab.KindWorkloadAPI, "api", apiUp)
+		h.set(vocab.KindWorkloadEvent, "a", map[string]string{vocab.FieldReason: vocab.EventEvictionDenied})
+		h.set(vocab.KindWorkloadEvent, "a", map[string]string{vocab.FieldReason: vocab.EventEvicted})
+		h.set(vocab.KindPod, "web-a", nil)
+		h.set(vocab.KindPod, "web-b", nil) // two of three gone: below minAvailable 2
+		h.set(vocab.KindWorkloadAPI, "api", apiDown)
+		h.set(vocab.KindWorkloadAPI, "api", apiDown)
+		h.set(vocab.KindWorkloadAPI, "api", apiUp)
+	})
+	m := Measure(h.entries)
+	want := Measures{APIDown: 300 * time.Millisecond, APILongest: 200 * time.Millisecond, APIOutages: 2,
+		EvictionsGranted: 1, EvictionsRefused: 1, BudgetBreaches: 1}
+	if m != want {
+		t.Errorf("Measure = %+v, want %+v", m, want)
+	}
+	if r := result(h, threeInPlace, "pdb-respected"); r.Status != Fail {
+		t.Errorf("pdb-respected %s: the breach Measure counts is one the rule breaks", r.Status)
+	}
+}

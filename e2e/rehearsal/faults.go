@@ -1,0 +1,71 @@
+package rehearsal
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/upgradelab/upgradelab/sim/bmc"
+	"github.com/upgradelab/upgradelab/sim/ipmi"
+	"github.com/upgradelab/upgradelab/sim/lab"
+	"github.com/upgradelab/upgradelab/sim/site"
+)
+
+// The flaky BMC a plan's flaky-bmc fault makes of every BMC: the
+// scenario bmc-slow-and-flaky's degradation (scenarios/faults).
+const (
+	flakyLatency   = 10 * time.Second
+	flakyErrorRate = 0.2
+)
+
+// InWave is what a fault does once the wave begins, on the fleet's site;
+// nil for a fault that is a change of the inventory (Site.WithFault) or
+// none. say tells what it did.
+func InWave(fault string, say func(string)) func(context.Context, *site.Site) {
+	switch fault {
+	case FaultFlakyBMC:
+		return func(_ context.Context, s *site.Site) { degradeBMCs(s, say) }
+	case FaultHostDoesNotReturn:
+		return func(ctx context.Context, s *site.Site) { killFirstPoweredOff(ctx, s.Lab, say) }
+	}
+	return nil
+}
+
+// degradeBMCs slows every BMC and makes it fail a share of requests.
+func degradeBMCs(s *site.Site, say func(string)) {
+	for _, b := range s.BMCs.BMCs {
+		b.SetFaults(bmc.Faults{Latency: flakyLatency, ErrorRate: flakyErrorRate})
+	}
+	for _, b := range s.BMCs.IPMI {
+		b.SetFaults(ipmi.Faults{Latency: flakyLatency, DropRate: flakyErrorRate})
+	}
+	say(fmt.Sprintf("fault %s: every BMC answers after %s, %.0f%% of Redfish requests with 503 and of IPMI datagrams lost", FaultFlakyBMC, flakyLatency, flakyErrorRate*100))
+}
+
+// killFirstPoweredOff waits for the first host of the wave to power off
+// and kills its power supply: nothing, not even its BMC, powers it on
+// again.
+func killFirstPoweredOff(ctx context.Context, l *lab.Lab, say func(string)) {
+	events, stop := l.Subscribe()
+	defer stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-events:
+			if e.Kind != lab.EventPower || e.Data["power"] != string(lab.PoweredOff) {
+				continue
+			}
+			h, err := l.Host(e.Host)
+			if err == nil {
+				err = h.FailPowerSupply()
+			}
+			if err != nil {
+				say(fmt.Sprintf("fault %s: host %s: %v", FaultHostDoesNotReturn, e.Host, err))
+				return
+			}
+			say(fmt.Sprintf("fault %s: host %s powered off and its power supply died: it does not come back", FaultHostDoesNotReturn, e.Host))
+			return
+		}
+	}
+}

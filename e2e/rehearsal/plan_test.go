@@ -1,0 +1,218 @@
+package rehearsal
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/result"
+	"github.com/upgradelab/upgradelab/e2e/timeline"
+)
+
+const planHead = "apiVersion: upgradelab.dev/v1alpha1\nkind: RehearsalPlan\nexport: northwind\n"
+
+// A plan's mistakes are named by the file and the field.
+func TestABadPlanIsRefusedNamingTheField(t *testing.T) {
+	for text, want := range map[string]string{
+		planHead + "repeats: 50\n":                          "plan.yaml: repeats: 50 is not between 1 and 20",
+		planHead + "faults: [meteor]\n":                     `faults[0]: "meteor" is not one of [flaky-bmc host-does-not-return budget-never-allows]`,
+		planHead + "wave: {batch: -1}\n":                    "wave.batch: -1 is negative",
+		planHead + "wave: {order: ['[']}\n":                 `wave.order[0]: "[" is not a pattern`,
+		planHead + "targets: [{clusters: [a/b]}]\n":         "targets[0]: names no version, image or nicFirmware",
+		planHead + "targets: [{version: v1.36.3}]\n":        "targets[0].clusters: at least one pattern",
+		planHead + "window: soon\n":                         `"soon" is not a duration`,
+		planHead + "windw: 2h\n":                            `unknown field "windw"`,
+		"apiVersion: upgradelab.dev/v1alpha1\nkind: Plan\n": `apiVersion/kind: want upgradelab.dev/v1alpha1 RehearsalPlan, got "upgradelab.dev/v1alpha1" "Plan"; export: the site's export folder is required`,
+	} {
+		_, err := ParsePlan("plan.yaml", []byte(text))
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "plan.yaml: ") {
+			t.Errorf("%q: %v, want an error naming plan.yaml and %q", text, err, want)
+		}
+	}
+	p, err := ParsePlan("plan.yaml", []byte(planHead+"faults: [flaky-bmc]\n"))
+	if err != nil || p.Repeats != 1 {
+		t.Fatalf("a plan without repeats: %v, %+v; want one repeat", err, p)
+	}
+	if w := p.Waves(); len(w) != 2 || w[0].Name != "repeat-1" || w[1].Name != "fault-flaky-bmc" || w[1].Fault != FaultFlakyBMC {
+		t.Errorf("waves %+v: want repeat-1 then fault-flaky-bmc", w)
+	}
+}
+
+// A plan keeps its clusters, gives each its target and NIC firmware, and
+// orders the wave by its patterns.
+func TestAPlanShapesTheSite(t *testing.T) {
+	fixtures := repoFixtures(t)
+	cat, err := LoadCatalogs(fixtures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParsePlan(filepath.Join(fixtures, "rehearsal", "plan.yaml"), []byte(planHead+`clusters: [retail/*, edge/*]
+wave: {batch: 1, order: [edge/*, retail/store-0107]}
+targets:
+- {clusters: [retail/store-0042], image: ubuntu-24.04-k8s-v1.36.3-i40e-2.28, nicFirmware: "9.50"}
+- {clusters: ["*"], version: v1.36.3}
+timing: {postSeconds: 150}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := Read(p.ExportDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Import(x, cat, p.Options())
+	if err := p.Apply(s, cat); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range s.Clusters {
+		names = append(names, c.Name)
+	}
+	if got := strings.Join(names, " "); got != "edge-gateway retail-store-0107 retail-store-0042" {
+		t.Errorf("clusters in the wave's order: %s", got)
+	}
+	store := s.Clusters[2]
+	if store.To.Image != "ubuntu-24.04-k8s-v1.36.3-i40e-2.28" || s.Clusters[1].To.Image != "ubuntu-24.04-k8s-v1.36.3" {
+		t.Errorf("targets: store-0042 to %s, store-0107 to %s", store.To.Image, s.Clusters[1].To.Image)
+	}
+	if nvm := store.Hosts[0].NICs[0].NVM; nvm != "x710-nvm-9.50" {
+		t.Errorf("store-0042's port runs %s, want the plan's 9.50", nvm)
+	}
+	for _, fp := range s.FailurePoints(cat) {
+		if fp.Kind == KindNICDriver {
+			t.Errorf("the NVM the plan flashes suits the driver, yet: %s", fp)
+		}
+	}
+	if s.Batch != 1 || s.Timing.PostSeconds != 150 {
+		t.Errorf("batch %d, POST %gs: want the plan's 1 and 150", s.Batch, s.Timing.PostSeconds)
+	}
+	p.Targets[0].NICFirmware = "7.00"
+	if err := p.Apply(Import(x, cat, p.Options()), cat); err == nil || !strings.Contains(err.Error(), `targets[0].nicFirmware: no NVM image of version "7.00"`) {
+		t.Errorf("unknown firmware: %v", err)
+	}
+	s.WithFault(FaultBudgetNeverAllows)
+	if _, blocks := budgetBlocks(s.Clusters[0].Workload); s.Clusters[0].Workload.Replicas > 0 && !blocks {
+		t.Errorf("budget-never-allows left %+v", s.Clusters[0].Workload.Budget)
+	}
+}
+
+// An upgrade's wall time splits into the hosts' modelled steps (power on
+// to an OS, a write, a shutdown), counted once where they overlap, and
+// the rest; the site's time counts the steps at their modelled length.
+func TestAnUpgradeSplitsIntoHostStepsAndTheRest(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	lab := func(ms int, host, reason string, data ...string) timeline.Entry {
+		fields := map[string]string{"reason": reason, "kind": "boot"}
+		for i := 0; i+1 < len(data); i += 2 {
+			fields[data[i]] = data[i+1]
+		}
+		return timeline.Entry{Time: at(ms), Kind: timeline.KindLab, Name: host, New: fields}
+	}
+	entries := []timeline.Entry{
+		lab(0, "h1", "WriteStarted"), // before the upgrade: not counted
+		{Time: at(100), Kind: timeline.KindStep, Name: check.StepUpgrade},
+		lab(150, "h1", "WriteFinished"),
+		lab(1000, "h1", "OSShuttingDown"),
+		lab(1300, "h1", "OSShutdown"),
+		lab(1400, "h1", "DomainStarted", "kind", "power", "power", "On"),
+		lab(1500, "h2", "WriteStarted"),
+		lab(2000, "h1", "OSRunning"),
+		lab(2200, "h2", "WriteFinished"),
+		{Time: at(5100), Kind: timeline.KindStep, Name: check.StepDone},
+	}
+	s, ok := SplitUpgrade(entries)
+	// Host: 100-150, 1000-1300, 1400-2200 (h1's boot and h2's write overlap).
+	if want := (Split{Wall: 5 * time.Second, Host: 1150 * time.Millisecond}); !ok || s != want {
+		t.Fatalf("split %+v, want %+v", s, want)
+	}
+	if got := s.Lab(0.01); got != 3850*time.Millisecond+115*time.Second {
+		t.Errorf("in the site's time at scale 0.01: %s", got)
+	}
+	if _, ok := SplitUpgrade(entries[:1]); ok {
+		t.Error("a timeline without an upgrade step split")
+	}
+}
+
+// The prediction spreads each cluster's time over the repeats, adds the
+// wave's batches up, says whether it fits the window, and lists what the
+// runs broke and how each fault came out.
+func TestThePredictionSpreadsRepeatsAndJudgesTheWindow(t *testing.T) {
+	dir := t.TempDir()
+	p, err := ParsePlan("plan.yaml", []byte(planHead+"window: 18m30s\nwave: {batch: 1}\nrepeats: 2\nfaults: [flaky-bmc]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a's upgrade: 60 s of wall, 10 s of it a host step; b's: 30 s, none.
+	run := func(wave, cluster string, wall, host time.Duration, broken bool) result.Result {
+		t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+		tl, err := timeline.Create(filepath.Join(dir, wave+cluster+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl.Add(timeline.Entry{Time: t0, Kind: timeline.KindStep, Name: check.StepUpgrade})
+		if host > 0 {
+			tl.Add(timeline.Entry{Time: t0.Add(time.Second), Kind: timeline.KindLab, Name: "h", New: map[string]string{"reason": "WriteStarted"}})
+			tl.Add(timeline.Entry{Time: t0.Add(time.Second + host), Kind: timeline.KindLab, Name: "h", New: map[string]string{"reason": "WriteFinished"}})
+		}
+		tl.Add(timeline.Entry{Time: t0.Add(wall), Kind: timeline.KindStep, Name: check.StepDone})
+		if err := tl.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r := result.Result{Cluster: cluster + "-0", Strategy: "rolling", TimeScale: 0.01, Timeline: filepath.Join(dir, wave+cluster+".jsonl"),
+			Checks: []check.Result{{Rule: "api-availability", Status: check.Pass, Note: "unavailable 0s"}}}
+		if broken {
+			r.Checks[0].Status, r.Checks[0].Violations = check.Fail, []check.Violation{{Rule: "api-availability", Message: "down 40s"}}
+		}
+		return r
+	}
+	waves := []Wave{
+		{Name: "repeat-1", Results: []result.Result{run("r1", "a", time.Minute, 10*time.Second, false), run("r1", "b", 30*time.Second, 0, false)}},
+		{Name: "repeat-2", Results: []result.Result{run("r2", "a", 2*time.Minute, 10*time.Second, false), run("r2", "b", 30*time.Second, 0, true)}},
+		{Name: "fault-flaky-bmc", Fault: FaultFlakyBMC, Results: []result.Result{run("f", "a", time.Minute, 0, true), run("f", "b", time.Minute, 0, false)}},
+	}
+	pred, err := Predict(p, "northwind", waves, []FailurePoint{{Kind: KindSpares, Cluster: "c", Level: Fails}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := pred.Clusters[0]
+	// a: 50 s of controllers + 10 s of host at 0.01 = 1000 s; then 110 s + 1000 s.
+	if a.Cluster != "a" || a.Duration.P50 != 1050*time.Second || a.Duration.P95 != 1110*time.Second || a.Passed != 2 || a.Runs != 2 {
+		t.Errorf("cluster a: %+v", a)
+	}
+	// Batch 1: a then b, 1050 + 30 and 1110 + 30 seconds.
+	if pred.Wave.P50 != 1080*time.Second || pred.Wave.P95 != 1140*time.Second || pred.Fits != "at risk" {
+		t.Errorf("wave %+v fits %q, want p50 18m and p95 19m at risk in a window of 18m30s", pred.Wave, pred.Fits)
+	}
+	if fits(pred.Wave, 19*time.Minute) != "yes" || fits(pred.Wave, 17*time.Minute) != "no" || fits(pred.Wave, 0) != "" {
+		t.Errorf("fits: a window of the p95 fits, one below the p50 does not, none says nothing")
+	}
+	if len(pred.Met) != 2 || pred.Met[0].Wave != "repeat-2" || pred.Met[0].Cluster != "b" || pred.Met[1].Wave != "fault-flaky-bmc" {
+		t.Errorf("met %+v: want b's break in repeat-2 and a's under the fault", pred.Met)
+	}
+	if f := pred.Faults; len(f) != 1 || f[0].Verdicts["a"] != "FAIL" || f[0].Verdicts["b"] != "PASS" {
+		t.Errorf("faults %+v", f)
+	}
+	if r := pred.Clusters[1].Rules; len(r) != 1 || strings.Join(r[0].Statuses, ",") != "pass,fail" {
+		t.Errorf("b's rules %+v: want both repeats' verdicts", r)
+	}
+	page := filepath.Join(dir, PredictionPage)
+	if err := pred.WritePage(page); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzParsePlan: no plan text panics the parser, and one it accepts has
+// at least one repeat.
+func FuzzParsePlan(f *testing.F) {
+	f.Add(planHead + "window: 2h\nrepeats: 3\nfaults: [flaky-bmc]\nwave: {batch: 2, order: [edge/*]}\n")
+	f.Add(planHead + "targets: [{clusters: ['*'], version: v1.36.3, nicFirmware: '9.50'}]\ntiming: {postSeconds: 120}\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		p, err := ParsePlan("plan.yaml", []byte(text))
+		if err == nil && (p.Repeats < 1 || p.Repeats > maxRepeats) {
+			t.Errorf("accepted %d repeats", p.Repeats)
+		}
+	})
+}

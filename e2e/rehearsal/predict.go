@@ -1,0 +1,293 @@
+package rehearsal
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/result"
+	"github.com/upgradelab/upgradelab/e2e/timeline"
+)
+
+// Wave is one run of a plan's wave: a repeat without a fault, or a run
+// with one; its clusters' results as the fleet judged them.
+type Wave struct {
+	// Name is its folder under the rehearsal's (repeat-1, fault-flaky-bmc).
+	Name  string `json:"name"`
+	Fault string `json:"fault,omitempty"`
+	// Dir is its folder: the fleet's artifacts.
+	Dir     string          `json:"-"`
+	Results []result.Result `json:"-"`
+}
+
+// Prediction is what a rehearsal predicts of a site's upgrade: per
+// cluster and for the wave, in the site's time (see Split), with the
+// failure points found before any run and the ones the runs met.
+type Prediction struct {
+	Plan string `json:"plan"`
+	Site string `json:"site"`
+	// TimeScale is the lab's real time per modelled time in the runs.
+	TimeScale float64       `json:"timeScale"`
+	Batch     int           `json:"batch"`
+	Window    time.Duration `json:"window,omitempty"`
+	Repeats   int           `json:"repeats"`
+	// Wave spreads the whole wave's duration over the repeats; Fits says
+	// whether it fits the window: "yes" (p95 within), "at risk" (p50
+	// within, p95 not), "no", or "" without a window.
+	Wave     Spread              `json:"wave"`
+	Fits     string              `json:"fits,omitempty"`
+	Clusters []ClusterPrediction `json:"clusters"`
+	// FailurePoints were found from the inventory before any run.
+	FailurePoints []FailurePoint `json:"failurePoints"`
+	// Met are what the runs broke or where they stopped, each with the
+	// run, the rule and what happened.
+	Met []Met `json:"met"`
+	// Faults are the runs with a fault: how each cluster came out.
+	Faults []FaultOutcome `json:"faults,omitempty"`
+	Model  Model          `json:"model"`
+}
+
+// Spread is a duration's p50, p95 and maximum over N runs.
+type Spread struct {
+	N   int           `json:"n"`
+	P50 time.Duration `json:"p50"`
+	P95 time.Duration `json:"p95"`
+	Max time.Duration `json:"max"`
+}
+
+// ClusterPrediction is one cluster's upgrade over the fault-free repeats.
+type ClusterPrediction struct {
+	Cluster  string `json:"cluster"`
+	Strategy string `json:"strategy"`
+	// Duration is the upgrade in the site's time; Host and Controller
+	// are the p50 run's parts of it (Split).
+	Duration   Spread        `json:"duration"`
+	Host       time.Duration `json:"host"`
+	Controller time.Duration `json:"controller"`
+	// The worst over the repeats, in the site's time.
+	APIDown          time.Duration `json:"apiDown"`
+	APILongest       time.Duration `json:"apiLongest"`
+	APIOutages       int           `json:"apiOutages"`
+	EvictionsRefused int           `json:"evictionsRefused"`
+	BudgetBreaches   int           `json:"budgetBreaches"`
+	// Passed is how many repeats passed every rule, of Runs.
+	Passed int `json:"passed"`
+	Runs   int `json:"runs"`
+	// Rules are every rule's verdicts over the repeats.
+	Rules []RuleVerdicts `json:"rules"`
+}
+
+// RuleVerdicts are one rule's verdicts on a cluster over the repeats,
+// with the first run's note (what it measured).
+type RuleVerdicts struct {
+	Rule     string   `json:"rule"`
+	Statuses []string `json:"statuses"`
+	Note     string   `json:"note,omitempty"`
+}
+
+// Met is a rule a run broke, or a run that stopped.
+type Met struct {
+	Wave    string `json:"wave"`
+	Cluster string `json:"cluster"`
+	Rule    string `json:"rule,omitempty"`
+	What    string `json:"what"`
+}
+
+// FaultOutcome is one fault's run: each cluster's verdict.
+type FaultOutcome struct {
+	Fault    string            `json:"fault"`
+	Verdicts map[string]string `json:"verdicts"`
+}
+
+// Model says what the prediction rests on.
+type Model struct {
+	Timings     []string `json:"timings"`
+	Modelled    []string `json:"modelled"`
+	NotModelled []string `json:"notModelled"`
+}
+
+// Predict makes the prediction of a plan's waves.
+func Predict(p *Plan, site string, waves []Wave, points []FailurePoint) (*Prediction, error) {
+	out := &Prediction{Plan: p.Path(), Site: site, Batch: p.Wave.Batch, Window: p.Window.Duration, Repeats: p.Repeats, FailurePoints: points}
+	var waveTimes []time.Duration
+	byCluster := map[string][]clusterRun{}
+	var order []string
+	for _, w := range waves {
+		runs, err := readRuns(w)
+		if err != nil {
+			return nil, err
+		}
+		out.Met = append(out.Met, met(w, runs)...)
+		if w.Fault != "" {
+			out.Faults = append(out.Faults, faultOutcome(w, runs))
+			continue
+		}
+		for _, r := range runs {
+			if _, seen := byCluster[r.cluster]; !seen {
+				order = append(order, r.cluster)
+			}
+			byCluster[r.cluster] = append(byCluster[r.cluster], r)
+			out.TimeScale = r.res.TimeScale
+		}
+		waveTimes = append(waveTimes, waveTime(runs, p.Wave.Batch, out.TimeScale))
+	}
+	for _, c := range order {
+		out.Clusters = append(out.Clusters, predictCluster(c, byCluster[c], out.TimeScale))
+	}
+	out.Wave = spread(waveTimes)
+	out.Fits = fits(out.Wave, out.Window)
+	out.Model = model(p, out.TimeScale)
+	return out, nil
+}
+
+// clusterRun is one cluster's run in one wave.
+type clusterRun struct {
+	cluster  string
+	res      result.Result
+	split    Split
+	measures check.Measures
+}
+
+// readRuns reads each cluster's timeline of a wave.
+func readRuns(w Wave) ([]clusterRun, error) {
+	var out []clusterRun
+	for _, r := range w.Results {
+		name := clusterOf(r.Cluster)
+		path := r.Timeline
+		if _, err := os.Stat(path); err != nil { // a rehearsal folder moved since
+			path = filepath.Join(w.Dir, "clusters", r.Cluster, result.TimelineFile)
+		}
+		entries, err := timeline.Read(path)
+		if err != nil {
+			return nil, fmt.Errorf("wave %s, cluster %s: %w", w.Name, name, err)
+		}
+		split, _ := SplitUpgrade(entries)
+		out = append(out, clusterRun{cluster: name, res: r, split: split, measures: check.Measure(entries)})
+	}
+	return out, nil
+}
+
+// clusterOf is the site's cluster a fleet cluster stands for: the
+// fleet names a group's one cluster GROUP-0.
+func clusterOf(fleetCluster string) string { return strings.TrimSuffix(fleetCluster, "-0") }
+
+// waveTime is a wave's duration in the site's time: batches one after
+// another, each as long as its slowest cluster, as the fleet runs them.
+func waveTime(runs []clusterRun, batch int, scale float64) time.Duration {
+	if batch <= 0 {
+		batch = len(runs)
+	}
+	var total time.Duration
+	for start := 0; start < len(runs); start += batch {
+		var slowest time.Duration
+		for _, r := range runs[start:min(start+batch, len(runs))] {
+			slowest = max(slowest, r.split.Lab(scale))
+		}
+		total += slowest
+	}
+	return total
+}
+
+func predictCluster(name string, runs []clusterRun, scale float64) ClusterPrediction {
+	c := ClusterPrediction{Cluster: name, Strategy: runs[0].res.Strategy, Runs: len(runs)}
+	lab := func(d time.Duration) time.Duration { return Split{Host: d}.Lab(scale) }
+	var times []time.Duration
+	for _, r := range runs {
+		times = append(times, r.split.Lab(scale))
+		m := r.measures
+		c.APIDown, c.APILongest = max(c.APIDown, lab(m.APIDown)), max(c.APILongest, lab(m.APILongest))
+		c.APIOutages, c.EvictionsRefused, c.BudgetBreaches = max(c.APIOutages, m.APIOutages), max(c.EvictionsRefused, m.EvictionsRefused), max(c.BudgetBreaches, m.BudgetBreaches)
+		if !r.res.Failed() {
+			c.Passed++
+		}
+	}
+	c.Duration = spread(times)
+	mid := slices.SortedFunc(slices.Values(runs), func(a, b clusterRun) int { return cmp.Compare(a.split.Lab(scale), b.split.Lab(scale)) })[(len(runs)-1)/2]
+	c.Host, c.Controller = lab(mid.split.Host), mid.split.Controller()
+	c.Rules = ruleVerdicts(runs)
+	return c
+}
+
+// ruleVerdicts gathers every rule's verdicts over the runs.
+func ruleVerdicts(runs []clusterRun) []RuleVerdicts {
+	var out []RuleVerdicts
+	index := map[string]int{}
+	for _, r := range runs {
+		for _, ch := range r.res.Checks {
+			i, ok := index[ch.Rule]
+			if !ok {
+				i = len(out)
+				index[ch.Rule] = i
+				out = append(out, RuleVerdicts{Rule: ch.Rule, Note: ch.Note})
+			}
+			out[i].Statuses = append(out[i].Statuses, string(ch.Status))
+		}
+	}
+	return out
+}
+
+// met are the rules a wave broke and the runs that stopped.
+func met(w Wave, runs []clusterRun) []Met {
+	var out []Met
+	for _, r := range runs {
+		if r.res.Error != "" {
+			out = append(out, Met{Wave: w.Name, Cluster: r.cluster, What: "stopped: " + r.res.Error})
+		}
+		for _, v := range check.Failed(r.res.Checks) {
+			out = append(out, Met{Wave: w.Name, Cluster: r.cluster, Rule: v.Rule, What: v.Message})
+		}
+	}
+	return out
+}
+
+func faultOutcome(w Wave, runs []clusterRun) FaultOutcome {
+	f := FaultOutcome{Fault: w.Fault, Verdicts: map[string]string{}}
+	for _, r := range runs {
+		f.Verdicts[r.cluster] = r.res.Verdict()
+	}
+	return f
+}
+
+// spread is the p50, p95 and maximum of durations (nearest rank).
+func spread(d []time.Duration) Spread {
+	if len(d) == 0 {
+		return Spread{}
+	}
+	s := slices.Sorted(slices.Values(d))
+	rank := func(q float64) time.Duration { return s[max(0, int(q*float64(len(s))+0.999999)-1)] }
+	return Spread{N: len(s), P50: rank(0.5), P95: rank(0.95), Max: s[len(s)-1]}
+}
+
+func fits(wave Spread, window time.Duration) string {
+	switch {
+	case window <= 0 || wave.N == 0:
+		return ""
+	case wave.P95 <= window:
+		return "yes"
+	case wave.P50 <= window:
+		return "at risk"
+	}
+	return "no"
+}
+
+// PredictionFile and PredictionPage name the prediction in a
+// rehearsal's folder.
+const (
+	PredictionFile = "prediction.json"
+	PredictionPage = "prediction.html"
+)
+
+// WriteJSON writes the prediction as JSON.
+func (p *Prediction) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
