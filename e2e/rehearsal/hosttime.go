@@ -18,6 +18,9 @@ type Split struct {
 	// on until an OS or the deploy ramdisk runs), an image write, a
 	// shutdown, an NVM flash. The lab runs these at the time scale.
 	Host time.Duration
+	// Finished: the timeline reached done. An upgrade that did not
+	// counts until its last entry, and has no duration to predict.
+	Finished bool
 }
 
 // Controller is the rest of Wall: the managers' own waits and work
@@ -67,10 +70,11 @@ func SplitUpgrade(entries []timeline.Entry) (Split, bool) {
 	if from.IsZero() {
 		return Split{}, false
 	}
-	if to.IsZero() {
+	finished := !to.IsZero()
+	if !finished {
 		to = entries[len(entries)-1].Time
 	}
-	return Split{Wall: to.Sub(from), Host: covered(hostSteps(entries, to), from, to)}, true
+	return Split{Wall: to.Sub(from), Host: covered(hostSteps(entries, to), from, to), Finished: finished}, true
 }
 
 // hostSteps are the modelled steps of every host in the timeline; a step

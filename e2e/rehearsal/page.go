@@ -65,18 +65,34 @@ func (p *Prediction) renderPage(w io.Writer) error {
 // Text is the prediction for a terminal.
 func (p *Prediction) Text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "wave (%d repeat(s), batch %s): p50 %s, p95 %s in the site's time", p.Wave.N, batchText(p.Batch), round(p.Wave.P50), round(p.Wave.P95))
+	fmt.Fprintf(&b, "wave (%d repeat(s), batch %s): ", p.Repeats, batchText(p.Batch))
+	if p.Wave.N > 0 {
+		fmt.Fprintf(&b, "p50 %s, p95 %s in the site's time", round(p.Wave.P50), round(p.Wave.P95))
+	}
+	if p.Unfinished > 0 {
+		fmt.Fprintf(&b, "; did not finish in %d repeat(s): a cluster's upgrade never ended and its batch waits for it", p.Unfinished)
+	}
 	if p.Window > 0 {
 		fmt.Fprintf(&b, "; window %s: fits %s", round(p.Window), p.Fits)
 	}
 	b.WriteString("\n")
 	for _, c := range p.Clusters {
-		fmt.Fprintf(&b, "  %-24s %-9s p50 %-9s p95 %-9s (hosts %s, controllers %s)  API down %s, evictions refused %d, budget breaches %d, passed %d/%d\n",
-			c.Cluster, c.Strategy, round(c.Duration.P50), round(c.Duration.P95), round(c.Host), round(c.Controller), round(c.APIDown), c.EvictionsRefused, c.BudgetBreaches, c.Passed, c.Runs)
+		took := fmt.Sprintf("p50 %-9s p95 %-9s (hosts %s, controllers %s)", round(c.Duration.P50), round(c.Duration.P95), round(c.Host), round(c.Controller))
+		if c.Unfinished > 0 {
+			took = fmt.Sprintf("did not finish in %d of %d repeat(s)", c.Unfinished, c.Runs)
+		}
+		fmt.Fprintf(&b, "  %-24s %-9s %s  API down %s, evictions refused %d, budget breaches %d, passed %d/%d\n",
+			c.Cluster, c.Strategy, took, round(c.APIDown), c.EvictionsRefused, c.BudgetBreaches, c.Passed, c.Runs)
 	}
 	fmt.Fprintf(&b, "failure points found before any run: %d; met in the runs: %d\n", len(p.FailurePoints), len(p.Met))
 	for _, m := range p.Met {
 		fmt.Fprintf(&b, "  %s %s %s: %s\n", m.Wave, m.Cluster, m.Rule, m.What)
+		if m.Lab != "" {
+			fmt.Fprintf(&b, "    the lab: %s\n", m.Lab)
+		}
+		if len(m.Predicted) > 0 {
+			fmt.Fprintf(&b, "    foretold before any run: %s\n", strings.Join(m.Predicted, ", "))
+		}
 	}
 	for _, f := range p.Faults {
 		fmt.Fprintf(&b, "fault %s: %v\n", f.Fault, f.Verdicts)
@@ -104,11 +120,12 @@ details{margin:.3em 0}small{color:#666}
 <h1>Rehearsal of {{.Site}}</h1>
 <p>Plan <code>{{.Plan}}</code>: {{.Repeats}} repeat(s) without a fault, batch {{batch .Batch}}, time scale {{.TimeScale}}.</p>
 <h2>The wave</h2>
-<p>p50 <b>{{round .Wave.P50}}</b>, p95 <b>{{round .Wave.P95}}</b>, longest {{round .Wave.Max}}, in the site's time.
+<p>{{if .Wave.N}}p50 <b>{{round .Wave.P50}}</b>, p95 <b>{{round .Wave.P95}}</b>, longest {{round .Wave.Max}}, in the site's time.{{end}}
+{{if .Unfinished}}<b class="no">It did not finish in {{.Unfinished}} repeat(s)</b>: a cluster's upgrade never ended, and its batch waits for it.{{end}}
 {{if .Window}}Window {{round .Window}}: fits <b class="{{.Fits}}">{{.Fits}}</b>.{{end}}</p>
 <h2>Clusters</h2>
 <table><tr><th>cluster</th><th>strategy</th><th>upgrade p50</th><th>p95</th><th>hosts / controllers (p50 run)</th><th>API down (longest)</th><th>evictions refused</th><th>budget breaches</th><th>passed</th></tr>
-{{range .Clusters}}<tr><td>{{.Cluster}}</td><td>{{.Strategy}}</td><td>{{round .Duration.P50}}</td><td>{{round .Duration.P95}}</td><td>{{round .Host}} / {{round .Controller}}</td>
+{{range .Clusters}}<tr><td>{{.Cluster}}</td><td>{{.Strategy}}</td>{{if .Unfinished}}<td colspan="3" class="no">did not finish in {{.Unfinished}} of {{.Runs}}</td>{{else}}<td>{{round .Duration.P50}}</td><td>{{round .Duration.P95}}</td><td>{{round .Host}} / {{round .Controller}}</td>{{end}}
 <td>{{round .APIDown}} in {{.APIOutages}} ({{round .APILongest}})</td><td>{{.EvictionsRefused}}</td><td>{{.BudgetBreaches}}</td><td>{{.Passed}}/{{.Runs}}</td></tr>
 {{end}}</table>
 <h2>Failure points found before any run</h2>
@@ -117,7 +134,7 @@ details{margin:.3em 0}small{color:#666}
 {{end}}</table>
 <h2>Met in the runs</h2>
 {{if .Met}}<table><tr><th>run</th><th>cluster</th><th>rule</th><th>what happened</th></tr>
-{{range .Met}}<tr><td>{{.Wave}}</td><td>{{.Cluster}}</td><td>{{.Rule}}</td><td>{{.What}}</td></tr>
+{{range .Met}}<tr><td>{{.Wave}}</td><td>{{.Cluster}}</td><td>{{.Rule}}</td><td>{{.What}}{{if .Lab}}<br><small>the lab: {{.Lab}}</small>{{end}}{{if .Predicted}}<br><small>foretold before any run: {{range .Predicted}}{{.}} {{end}}</small>{{end}}</td></tr>
 {{end}}</table>{{else}}<p>Nothing: every rule held in every run.</p>{{end}}
 {{if .Faults}}<h2>Under faults</h2>
 <table><tr><th>fault</th><th>clusters</th></tr>

@@ -125,7 +125,7 @@ func TestAnUpgradeSplitsIntoHostStepsAndTheRest(t *testing.T) {
 	}
 	s, ok := SplitUpgrade(entries)
 	// Host: 100-150, 1000-1300, 1400-2200 (h1's boot and h2's write overlap).
-	if want := (Split{Wall: 5 * time.Second, Host: 1150 * time.Millisecond}); !ok || s != want {
+	if want := (Split{Wall: 5 * time.Second, Host: 1150 * time.Millisecond, Finished: true}); !ok || s != want {
 		t.Fatalf("split %+v, want %+v", s, want)
 	}
 	if got := s.Lab(0.01); got != 3850*time.Millisecond+115*time.Second {
@@ -133,6 +133,9 @@ func TestAnUpgradeSplitsIntoHostStepsAndTheRest(t *testing.T) {
 	}
 	if _, ok := SplitUpgrade(entries[:1]); ok {
 		t.Error("a timeline without an upgrade step split")
+	}
+	if s, _ := SplitUpgrade(entries[:len(entries)-1]); s.Finished || s.Wall != 2100*time.Millisecond {
+		t.Errorf("an upgrade that never got to done: %+v, want it unfinished, counted to its last entry", s)
 	}
 }
 
@@ -145,28 +148,8 @@ func TestThePredictionSpreadsRepeatsAndJudgesTheWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// a's upgrade: 60 s of wall, 10 s of it a host step; b's: 30 s, none.
 	run := func(wave, cluster string, wall, host time.Duration, broken bool) result.Result {
-		t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
-		tl, err := timeline.Create(filepath.Join(dir, wave+cluster+".jsonl"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tl.Add(timeline.Entry{Time: t0, Kind: timeline.KindStep, Name: check.StepUpgrade})
-		if host > 0 {
-			tl.Add(timeline.Entry{Time: t0.Add(time.Second), Kind: timeline.KindLab, Name: "h", New: map[string]string{"reason": "WriteStarted"}})
-			tl.Add(timeline.Entry{Time: t0.Add(time.Second + host), Kind: timeline.KindLab, Name: "h", New: map[string]string{"reason": "WriteFinished"}})
-		}
-		tl.Add(timeline.Entry{Time: t0.Add(wall), Kind: timeline.KindStep, Name: check.StepDone})
-		if err := tl.Close(); err != nil {
-			t.Fatal(err)
-		}
-		r := result.Result{Cluster: cluster + "-0", Strategy: "rolling", TimeScale: 0.01, Timeline: filepath.Join(dir, wave+cluster+".jsonl"),
-			Checks: []check.Result{{Rule: "api-availability", Status: check.Pass, Note: "unavailable 0s"}}}
-		if broken {
-			r.Checks[0].Status, r.Checks[0].Violations = check.Fail, []check.Violation{{Rule: "api-availability", Message: "down 40s"}}
-		}
-		return r
+		return fakeRun(t, dir, wave, cluster, wall, host, broken, true)
 	}
 	waves := []Wave{
 		{Name: "repeat-1", Results: []result.Result{run("r1", "a", time.Minute, 10*time.Second, false), run("r1", "b", 30*time.Second, 0, false)}},
@@ -215,4 +198,68 @@ func FuzzParsePlan(f *testing.F) {
 			t.Errorf("accepted %d repeats", p.Repeats)
 		}
 	})
+}
+
+// fakeRun is a cluster's run of a wave: its timeline (an upgrade of
+// wall, host of it a host's write; done only when finished) and result.
+func fakeRun(t *testing.T, dir, wave, cluster string, wall, host time.Duration, broken, finished bool) result.Result {
+	t.Helper()
+	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	path := filepath.Join(dir, wave+cluster+".jsonl")
+	tl, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl.Add(timeline.Entry{Time: t0, Kind: timeline.KindStep, Name: check.StepUpgrade})
+	if host > 0 {
+		tl.Add(timeline.Entry{Time: t0.Add(time.Second), Kind: timeline.KindLab, Name: "h", New: map[string]string{"reason": "WriteStarted"}})
+		tl.Add(timeline.Entry{Time: t0.Add(time.Second + host), Kind: timeline.KindLab, Name: "h", New: map[string]string{"reason": "WriteFinished"}})
+	}
+	if finished {
+		tl.Add(timeline.Entry{Time: t0.Add(wall), Kind: timeline.KindStep, Name: check.StepDone})
+	} else {
+		tl.Add(timeline.Entry{Time: t0.Add(2 * time.Second), Kind: timeline.KindLab, Name: "h", New: map[string]string{"reason": "WriteRefused", "message": "no space left on device"}})
+	}
+	if err := tl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := result.Result{Cluster: cluster + "-0", Strategy: "rolling", TimeScale: 0.01, Timeline: path,
+		Checks: []check.Result{{Rule: "api-availability", Status: check.Pass, Note: "unavailable 0s"}}}
+	if broken {
+		r.Checks[0].Status, r.Checks[0].Violations = check.Fail, []check.Violation{{Rule: "api-availability", Message: "down 40s"}}
+	}
+	if !finished {
+		r.Error = "upgrade: 0/1 machines up to date when its time was up"
+	}
+	return r
+}
+
+// A cluster whose upgrade never finished has no duration, and the wave
+// it holds never ends: it does not fit any window.
+func TestAnUpgradeThatNeverFinishesHoldsTheWave(t *testing.T) {
+	dir := t.TempDir()
+	p, err := ParsePlan("plan.yaml", []byte(planHead+"window: 10h\nrepeats: 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waves := []Wave{
+		{Name: "repeat-1", Results: []result.Result{fakeRun(t, dir, "r1", "a", time.Minute, 0, false, true), fakeRun(t, dir, "r1", "b", time.Minute, 0, false, false)}},
+		{Name: "repeat-2", Results: []result.Result{fakeRun(t, dir, "r2", "a", time.Minute, 0, false, true), fakeRun(t, dir, "r2", "b", time.Minute, 0, false, true)}},
+	}
+	points := []FailurePoint{{Cluster: "b", Kind: KindNoRoom, Level: Fails}, {Cluster: "b", Kind: KindAPIDown, Level: Hurts}, {Cluster: "a", Kind: KindSpares, Level: Fails}}
+	pred, err := Predict(p, "site", waves, points)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := pred.Met; len(m) != 1 || m[0].Lab != "h WriteRefused: no space left on device" || strings.Join(m[0].Predicted, ",") != KindNoRoom {
+		t.Errorf("met %+v: want b's stop with the lab's refusal and the failure point that fails it", m)
+	}
+	b := pred.Clusters[1]
+	if b.Unfinished != 1 || b.Duration.N != 1 || b.Passed != 1 || pred.Unfinished != 1 || pred.Wave.N != 1 || pred.Fits != "no" {
+		t.Errorf("b %+v, wave %+v unfinished %d fits %q: want b's one unfinished repeat kept out of its spread, the wave unfinished once and not fitting",
+			b, pred.Wave, pred.Unfinished, pred.Fits)
+	}
+	if !strings.Contains(pred.Text(), "did not finish in 1 of 2 repeat(s)") || !strings.Contains(pred.Met[0].What, "stopped: ") {
+		t.Errorf("text:\n%s\nmet %+v", pred.Text(), pred.Met)
+	}
 }

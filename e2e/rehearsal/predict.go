@@ -37,12 +37,15 @@ type Prediction struct {
 	Batch     int           `json:"batch"`
 	Window    time.Duration `json:"window,omitempty"`
 	Repeats   int           `json:"repeats"`
-	// Wave spreads the whole wave's duration over the repeats; Fits says
-	// whether it fits the window: "yes" (p95 within), "at risk" (p50
-	// within, p95 not), "no", or "" without a window.
-	Wave     Spread              `json:"wave"`
-	Fits     string              `json:"fits,omitempty"`
-	Clusters []ClusterPrediction `json:"clusters"`
+	// Wave spreads the whole wave's duration over the repeats it
+	// finished in; Unfinished are the repeats it did not (a cluster's
+	// upgrade never ended, and its batch waits for it). Fits says whether
+	// it fits the window: "yes" (p95 within), "at risk" (p50 within, p95
+	// not), "no" (or it did not finish), or "" without a window.
+	Wave       Spread              `json:"wave"`
+	Unfinished int                 `json:"unfinished,omitempty"`
+	Fits       string              `json:"fits,omitempty"`
+	Clusters   []ClusterPrediction `json:"clusters"`
 	// FailurePoints were found from the inventory before any run.
 	FailurePoints []FailurePoint `json:"failurePoints"`
 	// Met are what the runs broke or where they stopped, each with the
@@ -76,6 +79,9 @@ type ClusterPrediction struct {
 	APIOutages       int           `json:"apiOutages"`
 	EvictionsRefused int           `json:"evictionsRefused"`
 	BudgetBreaches   int           `json:"budgetBreaches"`
+	// Unfinished are the repeats whose upgrade never finished (stopped
+	// at the bound): Duration spreads the others.
+	Unfinished int `json:"unfinished,omitempty"`
 	// Passed is how many repeats passed every rule, of Runs.
 	Passed int `json:"passed"`
 	Runs   int `json:"runs"`
@@ -97,6 +103,13 @@ type Met struct {
 	Cluster string `json:"cluster"`
 	Rule    string `json:"rule,omitempty"`
 	What    string `json:"what"`
+	// Lab is, for a run that stopped, the lab's last word on a host of
+	// the cluster that failed (a write refused, a boot that found
+	// nothing, a link down), as evidence of why.
+	Lab string `json:"lab,omitempty"`
+	// Predicted are the kinds of the cluster's failure points that fail,
+	// found before any run.
+	Predicted []string `json:"predicted,omitempty"`
 }
 
 // FaultOutcome is one fault's run: each cluster's verdict.
@@ -123,7 +136,7 @@ func Predict(p *Plan, site string, waves []Wave, points []FailurePoint) (*Predic
 		if err != nil {
 			return nil, err
 		}
-		out.Met = append(out.Met, met(w, runs)...)
+		out.Met = append(out.Met, met(w, runs, points)...)
 		if w.Fault != "" {
 			out.Faults = append(out.Faults, faultOutcome(w, runs))
 			continue
@@ -135,13 +148,20 @@ func Predict(p *Plan, site string, waves []Wave, points []FailurePoint) (*Predic
 			byCluster[r.cluster] = append(byCluster[r.cluster], r)
 			out.TimeScale = r.res.TimeScale
 		}
-		waveTimes = append(waveTimes, waveTime(runs, p.Wave.Batch, out.TimeScale))
+		if d, ok := waveTime(runs, p.Wave.Batch, out.TimeScale); ok {
+			waveTimes = append(waveTimes, d)
+		} else {
+			out.Unfinished++
+		}
 	}
 	for _, c := range order {
 		out.Clusters = append(out.Clusters, predictCluster(c, byCluster[c], out.TimeScale))
 	}
 	out.Wave = spread(waveTimes)
 	out.Fits = fits(out.Wave, out.Window)
+	if out.Unfinished > 0 && out.Window > 0 {
+		out.Fits = "no"
+	}
 	out.Model = model(p, out.TimeScale)
 	return out, nil
 }
@@ -152,6 +172,8 @@ type clusterRun struct {
 	res      result.Result
 	split    Split
 	measures check.Measures
+	// labFailure is the lab's last failure event of the run's hosts.
+	labFailure string
 }
 
 // readRuns reads each cluster's timeline of a wave.
@@ -168,7 +190,7 @@ func readRuns(w Wave) ([]clusterRun, error) {
 			return nil, fmt.Errorf("wave %s, cluster %s: %w", w.Name, name, err)
 		}
 		split, _ := SplitUpgrade(entries)
-		out = append(out, clusterRun{cluster: name, res: r, split: split, measures: check.Measure(entries)})
+		out = append(out, clusterRun{cluster: name, res: r, split: split, measures: check.Measure(entries), labFailure: lastLabFailure(entries)})
 	}
 	return out, nil
 }
@@ -178,8 +200,9 @@ func readRuns(w Wave) ([]clusterRun, error) {
 func clusterOf(fleetCluster string) string { return strings.TrimSuffix(fleetCluster, "-0") }
 
 // waveTime is a wave's duration in the site's time: batches one after
-// another, each as long as its slowest cluster, as the fleet runs them.
-func waveTime(runs []clusterRun, batch int, scale float64) time.Duration {
+// another, each as long as its slowest cluster, as the fleet runs them;
+// false when a cluster's upgrade never finished.
+func waveTime(runs []clusterRun, batch int, scale float64) (time.Duration, bool) {
 	if batch <= 0 {
 		batch = len(runs)
 	}
@@ -187,19 +210,28 @@ func waveTime(runs []clusterRun, batch int, scale float64) time.Duration {
 	for start := 0; start < len(runs); start += batch {
 		var slowest time.Duration
 		for _, r := range runs[start:min(start+batch, len(runs))] {
+			if !r.split.Finished {
+				return 0, false
+			}
 			slowest = max(slowest, r.split.Lab(scale))
 		}
 		total += slowest
 	}
-	return total
+	return total, true
 }
 
 func predictCluster(name string, runs []clusterRun, scale float64) ClusterPrediction {
 	c := ClusterPrediction{Cluster: name, Strategy: runs[0].res.Strategy, Runs: len(runs)}
 	lab := func(d time.Duration) time.Duration { return Split{Host: d}.Lab(scale) }
 	var times []time.Duration
+	var finished []clusterRun
 	for _, r := range runs {
-		times = append(times, r.split.Lab(scale))
+		if r.split.Finished {
+			times = append(times, r.split.Lab(scale))
+			finished = append(finished, r)
+		} else {
+			c.Unfinished++
+		}
 		m := r.measures
 		c.APIDown, c.APILongest = max(c.APIDown, lab(m.APIDown)), max(c.APILongest, lab(m.APILongest))
 		c.APIOutages, c.EvictionsRefused, c.BudgetBreaches = max(c.APIOutages, m.APIOutages), max(c.EvictionsRefused, m.EvictionsRefused), max(c.BudgetBreaches, m.BudgetBreaches)
@@ -208,8 +240,10 @@ func predictCluster(name string, runs []clusterRun, scale float64) ClusterPredic
 		}
 	}
 	c.Duration = spread(times)
-	mid := slices.SortedFunc(slices.Values(runs), func(a, b clusterRun) int { return cmp.Compare(a.split.Lab(scale), b.split.Lab(scale)) })[(len(runs)-1)/2]
-	c.Host, c.Controller = lab(mid.split.Host), mid.split.Controller()
+	if len(finished) > 0 {
+		mid := slices.SortedFunc(slices.Values(finished), func(a, b clusterRun) int { return cmp.Compare(a.split.Lab(scale), b.split.Lab(scale)) })[(len(finished)-1)/2]
+		c.Host, c.Controller = lab(mid.split.Host), mid.split.Controller()
+	}
 	c.Rules = ruleVerdicts(runs)
 	return c
 }
@@ -232,12 +266,35 @@ func ruleVerdicts(runs []clusterRun) []RuleVerdicts {
 	return out
 }
 
-// met are the rules a wave broke and the runs that stopped.
-func met(w Wave, runs []clusterRun) []Met {
+// labFailures are the lab's events that say a host's step failed.
+var labFailures = []string{"WriteRefused", "WriteFailed", "FinaliseFailed", "NoBootDevice", "BootDeviceFailed",
+	"NetworkBootPowerFailed", "PowerSupplyFailed", "Fallback", "DiskUnreadable"}
+
+// lastLabFailure is the last failure the lab reported of the timeline's
+// hosts ("" if none): "HOST REASON: MESSAGE".
+func lastLabFailure(entries []timeline.Entry) string {
+	for i := len(entries) - 1; i >= 0; i-- {
+		e := entries[i]
+		if e.Kind == timeline.KindLab && (slices.Contains(labFailures, e.New["reason"]) || e.New["up"] == "false") {
+			return fmt.Sprintf("%s %s: %s", e.Name, e.New["reason"], e.New["message"])
+		}
+	}
+	return ""
+}
+
+// met are the rules a wave broke and the runs that stopped, a stop with
+// the lab's evidence and the failure points that foretold it.
+func met(w Wave, runs []clusterRun, points []FailurePoint) []Met {
 	var out []Met
 	for _, r := range runs {
 		if r.res.Error != "" {
-			out = append(out, Met{Wave: w.Name, Cluster: r.cluster, What: "stopped: " + r.res.Error})
+			m := Met{Wave: w.Name, Cluster: r.cluster, What: "stopped: " + r.res.Error, Lab: r.labFailure}
+			for _, p := range points {
+				if p.Cluster == r.cluster && p.Level == Fails && !slices.Contains(m.Predicted, p.Kind) {
+					m.Predicted = append(m.Predicted, p.Kind)
+				}
+			}
+			out = append(out, m)
 		}
 		for _, v := range check.Failed(r.res.Checks) {
 			out = append(out, Met{Wave: w.Name, Cluster: r.cluster, Rule: v.Rule, What: v.Message})
