@@ -316,6 +316,7 @@ fuzz: deps
 	go test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./e2e/fleet/
 	go test -run '^$$' -fuzz FuzzReadTable -fuzztime $(FUZZTIME) ./e2e/benchtable/
 	go test -run '^$$' -fuzz FuzzRead -fuzztime $(FUZZTIME) ./e2e/rehearsal/
+	go test -run '^$$' -fuzz FuzzParsePlan -fuzztime $(FUZZTIME) ./e2e/rehearsal/
 
 clean-cache:
 	rm -rf $(UPGRADELAB_CACHE)
