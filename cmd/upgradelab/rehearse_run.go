@@ -43,7 +43,7 @@ not errors: it exits non-zero only when it could not rehearse.`,
 	}
 	cmd.Flags().StringVar(&o.artifacts, "artifacts", "", "folder for every artifact (default ./_artifacts/rehearsal-TIME)")
 	cmd.Flags().Float64Var(&o.scale, "time-scale", float64(timescale.Suite), "real time per modelled time in the lab (the prediction counts the modelled steps at their length whatever it is)")
-	cmd.Flags().DurationVar(&o.upgrade, "upgrade", 6*time.Minute, "how long each cluster's upgrade may take in real time before its run stops: an upgrade that never ends (a host that does not come back, an image with no room) holds its wave this long")
+	cmd.Flags().DurationVar(&o.upgrade, "upgrade", 6*time.Minute, "how long each cluster's upgrade may take before its run stops, in real time at time scale 0.01 (in proportion at a slower one): an upgrade that never ends (a host that does not come back, an image with no room) holds its wave this long")
 	return cmd
 }
 
@@ -83,6 +83,12 @@ func (o rehearseRunOptions) run(ctx context.Context, out io.Writer, planFile str
 	if err := plan.Options().Check(cat); err != nil {
 		return fmt.Errorf("%s: %w", plan.Path(), err)
 	}
+	if err := plan.CheckExport(x); err != nil {
+		return err
+	}
+	if o.scale <= 0 || o.scale > 1 {
+		return fmt.Errorf("--time-scale %g: want a share of real time above 0 and at most 1", o.scale)
+	}
 	clean, err := planSite(plan, x, cat, "")
 	if err != nil {
 		return err
@@ -97,6 +103,11 @@ func (o rehearseRunOptions) run(ctx context.Context, out io.Writer, planFile str
 		return err
 	}
 	defer closeLog()
+	// The site as the plan makes it, for the reader; each wave writes its own.
+	if _, err := clean.Write(filepath.Join(dir, "site"), fixtures, name); err != nil {
+		return err
+	}
+	rec.LeftOut = clean.LeftOut(x)
 	for _, w := range plan.Waves() {
 		if w, err = o.runWave(ctx, out, root, dir, name, w, plan, x, cat, bins); err != nil {
 			return err
@@ -136,13 +147,18 @@ func (o rehearseRunOptions) runWave(ctx context.Context, out io.Writer, root, di
 	if err != nil {
 		return w, fmt.Errorf("wave %s: the site's files do not load: %w", w.Name, err)
 	}
+	lw := &lockedWriter{w: out} // the fault tells from the wave's goroutine
 	say := func(msg string) {
-		fmt.Fprintf(out, "%s [rehearsal %s] %s\n", time.Now().Format("15:04:05"), w.Name, msg)
+		fmt.Fprintf(lw, "%s [rehearsal %s] %s\n", time.Now().Format("15:04:05"), w.Name, msg)
 	}
 	say(fmt.Sprintf("wave %s: %d cluster(s), batch %d", w.Name, len(fl.Clusters), fl.File.Wave.Batch))
+	var hosts []string
+	for _, c := range fl.Clusters {
+		hosts = append(hosts, c.Hosts...)
+	}
 	fo := fleetOptions{scale: o.scale, batch: -1, concurrent: -1, rateLimited: true, settle: fleet.DefaultSettle,
-		provision: fleet.DefaultProvision, upgrade: o.upgrade, target: mgmt.Target{Kind: mgmt.Embedded}, inWave: rehearsal.InWave(w.Fault, say)}
-	if _, w.Results, err = fo.runOne(ctx, out, root, fl, w.Dir, bins); err != nil {
+		provision: fleet.DefaultProvision, upgrade: o.upgrade, target: mgmt.Target{Kind: mgmt.Embedded}, inWave: rehearsal.InWave(w.Fault, hosts, say)}
+	if _, w.Results, err = fo.runOne(ctx, lw, root, fl, w.Dir, bins); err != nil {
 		return w, fmt.Errorf("wave %s: %w", w.Name, err)
 	}
 	return w, nil
@@ -151,7 +167,7 @@ func (o rehearseRunOptions) runWave(ctx context.Context, out io.Writer, root, di
 // predict writes the prediction of a rehearsal's waves into dir and
 // prints it.
 func predict(out io.Writer, dir string, plan *rehearsal.Plan, rec *rehearsal.Record) error {
-	p, err := rehearsal.Predict(plan, rec.Site, rec.Waves, rec.FailurePoints)
+	p, err := rehearsal.Predict(plan, rec)
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,8 @@ func TestRehearseRunRefusesABadPlanByItsField(t *testing.T) {
 	for body, want := range map[string]string{
 		"targets: [{clusters: ['*'], image: no-such-image}]":                              `targets[0].image: image "no-such-image"`,
 		"targets: [{clusters: ['*'], nicFirmware: '7.00'}]":                               `targets[0].nicFirmware: no NVM image of version "7.00"`,
-		"clusters: [nowhere/*]":                                                           "clusters: [nowhere/*] match no cluster of the export",
+		"clusters: [nowhere/*]":                                                           `clusters[0]: "nowhere/*" matches no cluster of the export (retail/store-0042, `,
+		"targets: [{clusters: ['*'], version: v9.9.9}]":                                   "targets[0].version: no OS image of the lab's catalog carries Kubernetes v9.9.9",
 		"targets: [{clusters: ['*'], version: v1.35.3, image: ubuntu-24.04-k8s-v1.36.3}]": "carries Kubernetes v1.36.3, not targets[0].version's v1.35.3",
 	} {
 		plan := filepath.Join(dir, "plan.yaml")

@@ -19,6 +19,8 @@ type Measures struct {
 	// answers during the upgrade; a refusal is a budget holding a drain.
 	EvictionsGranted int `json:"evictionsGranted"`
 	EvictionsRefused int `json:"evictionsRefused"`
+	// Outages are the API's outages themselves, in the timeline's time.
+	Outages []Outage `json:"-"`
 	// BudgetBreaches are the drops of a budget below its minimum (a poll
 	// that lost more of its pods), excused ones (CAPI's nodeDrainTimeout
 	// passed) among them.
@@ -50,6 +52,7 @@ func Measure(entries []timeline.Entry) Measures {
 		m.APIDown += d
 		m.APILongest = max(m.APILongest, d)
 		m.APIOutages++
+		m.Outages = append(m.Outages, o)
 	}
 	for _, e := range s.workloadEvents {
 		switch e {

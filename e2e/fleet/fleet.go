@@ -148,7 +148,7 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	}
 	meter.mark(ctx, markStart)
 
-	w := newWave(len(fl.Clusters), fl.File.Wave.Batch, fl.File.Provision.Concurrent)
+	w := fleetWave(fl)
 	settle := cmp.Or(o.Settle, DefaultSettle)
 	samplerCtx, stopSampling := context.WithCancel(ctx)
 	var sampling sync.WaitGroup
@@ -161,14 +161,8 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 	prof.start(samplerCtx, 0, now, "while provisioning", APIServerProfileProvisioning)
 	prof.start(samplerCtx, 1, w.begun, "in the wave", APIServerProfileWave)
 	allEnded := make(chan struct{})
-	if o.InWave != nil {
-		go func() {
-			select {
-			case <-w.begun:
-				o.InWave(samplerCtx, env.Site)
-			case <-samplerCtx.Done():
-			}
-		}()
+	if o.InWave != nil { // joined, as the sampler is, before the site stops
+		sampling.Go(func() { inWave(samplerCtx, w, func(ctx context.Context) { o.InWave(ctx, env.Site) }) })
 	}
 	marked := markWaveStart(ctx, w, meter, allEnded, func() {
 		say("every cluster provisioned in %s; the wave begins (%s)", time.Since(planeUp).Round(time.Second), batchName(fl.File.Wave.Batch))
@@ -194,6 +188,26 @@ func Run(ctx context.Context, fl *Fleet, o Options) (*Report, []result.Result, e
 		rep.Unread = append(rep.Unread, "the harness's CPU profile: "+profileErr.Error())
 	}
 	return rep, results, nil
+}
+
+// fleetWave is the fleet's wave, its batches in the fleet's order.
+func fleetWave(fl *Fleet) *wave {
+	w := newWave(len(fl.Clusters), fl.File.Wave.Batch, fl.File.Provision.Concurrent)
+	var names []string
+	for _, c := range fl.Clusters {
+		names = append(names, c.Name)
+	}
+	w.orderBy(names)
+	return w
+}
+
+// inWave runs fn once the wave begins, unless ctx ends first.
+func inWave(ctx context.Context, w *wave, fn func(context.Context)) {
+	select {
+	case <-w.begun:
+		fn(ctx)
+	case <-ctx.Done():
+	}
 }
 
 // fleetProvider is the reference provider with its provisioning bound

@@ -13,8 +13,9 @@ import (
 // cluster arrives or ends; no upgrade starts until every cluster has
 // arrived (provisioned, its data written) or ended (a run that stopped
 // early), so the wave's time is the fleet's upgrade alone; then the
-// clusters go in batches of batch (0: all together) in the order they
-// arrived, each batch once every cluster of the one before has ended.
+// clusters go in batches of batch (0: all together) in the fleet's order
+// (orderBy; without one, as they arrived), each batch once every cluster
+// of the one before has ended.
 type wave struct {
 	total, batch int
 	// provisioning bounds the clusters admitted and not yet arrived or
@@ -35,6 +36,19 @@ type wave struct {
 	begun chan struct{}
 	// starts and ends record when each cluster's upgrade started and ended.
 	starts, ends map[string]time.Time
+	// rank is each cluster's place in the fleet's order (orderBy).
+	rank map[string]int
+}
+
+// orderBy makes the batches go in the order of clusters (the fleet
+// file's) rather than as the clusters arrived: a plan's wave order.
+func (w *wave) orderBy(clusters []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.rank = map[string]int{}
+	for i, c := range clusters {
+		w.rank[c] = i
+	}
 }
 
 // admission is a cluster waiting to provision; ready is closed when it may.
@@ -131,6 +145,9 @@ func (w *wave) advance() {
 	if w.began.IsZero() {
 		w.began = time.Now()
 		close(w.begun)
+		if w.rank != nil {
+			slices.SortStableFunc(w.arrived, func(a, b string) int { return w.rank[a] - w.rank[b] })
+		}
 	}
 	size := w.batch
 	if size == 0 {

@@ -73,6 +73,18 @@ func TestWaveWaitsForTheWholeFleetThenGoesInBatches(t *testing.T) {
 	}
 }
 
+// The batches go in the fleet's order, whatever order the clusters
+// arrived in.
+func TestWaveBatchesGoInTheFleetsOrder(t *testing.T) {
+	w := newWave(4, 2, 0)
+	w.orderBy([]string{"a", "b", "c", "d"})
+	went := arrive(w, "d", "c", "b", "a")
+	first := expect(t, went, 2)
+	if !first["a"] || !first["b"] {
+		t.Fatalf("first batch %v, want a and b, the fleet's first two", first)
+	}
+}
+
 func TestWaveAllAtOnce(t *testing.T) {
 	w := newWave(20, 0, 0)
 	var names []string

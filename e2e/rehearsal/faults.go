@@ -3,6 +3,7 @@ package rehearsal
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/upgradelab/upgradelab/sim/bmc"
@@ -20,13 +21,14 @@ const (
 
 // InWave is what a fault does once the wave begins, on the fleet's site;
 // nil for a fault that is a change of the inventory (Site.WithFault) or
-// none. say tells what it did.
-func InWave(fault string, say func(string)) func(context.Context, *site.Site) {
+// none. hosts are the lab's hosts the wave's clusters hold (not the
+// idle ones); say tells what it did.
+func InWave(fault string, hosts []string, say func(string)) func(context.Context, *site.Site) {
 	switch fault {
 	case FaultFlakyBMC:
 		return func(_ context.Context, s *site.Site) { degradeBMCs(s, say) }
 	case FaultHostDoesNotReturn:
-		return func(ctx context.Context, s *site.Site) { killFirstPoweredOff(ctx, s.Lab, say) }
+		return func(ctx context.Context, s *site.Site) { killFirstPoweredOff(ctx, s.Lab, hosts, say) }
 	}
 	return nil
 }
@@ -42,18 +44,20 @@ func degradeBMCs(s *site.Site, say func(string)) {
 	say(fmt.Sprintf("fault %s: every BMC answers after %s, %.0f%% of Redfish requests with 503 and of IPMI datagrams lost", FaultFlakyBMC, flakyLatency, flakyErrorRate*100))
 }
 
-// killFirstPoweredOff waits for the first host of the wave to power off
-// and kills its power supply: nothing, not even its BMC, powers it on
-// again.
-func killFirstPoweredOff(ctx context.Context, l *lab.Lab, say func(string)) {
+// killFirstPoweredOff waits for the first of hosts to power off and
+// kills its power supply: nothing, not even its BMC, powers it on again.
+func killFirstPoweredOff(ctx context.Context, l *lab.Lab, hosts []string, say func(string)) {
 	events, stop := l.Subscribe()
 	defer stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case e := <-events:
-			if e.Kind != lab.EventPower || e.Data["power"] != string(lab.PoweredOff) {
+		case e, ok := <-events:
+			if !ok {
+				return
+			}
+			if e.Kind != lab.EventPower || e.Data["power"] != string(lab.PoweredOff) || !slices.Contains(hosts, e.Host) {
 				continue
 			}
 			h, err := l.Host(e.Host)

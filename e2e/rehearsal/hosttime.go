@@ -16,7 +16,8 @@ type Split struct {
 	// Host is the part of Wall in which one of the cluster's hosts at
 	// least was in a modelled step: firmware POST and boot (from power
 	// on until an OS or the deploy ramdisk runs), an image write, a
-	// shutdown, an NVM flash. The lab runs these at the time scale.
+	// shutdown, an NVM flash, kubeadm's init or join, a kubelet's wait
+	// before it tries again. The lab runs these at the time scale.
 	Host time.Duration
 	// Finished: the timeline reached done. An upgrade that did not
 	// counts until its last entry, and has no duration to predict.
@@ -31,22 +32,31 @@ func (s Split) Controller() time.Duration { return s.Wall - s.Host }
 // Lab is the upgrade's duration as the site would see it: the host
 // steps at their modelled length (Host / scale), the controllers' time
 // as it was.
-func (s Split) Lab(scale float64) time.Duration {
+func (s Split) Lab(scale float64) time.Duration { return s.Controller() + unscaled(s.Host, scale) }
+
+// unscaled is a modelled span's length in the lab's time: the wall time
+// it took over the scale it ran at (no scale: as it took).
+func unscaled(wall time.Duration, scale float64) time.Duration {
 	if scale <= 0 {
-		return s.Wall
+		return wall
 	}
-	return s.Controller() + time.Duration(float64(s.Host)/scale)
+	return time.Duration(float64(wall) / scale)
 }
 
-// The lab events that begin and end a modelled step (sim/lab's reasons;
-// a power-on step ends with whatever runs next).
+// The lab's events that begin and end a modelled step (sim/lab's and
+// sim/agent's reasons); a power-on begins a boot, which ends with the OS
+// (or the deploy ramdisk) running, and a power-off ends every step of
+// its host.
 var (
-	stepBegins = map[string]string{"WriteStarted": "write", "OSShuttingDown": "shutdown", "FlashStarted": "flash"}
-	stepEnds   = map[string][]string{
-		"write":    {"WriteFinished", "WriteRefused", "WriteFailed", "WriteInterrupted"},
+	stepBegins = map[string]string{"WriteStarted": "write", "OSShuttingDown": "shutdown", "FlashStarted": "flash",
+		"Kubeadm": "kubeadm", "KubeletFailed": "kubelet"}
+	stepEnds = map[string][]string{
+		"write":    {"WriteFinished", "WriteRefused", "WriteInterrupted"},
 		"shutdown": {"OSShutdown"},
 		"flash":    {"FlashFinished"},
-		"boot":     {"OSRunning", "DeployRamdiskRunning", "NetworkBoot", "NoBootDevice", "FirmwareSetup"},
+		"boot":     {"OSRunning", "NoBootDevice", "FirmwareSetup"},
+		"kubeadm":  {"InstallCommitted", "KubeadmFailed"},
+		"kubelet":  {"KubeletRunning", "KubeletFailed"},
 	}
 )
 
@@ -93,8 +103,9 @@ func hostSteps(entries []timeline.Entry, end time.Time) []interval {
 			continue
 		}
 		reason := e.New["reason"]
+		off := e.New["kind"] == "power" && e.New["power"] == "Off"
 		for step, ends := range stepEnds {
-			if slices.Contains(ends, reason) {
+			if off || slices.Contains(ends, reason) {
 				closeStep(e.Name+"/"+step, e.Time)
 			}
 		}

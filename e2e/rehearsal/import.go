@@ -92,6 +92,12 @@ func (o Options) Check(cat Catalogs) error {
 // versionField name them in the error.
 func checkTarget(cat Catalogs, imageField, versionField, to, toImage string) error {
 	if toImage == "" {
+		if to != "" && !slices.ContainsFunc(cat.Images.Names(), func(n string) bool {
+			b := cat.Images.Images[n]
+			return string(b.Role) == "os" && b.KubernetesVersion == to
+		}) {
+			return fmt.Errorf("%s: no OS image of the lab's catalog carries Kubernetes %s", versionField, to)
+		}
 		return nil
 	}
 	b, err := cat.Images.Get(toImage)
@@ -119,6 +125,8 @@ type Site struct {
 	// sets them (Plan.Apply).
 	Batch  int
 	Timing lab.Timing
+	// anonymised: the site's names are not to be written.
+	anonymised bool
 }
 
 // Cluster is one cluster of the site, as a scenario describes it.
@@ -126,6 +134,9 @@ type Cluster struct {
 	// Name is the cluster's name in the files (NAMESPACE-NAME, or
 	// cluster-NN anonymised); Source its NAMESPACE/NAME in the export.
 	Name, Source string
+	// origin is its NAMESPACE/NAME in the export even when anonymised:
+	// what a plan's patterns match.
+	origin       string
 	Form         scenario.Form
 	Strategy     scenario.Strategy
 	ControlPlane scenario.ControlPlane
@@ -154,6 +165,31 @@ type importer struct {
 	// otherPorts are the ports of a model the lab does not model, by
 	// model: the hosts that have one (listed once per model).
 	otherPorts map[string][]string
+}
+
+// LeftOut are the clusters of the export the site does not hold (after
+// Write, which leaves out those the lab refuses), each with the last
+// reason the import gave for it: what a prediction of the site's wave
+// does not cover.
+func (s *Site) LeftOut(x *Export) []Unmapped {
+	var out []Unmapped
+	for _, cl := range x.Clusters {
+		key := objKey(cl.Namespace, cl.Name)
+		if slices.ContainsFunc(s.Clusters, func(c *Cluster) bool { return c.origin == key }) {
+			continue
+		}
+		u := Unmapped{Object: "Cluster " + key, Reason: "not mapped onto the lab (unmapped.txt says why)"}
+		for _, m := range s.Unmapped {
+			if strings.HasSuffix(m.Object, " "+key) || strings.Contains(m.Object, " "+key+" ") {
+				u.Field, u.Reason = m.Field, m.Reason
+			}
+		}
+		if s.anonymised {
+			u.Object = "a cluster"
+		}
+		out = append(out, u)
+	}
+	return out
 }
 
 // Import maps an export onto the lab: every BareMetalHost it can model
@@ -185,6 +221,7 @@ func Import(x *Export, cat Catalogs, o Options) *Site {
 	}
 	if o.Anonymise {
 		anonymise(im.site, im.names)
+		im.site.anonymised = true
 	}
 	return im.site
 }
@@ -283,7 +320,7 @@ func (im *importer) cluster(cl *clusterv1.Cluster) {
 		im.skip(obj, "spec.controlPlaneRef", "no KubeadmControlPlane of the cluster in the export (the lab's clusters are kubeadm's)")
 		return
 	}
-	c := &Cluster{Name: cl.Namespace + "-" + cl.Name, Source: objKey(cl.Namespace, cl.Name), Form: scenario.Plain}
+	c := &Cluster{Name: cl.Namespace + "-" + cl.Name, Source: objKey(cl.Namespace, cl.Name), origin: objKey(cl.Namespace, cl.Name), Form: scenario.Plain}
 	im.private(cl.Namespace, cl.Name, c.Name, c.Source, kcp.Name)
 	if cl.Spec.Topology.IsDefined() {
 		c.Form = scenario.ClusterClass
@@ -374,7 +411,7 @@ func (im *importer) releases(c *Cluster, version string) error {
 	if !ok {
 		return fmt.Errorf("Kubernetes %s: no OS image of the lab's catalog carries it", version)
 	}
-	to, toImage := im.opts.target(c.Source)
+	to, toImage := im.opts.target(c.origin)
 	if b, ok := im.cat.Images.Images[toImage]; ok {
 		to = b.KubernetesVersion
 	} else if toImage != "" {

@@ -27,6 +27,10 @@ func model(p *Plan, scale float64) Model {
 			source(site.BootSeconds, used.BootSeconds, "OS boot", "s"),
 			source(site.ShutdownSeconds, used.ShutdownSeconds, "graceful shutdown", "s"),
 			source(site.DiskWriteMBps, used.DiskWriteMBps, "image write", "MB/s"),
+			source(site.FinaliseSeconds, used.FinaliseSeconds, "OSTree finalise at shutdown", "s"),
+			"NVM flash: each NVM image's flashSeconds in the lab's catalog (fixtures/nic/nvm-images.yaml), not the site's",
+			"kubeadm init and join, and a kubelet's wait before it tries again: the lab's agent's timings",
+			"counted at the length they took, and so shorter than the site's: the other waits the lab models at the time scale (a node's grace period before NotReady, the VIP's lease, etcd's election, pods starting and stopping in a drain)",
 		},
 		Modelled: []string{
 			"the hosts' BMCs (Redfish over HTTPS and IPMI over RMCP+), power, POST, boot order and boot counting",
@@ -81,8 +85,14 @@ func (p *Prediction) Text() string {
 		if c.Unfinished > 0 {
 			took = fmt.Sprintf("did not finish in %d of %d repeat(s)", c.Unfinished, c.Runs)
 		}
+		if c.NotUpgraded > 0 {
+			took += fmt.Sprintf("; never provisioned in %d of %d repeat(s)", c.NotUpgraded, c.Runs)
+		}
 		fmt.Fprintf(&b, "  %-24s %-9s %s  API down %s, evictions refused %d, budget breaches %d, passed %d/%d\n",
 			c.Cluster, c.Strategy, took, round(c.APIDown), c.EvictionsRefused, c.BudgetBreaches, c.Passed, c.Runs)
+	}
+	for _, u := range p.LeftOut {
+		fmt.Fprintf(&b, "  not rehearsed: %s\n", u)
 	}
 	fmt.Fprintf(&b, "failure points found before any run: %d; met in the runs: %d\n", len(p.FailurePoints), len(p.Met))
 	for _, m := range p.Met {
@@ -125,9 +135,10 @@ details{margin:.3em 0}small{color:#666}
 {{if .Window}}Window {{round .Window}}: fits <b class="{{.Fits}}">{{.Fits}}</b>.{{end}}</p>
 <h2>Clusters</h2>
 <table><tr><th>cluster</th><th>strategy</th><th>upgrade p50</th><th>p95</th><th>hosts / controllers (p50 run)</th><th>API down (longest)</th><th>evictions refused</th><th>budget breaches</th><th>passed</th></tr>
-{{range .Clusters}}<tr><td>{{.Cluster}}</td><td>{{.Strategy}}</td>{{if .Unfinished}}<td colspan="3" class="no">did not finish in {{.Unfinished}} of {{.Runs}}</td>{{else}}<td>{{round .Duration.P50}}</td><td>{{round .Duration.P95}}</td><td>{{round .Host}} / {{round .Controller}}</td>{{end}}
+{{range .Clusters}}<tr><td>{{.Cluster}}</td><td>{{.Strategy}}</td>{{if or .Unfinished .NotUpgraded}}<td colspan="3" class="no">{{if .Unfinished}}did not finish in {{.Unfinished}} of {{.Runs}} {{end}}{{if .NotUpgraded}}never provisioned in {{.NotUpgraded}} of {{.Runs}}{{end}}</td>{{else}}<td>{{round .Duration.P50}}</td><td>{{round .Duration.P95}}</td><td>{{round .Host}} / {{round .Controller}}</td>{{end}}
 <td>{{round .APIDown}} in {{.APIOutages}} ({{round .APILongest}})</td><td>{{.EvictionsRefused}}</td><td>{{.BudgetBreaches}}</td><td>{{.Passed}}/{{.Runs}}</td></tr>
 {{end}}</table>
+{{if .LeftOut}}<p>Not rehearsed, so not predicted:</p><ul>{{range .LeftOut}}<li>{{.}}</li>{{end}}</ul>{{end}}
 <h2>Failure points found before any run</h2>
 <table><tr><th>cluster</th><th>level</th><th>kind</th><th>cause</th></tr>
 {{range .FailurePoints}}<tr><td>{{.Cluster}}</td><td class="{{.Level}}">{{.Level}}</td><td>{{.Kind}}</td><td>{{.Cause}}</td></tr>

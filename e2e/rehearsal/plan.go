@@ -1,6 +1,7 @@
 package rehearsal
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"os"
@@ -182,21 +183,29 @@ func (p *Plan) ExportDir() string {
 // Path is the plan file's path.
 func (p *Plan) Path() string { return p.path }
 
-// Options are the import's options the plan's targets make.
+// Options are the import's options the plan's targets make: every
+// target, so that a cluster's first match is its one target even when
+// that target sets only the NIC firmware (its release is then the
+// default).
 func (p *Plan) Options() Options {
 	o := Options{Anonymise: p.Anonymise}
 	for _, t := range p.Targets {
-		if t.Version != "" || t.Image != "" {
-			o.Targets = append(o.Targets, Target{Clusters: t.Clusters, To: t.Version, ToImage: t.Image})
-		}
+		o.Targets = append(o.Targets, Target{Clusters: t.Clusters, To: t.Version, ToImage: t.Image})
 	}
 	return o
 }
 
-// matches says whether source (NAMESPACE/NAME) matches a pattern.
+// matches says whether source (NAMESPACE/NAME) matches a pattern: a
+// pattern with a slash matches NAMESPACE/NAME (path.Match), one without
+// matches NAME alone, so "*" is every cluster and "store-*" every store.
 func matches(patterns []string, source string) bool {
+	_, name, _ := strings.Cut(source, "/")
 	for _, pat := range patterns {
-		if ok, _ := path.Match(pat, source); ok {
+		against := source
+		if !strings.Contains(pat, "/") {
+			against = name
+		}
+		if ok, _ := path.Match(pat, against); ok {
 			return true
 		}
 	}
@@ -210,11 +219,11 @@ func (p *Plan) Apply(s *Site, cat Catalogs) error {
 	if len(p.Clusters) > 0 {
 		var kept []*Cluster
 		for _, c := range s.Clusters {
-			if matches(p.Clusters, c.Source) {
+			if matches(p.Clusters, c.origin) {
 				kept = append(kept, c)
 				continue
 			}
-			s.Unmapped = append(s.Unmapped, Unmapped{Object: "Cluster " + c.Source, Field: "clusters", Reason: "not among the plan's clusters"})
+			s.Unmapped = append(s.Unmapped, Unmapped{Object: "Cluster " + cmp.Or(c.Source, c.Name), Field: "clusters", Reason: "not among the plan's clusters"})
 		}
 		if len(kept) == 0 {
 			return fmt.Errorf("%s: clusters: %v match no cluster of the export", p.path, p.Clusters)
@@ -230,12 +239,12 @@ func (p *Plan) Apply(s *Site, cat Catalogs) error {
 			return fmt.Errorf("%s: targets[%d].nicFirmware: no NVM image of version %q in the lab's catalog", p.path, i, t.NICFirmware)
 		}
 		for _, c := range s.Clusters {
-			if matches(t.Clusters, c.Source) {
+			if p.targetOf(c.origin) == i {
 				flash(c, nvm)
 			}
 		}
 	}
-	slices.SortStableFunc(s.Clusters, func(a, b *Cluster) int { return p.rank(a.Source) - p.rank(b.Source) })
+	slices.SortStableFunc(s.Clusters, func(a, b *Cluster) int { return p.rank(a.origin) - p.rank(b.origin) })
 	s.Batch, s.Timing = p.Wave.Batch, p.Timing
 	return nil
 }
@@ -244,11 +253,49 @@ func (p *Plan) Apply(s *Site, cat Catalogs) error {
 // (after every pattern when none does).
 func (p *Plan) rank(source string) int {
 	for i, pat := range p.Wave.Order {
-		if ok, _ := path.Match(pat, source); ok {
+		if matches([]string{pat}, source) {
 			return i
 		}
 	}
 	return len(p.Wave.Order)
+}
+
+// targetOf is the index of the first target whose patterns match source
+// (-1: none): a cluster's one target, for its release and its firmware.
+func (p *Plan) targetOf(source string) int {
+	for i, t := range p.Targets {
+		if matches(t.Clusters, source) {
+			return i
+		}
+	}
+	return -1
+}
+
+// CheckExport says whether every pattern of the plan names a cluster of
+// the export: a pattern that matches none is a typo that would leave a
+// group at the wrong release or out of the wave unnoticed.
+func (p *Plan) CheckExport(x *Export) error {
+	var sources []string
+	for _, c := range x.Clusters {
+		sources = append(sources, objKey(c.Namespace, c.Name))
+	}
+	var pr specfile.Problems
+	field := func(name string, patterns []string) {
+		for j, pat := range patterns {
+			if !slices.ContainsFunc(sources, func(s string) bool { return matches([]string{pat}, s) }) {
+				pr.Add(fmt.Sprintf("%s[%d]", name, j), "%q matches no cluster of the export (%s)", pat, strings.Join(sources, ", "))
+			}
+		}
+	}
+	field("clusters", p.Clusters)
+	field("wave.order", p.Wave.Order)
+	for i, t := range p.Targets {
+		field(fmt.Sprintf("targets[%d].clusters", i), t.Clusters)
+	}
+	if len(pr) > 0 {
+		return fmt.Errorf("%s: %s", p.path, strings.Join(pr, "; "))
+	}
+	return nil
 }
 
 // flash sets every i40e port of the cluster's hosts to the NVM image.

@@ -9,6 +9,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 const planHead = "apiVersion: upgradelab.dev/v1alpha1\nkind: RehearsalPlan\nexport: northwind\n"
@@ -48,11 +49,11 @@ func TestAPlanShapesTheSite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := ParsePlan(filepath.Join(fixtures, "rehearsal", "plan.yaml"), []byte(planHead+`clusters: [retail/*, edge/*]
-wave: {batch: 1, order: [edge/*, retail/store-0107]}
+	p, err := ParsePlan(filepath.Join(fixtures, "rehearsal", "plan.yaml"), []byte(planHead+`clusters: [retail/*, gateway]
+wave: {batch: 1, order: [edge/*, store-0107]}
 targets:
 - {clusters: [retail/store-0042], image: ubuntu-24.04-k8s-v1.36.3-i40e-2.28, nicFirmware: "9.50"}
-- {clusters: ["*"], version: v1.36.3}
+- {clusters: ["*"], image: ubuntu-24.04-k8s-v1.36.3-i40e-3.0-preview, nicFirmware: "10.0"}
 timing: {postSeconds: 150}
 `))
 	if err != nil {
@@ -74,16 +75,20 @@ timing: {postSeconds: 150}
 		t.Errorf("clusters in the wave's order: %s", got)
 	}
 	store := s.Clusters[2]
-	if store.To.Image != "ubuntu-24.04-k8s-v1.36.3-i40e-2.28" || s.Clusters[1].To.Image != "ubuntu-24.04-k8s-v1.36.3" {
-		t.Errorf("targets: store-0042 to %s, store-0107 to %s", store.To.Image, s.Clusters[1].To.Image)
+	if store.To.Image != "ubuntu-24.04-k8s-v1.36.3-i40e-2.28" || s.Clusters[1].To.Image != "ubuntu-24.04-k8s-v1.36.3-i40e-3.0-preview" {
+		t.Errorf("targets: store-0042 to %s, store-0107 to %s; want each its first target's", store.To.Image, s.Clusters[1].To.Image)
 	}
-	if nvm := store.Hosts[0].NICs[0].NVM; nvm != "x710-nvm-9.50" {
-		t.Errorf("store-0042's port runs %s, want the plan's 9.50", nvm)
+	if a, b := store.Hosts[0].NICs[0].NVM, s.Clusters[1].Hosts[0].NICs[0].NVM; a != "x710-nvm-9.50" || b != "x710-nvm-10.0-next" {
+		t.Errorf("store-0042's port runs %s, store-0107's %s; want each its first target's firmware, 9.50 and 10.0", a, b)
 	}
 	for _, fp := range s.FailurePoints(cat) {
 		if fp.Kind == KindNICDriver {
 			t.Errorf("the NVM the plan flashes suits the driver, yet: %s", fp)
 		}
+	}
+	left := s.LeftOut(x)
+	if len(left) != 3 || left[1].Object != "Cluster core/inventory" || left[1].Reason != "not among the plan's clusters" {
+		t.Errorf("left out %v: want payments, inventory and warehouse, not among the plan's clusters", left)
 	}
 	if s.Batch != 1 || s.Timing.PostSeconds != 150 {
 		t.Errorf("batch %d, POST %gs: want the plan's 1 and 150", s.Batch, s.Timing.PostSeconds)
@@ -93,14 +98,26 @@ timing: {postSeconds: 150}
 		t.Errorf("unknown firmware: %v", err)
 	}
 	s.WithFault(FaultBudgetNeverAllows)
-	if _, blocks := budgetBlocks(s.Clusters[0].Workload); s.Clusters[0].Workload.Replicas > 0 && !blocks {
-		t.Errorf("budget-never-allows left %+v", s.Clusters[0].Workload.Budget)
+	if _, blocks := budgetBlocks(store.Workload); store.Workload.Replicas == 0 || !blocks {
+		t.Errorf("budget-never-allows left store-0042's %d replica(s) under %+v", store.Workload.Replicas, store.Workload.Budget)
+	}
+	// Anonymised, the clusters have other names; the plan still finds
+	// them by their names in the export.
+	p.Anonymise, p.Targets[0].NICFirmware = true, "9.50"
+	anon := Import(x, cat, p.Options())
+	if err := p.Apply(anon, cat); err != nil || len(anon.Clusters) != 3 || anon.Clusters[0].Source != "" || anon.Clusters[2].Hosts[0].NICs[0].NVM != "x710-nvm-9.50" {
+		t.Errorf("an anonymised site under the plan: %v, %d clusters", err, len(anon.Clusters))
+	}
+	p.Wave.Order = []string{"retail/store-9999"}
+	if err := p.CheckExport(x); err == nil || !strings.Contains(err.Error(), `wave.order[0]: "retail/store-9999" matches no cluster of the export`) {
+		t.Errorf("a pattern that matches nothing: %v", err)
 	}
 }
 
 // An upgrade's wall time splits into the hosts' modelled steps (power on
-// to an OS, a write, a shutdown), counted once where they overlap, and
-// the rest; the site's time counts the steps at their modelled length.
+// to an OS, a write, a shutdown), counted once where they overlap and
+// only within the upgrade, and the rest; a power-off ends its host's
+// steps; the site's time counts the steps at their modelled length.
 func TestAnUpgradeSplitsIntoHostStepsAndTheRest(t *testing.T) {
 	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
@@ -112,29 +129,33 @@ func TestAnUpgradeSplitsIntoHostStepsAndTheRest(t *testing.T) {
 		return timeline.Entry{Time: at(ms), Kind: timeline.KindLab, Name: host, New: fields}
 	}
 	entries := []timeline.Entry{
-		lab(0, "h1", "WriteStarted"), // before the upgrade: not counted
+		lab(0, "h1", "WriteStarted"), // begun before the upgrade: counted from its step
 		{Time: at(100), Kind: timeline.KindStep, Name: check.StepUpgrade},
 		lab(150, "h1", "WriteFinished"),
 		lab(1000, "h1", "OSShuttingDown"),
 		lab(1300, "h1", "OSShutdown"),
 		lab(1400, "h1", "DomainStarted", "kind", "power", "power", "On"),
-		lab(1500, "h2", "WriteStarted"),
+		lab(1600, "h1", "NetworkBoot"), // the OS loaded; its boot goes on
+		lab(1900, "h2", "WriteStarted"),
 		lab(2000, "h1", "OSRunning"),
-		lab(2200, "h2", "WriteFinished"),
+		lab(2300, "h2", "WriteFinished"),
+		lab(3000, "h3", "OSShuttingDown"),
+		lab(3200, "h3", "DomainStopped", "kind", "power", "power", "Off"), // cut short: the shutdown ends
 		{Time: at(5100), Kind: timeline.KindStep, Name: check.StepDone},
 	}
 	s, ok := SplitUpgrade(entries)
-	// Host: 100-150, 1000-1300, 1400-2200 (h1's boot and h2's write overlap).
-	if want := (Split{Wall: 5 * time.Second, Host: 1150 * time.Millisecond, Finished: true}); !ok || s != want {
+	// Host: 100-150, 1000-1300, 1400-2300 (h1's boot and h2's write
+	// overlap), 3000-3200.
+	if want := (Split{Wall: 5 * time.Second, Host: 1450 * time.Millisecond, Finished: true}); !ok || s != want {
 		t.Fatalf("split %+v, want %+v", s, want)
 	}
-	if got := s.Lab(0.01); got != 3850*time.Millisecond+115*time.Second {
+	if got := s.Lab(0.01); got != 3550*time.Millisecond+145*time.Second {
 		t.Errorf("in the site's time at scale 0.01: %s", got)
 	}
 	if _, ok := SplitUpgrade(entries[:1]); ok {
 		t.Error("a timeline without an upgrade step split")
 	}
-	if s, _ := SplitUpgrade(entries[:len(entries)-1]); s.Finished || s.Wall != 2100*time.Millisecond {
+	if s, _ := SplitUpgrade(entries[:len(entries)-1]); s.Finished || s.Wall != 3100*time.Millisecond {
 		t.Errorf("an upgrade that never got to done: %+v, want it unfinished, counted to its last entry", s)
 	}
 }
@@ -156,7 +177,7 @@ func TestThePredictionSpreadsRepeatsAndJudgesTheWindow(t *testing.T) {
 		{Name: "repeat-2", Results: []result.Result{run("r2", "a", 2*time.Minute, 10*time.Second, false), run("r2", "b", 30*time.Second, 0, true)}},
 		{Name: "fault-flaky-bmc", Fault: FaultFlakyBMC, Results: []result.Result{run("f", "a", time.Minute, 0, true), run("f", "b", time.Minute, 0, false)}},
 	}
-	pred, err := Predict(p, "northwind", waves, []FailurePoint{{Kind: KindSpares, Cluster: "c", Level: Fails}})
+	pred, err := Predict(p, &Record{Site: "northwind", Waves: waves, FailurePoints: []FailurePoint{{Kind: KindSpares, Cluster: "c", Level: Fails}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +268,7 @@ func TestAnUpgradeThatNeverFinishesHoldsTheWave(t *testing.T) {
 		{Name: "repeat-2", Results: []result.Result{fakeRun(t, dir, "r2", "a", time.Minute, 0, false, true), fakeRun(t, dir, "r2", "b", time.Minute, 0, false, true)}},
 	}
 	points := []FailurePoint{{Cluster: "b", Kind: KindNoRoom, Level: Fails}, {Cluster: "b", Kind: KindAPIDown, Level: Hurts}, {Cluster: "a", Kind: KindSpares, Level: Fails}}
-	pred, err := Predict(p, "site", waves, points)
+	pred, err := Predict(p, &Record{Site: "site", Waves: waves, FailurePoints: points})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,5 +282,40 @@ func TestAnUpgradeThatNeverFinishesHoldsTheWave(t *testing.T) {
 	}
 	if !strings.Contains(pred.Text(), "did not finish in 1 of 2 repeat(s)") || !strings.Contains(pred.Met[0].What, "stopped: ") {
 		t.Errorf("text:\n%s\nmet %+v", pred.Text(), pred.Met)
+	}
+}
+
+// An API outage is told in the site's time as the upgrade is: its part
+// in a host's modelled step at that step's length, the rest as it took.
+func TestAnOutageIsSplitLikeTheUpgrade(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	path := filepath.Join(dir, "timeline.jsonl")
+	tl, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []timeline.Entry{
+		{Time: at(0), Kind: vocab.KindWorkloadAPI, Name: "api", New: map[string]string{vocab.FieldAPIAvailable: "true"}},
+		{Time: at(0), Kind: timeline.KindStep, Name: check.StepUpgrade},
+		{Time: at(1000), Kind: vocab.KindWorkloadAPI, Name: "api", New: map[string]string{vocab.FieldAPIAvailable: "false"}},
+		{Time: at(1000), Kind: timeline.KindLab, Name: "h", New: map[string]string{"reason": "WriteStarted"}},
+		{Time: at(1500), Kind: timeline.KindLab, Name: "h", New: map[string]string{"reason": "WriteFinished"}},
+		{Time: at(2000), Kind: vocab.KindWorkloadAPI, Name: "api", New: map[string]string{vocab.FieldAPIAvailable: "true"}},
+		{Time: at(3000), Kind: timeline.KindStep, Name: check.StepDone},
+	} {
+		tl.Add(e)
+	}
+	if err := tl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := readRuns(Wave{Name: "repeat-1", Results: []result.Result{{Cluster: "a-0", TimeScale: 0.01, Timeline: path}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 500 ms in the write (50 s of lab time) and 500 ms outside it.
+	if got := runs[0].apiDown; got != 50*time.Second+500*time.Millisecond || runs[0].apiLongest != got {
+		t.Errorf("API down %s (longest %s), want 50.5s", got, runs[0].apiLongest)
 	}
 }

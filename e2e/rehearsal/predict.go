@@ -36,7 +36,8 @@ type Prediction struct {
 	TimeScale float64       `json:"timeScale"`
 	Batch     int           `json:"batch"`
 	Window    time.Duration `json:"window,omitempty"`
-	Repeats   int           `json:"repeats"`
+	// Repeats are the waves without a fault that ran.
+	Repeats int `json:"repeats"`
 	// Wave spreads the whole wave's duration over the repeats it
 	// finished in; Unfinished are the repeats it did not (a cluster's
 	// upgrade never ended, and its batch waits for it). Fits says whether
@@ -48,6 +49,9 @@ type Prediction struct {
 	Clusters   []ClusterPrediction `json:"clusters"`
 	// FailurePoints were found from the inventory before any run.
 	FailurePoints []FailurePoint `json:"failurePoints"`
+	// LeftOut are the site's clusters the wave did not hold, with why:
+	// the prediction says nothing of them.
+	LeftOut []Unmapped `json:"leftOut,omitempty"`
 	// Met are what the runs broke or where they stopped, each with the
 	// run, the rule and what happened.
 	Met []Met `json:"met"`
@@ -80,8 +84,10 @@ type ClusterPrediction struct {
 	EvictionsRefused int           `json:"evictionsRefused"`
 	BudgetBreaches   int           `json:"budgetBreaches"`
 	// Unfinished are the repeats whose upgrade never finished (stopped
-	// at the bound): Duration spreads the others.
-	Unfinished int `json:"unfinished,omitempty"`
+	// at the bound), NotUpgraded those whose run stopped before its
+	// upgrade began (in provisioning): Duration spreads the others.
+	Unfinished  int `json:"unfinished,omitempty"`
+	NotUpgraded int `json:"notUpgraded,omitempty"`
 	// Passed is how many repeats passed every rule, of Runs.
 	Passed int `json:"passed"`
 	Runs   int `json:"runs"`
@@ -125,9 +131,10 @@ type Model struct {
 	NotModelled []string `json:"notModelled"`
 }
 
-// Predict makes the prediction of a plan's waves.
-func Predict(p *Plan, site string, waves []Wave, points []FailurePoint) (*Prediction, error) {
-	out := &Prediction{Plan: p.Path(), Site: site, Batch: p.Wave.Batch, Window: p.Window.Duration, Repeats: p.Repeats, FailurePoints: points}
+// Predict makes the prediction of what a rehearsal of the plan ran.
+func Predict(p *Plan, rec *Record) (*Prediction, error) {
+	out := &Prediction{Plan: p.Path(), Site: rec.Site, Batch: p.Wave.Batch, Window: p.Window.Duration, FailurePoints: rec.FailurePoints, LeftOut: rec.LeftOut}
+	waves, points := rec.Waves, rec.FailurePoints
 	var waveTimes []time.Duration
 	byCluster := map[string][]clusterRun{}
 	var order []string
@@ -141,6 +148,7 @@ func Predict(p *Plan, site string, waves []Wave, points []FailurePoint) (*Predic
 			out.Faults = append(out.Faults, faultOutcome(w, runs))
 			continue
 		}
+		out.Repeats++
 		for _, r := range runs {
 			if _, seen := byCluster[r.cluster]; !seen {
 				order = append(order, r.cluster)
@@ -148,14 +156,14 @@ func Predict(p *Plan, site string, waves []Wave, points []FailurePoint) (*Predic
 			byCluster[r.cluster] = append(byCluster[r.cluster], r)
 			out.TimeScale = r.res.TimeScale
 		}
-		if d, ok := waveTime(runs, p.Wave.Batch, out.TimeScale); ok {
+		if d, ok := waveTime(runs, p.Wave.Batch); ok {
 			waveTimes = append(waveTimes, d)
 		} else {
 			out.Unfinished++
 		}
 	}
 	for _, c := range order {
-		out.Clusters = append(out.Clusters, predictCluster(c, byCluster[c], out.TimeScale))
+		out.Clusters = append(out.Clusters, predictCluster(c, byCluster[c]))
 	}
 	out.Wave = spread(waveTimes)
 	out.Fits = fits(out.Wave, out.Window)
@@ -172,8 +180,14 @@ type clusterRun struct {
 	res      result.Result
 	split    Split
 	measures check.Measures
+	// apiDown and apiLongest are the API's outages in the site's time:
+	// each split, as the upgrade is, into host steps and the rest.
+	apiDown, apiLongest time.Duration
 	// labFailure is the lab's last failure event of the run's hosts.
 	labFailure string
+	// upgraded: the upgrade began (the cluster was provisioned and its
+	// turn came); a run that stopped before is no part of the wave.
+	upgraded bool
 }
 
 // readRuns reads each cluster's timeline of a wave.
@@ -186,11 +200,20 @@ func readRuns(w Wave) ([]clusterRun, error) {
 			path = filepath.Join(w.Dir, "clusters", r.Cluster, result.TimelineFile)
 		}
 		entries, err := timeline.Read(path)
-		if err != nil {
+		if err != nil && r.Error == "" {
 			return nil, fmt.Errorf("wave %s, cluster %s: %w", w.Name, name, err)
+		} // a run that stopped before its timeline began has none
+		split, upgraded := SplitUpgrade(entries)
+		run := clusterRun{cluster: name, res: r, split: split, upgraded: upgraded, measures: check.Measure(entries), labFailure: lastLabFailure(entries)}
+		if len(entries) > 0 {
+			steps := hostSteps(entries, entries[len(entries)-1].Time)
+			for _, o := range run.measures.Outages {
+				d := Split{Wall: o.To.Sub(o.From), Host: covered(steps, o.From, o.To)}.Lab(r.TimeScale)
+				run.apiDown += d
+				run.apiLongest = max(run.apiLongest, d)
+			}
 		}
-		split, _ := SplitUpgrade(entries)
-		out = append(out, clusterRun{cluster: name, res: r, split: split, measures: check.Measure(entries), labFailure: lastLabFailure(entries)})
+		out = append(out, run)
 	}
 	return out, nil
 }
@@ -202,10 +225,11 @@ func clusterOf(fleetCluster string) string { return strings.TrimSuffix(fleetClus
 // waveTime is a wave's duration in the site's time: batches one after
 // another, each as long as its slowest cluster, as the fleet runs them;
 // false when a cluster's upgrade never finished.
-func waveTime(runs []clusterRun, batch int, scale float64) (time.Duration, bool) {
+func waveTime(runs []clusterRun, batch int) (time.Duration, bool) {
 	if batch <= 0 {
 		batch = len(runs)
 	}
+	runs = slices.DeleteFunc(slices.Clone(runs), func(r clusterRun) bool { return !r.upgraded }) // the fleet skips them
 	var total time.Duration
 	for start := 0; start < len(runs); start += batch {
 		var slowest time.Duration
@@ -213,27 +237,32 @@ func waveTime(runs []clusterRun, batch int, scale float64) (time.Duration, bool)
 			if !r.split.Finished {
 				return 0, false
 			}
-			slowest = max(slowest, r.split.Lab(scale))
+			slowest = max(slowest, r.lab())
 		}
 		total += slowest
 	}
 	return total, true
 }
 
-func predictCluster(name string, runs []clusterRun, scale float64) ClusterPrediction {
+// lab is the run's upgrade in the site's time.
+func (r clusterRun) lab() time.Duration { return r.split.Lab(r.res.TimeScale) }
+
+func predictCluster(name string, runs []clusterRun) ClusterPrediction {
 	c := ClusterPrediction{Cluster: name, Strategy: runs[0].res.Strategy, Runs: len(runs)}
-	lab := func(d time.Duration) time.Duration { return Split{Host: d}.Lab(scale) }
 	var times []time.Duration
 	var finished []clusterRun
 	for _, r := range runs {
-		if r.split.Finished {
-			times = append(times, r.split.Lab(scale))
+		switch {
+		case !r.upgraded:
+			c.NotUpgraded++
+		case r.split.Finished:
+			times = append(times, r.lab())
 			finished = append(finished, r)
-		} else {
+		default:
 			c.Unfinished++
 		}
 		m := r.measures
-		c.APIDown, c.APILongest = max(c.APIDown, lab(m.APIDown)), max(c.APILongest, lab(m.APILongest))
+		c.APIDown, c.APILongest = max(c.APIDown, r.apiDown), max(c.APILongest, r.apiLongest)
 		c.APIOutages, c.EvictionsRefused, c.BudgetBreaches = max(c.APIOutages, m.APIOutages), max(c.EvictionsRefused, m.EvictionsRefused), max(c.BudgetBreaches, m.BudgetBreaches)
 		if !r.res.Failed() {
 			c.Passed++
@@ -241,8 +270,8 @@ func predictCluster(name string, runs []clusterRun, scale float64) ClusterPredic
 	}
 	c.Duration = spread(times)
 	if len(finished) > 0 {
-		mid := slices.SortedFunc(slices.Values(finished), func(a, b clusterRun) int { return cmp.Compare(a.split.Lab(scale), b.split.Lab(scale)) })[(len(finished)-1)/2]
-		c.Host, c.Controller = lab(mid.split.Host), mid.split.Controller()
+		mid := slices.SortedFunc(slices.Values(finished), func(a, b clusterRun) int { return cmp.Compare(a.lab(), b.lab()) })[(len(finished)-1)/2]
+		c.Host, c.Controller = unscaled(mid.split.Host, mid.res.TimeScale), mid.split.Controller()
 	}
 	c.Rules = ruleVerdicts(runs)
 	return c
@@ -267,14 +296,19 @@ func ruleVerdicts(runs []clusterRun) []RuleVerdicts {
 }
 
 // labFailures are the lab's events that say a host's step failed.
-var labFailures = []string{"WriteRefused", "WriteFailed", "FinaliseFailed", "NoBootDevice", "BootDeviceFailed",
+// (A BootDeviceFailed is not one: a host whose disk holds nothing yet
+// reports it on its way to the network boot.)
+var labFailures = []string{"WriteRefused", "WriteInterrupted", "FinaliseFailed", "NoBootDevice",
 	"NetworkBootPowerFailed", "PowerSupplyFailed", "Fallback", "DiskUnreadable"}
 
 // lastLabFailure is the last failure the lab reported of the timeline's
-// hosts ("" if none): "HOST REASON: MESSAGE".
+// hosts since the upgrade began ("" if none): "HOST REASON: MESSAGE".
 func lastLabFailure(entries []timeline.Entry) string {
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]
+		if e.Kind == timeline.KindStep && e.Name == check.StepUpgrade {
+			return ""
+		}
 		if e.Kind == timeline.KindLab && (slices.Contains(labFailures, e.New["reason"]) || e.New["up"] == "false") {
 			return fmt.Sprintf("%s %s: %s", e.Name, e.New["reason"], e.New["message"])
 		}

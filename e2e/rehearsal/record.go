@@ -25,6 +25,9 @@ type Record struct {
 	Site          string         `json:"site"`
 	Waves         []Wave         `json:"waves"`
 	FailurePoints []FailurePoint `json:"failurePoints"`
+	// LeftOut are the export's clusters the wave does not hold, each
+	// with the reason (Site.LeftOut).
+	LeftOut []Unmapped `json:"leftOut,omitempty"`
 }
 
 // Write writes the record and a copy of the plan into dir.
