@@ -12,10 +12,12 @@ import (
 	"github.com/upgradelab/upgradelab/sim/site"
 )
 
-// The flaky BMC a plan's flaky-bmc fault makes of every BMC: the
-// scenario bmc-slow-and-flaky's degradation (scenarios/faults).
+// The flaky BMC a plan's flaky-bmc fault makes of every BMC: the error
+// rate of the scenario bmc-slow-and-flaky (scenarios/faults), with a
+// latency of 2 s rather than its 10 s. Latency is real time, as a slow
+// BMC's is, and counts as the managers' time in the prediction.
 const (
-	flakyLatency   = 10 * time.Second
+	flakyLatency   = 2 * time.Second
 	flakyErrorRate = 0.2
 )
 

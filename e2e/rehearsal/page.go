@@ -69,16 +69,17 @@ func (p *Prediction) renderPage(w io.Writer) error {
 // Text is the prediction for a terminal.
 func (p *Prediction) Text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "wave (%d repeat(s), batch %s): ", p.Repeats, batchText(p.Batch))
+	var parts []string
 	if p.Wave.N > 0 {
-		fmt.Fprintf(&b, "p50 %s, p95 %s in the site's time", round(p.Wave.P50), round(p.Wave.P95))
+		parts = append(parts, fmt.Sprintf("p50 %s, p95 %s in the site's time", round(p.Wave.P50), round(p.Wave.P95)))
 	}
 	if p.Unfinished > 0 {
-		fmt.Fprintf(&b, "; did not finish in %d repeat(s): a cluster's upgrade never ended and its batch waits for it", p.Unfinished)
+		parts = append(parts, fmt.Sprintf("did not finish in %d repeat(s): a cluster's upgrade never ended and its batch waits for it", p.Unfinished))
 	}
 	if p.Window > 0 {
-		fmt.Fprintf(&b, "; window %s: fits %s", round(p.Window), p.Fits)
+		parts = append(parts, fmt.Sprintf("window %s: fits %s", round(p.Window), p.Fits))
 	}
+	fmt.Fprintf(&b, "wave (%d repeat(s), batch %s): %s", p.Repeats, batchText(p.Batch), strings.Join(parts, "; "))
 	b.WriteString("\n")
 	for _, c := range p.Clusters {
 		took := fmt.Sprintf("p50 %-9s p95 %-9s (hosts %s, controllers %s)", round(c.Duration.P50), round(c.Duration.P95), round(c.Host), round(c.Controller))
@@ -96,7 +97,7 @@ func (p *Prediction) Text() string {
 	}
 	fmt.Fprintf(&b, "failure points found before any run: %d; met in the runs: %d\n", len(p.FailurePoints), len(p.Met))
 	for _, m := range p.Met {
-		fmt.Fprintf(&b, "  %s %s %s: %s\n", m.Wave, m.Cluster, m.Rule, m.What)
+		fmt.Fprintf(&b, "  %s %s: %s\n", m.Wave, strings.TrimSpace(m.Cluster+" "+m.Rule), m.What)
 		if m.Lab != "" {
 			fmt.Fprintf(&b, "    the lab: %s\n", m.Lab)
 		}

@@ -487,11 +487,19 @@ func (h *Host) onDomainEvent(e DomainEvent) {
 	}
 }
 
-// poweredOn starts a power cycle unless one is running.
+// poweredOn starts a power cycle unless one is running. A host whose
+// power supply failed has no power, whoever started its domain: a power
+// on that checked the supply before it failed (a reboot's, racing the
+// failure) is undone at once.
 func (h *Host) poweredOn(reason string) {
 	h.mu.Lock()
 	if h.power == PoweredOn {
 		h.mu.Unlock()
+		return
+	}
+	if h.psuFailed {
+		h.mu.Unlock()
+		go func() { _ = h.lab.backend.Stop(h.spec.Name) }() // not from within the hypervisor's event
 		return
 	}
 	h.power, h.phase, h.lastError = PoweredOn, PhasePOST, ""

@@ -491,6 +491,18 @@ func TestAHungHostNeedsAPowerCycleAndADeadSupplyNeverPowersOn(t *testing.T) {
 	if s := h.Status(); s.Power != PoweredOff || !s.PowerSupplyFailed {
 		t.Fatalf("after the supply failed: power %s, failed %v", s.Power, s.PowerSupplyFailed)
 	}
+	// A power on that checked the supply before it failed (a reboot's)
+	// starts the domain; the host stays off all the same.
+	if err := l.backend.Start("node-0"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for st, _ := l.backend.State("node-0"); st != PoweredOff && time.Now().Before(deadline); st, _ = l.backend.State("node-0") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st, _ := l.backend.State("node-0"); st != PoweredOff || h.Status().Power != PoweredOff {
+		t.Fatalf("a domain started past a failed supply: domain %s, host %s; want both off", st, h.Status().Power)
+	}
 	cancel()
 	l.Down()
 	h2, _ := upLab(t, "single-node", 0, dir).Host("node-0")
