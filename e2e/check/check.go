@@ -204,20 +204,8 @@ func Run(entries []timeline.Entry, p Params) []Result {
 			results[i].Status = Fail
 		}
 	}
-	// The changes of one poll are one observation: all of them are
-	// applied before any is judged. Judged one by one, a Machine seen
-	// deleting and its replacement seen available in the same poll would
-	// replay, in whichever order, as a moment one of them never had.
-	s := newState()
-	for start := 0; start < len(sorted); {
-		end := start
-		for end < len(sorted) && sorted[end].Time.Equal(sorted[start].Time) {
-			s.apply(sorted[end])
-			end++
-		}
-		s.pollEntries = sorted[start:end]
-		s.afterPoll()
-		for _, e := range sorted[start:end] {
+	s := replay(sorted, func(s *State, poll []timeline.Entry) {
+		for _, e := range poll {
 			s.Entry = e
 			for i, r := range Rules {
 				if r.During != nil && results[i].Status != NotApplicable {
@@ -225,8 +213,7 @@ func Run(entries []timeline.Entry, p Params) []Result {
 				}
 			}
 		}
-		start = end
-	}
+	})
 	for i, r := range Rules {
 		if r.End != nil && results[i].Status != NotApplicable {
 			add(i, r.End(s, p))
@@ -286,6 +273,28 @@ func expectBroken(s *State, p Params, results []Result) []Result {
 		}
 	}
 	return results
+}
+
+// replay applies the sorted entries poll by poll and calls afterPoll
+// after each. The changes of one poll (one time) are one observation:
+// all of them are applied before any is judged. Judged one by one, a
+// Machine seen deleting and its replacement seen available in the same
+// poll would replay, in whichever order, as a moment one of them never
+// had.
+func replay(sorted []timeline.Entry, afterPoll func(s *State, poll []timeline.Entry)) *State {
+	s := newState()
+	for start := 0; start < len(sorted); {
+		end := start
+		for end < len(sorted) && sorted[end].Time.Equal(sorted[start].Time) {
+			s.apply(sorted[end])
+			end++
+		}
+		s.pollEntries = sorted[start:end]
+		s.afterPoll()
+		afterPoll(s, sorted[start:end])
+		start = end
+	}
+	return s
 }
 
 // replayOrder is the entries in the order the replay applies them.

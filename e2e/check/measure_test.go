@@ -1,7 +1,6 @@
 package check
 
 import (
-	"reflect"
 	"testing"
 	"time"
 
@@ -24,14 +23,11 @@ func TestMeasureCountsOutagesEvictionsAndBreaches(t *testing.T) {
 		h.set(vocab.KindWorkloadAPI, "api", apiUp)
 	})
 	m := Measure(h.entries)
-	want := Measures{APIDown: 300 * time.Millisecond, APILongest: 200 * time.Millisecond, APIOutages: 2,
-		EvictionsGranted: 1, EvictionsRefused: 1, BudgetBreaches: 1}
-	if len(m.Outages) != 2 || m.Outages[1].To.Sub(m.Outages[1].From) != 200*time.Millisecond {
-		t.Errorf("outages %+v, want the two with their times", m.Outages)
+	if len(m.Outages) != 2 || m.Outages[0].To.Sub(m.Outages[0].From) != 100*time.Millisecond || m.Outages[1].To.Sub(m.Outages[1].From) != 200*time.Millisecond {
+		t.Errorf("outages %+v, want one of 100 ms and one of 200 ms", m.Outages)
 	}
-	m.Outages = nil
-	if !reflect.DeepEqual(m, want) {
-		t.Errorf("Measure = %+v, want %+v", m, want)
+	if m.EvictionsGranted != 1 || m.EvictionsRefused != 1 || m.BudgetBreaches != 1 {
+		t.Errorf("Measure = %+v, want 1 eviction granted, 1 refused, 1 breach", m)
 	}
 	if r := result(h, threeInPlace, "pdb-respected"); r.Status != Fail {
 		t.Errorf("pdb-respected %s: the breach Measure counts is one the rule breaks", r.Status)

@@ -155,7 +155,8 @@ type ManagerCost struct {
 	Slowest string `json:"slowest,omitempty"`
 }
 
-func spread(ds []time.Duration) Spread {
+// SpreadOf is the p50, p95 and maximum of durations (nearest rank).
+func SpreadOf(ds []time.Duration) Spread {
 	if len(ds) == 0 {
 		return Spread{}
 	}
@@ -205,7 +206,7 @@ func newReport(fl *Fleet, results []result.Result, w *wave, m *meter, started, p
 			}
 		}
 	}
-	r.Upgrade, r.Settle, r.ProvisionEach = spread(upgrades), spread(settles), spread(provisions)
+	r.Upgrade, r.Settle, r.ProvisionEach = SpreadOf(upgrades), SpreadOf(settles), SpreadOf(provisions)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	start, wave, end := m.marks[markStart], m.marks[markWave], m.marks[markEnd]

@@ -6,6 +6,7 @@ import (
 
 	"github.com/upgradelab/upgradelab/e2e/check"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
+	"github.com/upgradelab/upgradelab/internal/vocab"
 )
 
 // Split is one cluster's upgrade in one run, its wall time split by
@@ -48,13 +49,13 @@ func unscaled(wall time.Duration, scale float64) time.Duration {
 // (or the deploy ramdisk) running, and a power-off ends every step of
 // its host.
 var (
-	stepBegins = map[string]string{"WriteStarted": "write", "OSShuttingDown": "shutdown", "FlashStarted": "flash",
+	stepBegins = map[string]string{"WriteStarted": "write", vocab.LabOSShuttingDown: "shutdown", "FlashStarted": "flash",
 		"Kubeadm": "kubeadm", "KubeletFailed": "kubelet"}
 	stepEnds = map[string][]string{
 		"write":    {"WriteFinished", "WriteRefused", "WriteInterrupted"},
-		"shutdown": {"OSShutdown"},
+		"shutdown": {vocab.LabOSShutdown},
 		"flash":    {"FlashFinished"},
-		"boot":     {"OSRunning", "NoBootDevice", "FirmwareSetup"},
+		"boot":     {vocab.LabOSRunning, "NoBootDevice", "FirmwareSetup"},
 		"kubeadm":  {"InstallCommitted", "KubeadmFailed"},
 		"kubelet":  {"KubeletRunning", "KubeletFailed"},
 	}
@@ -102,8 +103,8 @@ func hostSteps(entries []timeline.Entry, end time.Time) []interval {
 		if e.Kind != timeline.KindLab {
 			continue
 		}
-		reason := e.New["reason"]
-		off := e.New["kind"] == "power" && e.New["power"] == "Off"
+		reason := e.New[vocab.FieldReason]
+		off := e.New[vocab.FieldLabKind] == vocab.LabKindPower && e.New[vocab.FieldPower] == vocab.LabPowerOff
 		for step, ends := range stepEnds {
 			if off || slices.Contains(ends, reason) {
 				closeStep(e.Name+"/"+step, e.Time)
@@ -112,7 +113,7 @@ func hostSteps(entries []timeline.Entry, end time.Time) []interval {
 		if step, ok := stepBegins[reason]; ok {
 			open[e.Name+"/"+step] = e.Time
 		}
-		if e.New["kind"] == "power" && e.New["power"] == "On" {
+		if e.New[vocab.FieldLabKind] == vocab.LabKindPower && e.New[vocab.FieldPower] == "On" {
 			open[e.Name+"/boot"] = e.Time
 		}
 	}

@@ -3,7 +3,6 @@ package rehearsal
 import (
 	"fmt"
 	"html/template"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -55,15 +54,11 @@ func (p *Prediction) WritePage(path string) error {
 	if err != nil {
 		return err
 	}
-	if err := p.renderPage(f); err != nil {
+	if err := pageTemplate.Execute(f, p); err != nil {
 		_ = f.Close()
 		return err
 	}
 	return f.Close()
-}
-
-func (p *Prediction) renderPage(w io.Writer) error {
-	return pageTemplate.Execute(w, p)
 }
 
 // Text is the prediction for a terminal.

@@ -158,7 +158,7 @@ func (p *Plan) validate() specfile.Problems {
 			pr.Add(fmt.Sprintf("faults[%d]", i), "%q is not one of %v", f, FaultKinds)
 		}
 	}
-	if t := p.Timing; t.PostSeconds < 0 || t.BootSeconds < 0 || t.ShutdownSeconds < 0 || t.DiskWriteMBps < 0 || t.FinaliseSeconds < 0 {
+	if p.Timing.Negative() {
 		pr.Add("timing", "durations and speeds must not be negative")
 	}
 	return pr

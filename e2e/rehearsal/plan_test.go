@@ -1,6 +1,7 @@
 package rehearsal
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -205,6 +206,15 @@ func TestThePredictionSpreadsRepeatsAndJudgesTheWindow(t *testing.T) {
 	page := filepath.Join(dir, PredictionPage)
 	if err := pred.WritePage(page); err != nil {
 		t.Fatal(err)
+	}
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`fits <b class="at risk">at risk</b>`, "<td>repeat-2</td><td>b</td><td>api-availability</td><td>down 40s", "<td>spares-too-few</td>", "18m0s"} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("the page lacks %q", want)
+		}
 	}
 }
 

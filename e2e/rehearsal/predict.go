@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/upgradelab/upgradelab/e2e/check"
+	"github.com/upgradelab/upgradelab/e2e/fleet"
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/timeline"
 )
@@ -43,7 +44,7 @@ type Prediction struct {
 	// upgrade never ended, and its batch waits for it). Fits says whether
 	// it fits the window: "yes" (p95 within), "at risk" (p50 within, p95
 	// not), "no" (or it did not finish), or "" without a window.
-	Wave       Spread              `json:"wave"`
+	Wave       fleet.Spread        `json:"wave"`
 	Unfinished int                 `json:"unfinished,omitempty"`
 	Fits       string              `json:"fits,omitempty"`
 	Clusters   []ClusterPrediction `json:"clusters"`
@@ -60,21 +61,13 @@ type Prediction struct {
 	Model  Model          `json:"model"`
 }
 
-// Spread is a duration's p50, p95 and maximum over N runs.
-type Spread struct {
-	N   int           `json:"n"`
-	P50 time.Duration `json:"p50"`
-	P95 time.Duration `json:"p95"`
-	Max time.Duration `json:"max"`
-}
-
 // ClusterPrediction is one cluster's upgrade over the fault-free repeats.
 type ClusterPrediction struct {
 	Cluster  string `json:"cluster"`
 	Strategy string `json:"strategy"`
 	// Duration is the upgrade in the site's time; Host and Controller
 	// are the p50 run's parts of it (Split).
-	Duration   Spread        `json:"duration"`
+	Duration   fleet.Spread  `json:"duration"`
 	Host       time.Duration `json:"host"`
 	Controller time.Duration `json:"controller"`
 	// The worst over the repeats, in the site's time.
@@ -165,7 +158,7 @@ func Predict(p *Plan, rec *Record) (*Prediction, error) {
 	for _, c := range order {
 		out.Clusters = append(out.Clusters, predictCluster(c, byCluster[c]))
 	}
-	out.Wave = spread(waveTimes)
+	out.Wave = fleet.SpreadOf(waveTimes)
 	out.Fits = fits(out.Wave, out.Window)
 	if out.Unfinished > 0 && out.Window > 0 {
 		out.Fits = "no"
@@ -263,12 +256,12 @@ func predictCluster(name string, runs []clusterRun) ClusterPrediction {
 		}
 		m := r.measures
 		c.APIDown, c.APILongest = max(c.APIDown, r.apiDown), max(c.APILongest, r.apiLongest)
-		c.APIOutages, c.EvictionsRefused, c.BudgetBreaches = max(c.APIOutages, m.APIOutages), max(c.EvictionsRefused, m.EvictionsRefused), max(c.BudgetBreaches, m.BudgetBreaches)
+		c.APIOutages, c.EvictionsRefused, c.BudgetBreaches = max(c.APIOutages, len(m.Outages)), max(c.EvictionsRefused, m.EvictionsRefused), max(c.BudgetBreaches, m.BudgetBreaches)
 		if !r.res.Failed() {
 			c.Passed++
 		}
 	}
-	c.Duration = spread(times)
+	c.Duration = fleet.SpreadOf(times)
 	if len(finished) > 0 {
 		mid := slices.SortedFunc(slices.Values(finished), func(a, b clusterRun) int { return cmp.Compare(a.lab(), b.lab()) })[(len(finished)-1)/2]
 		c.Host, c.Controller = unscaled(mid.split.Host, mid.res.TimeScale), mid.split.Controller()
@@ -345,17 +338,7 @@ func faultOutcome(w Wave, runs []clusterRun) FaultOutcome {
 	return f
 }
 
-// spread is the p50, p95 and maximum of durations (nearest rank).
-func spread(d []time.Duration) Spread {
-	if len(d) == 0 {
-		return Spread{}
-	}
-	s := slices.Sorted(slices.Values(d))
-	rank := func(q float64) time.Duration { return s[max(0, int(q*float64(len(s))+0.999999)-1)] }
-	return Spread{N: len(s), P50: rank(0.5), P95: rank(0.95), Max: s[len(s)-1]}
-}
-
-func fits(wave Spread, window time.Duration) string {
+func fits(wave fleet.Spread, window time.Duration) string {
 	switch {
 	case window <= 0 || wave.N == 0:
 		return ""

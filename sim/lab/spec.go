@@ -55,6 +55,11 @@ type Timing struct {
 	FinaliseSeconds float64 `yaml:"finaliseSeconds"`
 }
 
+// Negative says whether a duration or speed of t is below zero.
+func (t Timing) Negative() bool {
+	return t.PostSeconds < 0 || t.BootSeconds < 0 || t.ShutdownSeconds < 0 || t.DiskWriteMBps < 0 || t.FinaliseSeconds < 0
+}
+
 // WithDefaults is t with each unset step at its default: POST 90 s, boot
 // 40 s, shutdown 30 s, disk writes at 200 MB/s, an OSTree finalise 15 s.
 func (t Timing) WithDefaults() Timing {
@@ -266,8 +271,8 @@ func (s *Spec) validate() error {
 			}
 		}
 	}
-	if t := s.Timing; t.PostSeconds < 0 || t.BootSeconds < 0 || t.ShutdownSeconds < 0 || t.DiskWriteMBps < 0 || t.FinaliseSeconds < 0 {
-		return fmt.Errorf("timing: durations and speeds must not be negative: %+v", t)
+	if s.Timing.Negative() {
+		return fmt.Errorf("timing: durations and speeds must not be negative: %+v", s.Timing)
 	}
 	creds := map[string]bool{}
 	for i, c := range s.Credentials {
