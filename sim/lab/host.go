@@ -182,8 +182,12 @@ type Host struct {
 	// power cycle end with it.
 	cycle       context.Context
 	cancelCycle context.CancelFunc
-	// powerChanged is closed (and replaced) at every power change.
+	// powerChanged is closed (and replaced) at every power change, and
+	// powerChanges counts them: a wait that began before a change sees
+	// it even when the host has changed again since (a boot script that
+	// powers the host off moments after its power-on).
 	powerChanged chan struct{}
+	powerChanges map[PowerState]uint64
 	// detached is set when the lab goes down: from then on nothing of this
 	// host is written, whatever goroutine still acts on it.
 	detached bool
@@ -202,7 +206,7 @@ func (h *Host) Guest() (url, console string, ok bool) { return h.machine.guest()
 
 func newHost(l *Lab, spec HostSpec) (*Host, error) {
 	h := &Host{spec: spec, lab: l, dir: filepath.Join(l.stateDir, "hosts", spec.Name),
-		power: PoweredOff, phase: PhaseOff, override: BootOverride{Mode: OverrideDisabled}, powerChanged: make(chan struct{})}
+		power: PoweredOff, phase: PhaseOff, override: BootOverride{Mode: OverrideDisabled}, powerChanged: make(chan struct{}), powerChanges: map[PowerState]uint64{}}
 	h.machine = l.backend.machine(h)
 	h.cycle, h.cancelCycle = context.WithCancel(context.Background())
 	h.cancelCycle()
@@ -329,10 +333,11 @@ func (h *Host) PowerOn() error {
 	if err := h.machine.prepareBoot(context.Background()); err != nil {
 		return fmt.Errorf("host %s: power on: %w", h.spec.Name, err)
 	}
+	since := h.powerChangesTo(PoweredOn)
 	if err := h.lab.backend.Start(h.spec.Name); err != nil {
 		return fmt.Errorf("host %s: power on: %w", h.spec.Name, err)
 	}
-	return h.waitPower(PoweredOn)
+	return h.waitPower(PoweredOn, since)
 }
 
 // PowerOff cuts power at once: writes and flashes under way are lost. It
@@ -341,26 +346,36 @@ func (h *Host) PowerOff() error {
 	if h.Status().Power == PoweredOff {
 		return nil
 	}
+	since := h.powerChangesTo(PoweredOff)
 	if err := h.lab.backend.Stop(h.spec.Name); err != nil {
 		return fmt.Errorf("host %s: power off: %w", h.spec.Name, err)
 	}
-	return h.waitPower(PoweredOff)
+	return h.waitPower(PoweredOff, since)
 }
 
 // powerEventTimeout bounds the wait for the hypervisor's event of a power
 // change the lab asked for (wall time: libvirt answers in real time).
 const powerEventTimeout = 30 * time.Second
 
+// powerChangesTo is how many times the host's power has changed to
+// state: what a wait for that state counts from.
+func (h *Host) powerChangesTo(state PowerState) uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.powerChanges[state]
+}
+
 // waitPower waits until the hypervisor's events have brought the host to
-// want. Power changes only through events, so a late event can never undo
-// a newer change.
-func (h *Host) waitPower(want PowerState) error {
+// want, or did so since the count since (powerChangesTo) was read. Power
+// changes only through events, so a late event can never undo a newer
+// change.
+func (h *Host) waitPower(want PowerState, since uint64) error {
 	timeout := time.After(powerEventTimeout)
 	for {
 		h.mu.Lock()
-		now, changed := h.power, h.powerChanged
+		now, changed, n := h.power, h.powerChanged, h.powerChanges[want]
 		h.mu.Unlock()
-		if now == want {
+		if now == want || n > since {
 			return nil
 		}
 		select {
@@ -503,6 +518,7 @@ func (h *Host) poweredOn(reason string) {
 		return
 	}
 	h.power, h.phase, h.lastError = PoweredOn, PhasePOST, ""
+	h.powerChanges[PoweredOn]++
 	close(h.powerChanged)
 	h.powerChanged = make(chan struct{})
 	h.cycle, h.cancelCycle = context.WithCancel(context.Background())
@@ -526,6 +542,7 @@ func (h *Host) poweredOff(reason string) {
 	}
 	h.cancelCycle()
 	h.power, h.phase, h.os = PoweredOff, PhaseOff, nil
+	h.powerChanges[PoweredOff]++
 	close(h.powerChanged)
 	h.powerChanged = make(chan struct{})
 	lost := h.disk.PowerLoss()

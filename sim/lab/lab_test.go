@@ -101,6 +101,62 @@ func TestPowerCycleThroughTheBackendIsObservedAsEvents(t *testing.T) {
 	}
 }
 
+// A power-on the host undoes at once (a boot script that powers it off)
+// still returns: the wait saw the host come on, even though it is off
+// again by the time the wait looks.
+func TestAPowerOnUndoneAtOnceStillReturns(t *testing.T) {
+	dir := t.TempDir()
+	uri, err := TestDriverURI(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := NewLibvirtBackend(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &flickerBackend{Backend: inner}
+	def, err := Load("../../fixtures/labs/single-node.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Up(context.Background(), def, Options{StateDir: dir, Backend: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Down() })
+	h, _ := l.Host("node-0")
+	b.host = h
+	if err := h.PowerOn(); err != nil {
+		t.Fatalf("a power-on undone at once: %v", err)
+	}
+	if s := h.Status(); s.Power != PoweredOff {
+		t.Fatalf("power after the flicker: %s, want %s", s.Power, PoweredOff)
+	}
+}
+
+// flickerBackend's Start powers the machine on and, once the host has
+// seen it on, off again before it returns.
+type flickerBackend struct {
+	Backend
+	host *Host
+}
+
+func (b *flickerBackend) Start(name string) error {
+	if err := b.Backend.Start(name); err != nil {
+		return err
+	}
+	for b.host.Status().Power != PoweredOn {
+		time.Sleep(time.Millisecond)
+	}
+	if err := b.Backend.Stop(name); err != nil {
+		return err
+	}
+	for b.host.Status().Power != PoweredOff {
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
 // provision is what a provisioner does through BMC and deploy ramdisk:
 // boot the deploy image from virtual media once, stage an OS image,
 // activate it, reboot from disk.

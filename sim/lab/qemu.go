@@ -520,10 +520,11 @@ func guestErr(err error) error {
 // cuts it.
 func (v *vmHost) shutdown(ctx context.Context) error {
 	h := v.host
+	since := h.powerChangesTo(PoweredOff)
 	if err := v.api.Call(ctx, guest.PathPowerOff, nil, nil); err != nil {
 		return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, err)
 	}
-	return h.waitPower(PoweredOff)
+	return h.waitPower(PoweredOff, since)
 }
 
 // lacks refuses what only the modelled hardware does yet: network boot,
