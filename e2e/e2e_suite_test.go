@@ -37,16 +37,16 @@
 // lab's host count, so the longest runs are handed out first (Ginkgo
 // otherwise orders them by text). A provider whose managers bind fixed
 // ports (provider.Config.FixedPorts: CAPD's in-memory backend binds :19000
-// whatever its flags say) cannot have two runs at once: its runs form one
-// Ordered, ContinueOnFailure chain handed out first, which one process
-// runs while the others take the rest (each run also holds those ports
-// machine-wide). A kind management cluster is shared by every run, so
+// whatever its flags say) cannot have two planes at once: its runs run
+// together on one plane (runner.Together), an Ordered container handed
+// out first, which one process runs while the others take the rest (the
+// plane holds those ports machine-wide). A kind management cluster is shared by every run, so
 // -management=kind needs one process.
 //
 // The first process's SynchronizedBeforeSuite builds the reference
 // provider, the in-place extension and every manager built from source of
 // each provider a selected run runs against (provider.Config.Build: CAPD
-// from its module), one after another, before any spec starts, so no
+// from its module), side by side, before any spec starts, so no
 // scenario's clock waits for a build; its progress lines reach the
 // terminal as they come. It hands the binaries' paths and the artifacts
 // folder to the others.
@@ -78,6 +78,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"golang.org/x/sync/errgroup"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -137,27 +138,41 @@ var _ = SynchronizedBeforeSuite(func(ctx context.Context) []byte {
 		fmt.Fprintf(timestamped{os.Stdout}, "not run: %s on %s: %s\n", r.Scenario, r.Provider, r.Why)
 	}
 	bin := filepath.Join(artifactsDir(), "bin")
-	fmt.Fprintf(timestamped{os.Stdout}, "building the reference provider and the in-place extension into %s\n", bin)
 	abs, _ := filepath.Abs(artifactsDir())
-	start := time.Now()
-	bins, err := reference.BuildAll(ctx, bin)
-	Expect(err).NotTo(HaveOccurred())
-	fmt.Fprintf(timestamped{os.Stdout}, "built the reference provider and the in-place extension in %s\n", time.Since(start).Round(time.Second))
 	built := binaries
-	built.Artifacts, built.Provider, built.Extension = abs, bins.Provider, bins.Extension
-	// Managers built from modules (CAPI's in-memory provider) are built
-	// here too, when a selected spec runs them, one after another and
-	// before the first spec starts: no scenario's clock waits for a
-	// build. The first process's output reaches the terminal as it
-	// comes while this node runs.
-	for _, prov := range providerConfigs {
-		if !selected(prov) {
-			continue
+	built.Artifacts = abs
+	// The reference provider and the extension, and the managers built
+	// from modules (CAPI's in-memory provider) when a selected spec runs
+	// them, build side by side (each Go build leaves a core idle while it
+	// links or waits on a package another needs) and before the first
+	// spec starts: no scenario's clock waits for a build. The first
+	// process's output reaches the terminal as it comes while this node
+	// runs.
+	var builds errgroup.Group
+	builds.Go(func() error {
+		fmt.Fprintf(timestamped{os.Stdout}, "building the reference provider and the in-place extension into %s\n", bin)
+		start := time.Now()
+		bins, err := reference.BuildAll(ctx, bin)
+		if err == nil {
+			built.Provider, built.Extension = bins.Provider, bins.Extension
+			fmt.Fprintf(timestamped{os.Stdout}, "built the reference provider and the in-place extension in %s\n", time.Since(start).Round(time.Second))
 		}
-		for _, m := range prov.Managers {
-			Expect(prov.Build(ctx, m, "..", mgmt.CacheDir(), timestamped{os.Stdout})).To(Succeed())
+		return err
+	})
+	builds.Go(func() error {
+		for _, prov := range providerConfigs {
+			if !selected(prov) {
+				continue
+			}
+			for _, m := range prov.Managers {
+				if err := prov.Build(ctx, m, "..", mgmt.CacheDir(), timestamped{os.Stdout}); err != nil {
+					return err
+				}
+			}
 		}
-	}
+		return nil
+	})
+	Expect(builds.Wait()).To(Succeed())
 	data, err := json.Marshal(built)
 	Expect(err).NotTo(HaveOccurred())
 	return data

@@ -222,35 +222,95 @@ func live(server string) *liveOutput {
 // of its own whose SpecPriority is its lab's host count, so the longest
 // runs are handed out first (Ginkgo otherwise orders specs of one line
 // by their text). The runs of a provider whose managers bind fixed ports
-// (provider.Config.FixedPorts: CAPD's in-memory backend) cannot overlap,
-// so they form one Ordered chain, handed out first as the longest piece
-// of work, that one process runs while the others take the rest.
+// (provider.Config.FixedPorts: CAPD's in-memory backend) cannot each
+// have a plane of their own at once, so they run together on one plane
+// (runner.Together), an Ordered container handed out first whose specs
+// each wait for their own run.
 var _ = func() bool {
-	chains := map[*provider.Config][]plan.Run{}
+	batches := map[*provider.Config][]plan.Run{}
 	for _, p := range plannedRuns {
 		if len(p.Provider.FixedPorts()) > 0 {
-			chains[p.Provider] = append(chains[p.Provider], p)
+			batches[p.Provider] = append(batches[p.Provider], p)
 			continue
 		}
 		Describe("upgrade scenarios", Label("scenario"), SpecPriority(len(p.Lab.Spec.Hosts)), func() { scenarioSpec(p) })
 	}
 	for _, prov := range providerConfigs {
-		if runs := chains[prov]; len(runs) > 0 {
-			Describe("upgrade scenarios", Label("scenario"), Ordered, ContinueOnFailure, SpecPriority(chainPriority), func() {
-				for _, p := range runs {
-					scenarioSpec(p)
-				}
-			})
+		if runs := batches[prov]; len(runs) > 0 {
+			Describe("upgrade scenarios", Label("scenario"), Ordered, ContinueOnFailure, SpecPriority(batchPriority), func() { batchSpecs(prov, runs) })
 		}
 	}
 	return true
 }()
 
-// chainPriority puts a provider's chain of runs before every single run.
-const chainPriority = 1000
+// batchPriority puts a provider's batch of runs before every single run.
+const batchPriority = 1000
+
+// batchSpecs are the specs of runs that share one plane at once: the
+// first spec's BeforeAll starts those the label filter selects
+// (runner.Together) in a folder of the provider's own, and each spec
+// waits for its run's result and judges it as scenarioSpec does.
+func batchSpecs(prov *provider.Config, runs []plan.Run) {
+	results := make([]chan result.Result, len(runs))
+	for i := range results {
+		results[i] = make(chan result.Result, 1)
+	}
+	var stop context.CancelFunc
+	finished := make(chan struct{})
+	BeforeAll(func() {
+		filter, err := types.ParseLabelFilter(GinkgoLabelFilter())
+		Expect(err).NotTo(HaveOccurred())
+		var specs []runner.Spec
+		var index []int
+		for i, p := range runs {
+			if filter(p.Labels()) {
+				specs = append(specs, runSpec(p))
+				index = append(index, i)
+			}
+		}
+		var ctx context.Context
+		ctx, stop = context.WithCancel(context.Background())
+		dir, _ := filepath.Abs(filepath.Join(artifactsDir(), prov.Name+"-batch"))
+		o := runOptions(runs[0])
+		o.Dir = dir
+		go func() {
+			defer close(finished)
+			runner.Together(ctx, specs, o, func(i int, res result.Result) { results[index[i]] <- res })
+		}()
+	})
+	AfterAll(func() {
+		stop()
+		<-finished
+	})
+	for i, p := range runs {
+		It(specName(p), Label(p.Labels()[1:]...), func(ctx context.Context) {
+			select {
+			case res := <-results[i]:
+				judge(res)
+			case <-ctx.Done():
+				Fail("the run did not end within its spec's time")
+			}
+		}, SpecTimeout(specTimeout(p)))
+	}
+}
+
+// runSpec is p as one run of a batch.
+func runSpec(p plan.Run) runner.Spec {
+	dir, _ := filepath.Abs(filepath.Join(artifactsDir(), p.Dir()))
+	return runner.Spec{Scenario: p.Scenario, Lab: p.Lab, Form: p.Form, Dir: dir, Name: p.Name()}
+}
 
 // scenarioSpec is one run's spec.
 func scenarioSpec(p plan.Run) {
+	It(specName(p), Label(p.Labels()[1:]...), func(ctx context.Context) {
+		o := runOptions(p)
+		o.Dir, _ = filepath.Abs(filepath.Join(artifactsDir(), p.Dir()))
+		judge(runner.Run(ctx, p.Scenario, p.Lab, p.Form, o))
+	}, SpecTimeout(specTimeout(p)))
+}
+
+// specName is how the suite names p's spec.
+func specName(p plan.Run) string {
 	name := fmt.Sprintf("%s (%s) on %s", p.Scenario.Name, p.Form, p.Provider.Name)
 	if p.HostOS != "" {
 		name = fmt.Sprintf("%s (%s, %s hosts) on %s", p.Scenario.Name, p.Form, p.HostOS, p.Provider.Name)
@@ -258,22 +318,34 @@ func scenarioSpec(p plan.Run) {
 	if p.Repeats > 1 {
 		name += fmt.Sprintf(" #%d", p.Repeat)
 	}
-	It(name, Label(p.Labels()[1:]...), func(ctx context.Context) {
-		dir, _ := filepath.Abs(filepath.Join(artifactsDir(), p.Dir()))
-		res := runner.Run(ctx, p.Scenario, p.Lab, p.Form, runner.Options{
-			RepoRoot: "..", Dir: dir, Scale: timescale.Scale(*timeScaleFlag), Progress: progress(), Name: p.Name(),
-			ProviderBinary: binaries.Provider, ExtensionBinary: binaries.Extension, Provider: p.Provider,
-			RateLimitedReconciles: *rateLimitFlag, Management: managementTarget(), KindNodeImage: *kindNodeImageFlag,
-			Planes: keptPlanes(),
-		})
-		AddReportEntry(resultEntry, res, ReportEntryVisibilityNever)
-		// In the spec's output, so in the JUnit test case too.
-		fmt.Fprintf(GinkgoWriter, "rules: %s\n", check.Summary(res.Checks))
-		Expect(res.Error).To(BeEmpty(), "the run stopped early")
-		var broken []string
-		for _, v := range check.Failed(res.Checks) {
-			broken = append(broken, v.String())
-		}
-		Expect(broken).To(BeEmpty(), "broken rules (timeline %s):\n%s", res.Timeline, strings.Join(broken, "\n"))
-	}, SpecTimeout(runner.Limit(p.Scenario, p.Provider, 0, timescale.Scale(*timeScaleFlag))+2*time.Minute))
+	return name
+}
+
+// runOptions are p's run options but its folder.
+func runOptions(p plan.Run) runner.Options {
+	return runner.Options{
+		RepoRoot: "..", Scale: timescale.Scale(*timeScaleFlag), Progress: progress(), Name: p.Name(),
+		ProviderBinary: binaries.Provider, ExtensionBinary: binaries.Extension, Provider: p.Provider,
+		RateLimitedReconciles: *rateLimitFlag, Management: managementTarget(), KindNodeImage: *kindNodeImageFlag,
+		Planes: keptPlanes(),
+	}
+}
+
+// specTimeout bounds p's spec: its run's own limit and a margin.
+func specTimeout(p plan.Run) time.Duration {
+	return runner.Limit(p.Scenario, p.Provider, 0, timescale.Scale(*timeScaleFlag)) + 2*time.Minute
+}
+
+// judge reports res for the suite's report and fails the spec when the
+// run stopped early or broke a rule.
+func judge(res result.Result) {
+	AddReportEntry(resultEntry, res, ReportEntryVisibilityNever)
+	// In the spec's output, so in the JUnit test case too.
+	fmt.Fprintf(GinkgoWriter, "rules: %s\n", check.Summary(res.Checks))
+	Expect(res.Error).To(BeEmpty(), "the run stopped early")
+	var broken []string
+	for _, v := range check.Failed(res.Checks) {
+		broken = append(broken, v.String())
+	}
+	Expect(broken).To(BeEmpty(), "broken rules (timeline %s):\n%s", res.Timeline, strings.Join(broken, "\n"))
 }

@@ -246,7 +246,7 @@ func runClusters(ctx context.Context, fl *Fleet, o Options, prov *provider.Confi
 	var wg sync.WaitGroup
 	for i, c := range fl.Clusters {
 		own := *shared
-		own.Hosts = c.Hosts
+		own.Hosts, own.Cluster = c.Hosts, c.Name
 		wg.Go(func() {
 			results[i] = runner.Run(ctx, c.Scenario, clusterLab(fl.Lab, c.Hosts), fl.File.Form, runner.Options{
 				RepoRoot: o.RepoRoot, Dir: filepath.Join(o.Dir, "clusters", c.Name), Scale: o.Scale,

@@ -128,10 +128,11 @@ type Manager struct {
 	// OnlyFor limits it to runs of these strategies (default: every run).
 	OnlyFor []scenario.Strategy `yaml:"onlyFor"`
 	// FixedPorts are ports the manager binds whatever its flags say
-	// (CAPD's in-memory backend: its debug server on 19000). Two runs
-	// with such a manager cannot overlap on one machine: each run holds
-	// these ports machine-wide while it runs, and the e2e suite runs the
-	// provider's runs one after another on one of its processes.
+	// (CAPD's in-memory backend: its debug server on 19000). Two planes
+	// with such a manager cannot run at once on one machine: a plane
+	// holds these ports machine-wide while it runs, and the e2e suite
+	// runs the provider's runs together on one plane
+	// (runner.Together).
 	FixedPorts []int `yaml:"fixedPorts"`
 }
 

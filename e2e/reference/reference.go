@@ -70,35 +70,53 @@ const (
 )
 
 // Build compiles ./cmd/NAME into dir and returns its path (the Go build
-// cache makes a rebuild of unchanged code a link step). Static
-// (CGO_ENABLED=0, which internal/layering requires the providers to
-// build with): on kind each runs alone in a one-file image (e2e/mgmt/kind).
+// cache makes a rebuild of unchanged code a link step).
 func Build(ctx context.Context, dir, name string) (string, error) {
-	root, err := RepoRoot()
-	if err != nil {
+	if err := build(ctx, dir, name); err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, name)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building %s: %w\n%s", name, err, msg)
-	}
-	return out, nil
+	return filepath.Join(dir, name), nil
 }
 
 // Binaries are the provider's and the extension's executables.
 type Binaries struct{ Provider, Extension string }
 
 // BuildAll builds the provider and the extension into dir (a suite does
-// once, and hands the paths to its parallel processes).
-func BuildAll(ctx context.Context, dir string) (b Binaries, err error) {
-	if b.Provider, err = Build(ctx, dir, ProviderCommand); err != nil {
-		return b, err
+// once, and hands the paths to its parallel processes), in one go build
+// that compiles what they share once.
+func BuildAll(ctx context.Context, dir string) (Binaries, error) {
+	if err := build(ctx, dir, ProviderCommand, ExtensionCommand); err != nil {
+		return Binaries{}, err
 	}
-	b.Extension, err = Build(ctx, dir, ExtensionCommand)
-	return b, err
+	return Binaries{Provider: filepath.Join(dir, ProviderCommand), Extension: filepath.Join(dir, ExtensionCommand)}, nil
+}
+
+// build compiles the commands ./cmd/NAME into dir. Static
+// (CGO_ENABLED=0, which internal/layering requires the providers to
+// build with): on kind each runs alone in a one-file image
+// (e2e/mgmt/kind). With -trimpath, as scripts/build-capi-managers.sh
+// builds CAPI's managers from this module: the packages they share
+// (client-go, controller-runtime, CAPI's API) come from the build cache
+// those left, not compiled a second time.
+func build(ctx context.Context, dir string, names ...string) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	args := []string{"build", "-trimpath", "-o", dir + string(filepath.Separator)}
+	for _, name := range names {
+		args = append(args, "./cmd/"+name)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building %s: %w\n%s", strings.Join(names, " and "), err, msg)
+	}
+	return nil
 }
 
 // ExtensionNamespaceLabel marks a namespace whose clusters the in-place

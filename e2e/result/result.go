@@ -143,7 +143,11 @@ func (p Profile) String() string {
 	for _, c := range p.CPU {
 		cpu = append(cpu, fmt.Sprintf("%s %s", c.Name, c.CPU.Round(100*time.Millisecond)))
 	}
-	out := fmt.Sprintf("wall: %s\ncpu (%s in all): %s", strings.Join(phases, ", "), p.TotalCPU().Round(100*time.Millisecond), strings.Join(cpu, ", "))
+	out := "wall: " + strings.Join(phases, ", ")
+	if len(cpu) == 0 { // a run on a shared plane: the plane's CPU is counted elsewhere
+		return out
+	}
+	out += fmt.Sprintf("\ncpu (%s in all): %s", p.TotalCPU().Round(100*time.Millisecond), strings.Join(cpu, ", "))
 	var rss []string
 	for _, c := range p.CPU {
 		if c.PeakRSS > 0 {

@@ -95,6 +95,9 @@ type Shared struct {
 	// Wave holds the upgrade until the wave lets the run start; nil
 	// starts at once.
 	Wave Wave
+	// Cluster names the run's cluster among the others in its result
+	// (result.Result.Cluster): a fleet's clusters are told apart by it.
+	Cluster string
 }
 
 // Wave schedules the runs sharing a plane. Admit blocks until the run
@@ -188,7 +191,7 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		}
 		r.prefix = fmt.Sprintf("[%s %s/%s]", r.provider.Name, s.Name, form)
 		if o.Shared != nil {
-			res.Cluster = o.Name
+			res.Cluster = o.Shared.Cluster
 		}
 		if o.Name != "" {
 			r.prefix = "[" + o.Name + "]"
@@ -433,10 +436,11 @@ func (r *run) prepare(ctx context.Context) error {
 
 // holdFixedPorts holds the ports the provider's managers bind whatever
 // they are told, waiting while another run holds them; release lets
-// them go.
+// them go. A run on a shared plane holds none: who started the plane
+// holds them (Together).
 func (r *run) holdFixedPorts(ctx context.Context) (release func(), err error) {
 	ports := r.provider.FixedPorts()
-	if len(ports) == 0 {
+	if len(ports) == 0 || r.opts.Shared != nil {
 		return func() {}, nil
 	}
 	r.say("holding ports %v, which %s's managers bind whatever they are told (waits while another run holds them)", ports, r.provider.Name)
@@ -562,7 +566,11 @@ func (r *run) waitForWave(ctx context.Context, limit *pausableTimeout, what stri
 // start is step 1: the site (lab providers), the plane and the managers.
 func (r *run) start(ctx context.Context) (err error) {
 	if sh := r.opts.Shared; sh != nil {
-		r.say("step 1/6: a namespace of the shared plane, %d host(s) of the lab", len(sh.Hosts))
+		if r.provider.Lab {
+			r.say("step 1/6: a namespace of the shared plane, %d host(s) of the lab", len(sh.Hosts))
+		} else {
+			r.say("step 1/6: a namespace of the plane the batch shares")
+		}
 		r.env, err = sh.Env.InNamespace(ctx, r.scenario.Strategy)
 		return err
 	}

@@ -172,34 +172,60 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 // The suite against a provider nobody here wrote: CAPI's in-memory
 // provider (CAPD, built from the pinned test module) runs the 3-node
-// scale-in scenario. CAPI's rules apply and pass; the rules about hosts
-// and their disks are reported as not applicable, never as passed.
-func TestInMemoryProviderRunsTheScaleInScenario(t *testing.T) {
+// scale-in scenario in both forms, together on one plane (Together:
+// CAPD binds fixed ports, so two planes of its cannot run at once).
+// CAPI's rules apply and pass in each; the rules about hosts and their
+// disks are reported as not applicable, never as passed; the plane's
+// CPU is counted once.
+func TestInMemoryProviderRunsTheScaleInScenarioTwiceOnOnePlane(t *testing.T) {
 	root, s, def := repoScenario(t, "three-node-scale-in")
 	cfg := repoProvider(t, root, "inmemory")
-	res := Run(context.Background(), s, def, scenario.Plain, Options{RepoRoot: root, Dir: labtest.Dir(t), Scale: timescale.Scale(0.01),
-		Progress: testWriter{t}, Provider: cfg})
-	if res.Error != "" {
-		t.Fatalf("the run stopped: %s", res.Error)
+	dir := labtest.Dir(t)
+	specs := []Spec{
+		{Scenario: s, Lab: def, Form: scenario.Plain, Dir: filepath.Join(dir, "plain"), Name: "plain"},
+		{Scenario: s, Lab: def, Form: scenario.ClusterClass, Dir: filepath.Join(dir, "clusterclass"), Name: "clusterclass"},
 	}
-	if res.Provider != "inmemory" {
-		t.Errorf("result names provider %q", res.Provider)
+	results := make([]result.Result, len(specs))
+	Together(context.Background(), specs, Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(0.01), Progress: testWriter{t}, Provider: cfg},
+		func(i int, res result.Result) { results[i] = res })
+	planeCounted := 0
+	for i, res := range results {
+		if res.Error != "" {
+			t.Fatalf("run %s stopped: %s", specs[i].Name, res.Error)
+		}
+		if res.Provider != "inmemory" || res.Form != specs[i].Form || res.Cluster != "" {
+			t.Errorf("run %s: result names provider %q, form %q, cluster %q", specs[i].Name, res.Provider, res.Form, res.Cluster)
+		}
+		checkInMemoryRules(t, specs[i].Name, res.Checks)
+		for _, c := range res.Profile.CPU {
+			if c.Name == "kube-apiserver" && c.CPU > 0 {
+				planeCounted++
+			}
+		}
 	}
+	if planeCounted != 1 {
+		t.Errorf("the shared plane's kube-apiserver is counted in %d runs' profiles, want 1", planeCounted)
+	}
+}
+
+// checkInMemoryRules asserts what an in-memory scale-in run's rules say.
+func checkInMemoryRules(t *testing.T, run string, checks []check.Result) {
+	t.Helper()
 	status := map[string]check.Status{}
-	for _, r := range res.Checks {
+	for _, r := range checks {
 		status[r.Rule] = r.Status
 		if r.Status == check.Fail {
-			t.Errorf("rule %s failed: %v", r.Rule, r.Violations)
+			t.Errorf("%s: rule %s failed: %v", run, r.Rule, r.Violations)
 		}
 	}
 	for _, rule := range []string{"host-bound-once", "no-wipe-under-live-machine", "same-hosts", "etcd-member-removed-first", "persistent-data", "end-etcd", "end-coredns"} {
 		if status[rule] != check.NotApplicable {
-			t.Errorf("rule %s is %q for a provider without hosts, etcd images or a CoreDNS tag, want n/a", rule, status[rule])
+			t.Errorf("%s: rule %s is %q for a provider without hosts, etcd images or a CoreDNS tag, want n/a", run, rule, status[rule])
 		}
 	}
-	for _, rule := range []string{"kcp-max-machines", "kcp-one-deleting", "etcd-quorum", "deletion-order", "end-machines-up-to-date", "end-control-plane", "end-nodes-ready", "end-kube-proxy", "workload-data", "capi-agrees"} {
+	for _, rule := range []string{"kcp-max-machines", "kcp-one-deleting", "etcd-quorum", "deletion-order", "end-machines-up-to-date", "end-control-plane", "end-nodes-ready", "end-kube-proxy", "workload-data", "capi-agrees", "rbac-sufficient"} {
 		if status[rule] != check.Pass {
-			t.Errorf("rule %s is %q, want pass", rule, status[rule])
+			t.Errorf("%s: rule %s is %q, want pass", run, rule, status[rule])
 		}
 	}
 }

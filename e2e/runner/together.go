@@ -1,0 +1,143 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/upgradelab/upgradelab/e2e/result"
+	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/internal/loopback"
+	"github.com/upgradelab/upgradelab/sim/lab"
+)
+
+// Spec is one run of a batch (Together): its scenario, lab and form, the
+// folder it writes and the name its progress lines carry.
+type Spec struct {
+	Scenario *scenario.Scenario
+	Lab      *lab.Definition
+	Form     scenario.Form
+	Dir      string
+	Name     string
+}
+
+// PlaneFolder is the folder of a batch's folder that holds its plane's
+// logs: the runs share them.
+const PlaneFolder = "plane"
+
+// Together runs specs at once on one plane, each in a namespace of its
+// own, as a fleet runs its clusters (Shared): what lets a provider whose
+// managers bind fixed ports (CAPD's in-memory backend, provider.Config's
+// FixedPorts) run more than one scenario at a time on one machine, where
+// two planes of its would fight over those ports. Every run is judged by
+// the same rules as on a plane of its own; the plane's RBAC refusals
+// break rbac-sufficient in each.
+//
+// o is every run's options: its Provider (one without the lab: a batch
+// shares no hosts), time scale and binaries; Dir holds the plane's logs
+// (PlaneFolder). done is called with each run's index and result as it
+// ends, from the run's goroutine; the last run to end is reported once
+// the plane has stopped, and Together returns after it. The plane's
+// processes' CPU and this process's over the batch are counted once, in
+// that last run's profile, so a suite's sum of its runs' CPU stays whole.
+func Together(ctx context.Context, specs []Spec, o Options, done func(int, result.Result)) {
+	if len(specs) == 0 {
+		return
+	}
+	cpuBefore := processCPU()
+	env, release, err := startBatch(ctx, specs, o)
+	if err != nil {
+		for i, s := range specs {
+			done(i, stoppedBefore(s, o, fmt.Errorf("the batch's shared plane: %w", err)))
+		}
+		return
+	}
+	var (
+		mu         sync.Mutex
+		left       = len(specs)
+		last       int
+		lastResult result.Result
+		wg         sync.WaitGroup
+	)
+	for i, s := range specs {
+		wg.Go(func() {
+			ro := o
+			ro.Dir, ro.Name, ro.Shared, ro.Planes = s.Dir, s.Name, &Shared{Env: env}, nil
+			res := Run(ctx, s.Scenario, s.Lab, s.Form, ro)
+			mu.Lock()
+			left--
+			if left == 0 { // the plane's CPU is added to it below
+				last, lastResult = i, res
+				mu.Unlock()
+				return
+			}
+			mu.Unlock()
+			done(i, res)
+		})
+	}
+	wg.Wait()
+	for _, c := range env.Plane.CPU() {
+		lastResult.Profile.CPU = append(lastResult.Profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU, PeakRSS: c.PeakRSS})
+	}
+	env.Stop()
+	release()
+	lastResult.Profile.CPU = append(lastResult.Profile.CPU, result.ProcessCPU{Name: harnessCPU, CPU: processCPU() - cpuBefore})
+	writeProfile(specs[last].Dir, lastResult.Profile)
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, "%s [%s] the batch's plane and harness, counted in this run's profile: %s\n", time.Now().Format("15:04:05"), specs[last].Name,
+			strings.ReplaceAll(lastResult.Profile.String(), "\n", "; "))
+	}
+	done(last, lastResult)
+}
+
+// startBatch starts the plane of a batch, with the managers of every
+// strategy its runs use, holding the provider's fixed ports machine-wide
+// while it runs (release lets them go once the plane has stopped).
+func startBatch(ctx context.Context, specs []Spec, o Options) (_ *Env, release func(), err error) {
+	switch {
+	case o.Provider == nil:
+		return nil, nil, errors.New("a batch names its provider")
+	case o.Provider.Lab:
+		return nil, nil, fmt.Errorf("provider %s drives the lab: a batch shares no hosts", o.Provider.Name)
+	case o.Scale <= 0:
+		return nil, nil, fmt.Errorf("time scale %g: a run needs one above 0", float64(o.Scale))
+	}
+	release = func() {}
+	if ports := o.Provider.FixedPorts(); len(ports) > 0 {
+		if release, err = loopback.Hold(ctx, ports...); err != nil {
+			return nil, nil, err
+		}
+	}
+	var strategies []scenario.Strategy
+	for _, s := range specs {
+		if !slices.Contains(strategies, s.Scenario.Strategy) {
+			strategies = append(strategies, s.Scenario.Strategy)
+		}
+	}
+	env, err := StartEnv(ctx, EnvOptions{Provider: o.Provider, Strategies: strategies, RepoRoot: o.RepoRoot,
+		Dir: filepath.Join(o.Dir, PlaneFolder), Scale: o.Scale, RateLimitedReconciles: o.RateLimitedReconciles,
+		Management: o.Management, KindNodeImage: o.KindNodeImage})
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return env, release, nil
+}
+
+// stoppedBefore is the result of a run that never started.
+func stoppedBefore(s Spec, o Options, err error) result.Result {
+	return result.Result{Scenario: s.Scenario.Name, Form: s.Form, Strategy: string(s.Scenario.Strategy), Provider: providerName(o),
+		Started: time.Now(), Error: err.Error(), TimeScale: float64(o.Scale), CAPIRateLimiting: o.RateLimitedReconciles}
+}
+
+func providerName(o Options) string {
+	if o.Provider == nil {
+		return ""
+	}
+	return o.Provider.Name
+}
