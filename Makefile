@@ -42,7 +42,7 @@ GO_TEST ?= go test
 
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: all deps deps-metal3 tools test test-integration test-vm test-metal3 e2e-metal3 e2e-timescale bench-report bench-vm bench-fleet bench-fleet-curve e2e e2e-vm e2e-kind e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
+.PHONY: all deps deps-metal3 tools suite-tools test test-integration test-vm test-metal3 e2e-metal3 e2e-timescale bench-report bench-vm bench-fleet bench-fleet-curve e2e e2e-vm e2e-kind e2e-faults e2e-upstream bench fuzz lint build generate clean-cache
 
 all: build
 
@@ -158,9 +158,20 @@ GINKGO_TIMEOUT ?= 90m
 GINKGO_RUN = $(GINKGO) run --tags=e2e --procs=$(PARALLEL) $(if $(filter 1,$(PARALLEL)),-v,) \
 	--timeout=$(GINKGO_TIMEOUT) --output-dir=$(ARTIFACTS) --junit-report=junit.xml
 E2E_ARGS = -artifacts=$(ARTIFACTS) -management=$(MANAGEMENT) -capi-rate-limiting=$(CAPI_RATE_LIMITING) -keep-plane=$(KEEP_PLANE) -time-scale=$(TIME_SCALE)
-e2e: tools
+e2e: suite-tools
 	@mkdir -p $(ARTIFACTS)
 	$(GINKGO_RUN) --label-filter='$(GINKGO_LABELS)' ./e2e/ -- $(E2E_ARGS)
+
+# tools, and beside them the suite's own compile (every package the e2e
+# test binary and the Ginkgo CLI import, into Go's build cache, so `ginkgo
+# run` compiles the suite's own files and links): on a fresh machine each
+# build leaves a core idle while it downloads or links. Warm, it takes a
+# second.
+SUITE_DEPS = go list -tags=e2e -deps -test -f '{{if and (not .ForTest) (not .Standard)}}{{.ImportPath}}{{end}}' ./e2e/ github.com/onsi/ginkgo/v2/ginkgo | grep -v -e '\.test$$' -e '^$(shell go list -m)/e2e$$'
+suite-tools: deps
+	@$(MAKE) --no-print-directory tools & tools=$$!; \
+	pkgs=$$($(SUITE_DEPS)) && go build -tags=e2e $$pkgs; suite=$$?; \
+	wait $$tools; t=$$?; [ $$t -eq 0 ] && [ $$suite -eq 0 ]
 
 # Time-scale invariance: the four main scenarios (plain) at each of
 # TIMESCALE_SCALES (the suite's scale and ten times it), each suite in
@@ -214,7 +225,7 @@ e2e-kind: tools
 # The fault variants (scenarios/faults/): each scenario with a failure
 # injected mid-run, judged by the same checks. `make e2e-faults REPEAT=5`
 # runs each variant five times.
-e2e-faults: tools
+e2e-faults: suite-tools
 	@mkdir -p $(ARTIFACTS)
 	UPGRADELAB_SCENARIOS='../scenarios/faults/*.yaml' $(GINKGO_RUN) --label-filter='scenario$(if $(GINKGO_LABELS), && ($(GINKGO_LABELS)))' ./e2e/ -- $(E2E_ARGS)
 
