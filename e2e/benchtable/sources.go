@@ -231,17 +231,19 @@ func FromSuite(dir string) ([]Row, error) {
 // result.Profile), the run named in the figure (a row is replaced by
 // what it measures, whichever run it was), and of all its runs together
 // (a plane a process keeps for its runs counts its start once, in the
-// first of them: the sum compares across suites where a single run does
-// not); none when no run recorded its CPU.
+// first of them, and a batch's shared plane once, in one of its runs:
+// the sum compares across suites where a single run does not); none
+// when no run recorded its CPU. A batch's count is no one run's cost,
+// so it is neither the cheapest nor the costliest.
 func cpuRows(results []result.Result, suite Row) []Row {
 	var least, most *result.Result
 	var lo, hi, all time.Duration
 	for i := range results {
 		total := results[i].Profile.TotalCPU()
-		if total == 0 {
+		all += total
+		if total == 0 || results[i].Profile.Batch > 1 {
 			continue
 		}
-		all += total
 		if least == nil || total < lo {
 			least, lo = &results[i], total
 		}

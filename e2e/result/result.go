@@ -95,6 +95,10 @@ type Profile struct {
 	// CPU: the plane's processes (kube-apiserver, etcd, CAPI's and the
 	// provider's managers), then the harness process itself.
 	CPU []ProcessCPU `json:"cpu"`
+	// Batch, when above 1, says CPU is that of a plane and harness that
+	// many runs shared at once (runner.Together counts it in one of
+	// them): it is no one run's cost.
+	Batch int `json:"batch,omitempty"`
 }
 
 // PhaseTime is the wall time of one phase of a run.

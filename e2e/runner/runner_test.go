@@ -200,6 +200,9 @@ func TestInMemoryProviderRunsTheScaleInScenarioTwiceOnOnePlane(t *testing.T) {
 		for _, c := range res.Profile.CPU {
 			if c.Name == "kube-apiserver" && c.CPU > 0 {
 				planeCounted++
+				if res.Profile.Batch != len(specs) {
+					t.Errorf("run %s counts the shared plane's CPU but says it is a batch of %d runs, want %d", specs[i].Name, res.Profile.Batch, len(specs))
+				}
 			}
 		}
 	}

@@ -87,6 +87,7 @@ func Together(ctx context.Context, specs []Spec, o Options, done func(int, resul
 	env.Stop()
 	release()
 	lastResult.Profile.CPU = append(lastResult.Profile.CPU, result.ProcessCPU{Name: harnessCPU, CPU: processCPU() - cpuBefore})
+	lastResult.Profile.Batch = len(specs)
 	writeProfile(specs[last].Dir, lastResult.Profile)
 	if o.Progress != nil {
 		fmt.Fprintf(o.Progress, "%s [%s] the batch's plane and harness, counted in this run's profile: %s\n", time.Now().Format("15:04:05"), specs[last].Name,
