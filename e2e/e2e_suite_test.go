@@ -37,10 +37,11 @@
 // lab's host count, so the longest runs are handed out first (Ginkgo
 // otherwise orders them by text). A provider whose managers bind fixed
 // ports (provider.Config.FixedPorts: CAPD's in-memory backend binds :19000
-// whatever its flags say) cannot have two planes at once: its runs run
-// together on one plane (runner.Together), an Ordered container handed
-// out first, which one process runs while the others take the rest (the
-// plane holds those ports machine-wide). A kind management cluster is shared by every run, so
+// whatever its flags say) cannot have two planes at once: its runs
+// without faults run together on one plane (runner.Together), then those
+// with faults one after another, in an Ordered container handed out
+// first, which one process runs while the others take the rest (a plane
+// holds those ports machine-wide). A kind management cluster is shared by every run, so
 // -management=kind needs one process.
 //
 // The first process's SynchronizedBeforeSuite builds the reference

@@ -223,9 +223,11 @@ func live(server string) *liveOutput {
 // runs are handed out first (Ginkgo otherwise orders specs of one line
 // by their text). The runs of a provider whose managers bind fixed ports
 // (provider.Config.FixedPorts: CAPD's in-memory backend) cannot each
-// have a plane of their own at once, so they run together on one plane
-// (runner.Together), an Ordered container handed out first whose specs
-// each wait for their own run.
+// have a plane of their own at once: they form one Ordered container,
+// handed out first. Its runs without faults run together on one plane
+// (runner.Together), each spec waiting for its own run; then each run
+// with faults (which may act on the plane or a manager, so on every run
+// sharing it) has a plane of its own, one after another.
 var _ = func() bool {
 	batches := map[*provider.Config][]plan.Run{}
 	for _, p := range plannedRuns {
@@ -237,7 +239,13 @@ var _ = func() bool {
 	}
 	for _, prov := range providerConfigs {
 		if runs := batches[prov]; len(runs) > 0 {
-			Describe("upgrade scenarios", Label("scenario"), Ordered, ContinueOnFailure, SpecPriority(batchPriority), func() { batchSpecs(prov, runs) })
+			together, alone := splitBatch(runs)
+			Describe("upgrade scenarios", Label("scenario"), Ordered, ContinueOnFailure, SpecPriority(batchPriority), func() {
+				batchSpecs(prov, together)
+				for _, p := range alone {
+					scenarioSpec(p)
+				}
+			})
 		}
 	}
 	return true
@@ -246,11 +254,27 @@ var _ = func() bool {
 // batchPriority puts a provider's batch of runs before every single run.
 const batchPriority = 1000
 
+// splitBatch parts a fixed-port provider's runs into those that may
+// share one plane at once (no faults) and the rest.
+func splitBatch(runs []plan.Run) (together, alone []plan.Run) {
+	for _, p := range runs {
+		if len(p.Scenario.Faults) == 0 {
+			together = append(together, p)
+		} else {
+			alone = append(alone, p)
+		}
+	}
+	return together, alone
+}
+
 // batchSpecs are the specs of runs that share one plane at once: the
 // first spec's BeforeAll starts those the label filter selects
 // (runner.Together) in a folder of the provider's own, and each spec
 // waits for its run's result and judges it as scenarioSpec does.
 func batchSpecs(prov *provider.Config, runs []plan.Run) {
+	if len(runs) == 0 {
+		return
+	}
 	results := make([]chan result.Result, len(runs))
 	for i := range results {
 		results[i] = make(chan result.Result, 1)

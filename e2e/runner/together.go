@@ -39,7 +39,8 @@ const PlaneFolder = "plane"
 // break rbac-sufficient in each.
 //
 // o is every run's options: its Provider (one without the lab: a batch
-// shares no hosts), time scale and binaries; Dir holds the plane's logs
+// shares no hosts), time scale and binaries. A run with faults cannot
+// join a batch (they may act on the plane or a manager). Dir holds the plane's logs
 // (PlaneFolder). done is called with each run's index and result as it
 // ends, from the run's goroutine; the last run to end is reported once
 // the plane has stopped, and Together returns after it. The plane's
@@ -107,6 +108,11 @@ func startBatch(ctx context.Context, specs []Spec, o Options) (_ *Env, release f
 		return nil, nil, fmt.Errorf("provider %s drives the lab: a batch shares no hosts", o.Provider.Name)
 	case o.Scale <= 0:
 		return nil, nil, fmt.Errorf("time scale %g: a run needs one above 0", float64(o.Scale))
+	}
+	for _, s := range specs {
+		if len(s.Scenario.Faults) > 0 {
+			return nil, nil, fmt.Errorf("run %s injects faults, which may act on the plane or a manager, so on every run of the batch: it needs a plane of its own", s.Name)
+		}
 	}
 	release = func() {}
 	if ports := o.Provider.FixedPorts(); len(ports) > 0 {
