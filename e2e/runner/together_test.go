@@ -1,0 +1,47 @@
+package runner
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/upgradelab/upgradelab/e2e/result"
+	"github.com/upgradelab/upgradelab/e2e/scenario"
+	"github.com/upgradelab/upgradelab/internal/timescale"
+	"github.com/upgradelab/upgradelab/sim/labtest"
+)
+
+// A batch is refused before any plane starts when a run injects faults
+// (they may act on the plane or a manager, so on every run of the batch)
+// or its provider drives the lab (a batch shares no hosts); every run is
+// reported stopped, with the reason.
+func TestABatchRefusesRunsThatCannotShareItsPlane(t *testing.T) {
+	root, plain, def := repoScenario(t, "three-node-scale-in")
+	_, faulty, faultyLab := repoScenario(t, "faults/capi-restart-mid-rollout")
+	inMemory, baremetal := repoProvider(t, root, "inmemory"), repoProvider(t, root, "baremetal")
+	for _, tc := range []struct {
+		name  string
+		specs []Spec
+		o     Options
+		want  string
+	}{
+		{"a run with faults", []Spec{{Scenario: plain, Lab: def, Form: scenario.Plain, Name: "ok"}, {Scenario: faulty, Lab: faultyLab, Form: scenario.Plain, Name: "faulty"}},
+			Options{Provider: inMemory}, "run faulty injects faults"},
+		{"a provider on the lab", []Spec{{Scenario: plain, Lab: def, Form: scenario.Plain, Name: "ok"}},
+			Options{Provider: baremetal}, "drives the lab"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.RepoRoot, tc.o.Dir, tc.o.Scale = root, labtest.Dir(t), timescale.Scale(0.01)
+			got := map[int]result.Result{}
+			Together(context.Background(), tc.specs, tc.o, func(i int, r result.Result) { got[i] = r })
+			if len(got) != len(tc.specs) {
+				t.Fatalf("%d of %d runs reported", len(got), len(tc.specs))
+			}
+			for i, r := range got {
+				if !strings.Contains(r.Error, tc.want) || r.Scenario != tc.specs[i].Scenario.Name {
+					t.Errorf("run %d: scenario %q, error %q, want one naming %q", i, r.Scenario, r.Error, tc.want)
+				}
+			}
+		})
+	}
+}
