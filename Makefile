@@ -167,10 +167,12 @@ e2e: suite-tools
 # run` compiles the suite's own files and links): on a fresh machine each
 # build leaves a core idle while it downloads or links. Warm, it takes a
 # second.
-SUITE_DEPS = go list -tags=e2e -deps -test -f '{{if and (not .ForTest) (not .Standard)}}{{.ImportPath}}{{end}}' ./e2e/ github.com/onsi/ginkgo/v2/ginkgo | grep -v -e '\.test$$' -e '^$(shell go list -m)/e2e$$'
+SUITE_PKGS = {{if and (not .ForTest) (not .Standard) .GoFiles}}{{.ImportPath}}{{end}}
 suite-tools: deps
 	@$(MAKE) --no-print-directory tools & tools=$$!; \
-	pkgs=$$($(SUITE_DEPS)) && go build -tags=e2e $$pkgs; suite=$$?; \
+	pkgs=$$(go list -tags=e2e -deps -test -f '$(SUITE_PKGS)' ./e2e/) && \
+	ginkgo=$$(go list -deps -f '$(SUITE_PKGS)' github.com/onsi/ginkgo/v2/ginkgo) && \
+	go build -tags=e2e $$(echo "$$pkgs $$ginkgo" | tr ' ' '\n' | grep -v '\.test$$' | sort -u); suite=$$?; \
 	wait $$tools; t=$$?; [ $$t -eq 0 ] && [ $$suite -eq 0 ]
 
 # Time-scale invariance: the four main scenarios (plain) at each of

@@ -149,7 +149,7 @@ var _ = SynchronizedBeforeSuite(func(ctx context.Context) []byte {
 	// spec starts: no scenario's clock waits for a build. The first
 	// process's output reaches the terminal as it comes while this node
 	// runs.
-	var builds errgroup.Group
+	builds, ctx := errgroup.WithContext(ctx)
 	builds.Go(func() error {
 		fmt.Fprintf(timestamped{os.Stdout}, "building the reference provider and the in-place extension into %s\n", bin)
 		start := time.Now()

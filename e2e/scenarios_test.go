@@ -267,14 +267,22 @@ func splitBatch(runs []plan.Run) (together, alone []plan.Run) {
 	return together, alone
 }
 
-// batchSpecs are the specs of runs that share one plane at once: the
-// first spec's BeforeAll starts those the label filter selects
-// (runner.Together) in a folder of the provider's own, and each spec
-// waits for its run's result and judges it as scenarioSpec does.
+// batchSpecs are the specs of runs that share one plane at once, in an
+// Ordered container of their own: its BeforeAll starts those the label
+// filter selects (runner.Together) in a folder of the provider's own,
+// each spec waits for its run's result and judges it as scenarioSpec
+// does, and its AfterAll stops what is left before the runs with faults
+// that follow need the fixed ports. (--focus and --skip skip a batch
+// run's spec, not the run.)
 func batchSpecs(prov *provider.Config, runs []plan.Run) {
 	if len(runs) == 0 {
 		return
 	}
+	Describe("runs together on one plane", Ordered, func() { batchOf(prov, runs) })
+}
+
+// batchOf is batchSpecs' container's nodes.
+func batchOf(prov *provider.Config, runs []plan.Run) {
 	results := make([]chan result.Result, len(runs))
 	for i := range results {
 		results[i] = make(chan result.Result, 1)
@@ -303,6 +311,9 @@ func batchSpecs(prov *provider.Config, runs []plan.Run) {
 		}()
 	})
 	AfterAll(func() {
+		if stop == nil { // BeforeAll failed before it started the batch
+			return
+		}
 		stop()
 		<-finished
 	})

@@ -276,3 +276,23 @@ func TestASuitesCheapestAndCostliestRunsAreRows(t *testing.T) {
 		t.Errorf("CPU rows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// A suite whose only profiled runs are a batch's still gives the sum of
+// its CPU, and no cheapest or costliest run.
+func TestASuiteOfOneBatchGivesOnlyItsCPUSum(t *testing.T) {
+	dir := t.TempDir()
+	r := result.Result{Provider: "inmemory", Scenario: "three-node-scale-in", Form: "plain", Started: time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC), Duration: time.Minute}
+	r.Profile.CPU, r.Profile.Batch = []result.ProcessCPU{{Name: "kube-apiserver", CPU: time.Minute}}, 2
+	b, _ := json.Marshal([]result.Result{r, {Provider: "inmemory", Scenario: "cold-spare-rolling", Form: "plain", Started: r.Started, Duration: time.Minute}})
+	os.WriteFile(filepath.Join(dir, result.File), b, 0o644)
+	if err := WriteEnv(dir, Env{Target: "e2e", Machine: "m", Date: "d", Commit: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := FromFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[1].What != "make e2e: CPU of all its runs together, every process serving them" || rows[1].Figure != "1m0s" {
+		t.Errorf("rows %+v, want the suite's and its CPU sum of 1m0s", rows)
+	}
+}

@@ -251,8 +251,14 @@ func cpuRows(results []result.Result, suite Row) []Row {
 			most, hi = &results[i], total
 		}
 	}
-	if least == nil {
+	sum := suite
+	sum.What = fmt.Sprintf("%s: CPU of all its runs together, every process serving them", suite.Command)
+	sum.Figure = all.Round(time.Second).String()
+	switch {
+	case all == 0:
 		return nil
+	case least == nil: // every profiled run was a batch's
+		return []Row{sum}
 	}
 	row := func(which string, r *result.Result, cpu time.Duration) Row {
 		out := suite
@@ -260,9 +266,6 @@ func cpuRows(results []result.Result, suite Row) []Row {
 		out.Figure = fmt.Sprintf("%s (%s)", cpu.Round(100*time.Millisecond), r.Key())
 		return out
 	}
-	sum := suite
-	sum.What = fmt.Sprintf("%s: CPU of all its runs together, every process serving them", suite.Command)
-	sum.Figure = all.Round(time.Second).String()
 	return []Row{row("cheapest", least, lo), row("costliest", most, hi), sum}
 }
 

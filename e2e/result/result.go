@@ -151,7 +151,11 @@ func (p Profile) String() string {
 	if len(cpu) == 0 { // a run on a shared plane: the plane's CPU is counted elsewhere
 		return out
 	}
-	out += fmt.Sprintf("\ncpu (%s in all): %s", p.TotalCPU().Round(100*time.Millisecond), strings.Join(cpu, ", "))
+	shared := ""
+	if p.Batch > 1 {
+		shared = fmt.Sprintf(", a plane and harness %d runs shared", p.Batch)
+	}
+	out += fmt.Sprintf("\ncpu (%s in all%s): %s", p.TotalCPU().Round(100*time.Millisecond), shared, strings.Join(cpu, ", "))
 	var rss []string
 	for _, c := range p.CPU {
 		if c.PeakRSS > 0 {

@@ -252,10 +252,15 @@ func Run(ctx context.Context, s *scenario.Scenario, def *lab.Definition, form sc
 		r.say("profile %s", line)
 	}
 	r.say("done in %s: %d rule(s) broken", res.Duration.Round(time.Second), len(failed))
-	if b, err := json.MarshalIndent(res, "", "  "); err == nil {
-		_ = os.WriteFile(filepath.Join(o.Dir, "result.json"), b, 0o644)
-	}
+	writeResult(o.Dir, res)
 	return res
+}
+
+// writeResult keeps the run's result in its folder.
+func writeResult(dir string, res result.Result) {
+	if b, err := json.MarshalIndent(res, "", "  "); err == nil {
+		_ = os.WriteFile(filepath.Join(dir, "result.json"), b, 0o644)
+	}
 }
 
 // loadProvider is the run's provider config (the default one when none

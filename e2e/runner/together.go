@@ -13,6 +13,7 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/internal/loopback"
+	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
@@ -40,12 +41,15 @@ const PlaneFolder = "plane"
 //
 // o is every run's options: its Provider (one without the lab: a batch
 // shares no hosts), time scale and binaries. A run with faults cannot
-// join a batch (they may act on the plane or a manager). Dir holds the plane's logs
-// (PlaneFolder). done is called with each run's index and result as it
-// ends, from the run's goroutine; the last run to end is reported once
-// the plane has stopped, and Together returns after it. The plane's
-// processes' CPU and this process's over the batch are counted once, in
-// that last run's profile, so a suite's sum of its runs' CPU stays whole.
+// join a batch (they may act on the plane or a manager), nor one whose
+// scenario needs a slower time scale than o's (the plane has one).
+// Dir holds the plane's logs (PlaneFolder). done is called with each
+// run's index and result as it ends; the last run to end is reported
+// once the plane has stopped, and Together returns after it. The
+// plane's processes' CPU and this process's over the batch are counted
+// once, in that last run's profile (Profile.Batch says so), so a suite's
+// sum of its runs' CPU stays whole. A run that panics is reported
+// stopped, with the panic.
 func Together(ctx context.Context, specs []Spec, o Options, done func(int, result.Result)) {
 	if len(specs) == 0 {
 		return
@@ -58,21 +62,37 @@ func Together(ctx context.Context, specs []Spec, o Options, done func(int, resul
 		}
 		return
 	}
+	last, lastResult := runBatch(ctx, env, specs, o, done)
+	for _, c := range env.Plane.CPU() {
+		lastResult.Profile.CPU = append(lastResult.Profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU, PeakRSS: c.PeakRSS})
+	}
+	env.Stop()
+	release()
+	lastResult.Profile.CPU = append(lastResult.Profile.CPU, result.ProcessCPU{Name: harnessCPU, CPU: processCPU() - cpuBefore})
+	lastResult.Profile.Batch = len(specs)
+	writeProfile(specs[last].Dir, lastResult.Profile)
+	writeResult(specs[last].Dir, lastResult)
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, "%s [%s] the batch's plane and harness, counted in this run's profile: %s\n", time.Now().Format("15:04:05"), specs[last].Name,
+			strings.ReplaceAll(lastResult.Profile.String(), "\n", "; "))
+	}
+	done(last, lastResult)
+}
+
+// runBatch runs specs at once on env and reports each run but the last
+// to end, which it returns.
+func runBatch(ctx context.Context, env *Env, specs []Spec, o Options, done func(int, result.Result)) (last int, lastResult result.Result) {
 	var (
-		mu         sync.Mutex
-		left       = len(specs)
-		last       int
-		lastResult result.Result
-		wg         sync.WaitGroup
+		mu   sync.Mutex
+		left = len(specs)
+		wg   sync.WaitGroup
 	)
 	for i, s := range specs {
 		wg.Go(func() {
-			ro := o
-			ro.Dir, ro.Name, ro.Shared, ro.Planes = s.Dir, s.Name, &Shared{Env: env}, nil
-			res := Run(ctx, s.Scenario, s.Lab, s.Form, ro)
+			res := runShared(ctx, env, s, o)
 			mu.Lock()
 			left--
-			if left == 0 { // the plane's CPU is added to it below
+			if left == 0 { // reported by Together, with the plane's CPU
 				last, lastResult = i, res
 				mu.Unlock()
 				return
@@ -82,19 +102,18 @@ func Together(ctx context.Context, specs []Spec, o Options, done func(int, resul
 		})
 	}
 	wg.Wait()
-	for _, c := range env.Plane.CPU() {
-		lastResult.Profile.CPU = append(lastResult.Profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU, PeakRSS: c.PeakRSS})
-	}
-	env.Stop()
-	release()
-	lastResult.Profile.CPU = append(lastResult.Profile.CPU, result.ProcessCPU{Name: harnessCPU, CPU: processCPU() - cpuBefore})
-	lastResult.Profile.Batch = len(specs)
-	writeProfile(specs[last].Dir, lastResult.Profile)
-	if o.Progress != nil {
-		fmt.Fprintf(o.Progress, "%s [%s] the batch's plane and harness, counted in this run's profile: %s\n", time.Now().Format("15:04:05"), specs[last].Name,
-			strings.ReplaceAll(lastResult.Profile.String(), "\n", "; "))
-	}
-	done(last, lastResult)
+	return last, lastResult
+}
+
+// runShared is one run of a batch; a panic stops it, not the process.
+func runShared(ctx context.Context, env *Env, s Spec, o Options) (res result.Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = stoppedBefore(s, o, fmt.Errorf("the run panicked: %v", p))
+		}
+	}()
+	o.Dir, o.Name, o.Shared, o.Planes = s.Dir, s.Name, &Shared{Env: env}, nil
+	return Run(ctx, s.Scenario, s.Lab, s.Form, o)
 }
 
 // startBatch starts the plane of a batch, with the managers of every
@@ -113,6 +132,9 @@ func startBatch(ctx context.Context, specs []Spec, o Options) (_ *Env, release f
 		if len(s.Scenario.Faults) > 0 {
 			return nil, nil, fmt.Errorf("run %s injects faults, which may act on the plane or a manager, so on every run of the batch: it needs a plane of its own", s.Name)
 		}
+		if floor := timescale.Scale(s.Scenario.MinTimeScale); o.Scale < floor {
+			return nil, nil, fmt.Errorf("run %s needs time scale %g or slower, and the batch runs at %g: it needs a plane of its own", s.Name, float64(floor), float64(o.Scale))
+		}
 	}
 	release = func() {}
 	if ports := o.Provider.FixedPorts(); len(ports) > 0 {
@@ -128,6 +150,7 @@ func startBatch(ctx context.Context, specs []Spec, o Options) (_ *Env, release f
 	}
 	env, err := StartEnv(ctx, EnvOptions{Provider: o.Provider, Strategies: strategies, RepoRoot: o.RepoRoot,
 		Dir: filepath.Join(o.Dir, PlaneFolder), Scale: o.Scale, RateLimitedReconciles: o.RateLimitedReconciles,
+		ProviderBinary: o.ProviderBinary, ExtensionBinary: o.ExtensionBinary,
 		Management: o.Management, KindNodeImage: o.KindNodeImage})
 	if err != nil {
 		release()
@@ -139,7 +162,8 @@ func startBatch(ctx context.Context, specs []Spec, o Options) (_ *Env, release f
 // stoppedBefore is the result of a run that never started.
 func stoppedBefore(s Spec, o Options, err error) result.Result {
 	return result.Result{Scenario: s.Scenario.Name, Form: s.Form, Strategy: string(s.Scenario.Strategy), Provider: providerName(o),
-		Started: time.Now(), Error: err.Error(), TimeScale: float64(o.Scale), CAPIRateLimiting: o.RateLimitedReconciles}
+		Started: time.Now(), Error: err.Error(), TimeScale: float64(o.Scale), CAPIRateLimiting: o.RateLimitedReconciles,
+		Management: managementName(o.Management)}
 }
 
 func providerName(o Options) string {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -32,6 +33,9 @@ func TestABatchRefusesRunsThatCannotShareItsPlane(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.o.RepoRoot, tc.o.Dir, tc.o.Scale = root, labtest.Dir(t), timescale.Scale(0.01)
+			for i := range tc.specs { // where a run would write, were it not refused
+				tc.specs[i].Dir = filepath.Join(tc.o.Dir, tc.specs[i].Name)
+			}
 			got := map[int]result.Result{}
 			Together(context.Background(), tc.specs, tc.o, func(i int, r result.Result) { got[i] = r })
 			if len(got) != len(tc.specs) {

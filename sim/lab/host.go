@@ -394,7 +394,7 @@ func (h *Host) waitPower(want PowerState, since uint64) error {
 // restart asked meanwhile still powers it on again.
 func (h *Host) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
-	phase := h.phase
+	phase, offs := h.phase, h.powerChanges[PoweredOff]
 	if phase == PhaseRunning {
 		h.phase = PhaseShuttingDown
 		h.saveLocked()
@@ -404,7 +404,7 @@ func (h *Host) Shutdown(ctx context.Context) error {
 	case PhaseHung:
 		return fmt.Errorf("host %s: shutdown: %w", h.spec.Name, ErrHung)
 	case PhaseShuttingDown:
-		return h.untilOff(ctx)
+		return h.untilOff(ctx, offs)
 	case PhaseRunning:
 		h.emit(EventBoot, EventOSShuttingDown, "the OS is shutting down", nil)
 		err := h.machine.shutdown(ctx)
@@ -421,13 +421,15 @@ func (h *Host) Shutdown(ctx context.Context) error {
 	return h.PowerOff()
 }
 
-// untilOff waits, as long as ctx allows, for the power to go off.
-func (h *Host) untilOff(ctx context.Context) error {
+// untilOff waits, as long as ctx allows, for the power to go off, or
+// to have gone off since the count since (powerChangesTo) was read: a
+// restart may have powered the host on again already.
+func (h *Host) untilOff(ctx context.Context, since uint64) error {
 	for {
 		h.mu.Lock()
-		off, changed := h.power == PoweredOff, h.powerChanged
+		off, changed, n := h.power == PoweredOff, h.powerChanged, h.powerChanges[PoweredOff]
 		h.mu.Unlock()
-		if off {
+		if off || n > since {
 			return nil
 		}
 		select {
