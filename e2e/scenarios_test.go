@@ -224,10 +224,11 @@ func live(server string) *liveOutput {
 // by their text). The runs of a provider whose managers bind fixed ports
 // (provider.Config.FixedPorts: CAPD's in-memory backend) cannot each
 // have a plane of their own at once: they form one Ordered container,
-// handed out first. Its runs without faults run together on one plane
-// (runner.Together), each spec waiting for its own run; then each run
-// with faults (which may act on the plane or a manager, so on every run
-// sharing it) has a plane of its own, one after another.
+// handed out first. Its runs that may share a plane (runner.JoinsBatch)
+// run together on one (runner.Together), each spec waiting for its own
+// run; then each of the others (faults, which may act on the plane or a
+// manager, so on every run sharing it, or a time scale of its own) has a
+// plane of its own, one after another.
 var _ = func() bool {
 	batches := map[*provider.Config][]plan.Run{}
 	for _, p := range plannedRuns {
@@ -255,10 +256,10 @@ var _ = func() bool {
 const batchPriority = 1000
 
 // splitBatch parts a fixed-port provider's runs into those that may
-// share one plane at once (no faults) and the rest.
+// share one plane at once (runner.JoinsBatch) and the rest.
 func splitBatch(runs []plan.Run) (together, alone []plan.Run) {
 	for _, p := range runs {
-		if len(p.Scenario.Faults) == 0 {
+		if runner.JoinsBatch(p.Scenario) == nil {
 			together = append(together, p)
 		} else {
 			alone = append(alone, p)
@@ -331,15 +332,20 @@ func batchOf(prov *provider.Config, runs []plan.Run) {
 
 // runSpec is p as one run of a batch.
 func runSpec(p plan.Run) runner.Spec {
+	return runner.Spec{Scenario: p.Scenario, Lab: p.Lab, Form: p.Form, Dir: runDir(p), Name: p.Name()}
+}
+
+// runDir is p's folder in the suite's artifacts.
+func runDir(p plan.Run) string {
 	dir, _ := filepath.Abs(filepath.Join(artifactsDir(), p.Dir()))
-	return runner.Spec{Scenario: p.Scenario, Lab: p.Lab, Form: p.Form, Dir: dir, Name: p.Name()}
+	return dir
 }
 
 // scenarioSpec is one run's spec.
 func scenarioSpec(p plan.Run) {
 	It(specName(p), Label(p.Labels()[1:]...), func(ctx context.Context) {
 		o := runOptions(p)
-		o.Dir, _ = filepath.Abs(filepath.Join(artifactsDir(), p.Dir()))
+		o.Dir = runDir(p)
 		judge(runner.Run(ctx, p.Scenario, p.Lab, p.Form, o))
 	}, SpecTimeout(specTimeout(p)))
 }

@@ -237,7 +237,6 @@ func TestFiguresKeepTheirPrecision(t *testing.T) {
 // all of them together. A batch's shared plane, counted in one of its
 // runs, is in the sum only: it is no one run's cost.
 func TestASuitesCheapestAndCostliestRunsAreRows(t *testing.T) {
-	dir := t.TempDir()
 	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
 	run := func(s string, cpu ...time.Duration) result.Result {
 		r := result.Result{Provider: "baremetal", Scenario: s, Form: "plain", Started: t0, Duration: time.Minute}
@@ -255,14 +254,7 @@ func TestASuitesCheapestAndCostliestRunsAreRows(t *testing.T) {
 		run("three-node-scale-in", 20*time.Second, 10*time.Second),
 		batch,
 	})
-	os.WriteFile(filepath.Join(dir, result.File), b, 0o644)
-	if err := WriteEnv(dir, Env{Target: "e2e", Machine: "m", Date: "d", Commit: "c"}); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := FromFolder(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := suiteRows(t, b)
 	var got []string
 	for _, r := range rows[1:] {
 		got = append(got, r.What+" = "+r.Figure)
@@ -280,11 +272,23 @@ func TestASuitesCheapestAndCostliestRunsAreRows(t *testing.T) {
 // A suite whose only profiled runs are a batch's still gives the sum of
 // its CPU, and no cheapest or costliest run.
 func TestASuiteOfOneBatchGivesOnlyItsCPUSum(t *testing.T) {
-	dir := t.TempDir()
 	r := result.Result{Provider: "inmemory", Scenario: "three-node-scale-in", Form: "plain", Started: time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC), Duration: time.Minute}
 	r.Profile.CPU, r.Profile.Batch = []result.ProcessCPU{{Name: "kube-apiserver", CPU: time.Minute}}, 2
 	b, _ := json.Marshal([]result.Result{r, {Provider: "inmemory", Scenario: "cold-spare-rolling", Form: "plain", Started: r.Started, Duration: time.Minute}})
-	os.WriteFile(filepath.Join(dir, result.File), b, 0o644)
+	rows := suiteRows(t, b)
+	if len(rows) != 2 || rows[1].What != "make e2e: CPU of all its runs together, every process serving them" || rows[1].Figure != "1m0s" {
+		t.Errorf("rows %+v, want the suite's and its CPU sum of 1m0s", rows)
+	}
+}
+
+// suiteRows are the rows of a make e2e folder whose results.json holds
+// results.
+func suiteRows(t *testing.T, results []byte) []Row {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, result.File), results, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := WriteEnv(dir, Env{Target: "e2e", Machine: "m", Date: "d", Commit: "c"}); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +296,5 @@ func TestASuiteOfOneBatchGivesOnlyItsCPUSum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 2 || rows[1].What != "make e2e: CPU of all its runs together, every process serving them" || rows[1].Figure != "1m0s" {
-		t.Errorf("rows %+v, want the suite's and its CPU sum of 1m0s", rows)
-	}
+	return rows
 }

@@ -37,3 +37,12 @@ func processCPU() time.Duration {
 func writeProfile(dir string, p result.Profile) {
 	_ = os.WriteFile(filepath.Join(dir, "profile.txt"), []byte(p.String()+"\n"), 0o644)
 }
+
+// planeCPU is what each process of env's plane has used since it started.
+func planeCPU(env *Env) []result.ProcessCPU {
+	var out []result.ProcessCPU
+	for _, c := range env.Plane.CPU() {
+		out = append(out, result.ProcessCPU{Name: c.Name, CPU: c.CPU, PeakRSS: c.PeakRSS})
+	}
+	return out
+}

@@ -465,9 +465,7 @@ func (r *run) stopEnv(ctx context.Context) {
 		r.stopKept(ctx)
 		return
 	}
-	for _, c := range r.env.Plane.CPU() {
-		r.profile.CPU = append(r.profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU, PeakRSS: c.PeakRSS})
-	}
+	r.profile.CPU = append(r.profile.CPU, planeCPU(r.env)...)
 	if r.env.Ironic != nil {
 		for _, p := range r.env.Ironic.Processes() {
 			if u, ok := proc.ReadUsage(p.PID()); ok {

@@ -13,7 +13,6 @@ import (
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
 	"github.com/upgradelab/upgradelab/internal/loopback"
-	"github.com/upgradelab/upgradelab/internal/timescale"
 	"github.com/upgradelab/upgradelab/sim/lab"
 )
 
@@ -40,9 +39,8 @@ const PlaneFolder = "plane"
 // break rbac-sufficient in each.
 //
 // o is every run's options: its Provider (one without the lab: a batch
-// shares no hosts), time scale and binaries. A run with faults cannot
-// join a batch (they may act on the plane or a manager), nor one whose
-// scenario needs a slower time scale than o's (the plane has one).
+// shares no hosts), time scale and binaries. A run JoinsBatch refuses
+// stops the batch before its plane starts.
 // Dir holds the plane's logs (PlaneFolder). done is called with each
 // run's index and result as it ends; the last run to end is reported
 // once the plane has stopped, and Together returns after it. The
@@ -63,9 +61,7 @@ func Together(ctx context.Context, specs []Spec, o Options, done func(int, resul
 		return
 	}
 	last, lastResult := runBatch(ctx, env, specs, o, done)
-	for _, c := range env.Plane.CPU() {
-		lastResult.Profile.CPU = append(lastResult.Profile.CPU, result.ProcessCPU{Name: c.Name, CPU: c.CPU, PeakRSS: c.PeakRSS})
-	}
+	lastResult.Profile.CPU = append(lastResult.Profile.CPU, planeCPU(env)...)
 	env.Stop()
 	release()
 	lastResult.Profile.CPU = append(lastResult.Profile.CPU, result.ProcessCPU{Name: harnessCPU, CPU: processCPU() - cpuBefore})
@@ -116,6 +112,20 @@ func runShared(ctx context.Context, env *Env, s Spec, o Options) (res result.Res
 	return Run(ctx, s.Scenario, s.Lab, s.Form, o)
 }
 
+// JoinsBatch says why a run of s needs a plane of its own instead of a
+// batch's (nil: it may join one). Its faults may act on the plane or a
+// manager, so on every run of the batch; a minTimeScale asks for a time
+// scale of its own, and the plane has one.
+func JoinsBatch(s *scenario.Scenario) error {
+	switch {
+	case len(s.Faults) > 0:
+		return errors.New("injects faults, which may act on the plane or a manager, so on every run of the batch: it needs a plane of its own")
+	case s.MinTimeScale > 0:
+		return fmt.Errorf("needs time scale %g or slower, and a batch's plane has one time scale: it needs a plane of its own", s.MinTimeScale)
+	}
+	return nil
+}
+
 // startBatch starts the plane of a batch, with the managers of every
 // strategy its runs use, holding the provider's fixed ports machine-wide
 // while it runs (release lets them go once the plane has stopped).
@@ -129,11 +139,8 @@ func startBatch(ctx context.Context, specs []Spec, o Options) (_ *Env, release f
 		return nil, nil, fmt.Errorf("time scale %g: a run needs one above 0", float64(o.Scale))
 	}
 	for _, s := range specs {
-		if len(s.Scenario.Faults) > 0 {
-			return nil, nil, fmt.Errorf("run %s injects faults, which may act on the plane or a manager, so on every run of the batch: it needs a plane of its own", s.Name)
-		}
-		if floor := timescale.Scale(s.Scenario.MinTimeScale); o.Scale < floor {
-			return nil, nil, fmt.Errorf("run %s needs time scale %g or slower, and the batch runs at %g: it needs a plane of its own", s.Name, float64(floor), float64(o.Scale))
+		if err := JoinsBatch(s.Scenario); err != nil {
+			return nil, nil, fmt.Errorf("run %s %w", s.Name, err)
 		}
 	}
 	release = func() {}

@@ -14,12 +14,15 @@ import (
 
 // A batch is refused before any plane starts when a run injects faults
 // (they may act on the plane or a manager, so on every run of the batch)
-// or its provider drives the lab (a batch shares no hosts); every run is
-// reported stopped, with the reason.
+// or needs a time scale of its own (runner.JoinsBatch), or its provider
+// drives the lab (a batch shares no hosts); every run is reported
+// stopped, with the reason.
 func TestABatchRefusesRunsThatCannotShareItsPlane(t *testing.T) {
 	root, plain, def := repoScenario(t, "three-node-scale-in")
 	_, faulty, faultyLab := repoScenario(t, "faults/capi-restart-mid-rollout")
 	inMemory, baremetal := repoProvider(t, root, "inmemory"), repoProvider(t, root, "baremetal")
+	slow := *plain
+	slow.MinTimeScale = 0.1
 	for _, tc := range []struct {
 		name  string
 		specs []Spec
@@ -28,6 +31,8 @@ func TestABatchRefusesRunsThatCannotShareItsPlane(t *testing.T) {
 	}{
 		{"a run with faults", []Spec{{Scenario: plain, Lab: def, Form: scenario.Plain, Name: "ok"}, {Scenario: faulty, Lab: faultyLab, Form: scenario.Plain, Name: "faulty"}},
 			Options{Provider: inMemory}, "run faulty injects faults"},
+		{"a run that needs its own time scale", []Spec{{Scenario: &slow, Lab: def, Form: scenario.Plain, Name: "slow"}, {Scenario: plain, Lab: def, Form: scenario.Plain, Name: "ok"}},
+			Options{Provider: inMemory}, "run slow needs time scale 0.1"},
 		{"a provider on the lab", []Spec{{Scenario: plain, Lab: def, Form: scenario.Plain, Name: "ok"}},
 			Options{Provider: baremetal}, "drives the lab"},
 	} {
