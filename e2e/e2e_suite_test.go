@@ -99,6 +99,7 @@ var (
 	kindNodeImageFlag = flag.String("kind-node-image", os.Getenv("KIND_NODE_IMAGE"), "node image of a kind management cluster the run creates (scripts/build-kind-node-image.sh builds one; default $KIND_NODE_IMAGE)")
 	timeScaleFlag     = flag.Float64("time-scale", float64(timescale.Suite), "real time per modelled time in the lab (0.01: a modelled minute takes 0.6 s)")
 	rateLimitFlag     = flag.Bool("capi-rate-limiting", true, "run CAPI's managers with their per-object reconcile rate limit, as CAPI ships them (see docs/ARCHITECTURE.md)")
+	batchAtOnceFlag   = flag.Int("batch-at-once", 2, "how many runs of a fixed-port provider's batch go at a time on its one plane (runner.Together); the batch's process is one of --procs, so each run beyond the first is load no process was counted for")
 	keepPlaneFlag     = flag.Bool("keep-plane", true, "each process keeps its management plane for its next run that can share it (runner.Planes); false: every run starts its own")
 )
 

@@ -308,7 +308,7 @@ func batchOf(prov *provider.Config, runs []plan.Run) {
 		o.Dir = dir
 		go func() {
 			defer close(finished)
-			runner.Together(ctx, specs, o, func(i int, res result.Result) { results[index[i]] <- res })
+			runner.Together(ctx, specs, o, *batchAtOnceFlag, func(i int, res result.Result) { results[index[i]] <- res })
 		}()
 	})
 	AfterAll(func() {

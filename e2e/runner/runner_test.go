@@ -186,7 +186,7 @@ func TestInMemoryProviderRunsTheScaleInScenarioTwiceOnOnePlane(t *testing.T) {
 		{Scenario: s, Lab: def, Form: scenario.ClusterClass, Dir: filepath.Join(dir, "clusterclass"), Name: "clusterclass"},
 	}
 	results := make([]result.Result, len(specs))
-	Together(context.Background(), specs, Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(0.01), Progress: testWriter{t}, Provider: cfg},
+	Together(context.Background(), specs, Options{RepoRoot: root, Dir: dir, Scale: timescale.Scale(0.01), Progress: testWriter{t}, Provider: cfg}, 0,
 		func(i int, res result.Result) { results[i] = res })
 	planeCounted := 0
 	for i, res := range results {

@@ -48,7 +48,12 @@ const PlaneFolder = "plane"
 // once, in that last run's profile (Profile.Batch says so), so a suite's
 // sum of its runs' CPU stays whole. A run that panics is reported
 // stopped, with the panic.
-func Together(ctx context.Context, specs []Spec, o Options, done func(int, result.Result)) {
+//
+// atOnce bounds how many of the runs go at a time (0: all), in specs'
+// order: each run is load on the machine beside whatever else runs on
+// it, and a batch that starts all its runs at once can take more than
+// its share of the cores.
+func Together(ctx context.Context, specs []Spec, o Options, atOnce int, done func(int, result.Result)) {
 	if len(specs) == 0 {
 		return
 	}
@@ -60,7 +65,7 @@ func Together(ctx context.Context, specs []Spec, o Options, done func(int, resul
 		}
 		return
 	}
-	last, lastResult := runBatch(ctx, env, specs, o, done)
+	last, lastResult := runBatch(ctx, specs, atOnce, func(s Spec) result.Result { return runShared(ctx, env, s, o) }, done)
 	lastResult.Profile.CPU = append(lastResult.Profile.CPU, planeCPU(env)...)
 	env.Stop()
 	release()
@@ -75,17 +80,31 @@ func Together(ctx context.Context, specs []Spec, o Options, done func(int, resul
 	done(last, lastResult)
 }
 
-// runBatch runs specs at once on env and reports each run but the last
-// to end, which it returns.
-func runBatch(ctx context.Context, env *Env, specs []Spec, o Options, done func(int, result.Result)) (last int, lastResult result.Result) {
+// runBatch runs specs with run, atOnce at a time (0: all), in their
+// order, and reports each run but the last to end, which it returns.
+// Once ctx ends, the runs not started yet start at once (each sees ctx
+// ended and stops).
+func runBatch(ctx context.Context, specs []Spec, atOnce int, run func(Spec) result.Result, done func(int, result.Result)) (last int, lastResult result.Result) {
+	if atOnce <= 0 || atOnce > len(specs) {
+		atOnce = len(specs)
+	}
 	var (
-		mu   sync.Mutex
-		left = len(specs)
-		wg   sync.WaitGroup
+		mu    sync.Mutex
+		left  = len(specs)
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, atOnce)
 	)
 	for i, s := range specs {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
 		wg.Go(func() {
-			res := runShared(ctx, env, s, o)
+			res := run(s)
+			select {
+			case <-slots:
+			default:
+			}
 			mu.Lock()
 			left--
 			if left == 0 { // reported by Together, with the plane's CPU

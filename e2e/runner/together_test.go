@@ -2,9 +2,12 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/upgradelab/upgradelab/e2e/result"
 	"github.com/upgradelab/upgradelab/e2e/scenario"
@@ -42,7 +45,7 @@ func TestABatchRefusesRunsThatCannotShareItsPlane(t *testing.T) {
 				tc.specs[i].Dir = filepath.Join(tc.o.Dir, tc.specs[i].Name)
 			}
 			got := map[int]result.Result{}
-			Together(context.Background(), tc.specs, tc.o, func(i int, r result.Result) { got[i] = r })
+			Together(context.Background(), tc.specs, tc.o, 0, func(i int, r result.Result) { got[i] = r })
 			if len(got) != len(tc.specs) {
 				t.Fatalf("%d of %d runs reported", len(got), len(tc.specs))
 			}
@@ -52,5 +55,52 @@ func TestABatchRefusesRunsThatCannotShareItsPlane(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A batch runs at most atOnce of its runs at a time, in their order;
+// each run is reported once, the last to end returned rather than
+// reported, and with 0 every run goes at once.
+func TestABatchRunsAtMostAtOnceOfItsRunsAtATime(t *testing.T) {
+	for _, tc := range []struct{ atOnce, runs, want int }{{2, 5, 2}, {1, 3, 1}, {0, 4, 4}, {9, 3, 3}} {
+		var (
+			mu            sync.Mutex
+			running, peak int
+			order         []string
+		)
+		specs := make([]Spec, tc.runs)
+		for i := range specs {
+			specs[i].Name = fmt.Sprint(i)
+		}
+		run := func(s Spec) result.Result {
+			mu.Lock()
+			running++
+			peak = max(peak, running)
+			order = append(order, s.Name)
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond) // long enough for every run allowed to overlap
+			mu.Lock()
+			running--
+			mu.Unlock()
+			return result.Result{Scenario: s.Name}
+		}
+		reported := map[int]bool{}
+		last, lastResult := runBatch(context.Background(), specs, tc.atOnce, run, func(i int, r result.Result) {
+			mu.Lock()
+			defer mu.Unlock()
+			if reported[i] || r.Scenario != specs[i].Name {
+				t.Errorf("run %d reported twice or with another's result (%q)", i, r.Scenario)
+			}
+			reported[i] = true
+		})
+		if peak != tc.want {
+			t.Errorf("atOnce %d, %d runs: %d ran at once, want %d", tc.atOnce, tc.runs, peak, tc.want)
+		}
+		if tc.want == 1 && strings.Join(order, ",") != "0,1,2" {
+			t.Errorf("one at a time: started in order %v", order)
+		}
+		if reported[last] || len(reported) != tc.runs-1 || lastResult.Scenario != specs[last].Name {
+			t.Errorf("atOnce %d: reported %v, last %d (%q)", tc.atOnce, reported, last, lastResult.Scenario)
+		}
 	}
 }
