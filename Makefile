@@ -139,9 +139,12 @@ bench-vm: deps
 # process with its own plane and lab (scripts/e2e-parallel.sh picks what
 # this machine holds; PARALLEL=1 runs them one after another). REPEAT
 # makes each run that many times (each repeat a spec of its own).
+# BATCH_AT_ONCE: how many runs of a fixed-port provider's batch (one
+# process, one plane: docs/PROVIDERS.md) go at a time.
 GINKGO_LABELS ?=
 PROVIDERS ?= fixtures/providers/baremetal.yaml fixtures/providers/inmemory.yaml
 PARALLEL ?= $(shell scripts/e2e-parallel.sh)
+BATCH_AT_ONCE ?= 2
 REPEAT ?= 1
 export UPGRADELAB_PROVIDERS = $(PROVIDERS)
 # The target a suite runs for, recorded in its artifacts (environment.json).
@@ -157,7 +160,7 @@ TIME_SCALE ?= 0.01
 GINKGO_TIMEOUT ?= 90m
 GINKGO_RUN = $(GINKGO) run --tags=e2e --procs=$(PARALLEL) $(if $(filter 1,$(PARALLEL)),-v,) \
 	--timeout=$(GINKGO_TIMEOUT) --output-dir=$(ARTIFACTS) --junit-report=junit.xml
-E2E_ARGS = -artifacts=$(ARTIFACTS) -management=$(MANAGEMENT) -capi-rate-limiting=$(CAPI_RATE_LIMITING) -keep-plane=$(KEEP_PLANE) -time-scale=$(TIME_SCALE)
+E2E_ARGS = -artifacts=$(ARTIFACTS) -management=$(MANAGEMENT) -capi-rate-limiting=$(CAPI_RATE_LIMITING) -keep-plane=$(KEEP_PLANE) -batch-at-once=$(BATCH_AT_ONCE) -time-scale=$(TIME_SCALE)
 e2e: suite-tools
 	@mkdir -p $(ARTIFACTS)
 	$(GINKGO_RUN) --label-filter='$(GINKGO_LABELS)' ./e2e/ -- $(E2E_ARGS)
