@@ -381,7 +381,7 @@ func (p *Plane) runManagersInKind(ctx context.Context, opts Options, certs *webh
 
 // connect starts the embedded API server or loads the given kubeconfig.
 // The embedded one gets start (Options.StartTimeout) to answer, not
-// envtest's 20 s: on a 2-core machine running six planes at once its
+// envtest's 20 s: on a 2-core machine running several planes at once its
 // start has taken longer, and a plane that is merely slow is no failure.
 func (p *Plane) connect(a Assets, dir, kindImage string, start time.Duration) error {
 	switch p.Target.Kind {
