@@ -78,7 +78,18 @@ func TestABatchRunsAtMostAtOnceOfItsRunsAtATime(t *testing.T) {
 			peak = max(peak, running)
 			order = append(order, s.Name)
 			mu.Unlock()
-			time.Sleep(20 * time.Millisecond) // long enough for every run allowed to overlap
+			// Stay until as many runs as may overlap have started (or a
+			// while has passed), then a little longer, so a slow scheduler
+			// hides neither a limit that is too strict nor one too loose.
+			for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				mu.Lock()
+				enough := peak >= tc.want
+				mu.Unlock()
+				if enough {
+					break
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
 			mu.Lock()
 			running--
 			mu.Unlock()
