@@ -693,6 +693,8 @@ func (c *Clusters) disruption(ctx context.Context, cl inmemoryclient.Writer, w *
 			continue
 		}
 		pdb.Status = status
+		pdb.Status.ObservedGeneration = writtenGeneration(pdb)
+		pdb.Status.Conditions[0].ObservedGeneration = pdb.Status.ObservedGeneration
 		if err := cl.Update(ctx, pdb); err != nil && firstErr == nil {
 			firstErr = err
 		}
