@@ -286,7 +286,7 @@ func (c *Clusters) reconcileApps(ctx context.Context, name string) error {
 	note(c.kubelet(ctx, name, cl, w, st, c.kubeletsNow(st), now))
 	note(c.replicate(ctx, name, cl, w))
 	note(c.schedule(ctx, name, cl, w, st, now))
-	note(c.disruption(ctx, cl, w, now))
+	note(c.disruption(ctx, cl, w, st, now))
 	if len(errs) > 0 {
 		return fmt.Errorf("workload cluster %s: %s", name, strings.Join(errs, "; "))
 	}
@@ -633,8 +633,11 @@ func (c *Clusters) schedule(ctx context.Context, cluster string, cl inmemoryclie
 }
 
 // disruption is the disruption controller: each budget's status from the
-// pods it selects and their owners' replicas.
-func (c *Clusters) disruption(ctx context.Context, cl inmemoryclient.Writer, w *world, now time.Time) error {
+// pods it selects and their owners' replicas, written when it changed.
+// A pass follows every write to the cluster, so a budget is never more
+// than a tick behind its pods; an entry of disruptedPods, which only time
+// ends, wakes the pass that drops it.
+func (c *Clusters) disruption(ctx context.Context, cl inmemoryclient.Writer, w *world, st *appState, now time.Time) error {
 	var firstErr error
 	for i := range w.budgets {
 		pdb := &w.budgets[i]
@@ -683,7 +686,11 @@ func (c *Clusters) disruption(ctx context.Context, cl inmemoryclient.Writer, w *
 				expected += ds.Status.DesiredNumberScheduled
 			}
 		}
-		status := budgetStatus(pdb, expected, healthy, now, c.scale.Real(disruptionDeletionTimeout))
+		timeout := c.scale.Real(disruptionDeletionTimeout)
+		status := budgetStatus(pdb, expected, healthy, now, timeout)
+		for _, at := range status.DisruptedPods {
+			st.wake(at.Add(timeout))
+		}
 		status.Conditions = []metav1.Condition{{Type: policyv1.DisruptionAllowedCondition, Status: metav1.ConditionFalse,
 			Reason: policyv1.InsufficientPodsReason, ObservedGeneration: pdb.Generation, LastTransitionTime: metav1.NewTime(now)}}
 		if status.DisruptionsAllowed > 0 {

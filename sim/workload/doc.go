@@ -116,7 +116,8 @@
 //     otherwise the budget must allow a disruption, which is taken, or the
 //     answer is 429 with the DisruptionBudget cause. A budget's
 //     observedGeneration cannot be checked (generation moves on every
-//     write), so the controller rewrites the status every pass instead.
+//     write); instead the controller recomputes the status at the tick
+//     after any write to the cluster.
 //   - nodes/NAME/status and pods/NAME/status take PUT and PATCH of the
 //     status only.
 //   - Objects get UIDs (owner references match by UID). An update without

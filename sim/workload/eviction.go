@@ -28,7 +28,8 @@ import (
 //   - (kube-apiserver also refuses while a budget's observedGeneration
 //     is behind its generation; CAPI's in-memory store bumps generation
 //     on every write, status included, so that cannot be told here: the
-//     lab's disruption controller rewrites the status every tick instead);
+//     lab's disruption controller recomputes the status at the tick after
+//     any write to the cluster instead);
 //   - a pod that is not Ready may go while the budget is met
 //     (currentHealthy >= desiredHealthy; the IfHealthyBudget policy,
 //     the default);

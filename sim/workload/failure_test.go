@@ -667,3 +667,31 @@ func TestTheControllersReadAClusterOnlyWhenSomethingChanged(t *testing.T) {
 		t.Fatalf("the second pod took %s to be Ready; its start is %s (a missed deadline waits for the next full pass, %s)", took, c.timing.PodStart, fullPassEvery)
 	}
 }
+
+// A disrupted pod's entry in a budget ends with time alone, which moves
+// no resource version: the pass that keeps it asks for the pass that
+// drops it, rather than leave it to the next full pass.
+func TestABudgetsDisruptedPodWakesThePassThatDropsIt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, cs := appCluster(t, ctx)
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	if _, err := cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.client("default/wl")
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(pdb), pdb); err != nil {
+		t.Fatal(err)
+	}
+	evicted := time.Now().Add(-time.Minute)
+	pdb.Status.DisruptedPods = map[string]metav1.Time{"web-0": metav1.NewTime(evicted)}
+	st := newAppState()
+	now := time.Now()
+	if err := c.disruption(ctx, cl, &world{budgets: []policyv1.PodDisruptionBudget{*pdb}}, st, now); err != nil {
+		t.Fatal(err)
+	}
+	if want := evicted.Add(c.scale.Real(disruptionDeletionTimeout)); !st.due.Equal(want) {
+		t.Fatalf("the pass woke at %v; want %v, when web-0's entry ends", st.due, want)
+	}
+}
