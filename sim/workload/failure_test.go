@@ -280,11 +280,7 @@ func TestEvictionHonoursTheBudgetAndPodsMoveOff(t *testing.T) {
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, deployment("web", 3), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
-	if _, err := cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createWebBudget(t, ctx, cs, policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2))})
 	waitFor(t, "three ready replicas and the budget's status", func() bool {
 		b, err := cs.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "web", metav1.GetOptions{})
 		return len(readyPods(t, ctx, cs, "web")) == 3 && err == nil && b.Status.DisruptionsAllowed == 1
@@ -357,11 +353,7 @@ func TestConcurrentEvictionsTakeOneDisruption(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "four ready replicas", func() bool { return len(readyPods(t, ctx, cs, "web")) == 4 })
-	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(3)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
-	if _, err := cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createWebBudget(t, ctx, cs, policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(3))})
 	waitFor(t, "the budget allowing one", func() bool {
 		b, err := cs.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "web", metav1.GetOptions{})
 		return err == nil && b.Status.DisruptionsAllowed == 1
@@ -405,11 +397,7 @@ func TestEvictionsRetryWhenTheBudgetIsRewritten(t *testing.T) {
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, deployment("web", 20), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromString("100%")), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
-	if _, err := cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createWebBudget(t, ctx, cs, policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromString("100%"))})
 	waitFor(t, "twenty ready replicas", func() bool { return len(readyPods(t, ctx, cs, "web")) == 20 })
 	waitFor(t, "the budget allowing them all", func() bool {
 		b, err := cs.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "web", metav1.GetOptions{})
@@ -636,11 +624,7 @@ func TestTheControllersReadAClusterOnlyWhenSomethingChanged(t *testing.T) {
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, deployment("web", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
-	if _, err := cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createWebBudget(t, ctx, cs, policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))})
 	waitFor(t, "one Ready pod and the budget's status", func() bool {
 		b, err := cs.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "web", metav1.GetOptions{})
 		return len(readyPods(t, ctx, cs, "web")) == 1 && err == nil && b.Status.DisruptionsAllowed == 1
@@ -675,11 +659,7 @@ func TestABudgetsDisruptedPodWakesThePassThatDropsIt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, cs := appCluster(t, ctx)
-	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
-	if _, err := cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	pdb := createWebBudget(t, ctx, cs, policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))})
 	cl := c.client("default/wl")
 	if err := cl.Get(ctx, client.ObjectKeyFromObject(pdb), pdb); err != nil {
 		t.Fatal(err)
@@ -694,4 +674,17 @@ func TestABudgetsDisruptedPodWakesThePassThatDropsIt(t *testing.T) {
 	if want := evicted.Add(c.scale.Real(disruptionDeletionTimeout)); !st.due.Equal(want) {
 		t.Fatalf("the pass woke at %v; want %v, when web-0's entry ends", st.due, want)
 	}
+}
+
+// createWebBudget creates the budget "web" over the pods labelled
+// app=web, with spec's minAvailable or maxUnavailable.
+func createWebBudget(t *testing.T, ctx context.Context, cs kubernetes.Interface, spec policyv1.PodDisruptionBudgetSpec) *policyv1.PodDisruptionBudget {
+	t.Helper()
+	spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}, Spec: spec}
+	created, err := cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, pdb, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created
 }
