@@ -26,12 +26,15 @@ CAPI_RATE_LIMITING ?= true
 # starts a plane for every run.
 KEEP_PLANE ?= true
 
-# The slow integration tests (make test-integration, and the nightly
+# The integration tests (make test-integration, and the nightly
 # workflow): CAPI's managers, the provider and the extension as processes
 # on a plane and lab of their own (e2e/integration), Debian's Ironic
 # against the lab's BMCs (e2e/ironic), the A/B table on real VMs under
-# TCG (sim/vm).
-INTEGRATION_PKGS = ./e2e/integration/ ./e2e/ironic/ ./sim/vm/
+# TCG (sim/vm), and the tests on a real plane built with the integration
+# tag: a scenario end to end (e2e/runner), the fleet (e2e/fleet), the
+# commands (cmd/upgradelab); and the plane itself (e2e/mgmt, under the
+# race detector as in make test).
+INTEGRATION_PKGS = ./e2e/integration/ ./e2e/ironic/ ./sim/vm/ ./e2e/runner/ ./e2e/fleet/ ./cmd/upgradelab/
 # Packages whose code runs goroutines against each other: make test runs
 # them with -race only (the same tests, with the race detector).
 RACE_PKGS = ./e2e/mgmt/... ./e2e/monitor/ ./internal/... $(shell go list ./sim/... | grep -v '/sim/vm$$') ./providers/...
@@ -90,20 +93,21 @@ build: deps
 lint: deps
 	@gcl=$$(GOLANGCI_LINT_VERSION=$(GOLANGCI_LINT_VERSION) scripts/build-golangci-lint.sh) && $$gcl run ./...
 
-# Unit tests and the tests on a real plane (kube-apiserver, etcd, CAPI's
-# managers) and lab that run in minutes: a scenario end to end
-# (e2e/runner), the fleet, the commands. Each runs its own plane and
-# site; two at a time keep the 2-core machine busy while CAPI's
-# controllers pace each one. What CI runs (.ci/run).
-test: tools lint
+# The unit tests, each package's on the lab's real parts (BMCs, disks,
+# the workload API, the provider's and extension's controllers) without
+# a management plane: nothing to build first, so a fresh clone runs
+# them in minutes. What CI runs (.ci/run); the tests on a real plane
+# are in test-integration.
+test: lint
 	$(GO_TEST) -count=1 -timeout 25m -parallel 2 $(PLAIN_PKGS)
 	$(GO_TEST) -count=1 -race -timeout 20m $(RACE_PKGS)
 	$(GO_TEST) -count=1 -race -run 'TestWave|TestMetrics' ./e2e/fleet/
 
-# The slow integration tests (INTEGRATION_PKGS), two at a time; the
-# nightly workflow runs them.
+# The integration tests (INTEGRATION_PKGS), two at a time; the nightly
+# workflow runs them.
 test-integration: tools deps-metal3
-	$(GO_TEST) -count=1 -timeout 40m -parallel 2 $(INTEGRATION_PKGS)
+	$(GO_TEST) -tags integration -count=1 -timeout 60m -parallel 2 $(INTEGRATION_PKGS)
+	$(GO_TEST) -tags integration -count=1 -race -timeout 20m ./e2e/mgmt/
 
 # The Metal3 stack on the lab: real Ironic (e2e/ironic, also in `make
 # test-integration`) and baremetal-operator built from its upstream release source

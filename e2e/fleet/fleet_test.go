@@ -1,3 +1,8 @@
+//go:build integration
+
+// A real plane (kube-apiserver, etcd, CAPI's managers: make tools) runs
+// these tests; make test-integration runs them, make test does not.
+
 package fleet
 
 import (

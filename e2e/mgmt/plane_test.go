@@ -1,3 +1,8 @@
+//go:build integration
+
+// A real plane (kube-apiserver, etcd, CAPI's managers: make tools) runs
+// these tests; make test-integration runs them, make test does not.
+
 package mgmt
 
 import (
@@ -32,7 +37,8 @@ import (
 )
 
 // These tests run the real plane: kube-apiserver, etcd and the three CAPI
-// managers. `make test` builds what they need first (`make tools`).
+// managers. `make test-integration` builds what they need first (`make
+// tools`).
 
 func startPlane(t *testing.T) *Plane {
 	t.Helper()

@@ -1,3 +1,8 @@
+//go:build integration
+
+// A real plane (kube-apiserver, etcd, CAPI's managers: make tools) runs
+// these tests; make test-integration runs them, make test does not.
+
 package runner
 
 import (
@@ -25,8 +30,8 @@ import (
 	"github.com/upgradelab/upgradelab/sim/labtest"
 )
 
-// One scenario end to end in `make test`, so every commit proves the
-// chain from a scenario file to the checks: the single-node in-place
+// One scenario end to end in `make test-integration`, so every night
+// proves the chain from a scenario file to the checks: the single-node in-place
 // upgrade, plain form, on an A/B host and on an OSTree host. The two runs
 // share a kept plane (Planes), as a suite process's runs do: the first
 // starts it, the second finds it as a fresh one, its own logs in its
