@@ -35,11 +35,9 @@ KEEP_PLANE ?= true
 # commands (cmd/upgradelab); and the plane itself (e2e/mgmt, under the
 # race detector as in make test).
 INTEGRATION_PKGS = ./e2e/integration/ ./e2e/ironic/ ./sim/vm/ ./e2e/runner/ ./e2e/fleet/ ./cmd/upgradelab/
-# Packages whose code runs goroutines against each other: make test runs
-# them with -race only (the same tests, with the race detector).
-RACE_PKGS = ./e2e/mgmt/... ./e2e/monitor/ ./internal/... $(shell go list ./sim/... | grep -v '/sim/vm$$') ./providers/...
-# The rest, run once without -race.
-PLAIN_PKGS = $(shell go list ./... | grep -v -E '/(e2e/mgmt|e2e/monitor|internal|sim|providers)(/|$$)|/e2e/(integration|ironic)$$')
+# make test's packages: every one but those whose tests all need a plane,
+# Ironic or real VMs.
+TEST_PKGS = $(shell go list ./... | grep -v -E '/e2e/(integration|ironic)$$|/sim/vm$$')
 
 GO_TEST ?= go test
 
@@ -90,18 +88,21 @@ build: deps
 # golangci-lint as .golangci.yml sets it (vet, gofmt and goimports,
 # gocritic, errorlint, misspell, funlen), the e2e suite's tagged files
 # included; scripts/build-golangci-lint.sh builds it once per version.
+# It type-checks against the dependencies' export data, which `go list`
+# compiles into Go's build cache; with -race that is the build make
+# test's race detector uses, so a fresh machine compiles the dependencies
+# once, not twice.
 lint: deps
-	@gcl=$$(GOLANGCI_LINT_VERSION=$(GOLANGCI_LINT_VERSION) scripts/build-golangci-lint.sh) && $$gcl run ./...
+	@gcl=$$(GOLANGCI_LINT_VERSION=$(GOLANGCI_LINT_VERSION) scripts/build-golangci-lint.sh) && GOFLAGS="$(GOFLAGS) -race" $$gcl run ./...
 
 # The unit tests, each package's on the lab's real parts (BMCs, disks,
 # the workload API, the provider's and extension's controllers) without
 # a management plane: nothing to build first, so a fresh clone runs
-# them in minutes. What CI runs (.ci/run); the tests on a real plane
-# are in test-integration.
+# them in minutes. All under the race detector, in the one build lint
+# compiled. What CI runs (.ci/run); the tests on a real plane are in
+# test-integration.
 test: lint
-	$(GO_TEST) -count=1 -timeout 25m -parallel 2 $(PLAIN_PKGS)
-	$(GO_TEST) -count=1 -race -timeout 20m $(RACE_PKGS)
-	$(GO_TEST) -count=1 -race -run 'TestWave|TestMetrics' ./e2e/fleet/
+	$(GO_TEST) -count=1 -race -timeout 25m -parallel 2 $(TEST_PKGS)
 
 # The integration tests (INTEGRATION_PKGS), two at a time; the nightly
 # workflow runs them.
