@@ -56,9 +56,10 @@ deps-metal3:
 
 # The two builds overlap (each waits on downloads and links while the
 # other compiles); either failing fails the target.
+BUILD_KUBE = KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) scripts/build-kube-binaries.sh >/dev/null
+BUILD_CAPI = scripts/build-capi-managers.sh >/dev/null
 tools: deps
-	@KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) scripts/build-kube-binaries.sh >/dev/null & kube=$$!; \
-	scripts/build-capi-managers.sh >/dev/null & capi=$$!; \
+	@$(BUILD_KUBE) & kube=$$!; $(BUILD_CAPI) & capi=$$!; \
 	wait $$kube; k=$$?; wait $$capi; c=$$?; [ $$k -eq 0 ] && [ $$c -eq 0 ]
 
 # Regenerates the provider's deepcopy code, CRDs and webhook manifests, the
@@ -174,14 +175,15 @@ e2e: suite-tools
 # test binary and the Ginkgo CLI import, into Go's build cache, so `ginkgo
 # run` compiles the suite's own files and links): on a fresh machine each
 # build leaves a core idle while it downloads or links. Warm, it takes a
-# second.
+# second. The recipe holds no $(MAKE), so `make -n` prints it rather than
+# running it.
 SUITE_PKGS = {{if and (not .ForTest) (not .Standard) .GoFiles}}{{.ImportPath}}{{end}}
 suite-tools: deps
-	@$(MAKE) --no-print-directory tools & tools=$$!; \
+	@$(BUILD_KUBE) & kube=$$!; $(BUILD_CAPI) & capi=$$!; \
 	pkgs=$$(go list -tags=e2e -deps -test -f '$(SUITE_PKGS)' ./e2e/) && \
 	ginkgo=$$(go list -deps -f '$(SUITE_PKGS)' github.com/onsi/ginkgo/v2/ginkgo) && \
 	go build -tags=e2e $$(echo "$$pkgs $$ginkgo" | tr ' ' '\n' | grep -v '\.test$$' | sort -u); suite=$$?; \
-	wait $$tools; t=$$?; [ $$t -eq 0 ] && [ $$suite -eq 0 ]
+	wait $$kube; k=$$?; wait $$capi; c=$$?; [ $$k -eq 0 ] && [ $$c -eq 0 ] && [ $$suite -eq 0 ]
 
 # Time-scale invariance: the four main scenarios (plain) at each of
 # TIMESCALE_SCALES (the suite's scale and ten times it), each suite in

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -63,13 +64,10 @@ func serveHardware(t *testing.T, h http.Handler) (*pki.CA, string) {
 // workload cluster through the lab's hardware channel, and its update API
 // runs the health check that commits the slot.
 func TestAgentBinaryJoinsTheWorkloadCluster(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildAgent(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "upgradelab-agent")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 
 	l := labtest.Up(t, "single-node", 0)
 	clusters, ep := labtest.Workload(t, "default/wl")
@@ -135,4 +133,24 @@ func TestAgentBinaryJoinsTheWorkloadCluster(t *testing.T) {
 	if b := host.Status().Disk.Images().Booted; !h.Healthy || b == nil || !b.Committed {
 		t.Fatalf("health through the agent process: %+v, booted %+v", h, b)
 	}
+}
+
+// buildAgent builds this package's binary into dir as this test binary
+// was built, with the race detector when it has it: the build then reuses
+// the dependencies already compiled for the test rather than compiling
+// every one again.
+func buildAgent(t *testing.T, dir string) string {
+	bin := filepath.Join(dir, "upgradelab-agent")
+	args := []string{"build", "-o", bin}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "-race" && s.Value == "true" {
+				args = append(args, "-race")
+			}
+		}
+	}
+	if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin
 }
