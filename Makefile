@@ -232,7 +232,7 @@ e2e-kind: tools
 	$(GINKGO) run --tags=e2e --procs=1 -v --timeout=90m --output-dir=$(ARTIFACTS) --junit-report=junit.xml \
 		--label-filter='baremetal && plain && !qemu && !ostree && ($(KIND_SCENARIOS))$(if $(GINKGO_LABELS), && ($(GINKGO_LABELS)))' ./e2e/ -- \
 		-artifacts=$(ARTIFACTS) -management=kind -kind-node-image=$$image -capi-rate-limiting=$(CAPI_RATE_LIMITING) && \
-	KIND_NODE_IMAGE=$$image $(GO_TEST) -tags kind -count=1 -timeout 30m -run TestAFleetRunsOnKind ./e2e/fleet/
+	KIND_NODE_IMAGE=$$image $(GO_TEST) -tags kind,integration -count=1 -timeout 30m -run TestAFleetRunsOnKind ./e2e/fleet/
 
 # The fault variants (scenarios/faults/): each scenario with a failure
 # injected mid-run, judged by the same checks. `make e2e-faults REPEAT=5`

@@ -1,4 +1,4 @@
-//go:build kind
+//go:build kind && integration
 
 package fleet
 
