@@ -108,8 +108,10 @@ test: lint
 # The integration tests (INTEGRATION_PKGS), two at a time; the nightly
 # workflow runs them.
 test-integration: tools deps-metal3
-	$(GO_TEST) -tags integration -count=1 -timeout 60m -parallel 2 $(INTEGRATION_PKGS)
-	$(GO_TEST) -tags integration -count=1 -race -timeout 20m ./e2e/mgmt/
+	@status=0; \
+	$(GO_TEST) -tags integration -count=1 -timeout 60m -parallel 2 $(INTEGRATION_PKGS) || status=1; \
+	$(GO_TEST) -tags integration -count=1 -race -timeout 20m ./e2e/mgmt/ || status=1; \
+	exit $$status
 
 # The Metal3 stack on the lab: real Ironic (e2e/ironic, also in `make
 # test-integration`) and baremetal-operator built from its upstream release source
